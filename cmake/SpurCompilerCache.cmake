@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
+# Compiler cache: torch headers cost ~13 s per translation unit, so ccache (with the sloppiness that precompiled
+# headers need) pays for itself from the second build on. Skipped when ccache is absent or a launcher is set.
+find_program(SPUR_CCACHE ccache)
+if(SPUR_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER
+      ${CMAKE_COMMAND} -E env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      ${SPUR_CCACHE})
+  message(STATUS "Spur: compiling through ccache (${SPUR_CCACHE})")
+endif()

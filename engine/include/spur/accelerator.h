@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// spur::Accelerator: the few calls that make one LibTorch training loop run unchanged on 1..N processes, with
+// mixed precision and gradient accumulation (Hugging Face Accelerate's API, in C++). Use from one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
+
+#include <spur/collectives.h>
+#include <spur/model.h>
+#include <spur/optimizer.h>
+#include <spur/options.h>
+#include <spur/precision.h>
+#include <spur/scope.h>
+#include <spur/state.h>
+
+namespace spur {
+
+namespace detail {
+class AcceleratorCore;
+template <typename T>
+struct is_prepared_model : std::false_type {};
+template <typename M>
+struct is_prepared_model<PreparedModel<M>> : std::true_type {};
+}  // namespace detail
+
+class Accelerator {
+ public:
+  /// Reads the launcher's environment and, when the run has more than one process, joins the process group
+  /// (TCPStore rendezvous; Gloo on CPU, NCCL on CUDA). Throws spur::Error naming host, port and timeout when
+  /// the other ranks do not arrive in time. Accelerators in one process share the process group.
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  // --- who and where -------------------------------------------------------------------------------------
+  const ProcessState& state() const;
+  int64_t process_index() const;
+  int64_t local_process_index() const;
+  int64_t num_processes() const;
+  bool is_main_process() const;
+  bool is_local_main_process() const;
+  bool distributed() const;
+  torch::Device device() const;
+  Precision mixed_precision() const;
+  int64_t gradient_accumulation_steps() const;
+
+  /// Blocks until every rank gets here.
+  void wait_for_everyone();
+  /// Prints its arguments separated by spaces, as Python's print, on the main process only.
+  template <typename... Args>
+  void print(const Args&... args) const {
+    if (!is_main_process()) return;
+    std::ostringstream line;
+    const char* separator = "";
+    ((line << separator << args, separator = " "), ...);
+    print_line(line.str());
+  }
+  /// The main process runs the scope's body first; the others wait, then run it (e.g. to download data once).
+  Scope main_process_first();
+  Scope local_main_process_first();
+  /// Seeds torch's generators (CPU and CUDA); with device_specific, adds the process index to the seed.
+  void set_seed(uint64_t seed, bool device_specific = false);
+
+  // --- prepare -------------------------------------------------------------------------------------------
+  /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
+  /// PreparedOptimizer. One argument returns it alone; several return a tuple for structured bindings:
+  ///   auto [model, optimizer] = accelerator.prepare(net, adam);
+  /// An optimizer passed as an lvalue must outlive the Accelerator.
+  template <typename... Objects>
+  auto prepare(Objects&&... objects) {
+    static_assert(sizeof...(Objects) > 0, "prepare needs at least one model or optimizer");
+    if constexpr (sizeof...(Objects) == 1) {
+      return prepare_one(std::forward<Objects>(objects)...);
+    } else {
+      // Braced initialisation: prepared left to right, as Accelerate does.
+      return std::tuple<decltype(prepare_one(std::forward<Objects>(objects)))...>{
+          prepare_one(std::forward<Objects>(objects))...};
+    }
+  }
+
+  /// The user's module inside a PreparedModel.
+  template <typename M>
+  std::shared_ptr<M> unwrap_model(const PreparedModel<M>& model) const {
+    return model.ptr();
+  }
+
+  // --- training step -------------------------------------------------------------------------------------
+  /// loss / gradient_accumulation_steps, scaled for fp16, then backward.
+  void backward(const torch::Tensor& loss, bool retain_graph = false);
+  /// Runs code under autocast for this run's precision (the prepared model's forward already does).
+  AutocastScope autocast() const;
+  /// Counts a micro-step: gradients are synchronised (and the prepared optimizers step) on every
+  /// gradient_accumulation_steps-th call only; in between the models' gradients accumulate locally.
+  template <typename... Models>
+  Scope accumulate(Models&... models) {
+    begin_accumulation_step();
+    if (sync_gradients()) return Scope{};
+    return no_sync(models...);
+  }
+  /// While the scope lives, backward passes of these models accumulate gradients without synchronising.
+  template <typename... Models>
+  Scope no_sync(Models&... models) {
+    static_assert((detail::is_prepared_model<Models>::value && ...), "no_sync takes prepared models");
+    return no_sync_models({&models.sync()...});
+  }
+  /// True when the current micro-step synchronises gradients and steps the optimizer.
+  bool sync_gradients() const;
+  /// Marks the end of the data: the next accumulate() step synchronises (used by the data loader).
+  void set_end_of_dataloader(bool end);
+  /// Unscales (fp16) then clips the gradients' total norm; returns the norm before clipping.
+  torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                double norm_type = 2.0);
+  template <typename M>
+  torch::Tensor clip_grad_norm_(const PreparedModel<M>& model, double max_norm, double norm_type = 2.0) {
+    return clip_grad_norm_(model->parameters(), max_norm, norm_type);
+  }
+  /// Unscales (fp16) then clamps every gradient to [-clip_value, clip_value].
+  void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
+  /// Divides the prepared optimizers' gradients by the fp16 loss scale (once per step; no-op otherwise).
+  void unscale_gradients();
+  /// True when the last optimizer step was skipped because fp16 gradients overflowed.
+  bool optimizer_step_was_skipped() const;
+  /// The fp16 loss scaler; nullptr unless mixed_precision is fp16.
+  GradScaler* scaler();
+
+  // --- collectives (every rank must call them in the same order) --------------------------------------------
+  /// Concatenates every rank's tensors along dim 0, in rank order, on every rank. The first dimension may
+  /// differ between ranks; 0-d tensors count as one element.
+  template <typename T>
+  T gather(const T& data) const {
+    return detail::map_tensors(data, [c = comm()](const torch::Tensor& t) { return detail::gather_tensor(c, t); });
+  }
+  /// Sum or mean over ranks, on every rank.
+  template <typename T>
+  T reduce(const T& data, Reduction reduction = Reduction::sum) const {
+    return detail::map_tensors(
+        data, [c = comm(), reduction](const torch::Tensor& t) { return detail::reduce_tensor(c, t, reduction); });
+  }
+  /// Rank `from_process`'s data on every rank; other ranks' inputs may have any shape (or be undefined).
+  template <typename T>
+  T broadcast(const T& data, int64_t from_process = 0) const {
+    return detail::map_tensors(data, [c = comm(), from_process](const torch::Tensor& t) {
+      return detail::broadcast_tensor(c, t, from_process);
+    });
+  }
+  /// Pads dimension `dim` to the largest size over the ranks with `pad_index` (at the end, or the start).
+  template <typename T>
+  T pad_across_processes(const T& data, int64_t dim = 0, int64_t pad_index = 0, bool pad_first = false) const {
+    return detail::map_tensors(data, [=, c = comm()](const torch::Tensor& t) {
+      return detail::pad_tensor(c, t, dim, pad_index, pad_first);
+    });
+  }
+
+ private:
+  template <typename M>
+  PreparedModel<M> prepare_one(const torch::nn::ModuleHolder<M>& holder) {
+    return prepare_module(holder.ptr());
+  }
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  PreparedModel<M> prepare_one(const std::shared_ptr<M>& module) {
+    return prepare_module(module);
+  }
+  template <typename M>
+  PreparedModel<M> prepare_one(const PreparedModel<M>& model) {
+    return model;
+  }
+  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
+  PreparedOptimizer prepare_one(O& optimizer) {
+    // Not owned: the caller's optimizer outlives the training loop.
+    return prepare_optimizer(std::shared_ptr<torch::optim::Optimizer>(&optimizer, [](auto*) {}));
+  }
+  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
+  PreparedOptimizer prepare_one(const std::shared_ptr<O>& optimizer) {
+    return prepare_optimizer(optimizer);
+  }
+
+  template <typename M>
+  PreparedModel<M> prepare_module(const std::shared_ptr<M>& module) {
+    return PreparedModel<M>(module, make_model_sync(module));
+  }
+  std::shared_ptr<detail::ModelSync> make_model_sync(std::shared_ptr<torch::nn::Module> module);
+  PreparedOptimizer prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  Scope no_sync_models(std::vector<detail::ModelSync*> models);
+  void begin_accumulation_step();
+  void print_line(const std::string& line) const;
+  detail::Communicator* comm() const;
+
+  std::shared_ptr<detail::AcceleratorCore> core_;
+};
+
+}  // namespace spur

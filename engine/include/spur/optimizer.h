@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// PreparedOptimizer: the user's optimizer after Accelerator::prepare. It steps and zeroes only on gradient
+// sync steps (accumulation), and with fp16 unscales first and skips a step whose gradients hold inf/nan.
+#pragma once
+
+#include <memory>
+
+#include <torch/optim/optimizer.h>
+
+namespace spur {
+
+namespace detail {
+class AcceleratorCore;
+}
+
+class PreparedOptimizer {
+ public:
+  PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
+                    std::shared_ptr<detail::AcceleratorCore> core);
+
+  /// Clears gradients (sets them to none by default, as PyTorch 2 does); does nothing on micro-steps
+  /// where gradients are being accumulated.
+  void zero_grad(bool set_to_none = true);
+  /// Steps on sync steps only; with fp16, through the loss scaler (see step_was_skipped).
+  void step();
+  /// True when the last step was skipped because fp16 gradients overflowed.
+  bool step_was_skipped() const { return step_was_skipped_; }
+
+  torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  torch::optim::Optimizer* operator->() const { return optimizer_.get(); }
+
+ private:
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  std::shared_ptr<detail::AcceleratorCore> core_;
+  bool step_was_skipped_ = false;
+};
+
+}  // namespace spur

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Options of spur::Accelerator, with defaults. Fields left unset (std::nullopt) take the launcher's value
+// from the environment (SPUR_* or Accelerate's ACCELERATE_* variables), then the default written beside them.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace spur {
+
+/// Mixed precision, named as in Accelerate's `mixed_precision`.
+enum class Precision { no, fp16, bf16 };
+
+std::string_view to_string(Precision precision);
+/// Parses "no", "fp16", "bf16" (case-insensitive); std::nullopt for anything else.
+std::optional<Precision> parse_precision(std::string_view text);
+
+/// torch.cuda.amp.GradScaler's algorithm and defaults.
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+struct AcceleratorOptions {
+  /// Default: the launcher's SPUR_MIXED_PRECISION / ACCELERATE_MIXED_PRECISION, else Precision::no.
+  std::optional<Precision> mixed_precision;
+  /// Force the CPU even where CUDA is available. Default: SPUR_USE_CPU / ACCELERATE_USE_CPU, else false.
+  std::optional<bool> cpu;
+  /// Micro-steps per optimizer step. Default: SPUR_GRADIENT_ACCUMULATION_STEPS /
+  /// ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1.
+  std::optional<int64_t> gradient_accumulation_steps;
+  /// Loss scaling for fp16.
+  GradScalerOptions scaler = {};
+
+  /// How long ranks wait for each other to join. Default: SPUR_RENDEZVOUS_TIMEOUT (seconds), else 300 s.
+  std::optional<std::chrono::seconds> rendezvous_timeout;
+  /// How long one collective may take before the run fails. Default: SPUR_COLLECTIVE_TIMEOUT, else 1800 s.
+  std::optional<std::chrono::seconds> collective_timeout;
+
+  // Gradient synchronisation, as DistributedDataParallel's arguments.
+  /// Gradients are all-reduced in buckets of this size, overlapped with the rest of backward.
+  std::size_t bucket_cap_bytes = 25u << 20;
+  /// The first bucket (the last layers' gradients, ready first) is kept small so communication starts early.
+  std::size_t first_bucket_cap_bytes = 1u << 20;
+  /// Set when some parameters take no part in a forward pass (costs a graph traversal per step).
+  bool find_unused_parameters = false;
+  /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
+  bool broadcast_buffers = true;
+};
+
+}  // namespace spur

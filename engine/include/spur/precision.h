@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Mixed precision: AutocastScope (run code under autocast) and GradScaler (fp16 loss scaling with the exact
+// algorithm and defaults of torch.cuda.amp.GradScaler). Both are used by the Accelerator and usable alone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/optim/optimizer.h>
+
+#include <spur/options.h>
+
+namespace spur {
+
+/// The dtype autocast computes in for a precision (fp16 -> Half, bf16 -> BFloat16); Float for Precision::no.
+c10::ScalarType autocast_dtype(Precision precision);
+
+/// Throws spur::Error when this LibTorch build cannot run `precision` on `device`
+/// (LibTorch 1.13's CPU autocast supports bf16 only).
+void check_precision_supported(Precision precision, c10::Device device);
+
+/// While alive, eligible ops on `device` run in the precision's dtype (torch.autocast). Precision::no: no effect.
+/// Scopes nest; the autocast cache is cleared when the outermost one ends. One thread only.
+class AutocastScope {
+ public:
+  AutocastScope(c10::Device device, Precision precision);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+  AutocastScope(AutocastScope&& other) noexcept;
+  AutocastScope& operator=(AutocastScope&&) = delete;
+
+ private:
+  bool active_ = false;
+  c10::DeviceType device_type_ = c10::DeviceType::CPU;
+  bool previous_enabled_ = false;
+  c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;
+};
+
+/// Dynamic loss scaling. Per step: `scale(loss).backward()`, then `step(optimizer)` (unscales the gradients,
+/// skips the step when any is inf/nan), then `update()`:
+/// found inf/nan -> scale *= backoff_factor, growth tracker = 0; else tracker += 1 and, on reaching
+/// growth_interval, scale *= growth_factor and tracker = 0. The logic does not depend on the device.
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  /// loss * scale.
+  torch::Tensor scale(const torch::Tensor& loss) const;
+  /// Divides `optimizer`'s gradients by the scale once per step and records whether any is inf/nan.
+  void unscale_(torch::optim::Optimizer& optimizer);
+  /// Unscales if not yet done, then steps `optimizer` unless its gradients held inf/nan. True if it stepped.
+  bool step(torch::optim::Optimizer& optimizer);
+  /// True once unscale_ (or step) has run for `optimizer` since the last update().
+  bool unscaled(const torch::optim::Optimizer& optimizer) const {
+    auto it = per_optimizer_.find(&optimizer);
+    return it != per_optimizer_.end() && it->second.unscaled;
+  }
+  /// Adjusts the scale from what the optimizers of this step found, and starts a new step.
+  void update();
+
+  double get_scale() const { return scale_; }
+  int64_t growth_tracker() const { return growth_tracker_; }
+  const GradScalerOptions& options() const { return options_; }
+  /// For checkpoints: restores scale and growth tracker.
+  void load(double scale, int64_t growth_tracker);
+
+ private:
+  struct OptimizerState {
+    bool unscaled = false;
+    bool stepped = false;
+    torch::Tensor found_inf;             // one element, on the gradients' device
+    std::optional<bool> found_inf_host;  // found_inf read back by step(), so update() need not read it again
+  };
+
+  GradScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
+};
+
+}  // namespace spur

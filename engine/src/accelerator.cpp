@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// spur::Accelerator: resolves options against the launcher's environment, picks the device, joins the
+// process group, and implements the step-level calls (backward, accumulate, clipping, printing).
+#include <spur/accelerator.h>
+
+#include <iostream>
+#include <mutex>
+
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
+
+#include <spur/error.h>
+#include <spur/system.h>
+
+#include "accelerator_core.h"
+#include "compat/torch_compat.h"
+
+namespace spur {
+namespace {
+
+torch::Device pick_device(bool cpu, int64_t local_rank) {
+  if (cpu || !torch::cuda::is_available()) return torch::Device(torch::kCPU);
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  const auto index = static_cast<c10::DeviceIndex>(local_rank % count);
+  compat::set_cuda_device(index);
+  return torch::Device(torch::kCUDA, index);
+}
+
+void warn_if_slow_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto blas = blas_info();
+    if (blas.slow) {
+      std::cerr << "spur: warning: LibTorch runs on the reference BLAS (" << blas.path
+                << "), which makes every step 16-20x slower: install libopenblas0-pthread\n";
+    }
+  });
+}
+
+}  // namespace
+
+Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<detail::AcceleratorCore>()) {
+  auto& core = *core_;
+  core.state = ProcessState::from_environment();
+  core.options = options;
+  core.precision = options.mixed_precision.value_or(core.state.mixed_precision.value_or(Precision::no));
+  core.accumulation_steps =
+      options.gradient_accumulation_steps.value_or(core.state.gradient_accumulation_steps.value_or(1));
+  if (core.accumulation_steps < 1) {
+    throw Error("gradient_accumulation_steps must be at least 1, not " + std::to_string(core.accumulation_steps));
+  }
+  core.device = pick_device(options.cpu.value_or(core.state.use_cpu.value_or(false)), core.state.local_rank);
+  check_precision_supported(core.precision, core.device);
+  if (core.precision == Precision::fp16) core.scaler.emplace(options.scaler);
+
+  if (core.state.distributed()) {
+    detail::Communicator::Config config;
+    config.state = core.state;
+    config.device = core.device;
+    config.rendezvous_timeout =
+        options.rendezvous_timeout.value_or(core.state.rendezvous_timeout.value_or(std::chrono::seconds(300)));
+    config.collective_timeout =
+        options.collective_timeout.value_or(core.state.collective_timeout.value_or(std::chrono::seconds(1800)));
+    core.comm = detail::Communicator::join(config);
+  }
+  if (core.state.is_main_process()) warn_if_slow_blas();
+}
+
+Accelerator::~Accelerator() = default;
+
+const ProcessState& Accelerator::state() const { return core_->state; }
+int64_t Accelerator::process_index() const { return core_->state.rank; }
+int64_t Accelerator::local_process_index() const { return core_->state.local_rank; }
+int64_t Accelerator::num_processes() const { return core_->state.world_size; }
+bool Accelerator::is_main_process() const { return core_->state.is_main_process(); }
+bool Accelerator::is_local_main_process() const { return core_->state.is_local_main_process(); }
+bool Accelerator::distributed() const { return core_->comm != nullptr; }
+torch::Device Accelerator::device() const { return core_->device; }
+Precision Accelerator::mixed_precision() const { return core_->precision; }
+int64_t Accelerator::gradient_accumulation_steps() const { return core_->accumulation_steps; }
+detail::Communicator* Accelerator::comm() const { return core_->comm.get(); }
+
+void Accelerator::wait_for_everyone() {
+  if (core_->comm) core_->comm->barrier();
+}
+
+void Accelerator::print_line(const std::string& line) const {
+  std::cout << line << std::endl;  // flushed: launchers and consoles show lines as they come
+}
+
+Scope Accelerator::main_process_first() {
+  if (!is_main_process()) wait_for_everyone();
+  return Scope([this] {
+    if (is_main_process()) wait_for_everyone();
+  });
+}
+
+Scope Accelerator::local_main_process_first() {
+  if (!is_local_main_process()) wait_for_everyone();
+  return Scope([this] {
+    if (is_local_main_process()) wait_for_everyone();
+  });
+}
+
+void Accelerator::set_seed(uint64_t seed, bool device_specific) {
+  // torch::manual_seed seeds the CPU generator and every CUDA device's.
+  torch::manual_seed(seed + (device_specific ? static_cast<uint64_t>(process_index()) : 0));
+}
+
+std::shared_ptr<detail::ModelSync> Accelerator::make_model_sync(std::shared_ptr<torch::nn::Module> module) {
+  return detail::make_model_sync(core_, std::move(module));
+}
+
+PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  return PreparedOptimizer(std::move(optimizer), core_);
+}
+
+void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
+  auto scaled = loss;
+  if (core_->accumulation_steps > 1) scaled = scaled / static_cast<double>(core_->accumulation_steps);
+  if (core_->scaler) scaled = core_->scaler->scale(scaled);
+  scaled.backward({}, retain_graph);
+}
+
+AutocastScope Accelerator::autocast() const {
+  return AutocastScope(core_->device, core_->precision);
+}
+
+void Accelerator::begin_accumulation_step() {
+  auto& gradient = core_->gradient;
+  if (gradient.end_of_dataloader) {
+    gradient.step = 0;
+    gradient.sync_gradients = true;
+  } else {
+    gradient.step += 1;
+    gradient.sync_gradients = gradient.step % core_->accumulation_steps == 0;
+  }
+}
+
+bool Accelerator::sync_gradients() const { return core_->gradient.sync_gradients; }
+
+void Accelerator::set_end_of_dataloader(bool end) { core_->gradient.end_of_dataloader = end; }
+
+Scope Accelerator::no_sync_models(std::vector<detail::ModelSync*> models) {
+  std::vector<bool> previous;
+  previous.reserve(models.size());
+  for (auto* model : models) {
+    previous.push_back(model->require_backward_grad_sync());
+    model->set_require_backward_grad_sync(false);
+  }
+  return Scope([models = std::move(models), previous = std::move(previous)] {
+    for (size_t i = 0; i < models.size(); ++i) models[i]->set_require_backward_grad_sync(previous[i]);
+  });
+}
+
+void Accelerator::unscale_gradients() {
+  if (!core_->scaler || !core_->gradient.sync_gradients) return;
+  for (const auto& optimizer : core_->optimizers) {
+    if (!core_->scaler->unscaled(*optimizer)) core_->scaler->unscale_(*optimizer);
+  }
+}
+
+torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                           double norm_type) {
+  if (!core_->gradient.sync_gradients) {
+    // A micro-step holds a partial sum: report its norm (unscaled) but clip only the full gradient.
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : parameters) {
+      if (p.grad().defined()) norms.push_back(p.grad().detach().norm(norm_type));
+    }
+    if (norms.empty()) return torch::zeros({});
+    auto total = torch::stack(norms).norm(norm_type);
+    return core_->scaler ? total / core_->scaler->get_scale() : total;
+  }
+  unscale_gradients();
+  return torch::tensor(torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type));
+}
+
+void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value) {
+  unscale_gradients();
+  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+bool Accelerator::optimizer_step_was_skipped() const { return core_->step_was_skipped; }
+
+GradScaler* Accelerator::scaler() { return core_->scaler ? &*core_->scaler : nullptr; }
+
+}  // namespace spur

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// AcceleratorCore: the state an Accelerator shares with the models and optimizers it prepared (resolved
+// options, device, process group, loss scaler, gradient-accumulation step). Internal; training thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <spur/options.h>
+#include <spur/model.h>
+#include <spur/precision.h>
+#include <spur/state.h>
+
+#include "distributed/communicator.h"
+
+namespace spur::detail {
+
+struct GradientState {
+  bool sync_gradients = true;
+  int64_t step = 0;
+  bool end_of_dataloader = false;
+};
+
+class AcceleratorCore {
+ public:
+  ProcessState state;
+  AcceleratorOptions options;
+  Precision precision = Precision::no;
+  int64_t accumulation_steps = 1;
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<Communicator> comm;  // null when the run has one process
+  std::optional<GradScaler> scaler;    // fp16 only
+  GradientState gradient;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+  bool step_was_skipped = false;
+};
+
+/// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.
+std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
+                                           std::shared_ptr<torch::nn::Module> module);
+
+}  // namespace spur::detail

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every call whose shape differs between LibTorch 1.13 (Debian, CPU) and 2.x (CUDA wheels) lives here, behind
+// SPUR_TORCH_AT_LEAST. The rest of the engine calls these and never tests versions itself.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#ifdef SPUR_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#define SPUR_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace spur::compat {
+
+// --- autocast ---------------------------------------------------------------------------------------------
+// 2.4 replaced the per-device functions (set_cpu_enabled, set_autocast_gpu_dtype...) by ones taking the device.
+inline bool autocast_enabled(c10::DeviceType device) {
+#if SPUR_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
+#if SPUR_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
+}
+
+inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
+#if SPUR_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
+#if SPUR_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+/// CPU autocast learnt float16 in 2.4; 1.13 runs bfloat16 only.
+inline constexpr bool kCpuAutocastHalf = SPUR_TORCH_AT_LEAST(2, 4);
+
+// --- process groups ---------------------------------------------------------------------------------------
+// In 1.13 ProcessGroupGloo/NCCL are ProcessGroups; in 2.x they are Backends that a ProcessGroup dispatches to.
+template <typename Backend>
+c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                        int size, c10::intrusive_ptr<Backend> backend,
+                                                        c10::DeviceType device, bool nccl,
+                                                        std::chrono::milliseconds timeout) {
+#if SPUR_TORCH_AT_LEAST(2, 0)
+  const auto type = nccl ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO;
+#if SPUR_TORCH_AT_LEAST(2, 6)
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+#else
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(
+      store, rank, size, c10::make_intrusive<c10d::ProcessGroup::Options>(nccl ? "nccl" : "gloo", timeout));
+#endif
+  group->setDefaultBackend(type);
+  group->setBackend(device, type, backend);
+  return group;
+#else
+  (void)store, (void)rank, (void)size, (void)device, (void)nccl, (void)timeout;
+  return backend;
+#endif
+}
+
+inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                              int rank, int size,
+                                                              std::shared_ptr<::gloo::transport::Device> device,
+                                                              std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(std::move(device));
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+  return as_process_group(store, rank, size, gloo, c10::DeviceType::CPU, false, timeout);
+}
+
+#ifdef USE_C10D_NCCL
+inline c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                              int rank, int size,
+                                                              std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+  return as_process_group(store, rank, size, nccl, c10::DeviceType::CUDA, true, timeout);
+}
+#endif
+
+// --- CUDA -------------------------------------------------------------------------------------------------
+inline void set_cuda_device(c10::DeviceIndex index) {
+#ifdef SPUR_WITH_CUDA
+  c10::cuda::set_device(index);
+#else
+  (void)index;
+#endif
+}
+
+}  // namespace spur::compat

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// Process-group creation (Gloo for CPU tensors, NCCL for CUDA ones) and blocking collectives whose failures
+// name the operation and the rank, instead of c10d's bare socket errors.
+#include "distributed/communicator.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include <spur/error.h>
+
+#include "compat/torch_compat.h"
+
+namespace spur::detail {
+namespace {
+
+std::mutex join_mutex;
+std::weak_ptr<Communicator> joined;
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const ProcessState& state) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    std::string first(ifname);
+    first = first.substr(0, first.find(','));
+    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+  }
+  // Ranks that meet on a loopback address all run on this machine: keep their traffic on loopback too.
+  if (is_loopback(state.master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> Communicator::join(const Config& config) {
+  std::lock_guard<std::mutex> lock(join_mutex);
+  if (auto existing = joined.lock()) return existing;
+
+  const auto& state = config.state;
+  auto store = rendezvous(state, config.rendezvous_timeout);
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.collective_timeout);
+  try {
+    if (config.device.is_cuda()) {
+#ifdef USE_C10D_NCCL
+      group = compat::make_nccl_group(store, state.rank, state.world_size, timeout);
+#else
+      throw Error("this LibTorch was built without NCCL: CUDA runs across processes cannot synchronise");
+#endif
+    } else {
+      group = compat::make_gloo_group(store, state.rank, state.world_size, gloo_device(state), timeout);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(state.rank) + " could not connect to the other ranks after rendezvous at " +
+                state.master_addr + ":" + std::to_string(state.master_port) + ": " + e.what() +
+                " (on several machines, set GLOO_SOCKET_IFNAME to the interface the machines share)");
+  }
+  auto communicator = std::make_shared<Communicator>(config, store, group);
+  joined = communicator;
+  return communicator;
+}
+
+Communicator::Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
+                           c10::intrusive_ptr<c10d::ProcessGroup> group)
+    : rank_(static_cast<int>(config.state.rank)),
+      size_(static_cast<int>(config.state.world_size)),
+      device_(config.device),
+      endpoint_(config.state.master_addr + ":" + std::to_string(config.state.master_port)),
+      backend_(config.device.is_cuda() ? "nccl" : "gloo"),
+      store_(std::move(store)),
+      group_(std::move(group)) {}
+
+std::string Communicator::describe() const {
+  return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (" + backend_ + ", store " + endpoint_ +
+         ")";
+}
+
+template <typename WorkPtr>
+void Communicator::wait(const WorkPtr& work, const char* operation) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    throw Error(std::string(operation) + " failed on " + describe() + ": " + e.what() +
+                " (another rank probably stopped; its own output names the cause)");
+  }
+}
+
+void Communicator::allreduce_(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors{tensor};
+  wait(group_->allreduce(tensors), "all-reduce");
+}
+
+std::vector<torch::Tensor> Communicator::allgather(const torch::Tensor& tensor) {
+  std::vector<torch::Tensor> input{tensor.contiguous()};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  output[0].reserve(size_);
+  for (int i = 0; i < size_; ++i) output[0].push_back(torch::empty_like(input[0]));
+  wait(group_->allgather(output, input), "all-gather");
+  return output[0];
+}
+
+void Communicator::broadcast_(torch::Tensor& tensor, int root) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  wait(group_->broadcast(tensors, options), "broadcast");
+}
+
+void Communicator::barrier() {
+  wait(group_->barrier(), "barrier");
+}
+
+}  // namespace spur::detail

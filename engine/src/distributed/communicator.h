@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator: this process's membership of the run's process group (rendezvous store plus Gloo or NCCL), and
+// the blocking collectives the engine builds on. Internal; one per process, shared by every Accelerator.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/types.h>
+
+#include <spur/state.h>
+
+namespace spur::detail {
+
+class Communicator {
+ public:
+  struct Config {
+    ProcessState state;
+    torch::Device device{torch::kCPU};
+    std::chrono::seconds rendezvous_timeout{300};
+    std::chrono::seconds collective_timeout{1800};
+  };
+
+  /// Rendezvous and process-group creation. The first call in a process joins; while that Communicator lives,
+  /// later calls return it.
+  static std::shared_ptr<Communicator> join(const Config& config);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  torch::Device device() const { return device_; }
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
+  /// "rank 1 of 2 (gloo, store 127.0.0.1:29500)", for error messages.
+  std::string describe() const;
+
+  /// Sums `tensor` over ranks, in place.
+  void allreduce_(torch::Tensor& tensor);
+  /// Every rank's `tensor` (same shape and dtype on every rank), in rank order.
+  std::vector<torch::Tensor> allgather(const torch::Tensor& tensor);
+  /// Overwrites `tensor` with rank `root`'s (same shape and dtype on every rank).
+  void broadcast_(torch::Tensor& tensor, int root);
+  void barrier();
+
+  Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
+               c10::intrusive_ptr<c10d::ProcessGroup> group);
+
+ private:
+  template <typename WorkPtr>
+  void wait(const WorkPtr& work, const char* operation);
+
+  int rank_;
+  int size_;
+  torch::Device device_;
+  std::string endpoint_;
+  std::string backend_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+/// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits until every rank has checked
+/// in. Throws spur::Error naming the host, port, timeout and the ranks that never arrived.
+c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout);
+
+}  // namespace spur::detail

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// Gradient synchronisation for a prepared model, the way DistributedDataParallel does it: c10d's Reducer hooks
+// every parameter's gradient accumulator and all-reduces full buckets while the rest of backward still runs.
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#include <torch/nn/module.h>
+
+#include <spur/error.h>
+#include <spur/model.h>
+
+#include "accelerator_core.h"
+
+namespace spur::detail {
+namespace {
+
+// DDP's broadcast bucket for parameters and buffers.
+constexpr size_t kBroadcastBucketBytes = 250u << 20;
+
+class ReducerModelSync final : public ModelSync {
+ public:
+  ReducerModelSync(std::shared_ptr<AcceleratorCore> core, std::shared_ptr<torch::nn::Module> module)
+      : core_(std::move(core)), module_(std::move(module)) {
+    module_->to(core_->device);
+    if (!core_->comm) return;
+
+    std::vector<torch::Tensor> params;
+    std::unordered_map<size_t, std::string> names;
+    for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+      if (!item.value().requires_grad()) continue;
+      names.emplace(params.size(), item.key());
+      params.push_back(item.value());
+    }
+    for (const auto& buffer : module_->buffers(/*recurse=*/true)) buffers_.push_back(buffer);
+
+    const auto& group = core_->comm->group();
+    try {
+      // Same number, shapes and dtypes of parameters on every rank, or a clear error now (not a hang later).
+      c10d::verify_params_across_processes(group, params, c10::nullopt);
+    } catch (const std::exception& e) {
+      throw Error("prepare(model) on " + core_->comm->describe() +
+                  ": the model differs between ranks (every rank must build the same model): " + e.what());
+    }
+    {
+      // Every rank starts from rank 0's weights.
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> state = params;
+      state.insert(state.end(), buffers_.begin(), buffers_.end());
+      if (!state.empty()) c10d::broadcast_coalesced(group, state, kBroadcastBucketBytes, 0);
+    }
+    if (params.empty()) return;
+
+    const auto& options = core_->options;
+    std::vector<bool> expect_sparse(params.size(), false);
+    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+        params, {options.first_bucket_cap_bytes, options.bucket_cap_bytes}, expect_sparse);
+    reducer_ = std::make_unique<c10d::Reducer>(
+        params, std::move(buckets), std::move(limits), group, expect_sparse,
+        static_cast<int64_t>(options.bucket_cap_bytes), options.find_unused_parameters,
+        /*gradient_as_bucket_view=*/false, std::move(names), static_cast<int64_t>(options.first_bucket_cap_bytes));
+  }
+
+  std::optional<AutocastScope> begin_forward() override {
+    if (reducer_ && torch::GradMode::is_enabled() && require_sync_) {
+      // After the first backward, buckets are re-cut in the order gradients actually became ready.
+      reducer_->rebuild_buckets();
+      if (core_->options.broadcast_buffers && !buffers_.empty()) {
+        torch::NoGradGuard no_grad;
+        c10d::broadcast_coalesced(core_->comm->group(), buffers_, kBroadcastBucketBytes, 0);
+      }
+    }
+    if (core_->precision == Precision::no) return std::nullopt;
+    return std::optional<AutocastScope>(std::in_place, core_->device, core_->precision);
+  }
+
+  void end_forward(const std::vector<torch::Tensor>& outputs) override {
+    if (!reducer_ || !torch::GradMode::is_enabled() || !require_sync_) return;
+    reducer_->prepare_for_backward(core_->options.find_unused_parameters ? outputs : std::vector<torch::Tensor>{});
+  }
+
+  bool converts_outputs() const override { return core_->precision != Precision::no; }
+  void set_require_backward_grad_sync(bool sync) override { require_sync_ = sync; }
+  bool require_backward_grad_sync() const override { return require_sync_; }
+
+ private:
+  std::shared_ptr<AcceleratorCore> core_;
+  std::shared_ptr<torch::nn::Module> module_;
+  std::vector<torch::Tensor> buffers_;
+  std::unique_ptr<c10d::Reducer> reducer_;
+  bool require_sync_ = true;
+};
+
+}  // namespace
+
+std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
+                                           std::shared_ptr<torch::nn::Module> module) {
+  return std::make_shared<ReducerModelSync>(core, std::move(module));
+}
+
+}  // namespace spur::detail

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// fp16 loss scaling with torch.cuda.amp.GradScaler's rule. The scale is kept on the host: the one device->host
+// read per step (is there an inf?) is the same synchronisation torch's own step() makes.
+#include <spur/precision.h>
+
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+#include <torch/types.h>
+
+#include <spur/error.h>
+
+namespace spur {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
+  if (!(options.init_scale > 0) || !(options.growth_factor > 1.0) || !(options.backoff_factor > 0.0) ||
+      !(options.backoff_factor < 1.0) || options.growth_interval < 1) {
+    throw Error("GradScaler options need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and "
+                "growth_interval >= 1");
+  }
+}
+
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+  return loss * scale_;
+}
+
+void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+  auto& state = per_optimizer_[&optimizer];
+  if (state.unscaled) {
+    throw Error("GradScaler::unscale_ was already called for this optimizer since the last update()");
+  }
+  if (state.stepped) throw Error("GradScaler::unscale_ is called after step(): call update() first");
+
+  const double inverse = 1.0 / scale_;
+  std::vector<torch::Tensor> cuda_grads;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& param : group.params()) {
+      const auto& grad = param.grad();
+      if (!grad.defined()) continue;
+      if (!state.found_inf.defined()) state.found_inf = torch::zeros({1}, grad.options().dtype(torch::kFloat));
+      if (grad.is_cuda()) {
+        cuda_grads.push_back(grad);
+        continue;
+      }
+      // Tested on the scaled value, as torch's kernel does.
+      state.found_inf.logical_or_(grad.isfinite().all().logical_not());
+      grad.mul_(inverse);
+    }
+  }
+  if (!cuda_grads.empty()) {
+    // One fused kernel on CUDA, as torch's GradScaler.
+    auto inv = torch::full({1}, inverse, cuda_grads.front().options().dtype(torch::kFloat));
+    at::_amp_foreach_non_finite_check_and_unscale_(cuda_grads, state.found_inf, inv);
+  }
+  state.unscaled = true;
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  auto& state = per_optimizer_[&optimizer];
+  if (state.stepped) throw Error("GradScaler::step was already called for this optimizer since update()");
+  if (!state.unscaled) unscale_(optimizer);
+  auto& updated = per_optimizer_[&optimizer];
+  updated.stepped = true;
+  updated.found_inf_host = updated.found_inf.defined() && updated.found_inf.item<float>() != 0.0f;
+  if (*updated.found_inf_host) return false;
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update() {
+  bool found_inf = false;
+  bool any = false;
+  for (auto& [optimizer, state] : per_optimizer_) {
+    if (!state.found_inf.defined()) continue;
+    any = true;
+    found_inf = found_inf || (state.found_inf_host ? *state.found_inf_host : state.found_inf.item<float>() != 0.0f);
+  }
+  per_optimizer_.clear();
+  if (!any) return;  // nothing was unscaled this step: torch asserts here; a no-op is kinder
+  if (found_inf) {
+    scale_ *= options_.backoff_factor;
+    growth_tracker_ = 0;
+  } else if (++growth_tracker_ == options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    growth_tracker_ = 0;
+  }
+}
+
+void GradScaler::load(double scale, int64_t growth_tracker) {
+  if (!(scale > 0)) throw Error("GradScaler::load: scale must be positive");
+  scale_ = scale;
+  growth_tracker_ = growth_tracker;
+  per_optimizer_.clear();
+}
+
+}  // namespace spur

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// PreparedOptimizer: steps and zeroes on sync steps only; fp16 steps go through the loss scaler.
+#include <spur/optimizer.h>
+
+#include <sstream>
+
+#include <torch/serialize/archive.h>
+
+#include "accelerator_core.h"
+
+namespace spur {
+namespace {
+
+bool has_state(const torch::optim::Optimizer& optimizer) {
+  return !optimizer.state().empty();
+}
+
+// Optimizer state (Adam's moments...) belongs on the parameters' device. A save/load round trip through an
+// archive moves every state tensor whatever the optimizer's type.
+void move_state(torch::optim::Optimizer& optimizer, torch::Device device) {
+  torch::serialize::OutputArchive out;
+  optimizer.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  std::istringstream read(bytes.str());
+  in.load_from(read, device);
+  optimizer.load(in);
+}
+
+}  // namespace
+
+PreparedOptimizer::PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
+                                     std::shared_ptr<detail::AcceleratorCore> core)
+    : optimizer_(std::move(optimizer)), core_(std::move(core)) {
+  if (!core_->device.is_cpu() && has_state(*optimizer_)) move_state(*optimizer_, core_->device);
+  core_->optimizers.push_back(optimizer_);
+}
+
+void PreparedOptimizer::zero_grad(bool set_to_none) {
+  if (!core_->gradient.sync_gradients) return;
+  for (auto& group : optimizer_->param_groups()) {
+    for (auto& param : group.params()) {
+      auto& grad = param.mutable_grad();
+      if (!grad.defined()) continue;
+      if (set_to_none) {
+        grad = torch::Tensor();
+      } else {
+        grad = grad.detach();
+        grad.zero_();
+      }
+    }
+  }
+}
+
+void PreparedOptimizer::step() {
+  if (!core_->gradient.sync_gradients) return;
+  if (core_->scaler) {
+    step_was_skipped_ = !core_->scaler->step(*optimizer_);
+    core_->scaler->update();
+  } else {
+    optimizer_->step();
+    step_was_skipped_ = false;
+  }
+  core_->step_was_skipped = step_was_skipped_;
+}
+
+}  // namespace spur

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reads torchrun's, Accelerate's, MPI's and Spur's variables into a ProcessState; every malformed value is an
+// error naming the variable, because a wrong rank or world size otherwise shows up as a hang much later.
+#include <spur/state.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include <spur/error.h>
+
+namespace spur {
+namespace {
+
+std::optional<std::string> lookup_any(const ProcessState::Lookup& lookup, std::initializer_list<const char*> names,
+                                      std::string* found_name = nullptr) {
+  for (const char* name : names) {
+    if (auto value = lookup(name); value && !value->empty()) {
+      if (found_name) *found_name = name;
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t parse_integer(const std::string& name, const std::string& text, int64_t minimum, int64_t maximum) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) {
+    throw Error("environment variable " + name + "='" + text + "' is not an integer");
+  }
+  if (value < minimum || value > maximum) {
+    throw Error("environment variable " + name + "=" + text + " is out of range [" + std::to_string(minimum) +
+                ", " + std::to_string(maximum) + "]");
+  }
+  return value;
+}
+
+std::optional<int64_t> integer_var(const ProcessState::Lookup& lookup, std::initializer_list<const char*> names,
+                                   int64_t minimum, int64_t maximum = INT64_MAX) {
+  std::string name;
+  auto text = lookup_any(lookup, names, &name);
+  if (!text) return std::nullopt;
+  return parse_integer(name, *text, minimum, maximum);
+}
+
+// Accelerate's str_to_bool spellings.
+std::optional<bool> bool_var(const ProcessState::Lookup& lookup, std::initializer_list<const char*> names) {
+  std::string name;
+  auto text = lookup_any(lookup, names, &name);
+  if (!text) return std::nullopt;
+  std::string lower = *text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* yes : {"1", "true", "t", "yes", "y", "on"}) {
+    if (lower == yes) return true;
+  }
+  for (const char* no : {"0", "false", "f", "no", "n", "off"}) {
+    if (lower == no) return false;
+  }
+  throw Error("environment variable " + name + "='" + *text + "' is not a boolean (use true or false)");
+}
+
+std::optional<std::chrono::seconds> seconds_var(const ProcessState::Lookup& lookup, const char* name) {
+  if (auto value = integer_var(lookup, {name}, 1)) return std::chrono::seconds(*value);
+  return std::nullopt;
+}
+
+}  // namespace
+
+ProcessState ProcessState::from_environment() {
+  return from_environment([](std::string_view name) -> std::optional<std::string> {
+    if (const char* value = std::getenv(std::string(name).c_str())) return std::string(value);
+    return std::nullopt;
+  });
+}
+
+ProcessState ProcessState::from_environment(const Lookup& lookup) {
+  ProcessState state;
+
+  // Torchrun / Spur / by hand: RANK and WORLD_SIZE. MPI launchers name them differently (CPU runs only).
+  std::string rank_name = "RANK";
+  std::string size_name = "WORLD_SIZE";
+  auto rank_text = lookup_any(lookup, {"RANK"});
+  auto size_text = lookup_any(lookup, {"WORLD_SIZE"});
+  bool mpi = false;
+  if (!rank_text && !size_text) {
+    rank_text = lookup_any(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"},
+                           &rank_name);
+    size_text = lookup_any(lookup, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}, &size_name);
+    mpi = rank_text.has_value() && size_text.has_value();
+    if (!mpi) rank_text = size_text = std::nullopt;
+  }
+  if (rank_text.has_value() != size_text.has_value()) {
+    throw Error(std::string(rank_text ? rank_name : size_name) + " is set but " + (rank_text ? size_name : rank_name) +
+                " is not: start the ranks with `spur launch` or torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR "
+                "and MASTER_PORT together");
+  }
+  if (size_text) {
+    state.world_size = parse_integer(size_name, *size_text, 1, 1 << 24);
+    state.rank = parse_integer(rank_name, *rank_text, 0, state.world_size - 1);
+  }
+
+  state.local_world_size =
+      integer_var(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1, state.world_size)
+          .value_or(state.world_size);
+  state.local_rank = integer_var(lookup, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0,
+                                 state.local_world_size - 1)
+                         .value_or(state.rank % state.local_world_size);
+  state.node_rank = integer_var(lookup, {"GROUP_RANK"}, 0).value_or(state.rank / state.local_world_size);
+
+  if (auto addr = lookup_any(lookup, {"MASTER_ADDR"})) state.master_addr = *addr;
+  if (auto port = integer_var(lookup, {"MASTER_PORT"}, 1, 65535)) state.master_port = static_cast<int>(*port);
+  if (state.distributed()) {
+    if (state.master_addr.empty()) {
+      throw Error("WORLD_SIZE=" + std::to_string(state.world_size) +
+                  " but MASTER_ADDR is not set: it names the host of rank 0 (e.g. 127.0.0.1)");
+    }
+    if (state.master_port == 0) {
+      throw Error("WORLD_SIZE=" + std::to_string(state.world_size) +
+                  " but MASTER_PORT is not set: it names rank 0's rendezvous port (e.g. 29500)");
+    }
+  }
+
+  if (auto agent = bool_var(lookup, {"TORCHELASTIC_USE_AGENT_STORE"})) state.use_agent_store = *agent;
+  state.restart_count = integer_var(lookup, {"TORCHELASTIC_RESTART_COUNT"}, 0).value_or(0);
+
+  if (lookup_any(lookup, {"SPUR_LAUNCHER"})) {
+    state.launcher = "spur";
+  } else if (lookup_any(lookup, {"TORCHELASTIC_RUN_ID"})) {
+    state.launcher = "torchrun";
+  } else if (mpi) {
+    state.launcher = "mpi";
+  } else if (size_text) {
+    state.launcher = "env";
+  }
+
+  std::string name;
+  if (auto text = lookup_any(lookup, {"SPUR_MIXED_PRECISION", "ACCELERATE_MIXED_PRECISION"}, &name)) {
+    state.mixed_precision = parse_precision(*text);
+    if (!state.mixed_precision) {
+      throw Error("environment variable " + name + "='" + *text + "' is not a mixed precision Spur runs: use no, "
+                  "fp16 or bf16");
+    }
+  }
+  state.use_cpu = bool_var(lookup, {"SPUR_USE_CPU", "ACCELERATE_USE_CPU"});
+  state.gradient_accumulation_steps =
+      integer_var(lookup, {"SPUR_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"}, 1);
+  state.rendezvous_timeout = seconds_var(lookup, "SPUR_RENDEZVOUS_TIMEOUT");
+  state.collective_timeout = seconds_var(lookup, "SPUR_COLLECTIVE_TIMEOUT");
+  return state;
+}
+
+}  // namespace spur
