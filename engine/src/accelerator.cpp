@@ -120,7 +120,16 @@ void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
   auto scaled = loss;
   if (core_->accumulation_steps > 1) scaled = scaled / static_cast<double>(core_->accumulation_steps);
   if (core_->scaler) scaled = core_->scaler->scale(scaled);
-  scaled.backward({}, retain_graph);
+  if (!core_->comm) {
+    scaled.backward({}, retain_graph);
+    return;
+  }
+  try {
+    scaled.backward({}, retain_graph);
+  } catch (const std::exception& e) {
+    // The reducer's all-reduce runs inside backward: a peer that died surfaces here as a socket error.
+    core_->comm->fail("backward (gradient all-reduce)", e);
+  }
 }
 
 AutocastScope Accelerator::autocast() const {

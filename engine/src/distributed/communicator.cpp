@@ -78,13 +78,20 @@ std::string Communicator::describe() const {
          ")";
 }
 
+void Communicator::fail(const std::string& operation, const std::exception& cause) const {
+  if (dynamic_cast<const Error*>(&cause)) throw Error(cause.what());
+  std::string what = cause.what();
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&cause)) what = c10_error->what_without_backtrace();
+  throw Error(operation + " failed on " + describe() + ": " + what +
+              " (another rank probably stopped; its own output names the cause)");
+}
+
 template <typename WorkPtr>
 void Communicator::wait(const WorkPtr& work, const char* operation) {
   try {
     work->wait();
   } catch (const std::exception& e) {
-    throw Error(std::string(operation) + " failed on " + describe() + ": " + e.what() +
-                " (another rank probably stopped; its own output names the cause)");
+    fail(operation, e);
   }
 }
 

@@ -43,6 +43,8 @@ class Communicator {
   /// Overwrites `tensor` with rank `root`'s (same shape and dtype on every rank).
   void broadcast_(torch::Tensor& tensor, int root);
   void barrier();
+  /// Rethrows a failure of `operation` (a collective that a peer's death broke) as a spur::Error naming this rank.
+  [[noreturn]] void fail(const std::string& operation, const std::exception& cause) const;
 
   Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
                c10::intrusive_ptr<c10d::ProcessGroup> group);

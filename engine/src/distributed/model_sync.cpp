@@ -41,12 +41,14 @@ class ReducerModelSync final : public ModelSync {
       throw Error("prepare(model) on " + core_->comm->describe() +
                   ": the model differs between ranks (every rank must build the same model): " + e.what());
     }
-    {
+    try {
       // Every rank starts from rank 0's weights.
       torch::NoGradGuard no_grad;
       std::vector<torch::Tensor> state = params;
       state.insert(state.end(), buffers_.begin(), buffers_.end());
       if (!state.empty()) c10d::broadcast_coalesced(group, state, kBroadcastBucketBytes, 0);
+    } catch (const std::exception& e) {
+      core_->comm->fail("prepare(model) (broadcast from rank 0)", e);
     }
     if (params.empty()) return;
 
@@ -62,11 +64,15 @@ class ReducerModelSync final : public ModelSync {
 
   std::optional<AutocastScope> begin_forward() override {
     if (reducer_ && torch::GradMode::is_enabled() && require_sync_) {
-      // After the first backward, buckets are re-cut in the order gradients actually became ready.
-      reducer_->rebuild_buckets();
-      if (core_->options.broadcast_buffers && !buffers_.empty()) {
-        torch::NoGradGuard no_grad;
-        c10d::broadcast_coalesced(core_->comm->group(), buffers_, kBroadcastBucketBytes, 0);
+      try {
+        // After the first backward, buckets are re-cut in the order gradients actually became ready.
+        reducer_->rebuild_buckets();
+        if (core_->options.broadcast_buffers && !buffers_.empty()) {
+          torch::NoGradGuard no_grad;
+          c10d::broadcast_coalesced(core_->comm->group(), buffers_, kBroadcastBucketBytes, 0);
+        }
+      } catch (const std::exception& e) {
+        core_->comm->fail("forward (bucket and buffer sync)", e);
       }
     }
     if (core_->precision == Precision::no) return std::nullopt;

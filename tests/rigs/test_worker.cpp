@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+// A rank program for the multi-process tests: `test_worker SCENARIO [--out DIR] [--steps N] [--k K]
+// [--bucket_bytes B] [--crash_rank R] [--rows N]`. It trains or calls collectives on cue, writes what the test compares
+// (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <spur/spur.h>
+
+namespace {
+
+struct Args {
+  std::string scenario;
+  std::string out = ".";
+  int64_t steps = 8;
+  int64_t k = 3;
+  std::size_t bucket_bytes = 0;  // 0: the defaults
+  int64_t crash_rank = -1;
+  int64_t rows = 12;  // reference: rows of the global batch per step
+};
+
+Args parse(int argc, char** argv) {
+  Args args;
+  if (argc < 2) throw spur::Error("usage: test_worker SCENARIO [options]");
+  args.scenario = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string key = argv[i];
+    const std::string value = argv[i + 1];
+    if (key == "--out") args.out = value;
+    else if (key == "--steps") args.steps = std::stoll(value);
+    else if (key == "--k") args.k = std::stoll(value);
+    else if (key == "--bucket_bytes") args.bucket_bytes = std::stoull(value);
+    else if (key == "--crash_rank") args.crash_rank = std::stoll(value);
+    else if (key == "--rows") args.rows = std::stoll(value);
+    else throw spur::Error("test_worker: unknown option " + key);
+  }
+  return args;
+}
+
+int failures = 0;
+
+void check(bool ok, const std::string& name, const std::string& detail = "") {
+  if (ok) {
+    std::cout << "OK " << name << std::endl;
+  } else {
+    std::cout << "FAIL " << name << (detail.empty() ? "" : ": " + detail) << std::endl;
+    ++failures;
+  }
+}
+
+std::string str(const torch::Tensor& t) {
+  std::ostringstream out;
+  out << t;
+  return out.str();
+}
+
+bool same(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && a.equal(b);
+}
+
+// Tanh MLP with a buffer, so parameter and buffer broadcast are both exercised.
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 16));
+    fc3 = register_module("fc3", torch::nn::Linear(16, 4));
+    offset = register_buffer("offset", torch::zeros({8}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc3(torch::tanh(fc2(torch::tanh(fc1(x + offset)))));
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  torch::Tensor offset;
+};
+TORCH_MODULE(Net);
+
+Net make_net(uint64_t seed) {
+  torch::manual_seed(seed);
+  Net net;
+  torch::NoGradGuard no_grad;
+  net->offset.fill_(static_cast<float>(seed) * 0.01f);
+  return net;
+}
+
+torch::Tensor flat(torch::nn::Module& module) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : module.parameters()) parts.push_back(p.detach().reshape({-1}));
+  for (const auto& b : module.buffers()) parts.push_back(b.detach().reshape({-1}));
+  return torch::cat(parts).to(torch::kFloat).contiguous();
+}
+
+void write_flat(const std::string& path, const torch::Tensor& values) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(values.data_ptr()), values.numel() * sizeof(float));
+  if (!out) throw spur::Error("cannot write " + path);
+}
+
+// Deterministic data, identical on every rank: [steps, rows, 8] inputs and [steps, rows, 4] targets.
+std::pair<torch::Tensor, torch::Tensor> make_data(int64_t steps, int64_t rows) {
+  torch::manual_seed(7);
+  auto x = torch::randn({steps, rows, 8});
+  auto y = torch::randn({steps, rows, 4});
+  return {x, y};
+}
+
+torch::optim::SGD make_sgd(Net& net) {
+  return torch::optim::SGD(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// One process, no Spur, the whole global batch per step: what the distributed runs must equal.
+int reference(const Args& args) {
+  auto [x, y] = make_data(args.steps, args.rows);
+  Net net = make_net(1000);
+  auto sgd = make_sgd(net);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    sgd.zero_grad();
+    torch::nn::functional::mse_loss(net(x[step]), y[step]).backward();
+    sgd.step();
+  }
+  write_flat(args.out + "/reference.bin", flat(*net));
+  return 0;
+}
+
+spur::AcceleratorOptions ddp_options(const Args& args) {
+  spur::AcceleratorOptions options;
+  if (args.bucket_bytes > 0) {
+    options.bucket_cap_bytes = args.bucket_bytes;
+    options.first_bucket_cap_bytes = args.bucket_bytes / 2;
+  }
+  return options;
+}
+
+// Every rank starts from different weights (seed 1000 + rank): prepare must hand them rank 0's.
+int ddp(const Args& args) {
+  spur::Accelerator accelerator(ddp_options(args));
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  const int64_t rows = 12 / world;
+  auto [x, y] = make_data(args.steps, 12);
+
+  Net net = make_net(1000 + rank);
+  auto sgd = make_sgd(net);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  check(accelerator.unwrap_model(model).get() == net.get(), "unwrap_model returns the user's module");
+
+  for (int64_t step = 0; step < args.steps; ++step) {
+    if (step == 3 && rank == args.crash_rank) {
+      std::cout << "rank " << rank << " crashing on cue" << std::endl;
+      std::_Exit(3);
+    }
+    optimizer.zero_grad();
+    auto loss = torch::nn::functional::mse_loss(model(x[step].narrow(0, rank * rows, rows)),
+                                                y[step].narrow(0, rank * rows, rows));
+    accelerator.backward(loss);
+    optimizer.step();
+  }
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
+// k micro-batches of 2 rows per rank and optimizer step, through accumulate(); k comes from the environment
+// (SPUR_GRADIENT_ACCUMULATION_STEPS), as the launcher would pass it.
+int accumulate(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  const int64_t k = accelerator.gradient_accumulation_steps();
+  const int64_t micro = 2;
+  auto [x, y] = make_data(args.steps, world * k * micro);
+
+  Net net = make_net(1000);
+  auto sgd = make_sgd(net);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    for (int64_t i = 0; i < k; ++i) {
+      auto scope = accelerator.accumulate(model);
+      check(accelerator.sync_gradients() == (i == k - 1), "sync_gradients on micro-step " + std::to_string(i));
+      const auto before = flat(*net);
+      const int64_t offset = (rank * k + i) * micro;
+      auto loss = torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)),
+                                                  y[step].narrow(0, offset, micro));
+      accelerator.backward(loss);
+      if (step == 0 && world > 1) {
+        // Gradients match across ranks only once synchronised.
+        auto grads = torch::cat({net->fc1->weight.grad().reshape({-1}), net->fc3->bias.grad().reshape({-1})});
+        auto all = accelerator.gather(grads.unsqueeze(0));
+        bool identical = true;
+        for (int64_t r = 1; r < world; ++r) identical = identical && all[r].equal(all[0]);
+        check(identical == accelerator.sync_gradients(),
+              "gradients identical across ranks exactly on sync steps (micro-step " + std::to_string(i) + ")");
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+      if (!accelerator.sync_gradients()) {
+        check(flat(*net).equal(before), "no optimizer step on micro-step " + std::to_string(i));
+      }
+    }
+  }
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
+int collectives(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  auto f = torch::kFloat;
+
+  // gather: rank r holds r+1 rows of value r.
+  auto rows = torch::full({rank + 1, 3}, static_cast<float>(rank), f);
+  std::vector<torch::Tensor> expected_rows;
+  for (int64_t r = 0; r < world; ++r) expected_rows.push_back(torch::full({r + 1, 3}, static_cast<float>(r), f));
+  auto gathered = accelerator.gather(rows);
+  check(same(gathered, torch::cat(expected_rows)), "gather uneven first dimension", str(gathered));
+
+  auto scalar = accelerator.gather(torch::tensor(static_cast<int64_t>(rank * 10)));
+  check(same(scalar, torch::arange(world, torch::kLong) * 10), "gather 0-d tensors", str(scalar));
+
+  auto flags = accelerator.gather(torch::tensor({rank % 2 == 0}));
+  check(flags.scalar_type() == torch::kBool && flags.size(0) == world, "gather bool keeps dtype", str(flags));
+
+  auto halves = accelerator.gather(torch::full({2}, 1.5f + rank, torch::kBFloat16));
+  check(halves.scalar_type() == torch::kBFloat16 && halves[2 * (world - 1)].item<float>() == 0.5f + world,
+        "gather bfloat16", str(halves));
+
+  std::map<std::string, std::vector<torch::Tensor>> nested{
+      {"a", {torch::full({1}, static_cast<float>(rank), f)}},
+      {"b", {torch::full({rank + 1}, 1.0f, f), torch::full({2, 2}, 2.0f, f)}}};
+  auto nested_out = accelerator.gather(nested);
+  check(nested_out.at("a")[0].size(0) == world && nested_out.at("b")[0].size(0) == world * (world + 1) / 2 &&
+            nested_out.at("b")[1].size(0) == 2 * world,
+        "gather nested map of vectors");
+
+  // A mismatch (trailing dimension) is the same error on every rank, and the group stays usable.
+  try {
+    accelerator.gather(torch::zeros({2, 2 + rank}));
+    check(false, "gather mismatched trailing dimensions raises");
+  } catch (const spur::Error& e) {
+    const std::string what = e.what();
+    check(what.find("rank 1 [2, 3]") != std::string::npos, "gather mismatch names rank and shape", what);
+  }
+
+  auto sum = accelerator.reduce(torch::full({2, 2}, static_cast<float>(rank + 1), f));
+  check(same(sum, torch::full({2, 2}, world * (world + 1) / 2.0f, f)), "reduce sum", str(sum));
+  auto mean = accelerator.reduce(torch::full({3}, static_cast<float>(rank), f), spur::Reduction::mean);
+  check(torch::allclose(mean, torch::full({3}, (world - 1) / 2.0f, f)), "reduce mean", str(mean));
+  auto int_sum = accelerator.reduce(torch::tensor({rank, int64_t{1}}));
+  check(same(int_sum, torch::tensor({world * (world - 1) / 2, world})), "reduce sum of int64", str(int_sum));
+  try {
+    accelerator.reduce(torch::zeros({rank + 1}));
+    check(false, "reduce of uneven shapes raises");
+  } catch (const spur::Error& e) {
+    check(std::string(e.what()).find("reduce(sum)") != std::string::npos, "reduce of uneven shapes raises",
+          e.what());
+  }
+
+  // broadcast from the last rank; others hold tensors of other shapes, or none.
+  const int64_t source = world - 1;
+  torch::Tensor mine = rank == source ? torch::arange(6, torch::kInt).reshape({2, 3})
+                                      : (rank == 0 ? torch::Tensor() : torch::zeros({7}));
+  auto got = accelerator.broadcast(mine, source);
+  check(same(got, torch::arange(6, torch::kInt).reshape({2, 3})), "broadcast to other shapes", str(got));
+  std::vector<torch::Tensor> list{torch::full({rank + 1}, static_cast<float>(rank), f)};
+  auto list_got = accelerator.broadcast(list, 0);
+  check(same(list_got[0], torch::zeros({1}, f)), "broadcast nested vector from rank 0", str(list_got[0]));
+
+  auto padded = accelerator.pad_across_processes(torch::ones({rank + 1, 2}, f), 0, -1);
+  auto expect = torch::full({world, 2}, -1.0f, f);
+  expect.narrow(0, 0, rank + 1).fill_(1.0f);
+  check(same(padded, expect), "pad_across_processes at the end", str(padded));
+  auto first = accelerator.pad_across_processes(torch::ones({2, rank + 1}, f), 1, 0, /*pad_first=*/true);
+  check(first.size(1) == world && first[0][world - 1].item<float>() == 1.0f &&
+            (rank == world - 1 || first[0][0].item<float>() == 0.0f),
+        "pad_across_processes first, along dim 1", str(first));
+
+  // main_process_first: the main process writes, the others then read.
+  const std::string marker = args.out + "/main_first.txt";
+  {
+    auto scope = accelerator.main_process_first();
+    if (accelerator.is_main_process()) {
+      std::ofstream(marker) << "written by rank 0";
+    } else {
+      check(std::ifstream(marker).good(), "main_process_first: main ran first");
+    }
+  }
+  accelerator.wait_for_everyone();
+  accelerator.print("printed", "by", "main");
+  return 0;
+}
+
+int rendezvous(const Args&) {
+  spur::Accelerator accelerator;
+  std::cout << "joined as rank " << accelerator.process_index() << std::endl;
+  accelerator.wait_for_everyone();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args args = parse(argc, argv);
+  int code = 2;
+  if (args.scenario == "ddp") {
+    code = ddp(args);
+  } else if (args.scenario == "accumulate") {
+    code = accumulate(args);
+  } else if (args.scenario == "collectives") {
+    code = collectives(args);
+  } else if (args.scenario == "rendezvous") {
+    code = rendezvous(args);
+  } else if (args.scenario == "reference") {
+    code = reference(args);
+  } else {
+    std::cerr << "test_worker: unknown scenario " << args.scenario << "\n";
+  }
+  return failures > 0 ? 1 : code;
+} catch (const std::exception& e) {
+  std::cout << "error: " << e.what() << std::endl;
+  return 1;
+}

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// Real rank processes for multi-process tests; see rank_group.h.
+#include "rank_group.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QDeadlineTimer>
+
+namespace spur::test {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+RankGroup::RankGroup(QString program, QStringList arguments, int world_size)
+    : program_(std::move(program)),
+      arguments_(std::move(arguments)),
+      world_size_(world_size),
+      port_(free_port()),
+      env_(QProcessEnvironment::systemEnvironment()) {
+  env_.insert("OMP_NUM_THREADS", "1");
+  for (int rank = 0; rank < world_size_; ++rank) processes_.push_back(nullptr);
+}
+
+RankGroup::~RankGroup() {
+  for (auto& process : processes_) {
+    if (process && process->state() != QProcess::NotRunning) {
+      process->kill();  // SIGKILL to this PID
+      process->waitForFinished(5000);
+    }
+  }
+}
+
+void RankGroup::set_env(const QString& name, const QString& value) { env_.insert(name, value); }
+
+bool RankGroup::start(const std::vector<int>& ranks) {
+  std::vector<int> selected = ranks;
+  if (selected.empty()) {
+    for (int rank = 0; rank < world_size_; ++rank) selected.push_back(rank);
+  }
+  for (int rank : selected) {
+    auto env = env_;
+    env.insert("RANK", QString::number(rank));
+    env.insert("LOCAL_RANK", QString::number(rank));
+    env.insert("WORLD_SIZE", QString::number(world_size_));
+    env.insert("LOCAL_WORLD_SIZE", QString::number(world_size_));
+    env.insert("GROUP_RANK", "0");
+    env.insert("MASTER_ADDR", "127.0.0.1");
+    env.insert("MASTER_PORT", QString::number(port_));
+    auto process = std::make_unique<QProcess>();
+    process->setProcessChannelMode(QProcess::MergedChannels);
+    process->setProcessEnvironment(env);
+    process->start(program_, arguments_);
+    if (!process->waitForStarted(10000)) return false;
+    processes_[rank] = std::move(process);
+  }
+  return true;
+}
+
+bool RankGroup::wait(int timeout_ms) {
+  QDeadlineTimer deadline(timeout_ms);
+  for (auto& process : processes_) {
+    if (!process) continue;
+    if (!process->waitForFinished(static_cast<int>(std::max<qint64>(1, deadline.remainingTime())))) {
+      for (auto& other : processes_) {
+        if (other && other->state() != QProcess::NotRunning) {
+          other->kill();
+          other->waitForFinished(5000);
+        }
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+RankResult RankGroup::result(int rank) const {
+  RankResult result;
+  const auto& process = processes_.at(rank);
+  if (!process) return result;
+  result.output = QString::fromLocal8Bit(process->peek(process->bytesAvailable()));
+  result.crashed = process->exitStatus() == QProcess::CrashExit;
+  result.exit_code = process->exitCode();
+  return result;
+}
+
+QString RankGroup::transcript() const {
+  QString text;
+  for (size_t rank = 0; rank < processes_.size(); ++rank) {
+    if (!processes_[rank]) continue;
+    text += QString("---- rank %1 ----\n").arg(rank) + result(static_cast<int>(rank)).output;
+  }
+  return text;
+}
+
+RankResult run_process(const QString& program, const QStringList& arguments, const QProcessEnvironment& env,
+                       int timeout_ms) {
+  QProcess process;
+  process.setProcessChannelMode(QProcess::MergedChannels);
+  process.setProcessEnvironment(env);
+  process.start(program, arguments);
+  RankResult result;
+  if (!process.waitForStarted(10000)) {
+    result.output = "could not start " + program;
+    return result;
+  }
+  if (!process.waitForFinished(timeout_ms)) {
+    process.kill();
+    process.waitForFinished(5000);
+    result.output = QString::fromLocal8Bit(process.readAll()) + "\n[killed after timeout]";
+    result.crashed = true;
+    return result;
+  }
+  result.output = QString::fromLocal8Bit(process.readAll());
+  result.crashed = process.exitStatus() == QProcess::CrashExit;
+  result.exit_code = process.exitCode();
+  return result;
+}
+
+}  // namespace spur::test

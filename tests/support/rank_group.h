@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// RankGroup: starts the ranks of a test run as real processes with torchrun's variables on a loopback port
+// that the OS chose, and kills every one still running (by PID) when it goes out of scope, also on failure.
+#pragma once
+
+#include <QProcess>
+#include <QProcessEnvironment>
+#include <QString>
+#include <QStringList>
+
+#include <memory>
+#include <vector>
+
+namespace spur::test {
+
+/// A TCP port that was free a moment ago (bound to port 0 on 127.0.0.1, then released).
+int free_port();
+
+struct RankResult {
+  int exit_code = -1;
+  bool crashed = false;
+  QString output;  // stdout and stderr, merged
+};
+
+class RankGroup {
+ public:
+  RankGroup(QString program, QStringList arguments, int world_size);
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  /// Extra variables for every rank (set before start).
+  void set_env(const QString& name, const QString& value);
+  int port() const { return port_; }
+
+  /// Starts the given ranks (all when empty). Returns false if one could not start.
+  bool start(const std::vector<int>& ranks = {});
+  /// Waits for every started rank to exit; false on timeout (the ranks are then killed).
+  bool wait(int timeout_ms);
+  RankResult result(int rank) const;
+  /// Every rank's output, for failure messages.
+  QString transcript() const;
+
+ private:
+  QString program_;
+  QStringList arguments_;
+  int world_size_;
+  int port_;
+  QProcessEnvironment env_;
+  std::vector<std::unique_ptr<QProcess>> processes_;
+};
+
+/// Runs one process to completion (killed after timeout_ms); for single-process programs.
+RankResult run_process(const QString& program, const QStringList& arguments, const QProcessEnvironment& env,
+                       int timeout_ms);
+
+}  // namespace spur::test

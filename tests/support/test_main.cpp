@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs the registered Qt Test classes (all, or the one named first on the command line).
+#include "test_main.h"
+
+#include <QCoreApplication>
+#include <QTest>
+
+#include <cstring>
+#include <iostream>
+
+namespace spur::test {
+
+std::vector<TestClass>& registry() {
+  static std::vector<TestClass> classes;
+  return classes;
+}
+
+}  // namespace spur::test
+
+int main(int argc, char** argv) {
+  QCoreApplication app(argc, argv);
+  const auto& classes = spur::test::registry();
+  const char* selected = argc > 1 && argv[1][0] != '-' ? argv[1] : nullptr;
+
+  // Arguments after the class name go to QTest (test function names, -v2, ...).
+  std::vector<char*> qtest_args{argv[0]};
+  for (int i = selected ? 2 : 1; i < argc; ++i) qtest_args.push_back(argv[i]);
+
+  int failures = 0;
+  bool found = false;
+  for (const auto& entry : classes) {
+    if (selected && std::strcmp(selected, entry.name) != 0) continue;
+    found = true;
+    auto object = entry.make();
+    failures += QTest::qExec(object.get(), static_cast<int>(qtest_args.size()), qtest_args.data());
+  }
+  if (selected && !found) {
+    std::cerr << "no test class named " << selected << "; known:";
+    for (const auto& entry : classes) std::cerr << " " << entry.name;
+    std::cerr << "\n";
+    return 2;
+  }
+  return failures == 0 ? 0 : 1;
+}

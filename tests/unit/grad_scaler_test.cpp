@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// GradScaler against torch.cuda.amp.GradScaler's rule, on CPU (the logic does not depend on the device):
+// injected inf/nan skip the step and back off, growth after the interval, unscale exactly once.
+#include <QTest>
+
+#include <cmath>
+#include <limits>
+
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+
+#include <spur/error.h>
+#include <spur/precision.h>
+
+#include "test_main.h"
+
+namespace {
+
+// One parameter [0, 0] stepped by SGD with lr 1: after a step it holds minus the unscaled gradient.
+struct Fixture {
+  torch::Tensor param = torch::zeros({2}, torch::requires_grad());
+  torch::optim::SGD sgd{std::vector<torch::Tensor>{param}, torch::optim::SGDOptions(1.0)};
+
+  void set_grad(float value, const spur::GradScaler& scaler) {
+    param.mutable_grad() = torch::full({2}, value * static_cast<float>(scaler.get_scale()));
+  }
+  void set_grad_raw(float value) { param.mutable_grad() = torch::tensor({1.0f, value}); }
+};
+
+}  // namespace
+
+class GradScalerTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void defaults_are_torchs() {
+    spur::GradScaler scaler;
+    QCOMPARE(scaler.get_scale(), 65536.0);
+    QCOMPARE(scaler.options().growth_factor, 2.0);
+    QCOMPARE(scaler.options().backoff_factor, 0.5);
+    QCOMPARE(scaler.options().growth_interval, int64_t(2000));
+    QCOMPARE(scaler.growth_tracker(), int64_t(0));
+  }
+
+  void scale_multiplies_the_loss() {
+    spur::GradScaler scaler({.init_scale = 8.0});
+    QCOMPARE(scaler.scale(torch::tensor(1.5f)).item<float>(), 12.0f);
+  }
+
+  void step_unscales_then_steps() {
+    Fixture f;
+    spur::GradScaler scaler;
+    f.set_grad(4.0f, scaler);
+    QVERIFY(scaler.step(f.sgd));
+    scaler.update();
+    QVERIFY(f.param.detach().equal(torch::full({2}, -4.0f)));
+  }
+
+  void explicit_unscale_is_not_repeated_by_step() {
+    Fixture f;
+    spur::GradScaler scaler({.init_scale = 1024.0});
+    f.set_grad(3.0f, scaler);
+    scaler.unscale_(f.sgd);
+    QVERIFY(scaler.unscaled(f.sgd));
+    QVERIFY(f.param.grad().equal(torch::full({2}, 3.0f)));
+    QVERIFY(scaler.step(f.sgd));
+    QVERIFY(f.param.detach().equal(torch::full({2}, -3.0f)));
+    scaler.update();
+    QVERIFY(!scaler.unscaled(f.sgd));
+  }
+
+  void double_unscale_is_an_error() {
+    Fixture f;
+    spur::GradScaler scaler;
+    f.set_grad(1.0f, scaler);
+    scaler.unscale_(f.sgd);
+    QVERIFY_THROWS_EXCEPTION(spur::Error, scaler.unscale_(f.sgd));
+  }
+
+  // Scale after each step, for a pattern of steps: G finite gradients, I an inf, N a nan.
+  void sequence_data() {
+    QTest::addColumn<double>("init");
+    QTest::addColumn<int>("interval");
+    QTest::addColumn<QString>("pattern");
+    QTest::addColumn<QString>("scales");
+    QTest::newRow("growth every 2 finite steps") << 8.0 << 2 << "GGGGG" << "8 16 16 32 32";
+    QTest::newRow("inf backs off and resets the tracker") << 8.0 << 2 << "GGGIGIIGG" << "8 16 16 8 8 4 2 2 4";
+    QTest::newRow("nan backs off too") << 1024.0 << 3 << "GGNGGG" << "1024 1024 512 512 512 1024";
+    QTest::newRow("interval 1") << 1.0 << 1 << "GGIG" << "2 4 2 4";
+  }
+
+  void sequence() {
+    QFETCH(double, init);
+    QFETCH(int, interval);
+    QFETCH(QString, pattern);
+    QFETCH(QString, scales);
+    const auto expected = scales.split(' ');
+    Fixture f;
+    spur::GradScaler scaler({.init_scale = init, .growth_interval = interval});
+    float applied = 0;  // what the parameter must hold: minus the sum of the finite unscaled gradients
+    for (int i = 0; i < pattern.size(); ++i) {
+      const QChar kind = pattern[i];
+      if (kind == 'G') {
+        f.set_grad(1.0f, scaler);
+      } else {
+        f.set_grad_raw(kind == 'I' ? std::numeric_limits<float>::infinity() : std::nanf(""));
+      }
+      const bool stepped = scaler.step(f.sgd);
+      QCOMPARE(stepped, kind == 'G');
+      scaler.update();
+      if (stepped) applied += 1.0f;
+      QCOMPARE(scaler.get_scale(), expected[i].toDouble());
+      QVERIFY2(f.param.detach().equal(torch::full({2}, -applied)), "a skipped step changed the parameter");
+    }
+  }
+
+  void default_interval_grows_after_2000_steps() {
+    Fixture f;
+    spur::GradScaler scaler;
+    for (int i = 1; i <= 2000; ++i) {
+      f.set_grad(0.0f, scaler);
+      QVERIFY(scaler.step(f.sgd));
+      scaler.update();
+      if (i == 1999) QCOMPARE(scaler.get_scale(), 65536.0);
+    }
+    QCOMPARE(scaler.get_scale(), 131072.0);
+    QCOMPARE(scaler.growth_tracker(), int64_t(0));
+  }
+
+  void bad_options_are_errors() {
+    QVERIFY_THROWS_EXCEPTION(spur::Error, spur::GradScaler({.init_scale = 0.0}));
+    QVERIFY_THROWS_EXCEPTION(spur::Error, spur::GradScaler({.backoff_factor = 1.5}));
+    QVERIFY_THROWS_EXCEPTION(spur::Error, spur::GradScaler({.growth_interval = 0}));
+  }
+};
+
+SPUR_TEST_CLASS(GradScalerTest)
+#include "grad_scaler_test.moc"

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// ProcessState::from_environment: torchrun's, Accelerate's, MPI's and Spur's variables, and an error naming
+// the variable for every malformed one.
+#include <QTest>
+
+#include <map>
+#include <string>
+
+#include <spur/error.h>
+#include <spur/state.h>
+
+#include "test_main.h"
+
+Q_DECLARE_METATYPE(std::string)
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+// "A=1 B=2" -> {A: 1, B: 2}
+Env env_of(const QString& text) {
+  Env env;
+  for (const auto& pair : text.split(' ', Qt::SkipEmptyParts)) {
+    const auto at = pair.indexOf('=');
+    env[pair.left(at).toStdString()] = pair.mid(at + 1).toStdString();
+  }
+  return env;
+}
+
+spur::ProcessState read(const Env& env) {
+  return spur::ProcessState::from_environment([&](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(std::string(name));
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+}  // namespace
+
+class ProcessStateTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void no_variables_is_one_plain_process() {
+    const auto state = read({});
+    QCOMPARE(state.world_size, 1);
+    QCOMPARE(state.rank, 0);
+    QVERIFY(!state.distributed());
+    QVERIFY(state.is_main_process());
+    QVERIFY(state.is_local_main_process());
+    QCOMPARE(state.launcher, std::string("none"));
+    QVERIFY(!state.mixed_precision.has_value());
+  }
+
+  void torchrun_variables() {
+    // What torchrun sets on node 1 of 2 x 2 (reference/launch.md).
+    const auto state = read(env_of("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
+                                   "MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 TORCHELASTIC_RUN_ID=none "
+                                   "TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=2"));
+    QCOMPARE(state.rank, 3);
+    QCOMPARE(state.world_size, 4);
+    QCOMPARE(state.local_rank, 1);
+    QCOMPARE(state.local_world_size, 2);
+    QCOMPARE(state.node_rank, 1);
+    QCOMPARE(state.master_addr, std::string("10.0.0.1"));
+    QCOMPARE(state.master_port, 29500);
+    QVERIFY(state.use_agent_store);
+    QCOMPARE(state.restart_count, 2);
+    QCOMPARE(state.launcher, std::string("torchrun"));
+    QVERIFY(!state.is_main_process());
+    QVERIFY(!state.is_local_main_process());
+  }
+
+  void by_hand_defaults_local_values() {
+    const auto state = read(env_of("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1234"));
+    QCOMPARE(state.local_rank, 1);
+    QCOMPARE(state.local_world_size, 2);
+    QCOMPARE(state.node_rank, 0);
+    QCOMPARE(state.launcher, std::string("env"));
+    QVERIFY(!state.use_agent_store);
+  }
+
+  void mpi_variables() {
+    const auto state = read(env_of("OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=0 "
+                                   "OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=h MASTER_PORT=5"));
+    QCOMPARE(state.rank, 2);
+    QCOMPARE(state.world_size, 4);
+    QCOMPARE(state.local_rank, 0);
+    QCOMPARE(state.node_rank, 1);
+    QCOMPARE(state.launcher, std::string("mpi"));
+  }
+
+  void launcher_requests_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<int>("precision");  // -1: unset
+    QTest::addColumn<int>("use_cpu");    // -1: unset
+    QTest::addColumn<int>("accumulation");
+    QTest::newRow("nothing") << "" << -1 << -1 << -1;
+    QTest::newRow("spur names") << "SPUR_MIXED_PRECISION=bf16 SPUR_USE_CPU=true SPUR_GRADIENT_ACCUMULATION_STEPS=4"
+                                << int(spur::Precision::bf16) << 1 << 4;
+    QTest::newRow("accelerate names")
+        << "ACCELERATE_MIXED_PRECISION=fp16 ACCELERATE_USE_CPU=False ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2"
+        << int(spur::Precision::fp16) << 0 << 2;
+    QTest::newRow("spur wins over accelerate")
+        << "SPUR_MIXED_PRECISION=no ACCELERATE_MIXED_PRECISION=bf16" << int(spur::Precision::no) << -1 << -1;
+    QTest::newRow("case and yes") << "ACCELERATE_MIXED_PRECISION=BF16 SPUR_USE_CPU=yes" << int(spur::Precision::bf16)
+                                  << 1 << -1;
+  }
+
+  void launcher_requests() {
+    QFETCH(QString, env);
+    QFETCH(int, precision);
+    QFETCH(int, use_cpu);
+    QFETCH(int, accumulation);
+    const auto state = read(env_of(env));
+    QCOMPARE(state.mixed_precision.has_value(), precision >= 0);
+    if (precision >= 0) QCOMPARE(int(*state.mixed_precision), precision);
+    QCOMPARE(state.use_cpu.has_value(), use_cpu >= 0);
+    if (use_cpu >= 0) QCOMPARE(*state.use_cpu, use_cpu == 1);
+    QCOMPARE(state.gradient_accumulation_steps.has_value(), accumulation >= 0);
+    if (accumulation >= 0) QCOMPARE(*state.gradient_accumulation_steps, accumulation);
+  }
+
+  void errors_name_the_variable_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<QString>("expected");
+    const QString ok = " MASTER_ADDR=127.0.0.1 MASTER_PORT=29500";
+    QTest::newRow("rank not a number") << "RANK=x WORLD_SIZE=2" + ok << "RANK='x' is not an integer";
+    QTest::newRow("rank out of range") << "RANK=2 WORLD_SIZE=2" + ok << "RANK=2 is out of range [0, 1]";
+    QTest::newRow("world size zero") << "RANK=0 WORLD_SIZE=0" + ok << "WORLD_SIZE=0 is out of range";
+    QTest::newRow("rank without world size") << "RANK=0" + ok << "RANK is set but WORLD_SIZE is not";
+    QTest::newRow("world size without rank") << "WORLD_SIZE=2" + ok << "WORLD_SIZE is set but RANK is not";
+    QTest::newRow("no master address") << "RANK=0 WORLD_SIZE=2 MASTER_PORT=1" << "MASTER_ADDR is not set";
+    QTest::newRow("no master port") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h" << "MASTER_PORT is not set";
+    QTest::newRow("port too large") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=70000"
+                                    << "MASTER_PORT=70000 is out of range [1, 65535]";
+    QTest::newRow("local rank too large") << "RANK=0 WORLD_SIZE=2 LOCAL_RANK=2" + ok << "LOCAL_RANK=2 is out of range";
+    QTest::newRow("fp8") << "ACCELERATE_MIXED_PRECISION=fp8" << "ACCELERATE_MIXED_PRECISION='fp8'";
+    QTest::newRow("bad bool") << "ACCELERATE_USE_CPU=maybe" << "ACCELERATE_USE_CPU='maybe' is not a boolean";
+    QTest::newRow("zero accumulation") << "SPUR_GRADIENT_ACCUMULATION_STEPS=0"
+                                       << "SPUR_GRADIENT_ACCUMULATION_STEPS=0 is out of range";
+    QTest::newRow("timeout not a number") << "SPUR_RENDEZVOUS_TIMEOUT=5s" << "SPUR_RENDEZVOUS_TIMEOUT='5s'";
+  }
+
+  void errors_name_the_variable() {
+    QFETCH(QString, env);
+    QFETCH(QString, expected);
+    try {
+      read(env_of(env));
+      QFAIL("no error");
+    } catch (const spur::Error& e) {
+      QVERIFY2(QString(e.what()).contains(expected), e.what());
+    }
+  }
+};
+
+SPUR_TEST_CLASS(ProcessStateTest)
+#include "process_state_test.moc"
