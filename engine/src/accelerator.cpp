@@ -62,6 +62,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
         options.rendezvous_timeout.value_or(core.state.rendezvous_timeout.value_or(std::chrono::seconds(300)));
     config.collective_timeout =
         options.collective_timeout.value_or(core.state.collective_timeout.value_or(std::chrono::seconds(1800)));
+    config.gloo_channels = options.gloo_channels;
     core.comm = detail::Communicator::join(config);
   }
   if (core.state.is_main_process()) warn_if_slow_blas();

@@ -37,8 +37,9 @@ PreparedOptimizer::PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> op
   core_->optimizers.push_back(optimizer_);
 }
 
-void PreparedOptimizer::zero_grad(bool set_to_none) {
+void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
   if (!core_->gradient.sync_gradients) return;
+  const bool set_to_none = set_to_none_option.value_or(core_->device.is_cuda());
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
       auto& grad = param.mutable_grad();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -94,12 +95,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(const c10::intrusive_ptr
 #endif
 }
 
-inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                                              int rank, int size,
-                                                              std::shared_ptr<::gloo::transport::Device> device,
-                                                              std::chrono::milliseconds timeout) {
+inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::vector<std::shared_ptr<::gloo::transport::Device>> devices, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices.push_back(std::move(device));
+  options->devices = std::move(devices);
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
   return as_process_group(store, rank, size, gloo, c10::DeviceType::CPU, false, timeout);
 }

@@ -3,6 +3,7 @@
 // name the operation and the rank, instead of c10d's bare socket errors.
 #include "distributed/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -20,15 +21,25 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-std::shared_ptr<::gloo::transport::Device> gloo_device(const ProcessState& state) {
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-    std::string first(ifname);
-    first = first.substr(0, first.find(','));
-    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+// One Gloo device per connection each pair of ranks keeps. Collectives alternate between the devices' contexts,
+// so two buckets in flight use two TCP connections instead of queueing on one.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const ProcessState& state, int channels) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  if (const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME"); ifnames && *ifnames) {
+    // As torch: one device per listed interface.
+    std::string list(ifnames);
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      if (end > start) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, end - start)));
+      start = end + 1;
+    }
+    return devices;
   }
   // Ranks that meet on a loopback address all run on this machine: keep their traffic on loopback too.
-  if (is_loopback(state.master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  return c10d::ProcessGroupGloo::createDefaultDevice();
+  auto device = is_loopback(state.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                               : c10d::ProcessGroupGloo::createDefaultDevice();
+  devices.assign(static_cast<size_t>(std::max(1, channels)), device);
+  return devices;
 }
 
 }  // namespace
@@ -49,7 +60,8 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
       throw Error("this LibTorch was built without NCCL: CUDA runs across processes cannot synchronise");
 #endif
     } else {
-      group = compat::make_gloo_group(store, state.rank, state.world_size, gloo_device(state), timeout);
+      group = compat::make_gloo_group(store, state.rank, state.world_size,
+                                      gloo_devices(state, config.gloo_channels), timeout);
     }
   } catch (const Error&) {
     throw;

@@ -23,6 +23,7 @@ class Communicator {
     torch::Device device{torch::kCPU};
     std::chrono::seconds rendezvous_timeout{300};
     std::chrono::seconds collective_timeout{1800};
+    int gloo_channels = 2;
   };
 
   /// Rendezvous and process-group creation. The first call in a process joins; while that Communicator lives,

@@ -53,13 +53,15 @@ class ReducerModelSync final : public ModelSync {
     if (params.empty()) return;
 
     const auto& options = core_->options;
+    const std::size_t first_cap =
+        options.first_bucket_cap_bytes.value_or(core_->device.is_cuda() ? std::size_t{1} << 20 : std::size_t{4} << 20);
     std::vector<bool> expect_sparse(params.size(), false);
-    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
-        params, {options.first_bucket_cap_bytes, options.bucket_cap_bytes}, expect_sparse);
+    auto [buckets, limits] =
+        c10d::compute_bucket_assignment_by_size(params, {first_cap, options.bucket_cap_bytes}, expect_sparse);
     reducer_ = std::make_unique<c10d::Reducer>(
         params, std::move(buckets), std::move(limits), group, expect_sparse,
         static_cast<int64_t>(options.bucket_cap_bytes), options.find_unused_parameters,
-        /*gradient_as_bucket_view=*/false, std::move(names), static_cast<int64_t>(options.first_bucket_cap_bytes));
+        options.gradient_as_bucket_view, std::move(names), static_cast<int64_t>(first_cap));
   }
 
   std::optional<AutocastScope> begin_forward() override {

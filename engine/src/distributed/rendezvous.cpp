@@ -14,6 +14,13 @@
 namespace spur::detail {
 namespace {
 
+// c10d's messages end with a period; ours continue the sentence.
+std::string cause(const std::exception& e) {
+  std::string text = e.what();
+  while (!text.empty() && (text.back() == '.' || text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 std::string endpoint(const ProcessState& state) {
   return state.master_addr + ":" + std::to_string(state.master_port);
 }
@@ -41,10 +48,10 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
   } catch (const std::exception& e) {
     if (host_store) {
       throw Error("rank 0 could not host the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " +
-                  e.what() + ". Another run may hold the port: choose another MASTER_PORT");
+                  cause(e) + ". Another run may hold the port: choose another MASTER_PORT");
     }
     throw Error("rank " + std::to_string(state.rank) + " could not reach the rendezvous store at " + where +
-                " (MASTER_ADDR:MASTER_PORT) within " + seconds + ": " + e.what() +
+                " (MASTER_ADDR:MASTER_PORT) within " + seconds + ": " + cause(e) +
                 ". Check that rank 0 is running and that " + state.master_addr + " is reachable from this machine");
   }
 
@@ -73,7 +80,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
       }
     } catch (const std::exception&) {
       throw Error("rendezvous at " + where + " failed on rank " + std::to_string(state.rank) +
-                  ": the store went away (" + e.what() + "); rank 0 probably stopped");
+                  ": the store went away (" + cause(e) + "); rank 0 probably stopped");
     }
     throw Error("rendezvous at " + where + " timed out after " + seconds + " on rank " +
                 std::to_string(state.rank) + ": " + std::to_string(arrived) + " of " +

@@ -91,7 +91,10 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
                            &rank_name);
     size_text = lookup_any(lookup, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}, &size_name);
     mpi = rank_text.has_value() && size_text.has_value();
-    if (!mpi) rank_text = size_text = std::nullopt;
+    if (!mpi) {
+      rank_text.reset();
+      size_text.reset();
+    }
   }
   if (rank_text.has_value() != size_text.has_value()) {
     throw Error(std::string(rank_text ? rank_name : size_name) + " is set but " + (rank_text ? size_name : rank_name) +

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Spur's step benchmarks (reference/benchmarks.md), as ratios measured side by side in one run:
+  1 process:  Spur step / hand-written LibTorch step             (target <= 1.01)
+  2 ranks:    Spur DDP step / PyTorch DDP step (Debian python3)   (target <= 0.85 small, <= 0.97 large)
+              Spur memory per rank / PyTorch's                     (target <= 0.5)
+Memory is shown three ways: peak RSS (counts the LibTorch code pages both ranks share: any LibTorch
+program starts at ~150 MiB RSS here, `import torch` at ~225 MiB), PSS (shared pages split between the
+processes using them) and private memory (what one more rank costs). The target is checked on private.
+Usage: run_benchmarks.py --bench build/tests/bench/step_bench [--steps 200] [--workloads small,large]
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+
+TARGETS = {("single", "small"): 1.01, ("single", "large"): 1.01, ("ddp", "small"): 0.85, ("ddp", "large"): 0.97,
+           ("private", "small"): 0.5, ("private", "large"): 0.5}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def run_ranks(command, world, timeout):
+    """Starts `world` ranks of `command` with torchrun's variables; returns rank 0..N-1's JSON records."""
+    port = free_port()
+    procs = []
+    try:
+        for rank in range(world):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                       OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        records = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{command[0]} exited {proc.returncode}:\n{err}")
+            records += json_lines(out)
+        return sorted(records, key=lambda r: r["rank"])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def row(what, workload, unit, baseline_name, baseline, spur, target_key):
+    ratio = spur / baseline if baseline else float("nan")
+    target = TARGETS.get((target_key, workload))
+    verdict = "" if target is None else ("meets" if ratio <= target else "MISSES") + f" <= {target}"
+    print(f"{workload:6} {what:34} {baseline_name:>14} {baseline:9.3f}{unit:4} spur {spur:9.3f}{unit:4} "
+          f"ratio {ratio:6.3f}  {verdict}")
+    return ratio
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench", required=True, help="path to the step_bench binary")
+    parser.add_argument("--python", default="/usr/bin/python3", help="python3 with Debian's torch (baseline)")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--workloads", default="small,large")
+    args = parser.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    timeout = 60 + args.steps * 2
+
+    print(f"Spur step benchmarks: median of {args.steps} steps after 20 warm-up, OMP_NUM_THREADS=1 per process")
+    for workload in args.workloads.split(","):
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run([args.bench, "single", workload, "--steps", str(args.steps)], env=env, check=True,
+                             capture_output=True, text=True, timeout=timeout).stdout
+        single = json_lines(out)[0]
+        row("1-process step", workload, "ms", "LibTorch", single["plain_ms"], single["spur_ms"], "single")
+
+        py = run_ranks([args.python, os.path.join(here, "ddp_baseline.py"), workload, str(args.steps)], 2, timeout)
+        sp = run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2, timeout)
+        row("2-rank DDP step (rank 0)", workload, "ms", "PyTorch DDP", py[0]["median_ms"], sp[0]["median_ms"], "ddp")
+        for rank in range(2):
+            for key, label in (("peak_rss_mib", "peak RSS"), ("pss_mib", "PSS"), ("private_mib", "private")):
+                row(f"{label}, rank {rank}", workload, "MiB", "PyTorch DDP", py[rank][key], sp[rank][key],
+                    key.split("_")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

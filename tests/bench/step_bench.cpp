@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// Training-step benchmark on reference/benchmarks.md's workloads (SGD lr 0.01, cross-entropy, fp32).
+//   step_bench single WORKLOAD [--steps N]   one process: hand-written LibTorch step vs Spur step, interleaved
+//   step_bench rank WORKLOAD [--steps N]     one rank of a Spur DDP run (RANK, WORLD_SIZE... from the driver)
+// Prints one JSON object per line; run_benchmarks.py turns them into ratios.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <spur/spur.h>
+
+namespace {
+
+struct Workload {
+  std::string name;
+  int64_t in, hidden, out, batch;
+};
+
+Workload workload(const std::string& name) {
+  if (name == "small") return {"small", 256, 512, 10, 64};
+  if (name == "large") return {"large", 1024, 2048, 10, 128};
+  throw spur::Error("unknown workload " + name + " (small, large)");
+}
+
+torch::nn::Sequential make_model(const Workload& w) {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(w.in, w.hidden), torch::nn::ReLU(),
+                               torch::nn::Linear(w.hidden, w.hidden), torch::nn::ReLU(),
+                               torch::nn::Linear(w.hidden, w.out));
+}
+
+struct Batches {
+  std::vector<torch::Tensor> x, y;
+};
+
+// Data made before timing starts (loading is outside the timed region).
+Batches make_batches(const Workload& w, int count) {
+  Batches b;
+  for (int i = 0; i < count; ++i) {
+    b.x.push_back(torch::randn({w.batch, w.in}));
+    b.y.push_back(torch::randint(0, w.out, {w.batch}));
+  }
+  return b;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // kilobytes on Linux
+}
+
+// Proportional and private (unshared) memory now, from /proc/self/smaps_rollup, in MiB.
+std::pair<double, double> pss_and_private_mib() {
+  std::ifstream rollup("/proc/self/smaps_rollup");
+  double pss = 0, priv = 0;
+  for (std::string line; std::getline(rollup, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    double kib = 0;
+    if (!(fields >> key >> kib)) continue;  // the first line names the range
+    if (key == "Pss:") pss = kib;
+    if (key == "Private_Clean:" || key == "Private_Dirty:") priv += kib;
+  }
+  return {pss / 1024.0, priv / 1024.0};
+}
+
+int single(const Workload& w, int steps) {
+  spur::Accelerator accelerator;
+  auto plain_net = make_model(w);
+  torch::optim::SGD plain_opt(plain_net->parameters(), 0.01);
+  auto spur_net = make_model(w);
+  torch::optim::SGD spur_sgd(spur_net->parameters(), 0.01);
+  auto [model, optimizer] = accelerator.prepare(spur_net, spur_sgd);
+  const auto data = make_batches(w, 16);
+
+  auto plain_step = [&](int i) {
+    plain_opt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(plain_net->forward(data.x[i % 16]), data.y[i % 16]);
+    loss.backward();
+    plain_opt.step();
+  };
+  auto spur_step = [&](int i) {
+    optimizer.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(model(data.x[i % 16]), data.y[i % 16]);
+    accelerator.backward(loss);
+    optimizer.step();
+  };
+  for (int i = 0; i < 20; ++i) plain_step(i), spur_step(i);
+
+  // Alternating blocks of 10 steps, so drift in machine speed hits both alike.
+  std::vector<double> plain_ms, spur_ms;
+  for (int block = 0; block < steps / 10; ++block) {
+    for (int i = 0; i < 10; ++i) {
+      const double t0 = now_ms();
+      plain_step(i);
+      plain_ms.push_back(now_ms() - t0);
+    }
+    for (int i = 0; i < 10; ++i) {
+      const double t0 = now_ms();
+      spur_step(i);
+      spur_ms.push_back(now_ms() - t0);
+    }
+  }
+  std::printf("{\"mode\": \"single\", \"workload\": \"%s\", \"plain_ms\": %.4f, \"spur_ms\": %.4f, \"steps\": %d}\n",
+              w.name.c_str(), median(plain_ms), median(spur_ms), steps);
+  return 0;
+}
+
+int rank(const Workload& w, int steps) {
+  spur::Accelerator accelerator;
+  auto net = make_model(w);
+  torch::optim::SGD sgd(net->parameters(), 0.01);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  const auto data = make_batches(w, 16);
+  std::vector<double> times;
+  for (int i = 0; i < 20 + steps; ++i) {
+    const double t0 = now_ms();
+    optimizer.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(model(data.x[i % 16]), data.y[i % 16]);
+    accelerator.backward(loss);
+    optimizer.step();
+    if (i >= 20) times.push_back(now_ms() - t0);
+  }
+  const auto [pss, priv] = pss_and_private_mib();
+  std::printf("{\"mode\": \"rank\", \"impl\": \"spur\", \"workload\": \"%s\", \"rank\": %lld, \"median_ms\": %.4f, "
+              "\"peak_rss_mib\": %.1f, \"pss_mib\": %.1f, \"private_mib\": %.1f}\n",
+              w.name.c_str(), static_cast<long long>(accelerator.process_index()), median(times), peak_rss_mib(), pss,
+              priv);
+  std::fflush(stdout);
+  accelerator.wait_for_everyone();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 3) throw spur::Error("usage: step_bench single|rank small|large [--steps N]");
+  const std::string mode = argv[1];
+  const auto w = workload(argv[2]);
+  int steps = 200;
+  if (argc >= 5 && std::string(argv[3]) == "--steps") steps = std::max(10, std::stoi(argv[4]));
+  if (mode == "single") return single(w, steps);
+  if (mode == "rank") return rank(w, steps);
+  throw spur::Error("unknown mode " + mode);
+} catch (const std::exception& e) {
+  std::cerr << "step_bench: " << e.what() << "\n";
+  return 1;
+}
