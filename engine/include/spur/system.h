@@ -5,19 +5,13 @@
 
 #include <string>
 
+#include <spur/blas.h>
+
 namespace spur {
 
 std::string version();
 /// LibTorch's version, as its headers give it.
 std::string torch_version();
-
-struct BlasInfo {
-  std::string name;  ///< "OpenBLAS", "reference BLAS", "MKL", "BLIS", or "unknown".
-  std::string path;  ///< The shared object in use, symlinks resolved.
-  bool slow = false; ///< True for the reference BLAS.
-};
-/// Finds the BLAS loaded into this process.
-BlasInfo blas_info();
 
 /// One line: "spur 0.1.0 | LibTorch 1.13.0 | BLAS OpenBLAS (/usr/lib/...)".
 std::string environment_summary();

@@ -1,22 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Versions and the BLAS actually loaded. Debian's LibTorch links the generic libblas.so.3, which the
-// alternatives system points at OpenBLAS or at the 16-20x slower reference BLAS; only the loaded file tells.
-#include <spur/system.h>
+// Which BLAS is loaded. Debian's LibTorch links the generic libblas.so.3, which the alternatives system points
+// at OpenBLAS or at the 16-20x slower reference BLAS; only the file actually loaded tells. No torch, no Qt:
+// the engine and the `spur` command both use it.
+#include <spur/blas.h>
 
+#include <dlfcn.h>
 #include <link.h>
 
 #include <filesystem>
 #include <vector>
 
-#include <torch/version.h>
-
-#include <spur/version.h>
-
 namespace spur {
-
-std::string version() { return SPUR_VERSION; }
-
-std::string torch_version() { return TORCH_VERSION; }
 
 BlasInfo blas_info() {
   std::vector<std::string> loaded;
@@ -43,11 +37,10 @@ BlasInfo blas_info() {
   return result;
 }
 
-std::string environment_summary() {
-  const auto blas = blas_info();
-  std::string line = "spur " + version() + " | LibTorch " + torch_version() + " | BLAS " + blas.name;
-  if (!blas.path.empty()) line += " (" + blas.path + ")";
-  return line;
+BlasInfo blas_info_for_libtorch() {
+  // Loads what LibTorch would load (a no-op inside a process that has LibTorch already).
+  dlopen("libblas.so.3", RTLD_LAZY | RTLD_LOCAL);
+  return blas_info();
 }
 
 }  // namespace spur

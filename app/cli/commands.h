@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `spur` sub-commands: each takes its own arguments (after the sub-command's name) and returns the exit
+// status. One file per command.
+#pragma once
+
+#include <QStringList>
+
+namespace spur::cli {
+
+/// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
+int env_command(const QStringList& arguments);
+
+}  // namespace spur::cli

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur`: dispatches to the sub-commands in this folder.
+#include <QCoreApplication>
+#include <QTextStream>
+
+#include "cli/commands.h"
+
+namespace {
+
+int usage(QTextStream& out) {
+  out << "usage: spur <command> [arguments]\n\n"
+         "commands:\n"
+         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS\n\n"
+         "options:\n"
+         "  --version   print Spur's version\n"
+         "  --help      print this help\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QCoreApplication app(argc, argv);
+  QCoreApplication::setApplicationName("spur");
+  QCoreApplication::setApplicationVersion(SPUR_VERSION_STRING);
+  QStringList arguments = app.arguments().mid(1);
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+
+  if (arguments.isEmpty() || arguments.front() == "--help" || arguments.front() == "-h" ||
+      arguments.front() == "help") {
+    return usage(out);
+  }
+  const QString command = arguments.takeFirst();
+  if (command == "--version") {
+    out << "spur " << SPUR_VERSION_STRING << "\n";
+    return 0;
+  }
+  if (command == "env") return spur::cli::env_command(arguments);
+  err << "spur: unknown command '" << command << "' (see spur --help)\n";
+  return 2;
+}

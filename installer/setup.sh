@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Set-up for a fresh Debian 12 machine, run as root from a clone:
+#   installer/setup.sh run    install what is missing, build, run the main job (the bundled example training)
+#   installer/setup.sh test   install what is missing, build, run the whole test suite (non-zero on any failure)
+#   installer/setup.sh deps | build   just those steps
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+say() { printf '\033[1mspur setup:\033[0m %s\n' "$*"; }
+
+install_packages() {
+  local wanted missing=()
+  wanted=$(grep -v '^\s*#' "$here/debian-packages.txt" | awk 'NF {print $1}')
+  for package in $wanted; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    say "installing ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" != 0 ]; then
+      command -v sudo >/dev/null || { echo "spur setup: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+      sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -q
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+  else
+    say "all Debian packages present"
+  fi
+  # LibTorch links the generic libblas.so.3: make sure the alternatives system points it at OpenBLAS.
+  local blas
+  blas=$(readlink -f "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine)/libblas.so.3" || true)
+  case "$blas" in
+    *openblas*) say "BLAS: $blas" ;;
+    *)
+      if [ "$(id -u)" = 0 ]; then
+        update-alternatives --auto "libblas.so.3-$(gcc -dumpmachine)" >/dev/null 2>&1 || true
+      fi
+      say "warning: libblas.so.3 is $blas, not OpenBLAS: LibTorch steps will be 16-20x slower" ;;
+  esac
+}
+
+build() {
+  say "building (cmake --preset default)"
+  cmake --preset default
+  cmake --build --preset default
+}
+
+case "${1:-}" in
+  run)
+    install_packages
+    build
+    say "running the example: a small MLP on generated data, one process (OMP_NUM_THREADS=1)"
+    OMP_NUM_THREADS=1 build/examples/train_mlp
+    ;;
+  test)
+    install_packages
+    build
+    say "running the test suite (ctest --preset default)"
+    ctest --preset default
+    ;;
+  deps) install_packages ;;
+  build) install_packages; build ;;
+  *)
+    echo "usage: installer/setup.sh run|test|deps|build" >&2
+    exit 2
+    ;;
+esac
