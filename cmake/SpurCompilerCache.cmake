@@ -5,7 +5,7 @@ find_program(SPUR_CCACHE ccache)
 if(SPUR_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_CXX_COMPILER_LAUNCHER
       ${CMAKE_COMMAND} -E env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
-      "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}/.." "CCACHE_NOHASHDIR=1"
+      "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}" "CCACHE_NOHASHDIR=1"
       ${SPUR_CCACHE})
   message(STATUS "Spur: compiling through ccache (${SPUR_CCACHE})")
 endif()
