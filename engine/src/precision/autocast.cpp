@@ -51,9 +51,6 @@ void check_precision_supported(Precision precision, c10::Device device) {
     throw Error("mixed precision fp16 needs a CUDA device: this LibTorch (" + std::string(TORCH_VERSION) +
                 ") runs CPU autocast in bf16 only. Use mixed_precision bf16 on CPU, or run on a GPU");
   }
-  if (precision == Precision::bf16 && device.is_cuda()) {
-    // bf16 needs compute capability 8.0 or newer; the kernels say so themselves on older cards.
-  }
 }
 
 AutocastScope::AutocastScope(c10::Device device, Precision precision) {
