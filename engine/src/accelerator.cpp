@@ -118,6 +118,11 @@ PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::O
 }
 
 void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
+  // The loss scale moves once per step, after every prepared optimizer stepped with the same scale.
+  if (core_->scaler && core_->scaler_update_pending) {
+    core_->scaler->update();
+    core_->scaler_update_pending = false;
+  }
   auto scaled = loss;
   if (core_->accumulation_steps > 1) scaled = scaled / static_cast<double>(core_->accumulation_steps);
   if (core_->scaler) scaled = core_->scaler->scale(scaled);
@@ -129,7 +134,8 @@ void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
     scaled.backward({}, retain_graph);
   } catch (const std::exception& e) {
     // The reducer's all-reduce runs inside backward: a peer that died surfaces here as a socket error.
-    core_->comm->fail("backward (gradient all-reduce)", e);
+    if (detail::Communicator::is_communication_error(e)) core_->comm->fail("backward (gradient all-reduce)", e);
+    throw;
   }
 }
 
@@ -188,6 +194,7 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value) {
+  if (!core_->gradient.sync_gradients) return;  // a micro-step holds a partial (maybe scaled) sum: clip the full one
   unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }

@@ -37,6 +37,7 @@ class AcceleratorCore {
   GradientState gradient;
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   bool step_was_skipped = false;
+  bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
 };
 
 /// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.

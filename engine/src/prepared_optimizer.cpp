@@ -16,7 +16,7 @@ bool has_state(const torch::optim::Optimizer& optimizer) {
 }
 
 // Optimizer state (Adam's moments...) belongs on the parameters' device. A save/load round trip through an
-// archive moves every state tensor whatever the optimizer's type.
+// archive moves every state tensor of LibTorch's optimizers (a custom one must implement save and load).
 void move_state(torch::optim::Optimizer& optimizer, torch::Device device) {
   torch::serialize::OutputArchive out;
   optimizer.save(out);
@@ -58,7 +58,7 @@ void PreparedOptimizer::step() {
   if (!core_->gradient.sync_gradients) return;
   if (core_->scaler) {
     step_was_skipped_ = !core_->scaler->step(*optimizer_);
-    core_->scaler->update();
+    core_->scaler_update_pending = true;  // applied by the next backward, once for all optimizers
   } else {
     optimizer_->step();
     step_was_skipped_ = false;

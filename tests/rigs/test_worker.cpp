@@ -70,18 +70,24 @@ bool same(const torch::Tensor& a, const torch::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && a.equal(b);
 }
 
-// Tanh MLP with a buffer, so parameter and buffer broadcast are both exercised.
+// Tanh MLP that exercises what DDP must get right besides plain layers: a buffer (broadcast from rank 0), a
+// frozen layer (broadcast, never reduced) and a layer registered twice and applied twice (tied weights: hooked
+// and reduced once).
 struct NetImpl : torch::nn::Module {
   NetImpl() {
+    frozen = register_module("frozen", torch::nn::Linear(8, 8));
     fc1 = register_module("fc1", torch::nn::Linear(8, 16));
     fc2 = register_module("fc2", torch::nn::Linear(16, 16));
+    register_module("fc2_tied", fc2);
     fc3 = register_module("fc3", torch::nn::Linear(16, 4));
     offset = register_buffer("offset", torch::zeros({8}));
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    return fc3(torch::tanh(fc2(torch::tanh(fc1(x + offset)))));
+    auto h = torch::tanh(fc1(frozen(x + offset)));
+    return fc3(torch::tanh(fc2(torch::tanh(fc2(h)))));
   }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  torch::nn::Linear frozen{nullptr}, fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
   torch::Tensor offset;
 };
 TORCH_MODULE(Net);
@@ -94,9 +100,20 @@ Net make_net(uint64_t seed) {
   return net;
 }
 
+// Each tensor once, though the tied layer is listed under two names (LibTorch does not de-duplicate).
+std::vector<torch::Tensor> unique_parameters(torch::nn::Module& module) {
+  std::vector<torch::Tensor> unique;
+  for (const auto& p : module.parameters()) {
+    bool seen = false;
+    for (const auto& q : unique) seen = seen || q.is_same(p);
+    if (!seen) unique.push_back(p);
+  }
+  return unique;
+}
+
 torch::Tensor flat(torch::nn::Module& module) {
   std::vector<torch::Tensor> parts;
-  for (const auto& p : module.parameters()) parts.push_back(p.detach().reshape({-1}));
+  for (const auto& p : unique_parameters(module)) parts.push_back(p.detach().reshape({-1}));
   for (const auto& b : module.buffers()) parts.push_back(b.detach().reshape({-1}));
   return torch::cat(parts).to(torch::kFloat).contiguous();
 }
@@ -116,7 +133,11 @@ std::pair<torch::Tensor, torch::Tensor> make_data(int64_t steps, int64_t rows) {
 }
 
 torch::optim::SGD make_sgd(Net& net) {
-  return torch::optim::SGD(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<torch::Tensor> trained;
+  for (const auto& p : unique_parameters(*net)) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  return torch::optim::SGD(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
 // One process, no Spur, the whole global batch per step: what the distributed runs must equal.
@@ -142,7 +163,8 @@ spur::AcceleratorOptions ddp_options(const Args& args) {
   return options;
 }
 
-// Every rank starts from different weights (seed 1000 + rank): prepare must hand them rank 0's.
+// Every rank starts from different weights, frozen ones and the buffer included (seed 1000 + rank): prepare must
+// hand them rank 0's.
 int ddp(const Args& args) {
   spur::Accelerator accelerator(ddp_options(args));
   const int64_t world = accelerator.num_processes();
@@ -250,6 +272,15 @@ int collectives(const Args& args) {
   } catch (const spur::Error& e) {
     const std::string what = e.what();
     check(what.find("rank 1 [2, 3]") != std::string::npos, "gather mismatch names rank and shape", what);
+  }
+
+  try {
+    std::vector<int64_t> many(17, 1);
+    accelerator.gather(rank == 0 ? torch::zeros(many) : torch::zeros({1}));
+    check(false, "a 17-dimensional tensor on rank 0 raises on every rank");
+  } catch (const spur::Error& e) {
+    check(std::string(e.what()).find("rank 0 passed a tensor of more than 16 dimensions") != std::string::npos,
+          "a 17-dimensional tensor on rank 0 raises on every rank", e.what());
   }
 
   auto sum = accelerator.reduce(torch::full({2, 2}, static_cast<float>(rank + 1), f));

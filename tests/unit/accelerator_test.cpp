@@ -170,6 +170,37 @@ class AcceleratorTest : public QObject {
     QVERIFY(a.grad().equal(torch::tensor({2.0f, -2.0f})));
   }
 
+  void clipping_waits_for_the_full_gradient() {
+    spur::Accelerator accelerator({.gradient_accumulation_steps = 2});
+    auto net = make_net();
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+    auto a = net->parameters()[0];
+    {
+      auto scope = accelerator.accumulate(model);  // micro-step 1 of 2
+      a.mutable_grad() = torch::full_like(a, 10.0f);
+      accelerator.clip_grad_value_({a}, 1.0);
+      QCOMPARE(a.grad().max().item<float>(), 10.0f);  // a partial sum is left alone
+    }
+    {
+      auto scope = accelerator.accumulate(model);  // the sync step
+      accelerator.clip_grad_value_({a}, 1.0);
+      QCOMPARE(a.grad().max().item<float>(), 1.0f);
+    }
+  }
+
+  void scope_skips_its_exit_while_an_exception_unwinds() {
+    bool ran = false;
+    try {
+      spur::Scope scope([&] { ran = true; });
+      throw std::runtime_error("body failed");
+    } catch (const std::runtime_error&) {
+    }
+    QVERIFY2(!ran, "main_process_first would release the other ranks after a failed body");
+    { spur::Scope scope([&] { ran = true; }); }
+    QVERIFY(ran);
+  }
+
   void print_joins_arguments_like_python() {
     spur::Accelerator accelerator;
     std::ostringstream captured;

@@ -77,7 +77,7 @@ class Accelerator {
   /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
   /// PreparedOptimizer. One argument returns it alone; several return a tuple for structured bindings:
   ///   auto [model, optimizer] = accelerator.prepare(net, adam);
-  /// An optimizer passed as an lvalue must outlive the Accelerator.
+  /// An optimizer passed as an lvalue must outlive the Accelerator and every copy of its PreparedOptimizer.
   template <typename... Objects>
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "prepare needs at least one model or optimizer");
@@ -117,7 +117,8 @@ class Accelerator {
   }
   /// True when the current micro-step synchronises gradients and steps the optimizer.
   bool sync_gradients() const;
-  /// Marks the end of the data: the next accumulate() step synchronises (used by the data loader).
+  /// Marks the end of the data: accumulate() synchronises while it is set (on a partial accumulation at the
+  /// end of an epoch). Set it on the last batch and clear it when a new epoch starts.
   void set_end_of_dataloader(bool end);
   /// Unscales (fp16) then clips the gradients' total norm; returns the norm before clipping.
   torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,

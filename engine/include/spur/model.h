@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // PreparedModel<M>: the user's module after Accelerator::prepare. `model(x)` runs forward under autocast (bf16,
-// fp16) with fp32 outputs and arms gradient synchronisation, as DistributedDataParallel does; `model->` is the module.
+// fp16) with fp32 outputs (tensors, and vectors, pairs, tuples of them) and arms gradient synchronisation, as DistributedDataParallel does; `model->` is the module.
 #pragma once
 
 #include <memory>
@@ -43,6 +43,11 @@ template <typename... Ts>
 void collect_tensors(const std::tuple<Ts...>& tuple, std::vector<torch::Tensor>& out) {
   std::apply([&](const auto&... items) { (collect_tensors(items, out), ...); }, tuple);
 }
+template <typename A, typename B>
+void collect_tensors(const std::pair<A, B>& pair, std::vector<torch::Tensor>& out) {
+  collect_tensors(pair.first, out);
+  collect_tensors(pair.second, out);
+}
 template <typename T>
 void collect_tensors(const T&, std::vector<torch::Tensor>&) {}
 
@@ -55,6 +60,10 @@ inline torch::Tensor to_fp32(torch::Tensor t) {
 inline std::vector<torch::Tensor> to_fp32(std::vector<torch::Tensor> ts) {
   for (auto& t : ts) t = to_fp32(std::move(t));
   return ts;
+}
+template <typename A, typename B>
+std::pair<A, B> to_fp32(std::pair<A, B> pair) {
+  return {to_fp32(std::move(pair.first)), to_fp32(std::move(pair.second))};
 }
 template <typename... Ts>
 std::tuple<Ts...> to_fp32(std::tuple<Ts...> tuple) {

@@ -3,6 +3,7 @@
 // goes out of scope, standing in for Python's `with` block. Keep it in a named variable.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <utility>
 
@@ -12,18 +13,28 @@ class [[nodiscard]] Scope {
  public:
   Scope() = default;
   explicit Scope(std::function<void()> on_exit) : on_exit_(std::move(on_exit)) {}
-  Scope(Scope&& other) noexcept : on_exit_(std::exchange(other.on_exit_, nullptr)) {}
-  Scope& operator=(Scope&& other) noexcept {
+  Scope(Scope&& other) noexcept
+      : on_exit_(std::exchange(other.on_exit_, nullptr)), uncaught_(other.uncaught_) {}
+  Scope& operator=(Scope&& other) {
     if (this != &other) {
       close();
       on_exit_ = std::exchange(other.on_exit_, nullptr);
+      uncaught_ = other.uncaught_;
     }
     return *this;
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
-  // May throw (a barrier whose peer died): the error must reach the caller, not vanish.
-  ~Scope() noexcept(false) { close(); }
+  // May throw (a barrier whose peer died): the error must reach the caller, not vanish. While another
+  // exception unwinds the stack the exit action is skipped: the scope's body did not finish, so e.g.
+  // main_process_first must not release the other ranks as if it had; they fail when this process exits.
+  ~Scope() noexcept(false) {
+    if (std::uncaught_exceptions() > uncaught_) {
+      on_exit_ = nullptr;
+      return;
+    }
+    close();
+  }
 
   /// Ends the scope early; later calls do nothing.
   void close() {
@@ -32,6 +43,7 @@ class [[nodiscard]] Scope {
 
  private:
   std::function<void()> on_exit_;
+  int uncaught_ = std::uncaught_exceptions();
 };
 
 }  // namespace spur

@@ -6,12 +6,15 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/version.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -114,6 +117,42 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusi
   return as_process_group(store, rank, size, nccl, c10::DeviceType::CUDA, true, timeout);
 }
 #endif
+
+// --- DDP's Reducer ----------------------------------------------------------------------------------------
+// Its constructor changed shape across 2.x releases (per-bucket limits dropped; unused-parameter, python-reducer
+// and per-bucket-cap arguments added). Whichever form this LibTorch has is the one that compiles.
+inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> params,
+                                                   std::vector<std::vector<size_t>> buckets,
+                                                   std::vector<size_t> bucket_limits,
+                                                   c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                   std::vector<bool> expect_sparse, int64_t bucket_cap,
+                                                   bool find_unused, bool gradient_as_bucket_view,
+                                                   std::unordered_map<size_t, std::string> names,
+                                                   int64_t first_bucket_cap) {
+  using Params = std::vector<at::Tensor>;
+  using Buckets = std::vector<std::vector<size_t>>;
+  using Limits = std::vector<size_t>;
+  using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
+  using Sparse = std::vector<bool>;
+  using Names = std::unordered_map<size_t, std::string>;
+  if constexpr (std::is_constructible_v<c10d::Reducer, Params, Buckets, Limits, Group, Sparse, int64_t, bool, bool,
+                                        Names, int64_t>) {
+    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(bucket_limits),
+                                           std::move(group), std::move(expect_sparse), bucket_cap, find_unused,
+                                           gradient_as_bucket_view, std::move(names), first_bucket_cap);
+  } else if constexpr (std::is_constructible_v<c10d::Reducer, Params, Buckets, Group, Sparse, int64_t, bool, bool,
+                                               Names, int64_t, bool, bool, std::vector<int64_t>>) {
+    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                           std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
+                                           std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
+                                           /*use_python_reducer=*/false, std::vector<int64_t>{});
+  } else {
+    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                           std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
+                                           std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
+                                           /*use_python_reducer=*/false);
+  }
+}
 
 // --- CUDA -------------------------------------------------------------------------------------------------
 inline void set_cuda_device(c10::DeviceIndex index) {

@@ -18,6 +18,7 @@ namespace {
 
 constexpr int64_t kMaxDims = 16;
 constexpr int64_t kUndefined = -1;
+constexpr int64_t kTooManyDims = -2;  // sent instead of a shape, so every rank raises, not only this one
 
 struct Shape {
   int64_t dtype = kUndefined;  // c10::ScalarType, or kUndefined for an undefined tensor
@@ -40,8 +41,8 @@ torch::Tensor encode(Communicator& comm, const torch::Tensor& tensor, const char
   data[0] = kUndefined;
   if (tensor.defined()) {
     if (tensor.dim() > kMaxDims) {
-      throw Error(std::string(operation) + ": tensors of more than " + std::to_string(kMaxDims) +
-                  " dimensions are not supported");
+      data[0] = kTooManyDims;
+      return record.to(comm.device());
     }
     data[0] = static_cast<int64_t>(tensor.scalar_type());
     data[1] = tensor.dim();
@@ -55,13 +56,21 @@ Shape decode(const torch::Tensor& record) {
   auto data = host.data_ptr<int64_t>();
   Shape shape;
   shape.dtype = data[0];
-  if (shape.dtype != kUndefined) shape.sizes.assign(data + 2, data + 2 + data[1]);
+  if (shape.dtype >= 0) shape.sizes.assign(data + 2, data + 2 + data[1]);
   return shape;
+}
+
+void check_dims(const char* operation, const Shape& shape, int64_t rank) {
+  if (shape.dtype == kTooManyDims) {
+    throw Error(std::string(operation) + ": rank " + std::to_string(rank) + " passed a tensor of more than " +
+                std::to_string(kMaxDims) + " dimensions, which collectives do not support");
+  }
 }
 
 std::vector<Shape> exchange_shapes(Communicator& comm, const torch::Tensor& tensor, const char* operation) {
   std::vector<Shape> shapes;
   for (const auto& record : comm.allgather(encode(comm, tensor, operation))) shapes.push_back(decode(record));
+  for (size_t r = 0; r < shapes.size(); ++r) check_dims(operation, shapes[r], static_cast<int64_t>(r));
   return shapes;
 }
 
@@ -161,6 +170,7 @@ torch::Tensor broadcast_tensor(Communicator* comm, const torch::Tensor& tensor, 
   auto record = encode(*comm, comm->rank() == root ? tensor : torch::Tensor(), "broadcast");
   comm->broadcast_(record, root);
   const auto shape = decode(record);
+  check_dims("broadcast", shape, root);
   if (shape.dtype == kUndefined) {
     throw Error("broadcast: the source rank " + std::to_string(root) + " passed no tensor");
   }

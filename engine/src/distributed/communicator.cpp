@@ -16,6 +16,7 @@ namespace {
 
 std::mutex join_mutex;
 std::weak_ptr<Communicator> joined;
+int generation = 0;
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -46,10 +47,16 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Proce
 
 std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   std::lock_guard<std::mutex> lock(join_mutex);
-  if (auto existing = joined.lock()) return existing;
+  if (auto existing = joined.lock()) {
+    if (existing->device().type() != config.device.type()) {
+      throw Error("this process already joined the run's process group on " + existing->device().str() +
+                  "; an Accelerator on " + config.device.str() + " cannot share it (use the same cpu option)");
+    }
+    return existing;
+  }
 
   const auto& state = config.state;
-  auto store = rendezvous(state, config.rendezvous_timeout);
+  auto store = rendezvous(state, config.rendezvous_timeout, generation++);
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.collective_timeout);
   try {
@@ -88,6 +95,15 @@ Communicator::Communicator(const Config& config, c10::intrusive_ptr<c10d::Store>
 std::string Communicator::describe() const {
   return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (" + backend_ + ", store " + endpoint_ +
          ")";
+}
+
+bool Communicator::is_communication_error(const std::exception& error) {
+  const std::string what = error.what();
+  for (const char* mark : {"gloo", "Gloo", "NCCL", "Connection", "connection", "Socket", "socket", "peer",
+                           "Timed out", "timed out", "Timeout"}) {
+    if (what.find(mark) != std::string::npos) return true;
+  }
+  return false;
 }
 
 void Communicator::fail(const std::string& operation, const std::exception& cause) const {

@@ -46,6 +46,8 @@ class Communicator {
   void barrier();
   /// Rethrows a failure of `operation` (a collective that a peer's death broke) as a spur::Error naming this rank.
   [[noreturn]] void fail(const std::string& operation, const std::exception& cause) const;
+  /// True for errors raised by the transport (a peer gone, a timeout), not by local computation.
+  static bool is_communication_error(const std::exception& error);
 
   Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
                c10::intrusive_ptr<c10d::ProcessGroup> group);
@@ -65,6 +67,9 @@ class Communicator {
 
 /// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits until every rank has checked
 /// in. Throws spur::Error naming the host, port, timeout and the ranks that never arrived.
-c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout);
+/// `generation` counts the joins of this process: a re-join (after every Accelerator was destroyed) uses
+/// fresh keys, so a shared store (torchrun's agent) never hands back the previous group's addresses.
+c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout,
+                                           int generation);
 
 }  // namespace spur::detail

@@ -19,7 +19,8 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 }
 
 torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
-  return loss * scale_;
+  // In fp32, as torch does: a half loss times 65536 overflows once |loss| > 1.
+  return (loss.is_floating_point() && loss.element_size() < 4 ? loss.to(torch::kFloat) : loss) * scale_;
 }
 
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
