@@ -9,5 +9,7 @@ namespace spur::cli {
 
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
+/// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.
+int shard_plan_command(const QStringList& arguments);
 
 }  // namespace spur::cli

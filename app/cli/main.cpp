@@ -10,7 +10,8 @@ namespace {
 int usage(QTextStream& out) {
   out << "usage: spur <command> [arguments]\n\n"
          "commands:\n"
-         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS\n\n"
+         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS\n"
+         "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
          "options:\n"
          "  --version   print Spur's version\n"
          "  --help      print this help\n";
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "env") return spur::cli::env_command(arguments);
+  if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
   err << "spur: unknown command '" << command << "' (see spur --help)\n";
   return 2;
 }

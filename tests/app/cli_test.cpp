@@ -44,6 +44,41 @@ class CliTest : public QObject {
     QVERIFY(!object.value("BLAS").toString().isEmpty());
   }
 
+  void shard_plan_prints_one_line_per_rank() {
+    const auto result = spur_cli({"shard-plan", "--dataset_len", "10", "--batch_size", "3", "--num_processes", "2"});
+    QCOMPARE(result.exit_code, 0);
+    QCOMPARE(result.output, QString("{\"rank\": 0, \"batches\": [[0, 1, 2], [6, 7, 8]]}\n"
+                                    "{\"rank\": 1, \"batches\": [[3, 4, 5], [9, 0, 1]]}\n"));
+    const auto split = spur_cli({"shard-plan", "--dataset-len=10", "--batch-size=4", "--num-processes=2",
+                                 "--split_batches", "--even_batches", "false"});
+    QCOMPARE(split.output, QString("{\"rank\": 0, \"batches\": [[0, 1], [4, 5], [8, 9]]}\n"
+                                   "{\"rank\": 1, \"batches\": [[2, 3], [6, 7]]}\n"));
+  }
+
+  void shard_plan_rejects_bad_combinations_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<QString>("message");
+    const QStringList base{"shard-plan", "--dataset_len", "10", "--num_processes", "3"};
+    QTest::newRow("split not divisible") << (base + QStringList{"--batch_size", "4", "--split_batches"})
+                                         << "a multiple of num_processes (3)";
+    QTest::newRow("missing batch size") << base << "--batch_size is required";
+    QTest::newRow("bad even_batches") << (base + QStringList{"--batch_size", "2", "--even_batches", "maybe"})
+                                      << "--even_batches needs true or false";
+    QTest::newRow("zero processes") << QStringList{"shard-plan", "--dataset_len", "3", "--batch_size", "1",
+                                                   "--num_processes", "0"}
+                                    << "--num_processes must be between 1";
+    QTest::newRow("unknown flag") << (base + QStringList{"--batch_size", "2", "--shuffle"}) << "unknown flag --shuffle";
+  }
+
+  void shard_plan_rejects_bad_combinations() {
+    QFETCH(QStringList, arguments);
+    QFETCH(QString, message);
+    const auto result = spur_cli(arguments);
+    QVERIFY(result.exit_code != 0);
+    QCOMPARE(result.output.count('\n'), 1);  // one clear line
+    QVERIFY2(result.output.contains(message), qPrintable(result.output));
+  }
+
   void unknown_command_is_named() {
     const auto result = spur_cli({"lanch"});
     QCOMPARE(result.exit_code, 2);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The BLAS library LibTorch's matrix products run on, found among the shared objects loaded into this process.
-// Torch-free (libspur_system), so the `spur` command can report it too.
+// Torch-free (engine/core), so the `spur` command can report it too.
 #pragma once
 
 #include <string>
