@@ -203,4 +203,47 @@ bool Accelerator::optimizer_step_was_skipped() const { return core_->step_was_sk
 
 GradScaler* Accelerator::scaler() { return core_->scaler ? &*core_->scaler : nullptr; }
 
+sharding::Layout Accelerator::data_layout() const {
+  sharding::Layout layout{num_processes(), core_->options.split_batches, core_->options.even_batches};
+  return layout;
+}
+
+void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& loader) {
+  sharding::check(loader->options.batch_size, loader->layout);
+  auto* comm = core_->comm.get();
+  if (comm && !loader->stream && !loader->user_sampler && loader->options.shuffle) {
+    // Every rank shuffles with rank 0's seed, whatever each one seeded torch with.
+    auto seed = torch::tensor({static_cast<int64_t>(*loader->options.seed)}, torch::kLong);
+    seed = detail::broadcast_tensor(comm, seed, 0);
+    loader->options.seed = static_cast<uint64_t>(seed.item<int64_t>());
+    loader->sampler = std::make_shared<RandomSampler>(loader->dataset_size, *loader->options.seed);
+  }
+  if (comm) {
+    loader->check_order = [comm](const std::vector<int64_t>& order) {
+      // One 8-byte collective per epoch buys a clear error for a sampler that is not seeded alike everywhere.
+      uint64_t hash = 1469598103934665603ull;
+      for (const int64_t index : order) hash = (hash ^ static_cast<uint64_t>(index)) * 1099511628211ull;
+      auto all = detail::gather_tensor(comm, torch::tensor({static_cast<int64_t>(hash)}, torch::kLong));
+      for (int64_t r = 1; r < all.size(0); ++r) {
+        if (all[r].item<int64_t>() != all[0].item<int64_t>()) {
+          throw Error("data loader: rank " + std::to_string(r) + "'s sampler gives another order than rank 0's "
+                      "for this epoch; a sampler must be seeded the same on every rank (seed + epoch)");
+        }
+      }
+    };
+  }
+  std::weak_ptr<detail::AcceleratorCore> weak = core_;
+  loader->on_end = [weak](bool end, int64_t remainder) {
+    if (auto core = weak.lock()) {
+      core->gradient.end_of_dataloader = end;
+      core->metrics_remainder = end ? remainder : -1;
+    }
+  };
+  core_->loaders.push_back(loader);
+}
+
+int64_t Accelerator::metrics_keep() const {
+  return core_->gradient.end_of_dataloader ? core_->metrics_remainder : -1;
+}
+
 }  // namespace spur

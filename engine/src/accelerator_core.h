@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include <spur/options.h>
+#include <spur/data.h>
 #include <spur/model.h>
 #include <spur/precision.h>
 #include <spur/state.h>
@@ -38,6 +39,8 @@ class AcceleratorCore {
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
+  int64_t metrics_remainder = -1;      // of the loader whose last batch is out (gather_for_metrics)
+  std::vector<std::weak_ptr<LoaderState>> loaders;  // prepared, in order (checkpoints)
 };
 
 /// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.

@@ -2,6 +2,7 @@
 // A rank program for the multi-process tests: `test_worker SCENARIO [--out DIR] [--steps N] [--k K]
 // [--bucket_bytes B] [--crash_rank R] [--rows N]`. It trains or calls collectives on cue, writes what the test compares
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -331,6 +332,135 @@ int collectives(const Args& args) {
   return 0;
 }
 
+// Sample i carries i as its target.
+struct IndexDataset {
+  int64_t n = 17;
+  torch::data::Example<> get(size_t i) const {
+    return {torch::full({2}, static_cast<float>(i)), torch::tensor(static_cast<int64_t>(i))};
+  }
+  size_t size() const { return static_cast<size_t>(n); }
+};
+
+class IndexStream : public spur::StreamDataset<torch::data::Example<>> {
+ public:
+  explicit IndexStream(int64_t n) : n_(n) {}
+  void reset(int64_t) override { next_ = 0; }
+  std::optional<torch::data::Example<>> next() override {
+    if (next_ >= n_) return std::nullopt;
+    const auto i = next_++;
+    return torch::data::Example<>{torch::full({2}, static_cast<float>(i)), torch::tensor(i)};
+  }
+
+ private:
+  int64_t n_;
+  int64_t next_ = 0;
+};
+
+std::vector<int64_t> values(const torch::Tensor& t) {
+  auto c = t.contiguous().to(torch::kLong);
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// Every flag combination, map-style and stream, with and without workers: each rank's prepared loader yields
+// exactly its sharding plan, every rank runs as many iterations, and gather_for_metrics keeps every sample once.
+int data(const Args&) {
+  const int64_t len = 17, bs = 6;
+  int combos = 0;
+  for (bool split : {false, true}) {
+    for (bool even : {true, false}) {
+      for (bool drop : {false, true}) {
+        for (bool stream : {false, true}) {
+          for (int64_t workers : {0, 2}) {
+            for (bool shuffle : {false, true}) {
+              if (stream && shuffle) continue;
+              spur::AcceleratorOptions options;
+              options.split_batches = split;
+              options.even_batches = even;
+              spur::Accelerator accelerator(options);
+              const auto world = accelerator.num_processes();
+              const auto rank = accelerator.process_index();
+              const std::string name = std::string(stream ? "stream" : "map") + (split ? " split" : "") +
+                                       (even ? " even" : " uneven") + (drop ? " drop_last" : "") +
+                                       (shuffle ? " shuffled" : "") + " workers " + std::to_string(workers);
+              const spur::DataLoaderOptions loader_options{
+                  .batch_size = bs, .shuffle = shuffle, .drop_last = drop, .num_workers = workers,
+                  // Each rank its own seed: prepare must make them shuffle alike.
+                  .seed = shuffle ? std::optional<uint64_t>(100 + rank) : std::nullopt};
+              std::vector<std::vector<int64_t>> got;
+              std::vector<int64_t> kept;
+              auto consume = [&](auto& loader) {
+                for (auto& batch : loader) {
+                  got.push_back(values(batch.target));
+                  auto gathered = values(accelerator.gather_for_metrics(batch.target));
+                  kept.insert(kept.end(), gathered.begin(), gathered.end());
+                }
+              };
+              if (stream) {
+                auto loader = accelerator.prepare(spur::make_stream_loader(std::make_shared<IndexStream>(len), loader_options));
+                consume(loader);
+              } else {
+                auto loader = accelerator.prepare(spur::make_data_loader(IndexDataset{len}, loader_options));
+                consume(loader);
+              }
+              const spur::sharding::Layout layout{world, split, even};
+              const auto plan = stream ? spur::sharding::stream_plan(len, bs, drop, layout)
+                                       : spur::sharding::plan(len, bs, drop, layout);
+              // Zero-sample batches keep uneven ranks in step; the real ones are the plan's.
+              std::vector<std::vector<int64_t>> real;
+              for (const auto& b : got) {
+                if (!b.empty()) real.push_back(b);
+              }
+              if (!shuffle) check(real == plan[rank], name + ": batches follow the plan");
+              auto counts = values(accelerator.gather(torch::tensor(static_cast<int64_t>(got.size()))));
+              check(std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; }),
+                    name + ": every rank iterates as often");
+              if (!drop) {
+                std::vector<int64_t> sorted = kept;
+                std::sort(sorted.begin(), sorted.end());
+                std::vector<int64_t> all(len);
+                for (int64_t i = 0; i < len; ++i) all[i] = i;
+                check(sorted == all, name + ": gather_for_metrics keeps every sample once");
+                if (!shuffle) check(kept == all, name + ": ... in order");
+              }
+              ++combos;
+            }
+          }
+        }
+      }
+    }
+  }
+  check(combos == 48, "all combinations ran");
+  return 0;
+}
+
+// Accuracy over 17 samples from the prepared loader equals the accuracy computed on all of them at once.
+int metrics(const Args&) {
+  torch::manual_seed(5);
+  torch::nn::Linear model(4, 3);
+  auto x = torch::randn({17, 4});
+  auto y = torch::randint(0, 3, {17});
+  torch::NoGradGuard no_grad;
+  const double reference = (model(x).argmax(1) == y).to(torch::kDouble).mean().item<double>();
+  for (bool even : {true, false}) {
+    spur::AcceleratorOptions options;
+    options.even_batches = even;
+    spur::Accelerator accelerator(options);
+    auto loader = accelerator.prepare(spur::make_data_loader(spur::TensorDataset(x, y), {.batch_size = 4}));
+    int64_t counted = 0;
+    double correct = 0;
+    for (auto& batch : loader) {
+      auto hits = accelerator.gather_for_metrics((model(batch.data).argmax(1) == batch.target).to(torch::kDouble));
+      counted += hits.size(0);
+      correct += hits.sum().item<double>();
+    }
+    const std::string name = even ? "even_batches" : "uneven batches";
+    check(counted == 17, name + ": 17 samples counted", std::to_string(counted));
+    check(correct / counted == reference, name + ": accuracy equals one process's",
+          std::to_string(correct / counted) + " vs " + std::to_string(reference));
+  }
+  return 0;
+}
+
 int rendezvous(const Args&) {
   spur::Accelerator accelerator;
   std::cout << "joined as rank " << accelerator.process_index() << std::endl;
@@ -349,6 +479,10 @@ int main(int argc, char** argv) try {
     code = accumulate(args);
   } else if (args.scenario == "collectives") {
     code = collectives(args);
+  } else if (args.scenario == "data") {
+    code = data(args);
+  } else if (args.scenario == "metrics") {
+    code = metrics(args);
   } else if (args.scenario == "rendezvous") {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {

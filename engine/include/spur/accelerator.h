@@ -17,6 +17,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <spur/collectives.h>
+#include <spur/data.h>
 #include <spur/model.h>
 #include <spur/optimizer.h>
 #include <spur/options.h>
@@ -75,7 +76,7 @@ class Accelerator {
 
   // --- prepare -------------------------------------------------------------------------------------------
   /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
-  /// PreparedOptimizer. One argument returns it alone; several return a tuple for structured bindings:
+  /// PreparedOptimizer, a DataLoader a copy sharded for this process (Accelerate's rules, see sharding.h). One argument returns it alone; several return a tuple for structured bindings:
   ///   auto [model, optimizer] = accelerator.prepare(net, adam);
   /// An optimizer passed as an lvalue must outlive the Accelerator and every copy of its PreparedOptimizer.
   template <typename... Objects>
@@ -94,6 +95,13 @@ class Accelerator {
   template <typename M>
   std::shared_ptr<M> unwrap_model(const PreparedModel<M>& model) const {
     return model.ptr();
+  }
+
+  /// The loader, starting its next epoch at batch n (to resume mid-epoch by hand; load_state does it itself).
+  template <typename B>
+  DataLoader<B> skip_first_batches(DataLoader<B> loader, int64_t n) const {
+    loader.skip_first_batches(n);
+    return loader;
   }
 
   // --- training step -------------------------------------------------------------------------------------
@@ -143,6 +151,17 @@ class Accelerator {
   T gather(const T& data) const {
     return detail::map_tensors(data, [c = comm()](const torch::Tensor& t) { return detail::gather_tensor(c, t); });
   }
+  /// gather() for evaluation: on the last batch of a prepared data loader the samples that padding duplicated
+  /// are dropped, so every sample of the dataset is counted once (reduce to a scalar after, not before).
+  template <typename T>
+  T gather_for_metrics(const T& data) const {
+    auto gathered = gather(data);
+    const int64_t keep = metrics_keep();
+    if (keep <= 0) return gathered;
+    return detail::map_tensors(gathered, [keep](const torch::Tensor& t) {
+      return t.dim() > 0 && t.size(0) > keep ? t.narrow(0, 0, keep) : t;
+    });
+  }
   /// Sum or mean over ranks, on every rank.
   template <typename T>
   T reduce(const T& data, Reduction reduction = Reduction::sum) const {
@@ -186,6 +205,12 @@ class Accelerator {
   PreparedOptimizer prepare_one(const std::shared_ptr<O>& optimizer) {
     return prepare_optimizer(optimizer);
   }
+  template <typename B>
+  DataLoader<B> prepare_one(const DataLoader<B>& loader) {
+    auto prepared = loader.sharded(data_layout(), process_index());
+    register_loader(prepared.state());
+    return prepared;
+  }
 
   template <typename M>
   PreparedModel<M> prepare_module(const std::shared_ptr<M>& module) {
@@ -194,6 +219,9 @@ class Accelerator {
   std::shared_ptr<detail::ModelSync> make_model_sync(std::shared_ptr<torch::nn::Module> module);
   PreparedOptimizer prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
   Scope no_sync_models(std::vector<detail::ModelSync*> models);
+  sharding::Layout data_layout() const;
+  void register_loader(const std::shared_ptr<detail::LoaderState>& loader);
+  int64_t metrics_keep() const;
   void begin_accumulation_step();
   void print_line(const std::string& line) const;
   detail::Communicator* comm() const;

@@ -38,6 +38,14 @@ struct AcceleratorOptions {
   /// Loss scaling for fp16.
   GradScalerOptions scaler = {};
 
+  // Data loaders, as Accelerate's DataLoaderConfiguration.
+  /// true: a prepared loader's batch_size is the global batch, split between the processes; false: every
+  /// process gets whole batches of batch_size.
+  bool split_batches = false;
+  /// Pad the last round from the start of the epoch so every process gets as many full batches; false: the
+  /// processes that run short get a zero-sample batch instead (meant for evaluation).
+  bool even_batches = true;
+
   /// How long ranks wait for each other to join. Default: SPUR_RENDEZVOUS_TIMEOUT (seconds), else 300 s.
   std::optional<std::chrono::seconds> rendezvous_timeout;
   /// How long one collective may take before the run fails. Default: SPUR_COLLECTIVE_TIMEOUT, else 1800 s.

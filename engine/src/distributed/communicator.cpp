@@ -15,8 +15,13 @@ namespace spur::detail {
 namespace {
 
 std::mutex join_mutex;
-std::weak_ptr<Communicator> joined;
-int generation = 0;
+// Joined once, kept for the life of the process, as torch's default process group: Accelerators come and go
+// (one per phase of a program, say), re-forming the group each time would cost a rendezvous and race on the
+// store's port. Never destroyed: at exit the OS closes the sockets, with no destructor-order hazards.
+std::shared_ptr<Communicator>& joined() {
+  static auto* communicator = new std::shared_ptr<Communicator>();
+  return *communicator;
+}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -47,7 +52,7 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Proce
 
 std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   std::lock_guard<std::mutex> lock(join_mutex);
-  if (auto existing = joined.lock()) {
+  if (auto existing = joined()) {
     if (existing->device().type() != config.device.type()) {
       throw Error("this process already joined the run's process group on " + existing->device().str() +
                   "; an Accelerator on " + config.device.str() + " cannot share it (use the same cpu option)");
@@ -56,7 +61,7 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   }
 
   const auto& state = config.state;
-  auto store = rendezvous(state, config.rendezvous_timeout, generation++);
+  auto store = rendezvous(state, config.rendezvous_timeout);
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.collective_timeout);
   try {
@@ -77,9 +82,8 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
                 state.master_addr + ":" + std::to_string(state.master_port) + ": " + e.what() +
                 " (on several machines, set GLOO_SOCKET_IFNAME to the interface the machines share)");
   }
-  auto communicator = std::make_shared<Communicator>(config, store, group);
-  joined = communicator;
-  return communicator;
+  joined() = std::make_shared<Communicator>(config, store, group);
+  return joined();
 }
 
 Communicator::Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,

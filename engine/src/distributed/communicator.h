@@ -26,8 +26,8 @@ class Communicator {
     int gloo_channels = 2;
   };
 
-  /// Rendezvous and process-group creation. The first call in a process joins; while that Communicator lives,
-  /// later calls return it.
+  /// Rendezvous and process-group creation. The first call in a process joins; later calls return the same
+  /// Communicator, which lives until the process exits.
   static std::shared_ptr<Communicator> join(const Config& config);
 
   int rank() const { return rank_; }
@@ -67,9 +67,6 @@ class Communicator {
 
 /// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits until every rank has checked
 /// in. Throws spur::Error naming the host, port, timeout and the ranks that never arrived.
-/// `generation` counts the joins of this process: a re-join (after every Accelerator was destroyed) uses
-/// fresh keys, so a shared store (torchrun's agent) never hands back the previous group's addresses.
-c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout,
-                                           int generation);
+c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout);
 
 }  // namespace spur::detail

@@ -31,8 +31,7 @@ std::string rank_key(int64_t rank) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout,
-                                           int generation) {
+c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout) {
   const bool host_store = state.rank == 0 && !state.use_agent_store;
   const std::string where = endpoint(state);
   const std::string seconds = std::to_string(timeout.count()) + " s";
@@ -60,8 +59,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
   if (state.use_agent_store) {
     store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(state.restart_count), store);
   }
-  const std::string prefix = "spur/" + std::to_string(generation);
-  auto spur_keys = c10::make_intrusive<c10d::PrefixStore>(prefix + "/rendezvous", store);
+  auto spur_keys = c10::make_intrusive<c10d::PrefixStore>("spur/rendezvous", store);
 
   std::vector<std::string> keys;
   keys.reserve(state.world_size);
@@ -90,7 +88,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
                 ". Start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or raise "
                 "SPUR_RENDEZVOUS_TIMEOUT");
   }
-  return c10::make_intrusive<c10d::PrefixStore>(prefix + "/pg", store);
+  return c10::make_intrusive<c10d::PrefixStore>("spur/pg", store);
 }
 
 }  // namespace spur::detail

@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: Apache-2.0
+// spur::DataLoader: batches from a map-style dataset (get(index), size(): torch::data datasets plug in) or a
+// stream, with PyTorch's options and background workers; Accelerator::prepare shards it with Accelerate's rules.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <torch/data/example.h>
+#include <torch/types.h>
+
+#include <spur/collate.h>
+#include <spur/error.h>
+#include <spur/sampler.h>
+#include <spur/sharding.h>
+
+namespace spur {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  /// Reshuffle every epoch (RandomSampler seeded with seed + epoch); ignored when a sampler is given.
+  bool shuffle = false;
+  /// Drop the last incomplete batch (and, once sharded, the last incomplete round).
+  bool drop_last = false;
+  /// Background threads that load and collate batches; 0 loads on the training thread. Datasets read
+  /// from several threads at once must allow it (torch::data's in-memory datasets do).
+  int64_t num_workers = 0;
+  /// Batches each worker may load ahead.
+  int64_t prefetch_factor = 2;
+  /// Copy batches into page-locked memory (CUDA builds with a GPU only) for faster host-to-device copies.
+  bool pin_memory = false;
+  /// Shuffling seed. Default: torch's current seed (set_seed); prepare() makes every rank use rank 0's.
+  std::optional<uint64_t> seed;
+};
+
+/// A stream (iterable) dataset: next() until std::nullopt; reset(epoch) starts the stream again.
+template <typename Sample>
+class StreamDataset {
+ public:
+  using sample_type = Sample;
+  virtual ~StreamDataset() = default;
+  virtual void reset(int64_t epoch) {}
+  virtual std::optional<Sample> next() = 0;
+};
+
+/// Inputs and targets held in two tensors, sample i being row i of each.
+class TensorDataset {
+ public:
+  TensorDataset(torch::Tensor inputs, torch::Tensor targets);
+  torch::data::Example<> get(size_t index) const { return {inputs_[index], targets_[index]}; }
+  size_t size() const { return static_cast<size_t>(inputs_.size(0)); }
+
+ private:
+  torch::Tensor inputs_, targets_;
+};
+
+namespace detail {
+
+// Non-template state of a loader, shared by its copies. The Accelerator reads it for checkpoints and
+// gather_for_metrics and installs its hooks when preparing. Training thread only.
+class LoaderState {
+ public:
+  DataLoaderOptions options;
+  std::shared_ptr<Sampler> sampler;  // map-style only
+  int64_t dataset_size = -1;         // map-style only
+  bool stream = false;
+  bool user_sampler = false;
+  bool prepared = false;  // set by Accelerator::prepare: shard (a stream pads its last block even on one process)
+  sharding::Layout layout;  // num_processes 1 until prepared
+  int64_t rank = 0;
+  int64_t epoch = 0;
+  int64_t position = 0;     // batches handed out in the current epoch
+  int64_t skip_next = 0;    // batches to skip when the next epoch starts (skip_first_batches, load_state)
+  int64_t remainder = -1;   // for gather_for_metrics, once the last batch is out
+
+  // Installed by Accelerator::prepare.
+  std::function<void(const std::vector<int64_t>&)> check_order;  // collective: same order on every rank?
+  std::function<void(bool end, int64_t remainder)> on_end;        // end_of_dataloader + remainder
+
+  struct EpochPlan {
+    std::vector<std::vector<int64_t>> batches;  // this rank's index batches; empty vector = zero-sample batch
+    int64_t remainder = -1;
+  };
+  /// This epoch's batches for this rank (map-style); runs the order check.
+  EpochPlan plan_epoch();
+  void begin_epoch();
+  void handed_out(bool last, int64_t remainder);
+  void finish_epoch();
+};
+
+// Applies fn to every tensor of a batch (Tensor, torch::data::Example, pair, tuple, vector, map); other
+// types pass through.
+inline torch::Tensor transform_batch(torch::Tensor t, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  return t.defined() ? fn(std::move(t)) : t;
+}
+template <typename D, typename T>
+torch::data::Example<D, T> transform_batch(torch::data::Example<D, T> e,
+                                           const std::function<torch::Tensor(torch::Tensor)>& fn);
+template <typename A, typename B>
+std::pair<A, B> transform_batch(std::pair<A, B> p, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  return {transform_batch(std::move(p.first), fn), transform_batch(std::move(p.second), fn)};
+}
+template <typename... Ts>
+std::tuple<Ts...> transform_batch(std::tuple<Ts...> t, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  return std::apply([&](auto&&... items) { return std::tuple<Ts...>(transform_batch(std::move(items), fn)...); },
+                    std::move(t));
+}
+template <typename T>
+std::vector<T> transform_batch(std::vector<T> v, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  for (auto& item : v) item = transform_batch(std::move(item), fn);
+  return v;
+}
+template <typename K, typename T>
+std::map<K, T> transform_batch(std::map<K, T> m, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  for (auto& entry : m) entry.second = transform_batch(std::move(entry.second), fn);
+  return m;
+}
+template <typename D>
+torch::data::Example<D, torch::data::example::NoTarget> transform_batch(
+    torch::data::Example<D, torch::data::example::NoTarget> e, const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  return torch::data::Example<D, torch::data::example::NoTarget>(transform_batch(std::move(e.data), fn));
+}
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+T transform_batch(T value, const std::function<torch::Tensor(torch::Tensor)>&) {
+  return value;
+}
+template <typename D, typename T>
+torch::data::Example<D, T> transform_batch(torch::data::Example<D, T> e,
+                                           const std::function<torch::Tensor(torch::Tensor)>& fn) {
+  return {transform_batch(std::move(e.data), fn), transform_batch(std::move(e.target), fn)};
+}
+
+bool can_pin_memory();
+torch::Tensor pin(torch::Tensor t);
+
+// Loads positions [begin, end) of an epoch on `workers` threads, at most `window` ahead of the consumer, and
+// hands them over in order; a worker's exception is rethrown to the consumer at that position.
+template <typename Batch>
+class Prefetcher {
+ public:
+  Prefetcher(std::function<Batch(int64_t)> produce, int64_t begin, int64_t end, int64_t workers, int64_t window)
+      : produce_(std::move(produce)), next_(begin), wanted_(begin), end_(end), window_(std::max<int64_t>(1, window)) {
+    for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { run(); });
+  }
+  ~Prefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  Batch get(int64_t position) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wanted_ = position;
+    work_.notify_all();
+    done_.wait(lock, [&] { return ready_.count(position) > 0; });
+    auto result = std::move(ready_.at(position));
+    ready_.erase(position);
+    wanted_ = position + 1;
+    work_.notify_all();
+    lock.unlock();
+    if (result.error) std::rethrow_exception(result.error);
+    return std::move(*result.batch);
+  }
+
+ private:
+  struct Result {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  void run() {
+    for (;;) {
+      int64_t position;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_.wait(lock, [&] { return stop_ || (next_ < end_ && next_ < wanted_ + window_); });
+        if (stop_) return;
+        position = next_++;
+      }
+      Result result;
+      try {
+        result.batch.emplace(produce_(position));
+      } catch (...) {
+        result.error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.emplace(position, std::move(result));
+      }
+      done_.notify_all();
+    }
+  }
+
+  std::function<Batch(int64_t)> produce_;
+  std::mutex mutex_;
+  std::condition_variable work_, done_;
+  int64_t next_, wanted_, end_, window_;
+  bool stop_ = false;
+  std::map<int64_t, Result> ready_;
+  std::vector<std::thread> threads_;
+};
+
+// A stream of batches for one epoch, sharded for this rank.
+template <typename Batch>
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  virtual std::optional<Batch> next() = 0;
+  /// Real samples in the last gathered round (see sharding::StreamShard::remainder), once the stream ended.
+  virtual int64_t remainder() const = 0;
+};
+
+// Runs a stream on one background thread, `window` batches ahead.
+template <typename Batch>
+class StreamPrefetcher {
+ public:
+  StreamPrefetcher(std::unique_ptr<BatchStream<Batch>> stream, int64_t window)
+      : stream_(std::move(stream)), window_(std::max<int64_t>(1, window)), thread_([this] { run(); }) {}
+  ~StreamPrefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    space_.notify_all();
+    thread_.join();
+  }
+  std::optional<Batch> next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    items_.wait(lock, [&] { return !queue_.empty() || finished_; });
+    if (queue_.empty()) {
+      if (error_) std::rethrow_exception(error_);
+      return std::nullopt;
+    }
+    auto batch = std::move(queue_.front());
+    queue_.pop_front();
+    space_.notify_all();
+    return batch;
+  }
+  int64_t remainder() const { return stream_->remainder(); }
+
+ private:
+  void run() {
+    try {
+      for (;;) {
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          space_.wait(lock, [&] { return stop_ || static_cast<int64_t>(queue_.size()) < window_; });
+          if (stop_) break;
+        }
+        auto batch = stream_->next();
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!batch) break;
+        queue_.push_back(std::move(*batch));
+        items_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    items_.notify_all();
+  }
+
+  std::unique_ptr<BatchStream<Batch>> stream_;
+  int64_t window_;
+  std::mutex mutex_;
+  std::condition_variable items_, space_;
+  std::deque<Batch> queue_;
+  bool stop_ = false;
+  bool finished_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace detail
+
+template <typename Batch>
+class DataLoader {
+ public:
+  using batch_type = Batch;
+  /// Map-style: the collated batch of these dataset indices.
+  using Fetch = std::function<Batch(const std::vector<int64_t>&)>;
+  /// Stream: this rank's batches of an epoch.
+  using OpenStream = std::function<std::unique_ptr<detail::BatchStream<Batch>>(
+      int64_t epoch, const sharding::Layout&, int64_t rank, bool sharded)>;
+
+  DataLoader(std::shared_ptr<detail::LoaderState> state, Fetch fetch, OpenStream open)
+      : state_(std::move(state)), fetch_(std::move(fetch)), open_(std::move(open)) {}
+
+  class Iterator;
+  /// Starts an epoch (the next one, or the one set_epoch named). One iteration at a time.
+  Iterator begin() { return Iterator(std::make_shared<Epoch>(*this)); }
+  Iterator end() { return Iterator(); }
+
+  /// Batches this rank gets per epoch (map-style; -1 for a stream), counting an even_batches=false padding batch.
+  int64_t size() const {
+    if (state_->stream) return -1;
+    auto copy = *state_;
+    copy.check_order = nullptr;
+    return static_cast<int64_t>(copy.plan_epoch().batches.size());
+  }
+  void set_epoch(int64_t epoch) { state_->epoch = epoch; }
+  int64_t epoch() const { return state_->epoch; }
+  /// The next epoch starts at batch n (Accelerate's skip_first_batches), e.g. to resume mid-epoch by hand.
+  void skip_first_batches(int64_t n) { state_->skip_next = n; }
+  const DataLoaderOptions& options() const { return state_->options; }
+
+  /// A copy of this loader sharded for `rank` of `layout` (what Accelerator::prepare returns).
+  DataLoader sharded(const sharding::Layout& layout, int64_t rank) const {
+    auto state = std::make_shared<detail::LoaderState>(*state_);
+    state->layout = layout;
+    state->rank = rank;
+    state->prepared = true;
+    state->epoch = 0;
+    state->position = 0;
+    return DataLoader(state, fetch_, open_);
+  }
+  const std::shared_ptr<detail::LoaderState>& state() const { return state_; }
+
+ private:
+  // One pass over the data: its plan, its workers, its position.
+  class Epoch {
+   public:
+    explicit Epoch(DataLoader& loader) : state_(loader.state_), fetch_(loader.fetch_) {
+      auto& state = *state_;
+      const int64_t skip = std::exchange(state.skip_next, 0);
+      state.begin_epoch();
+      const int64_t workers = state.options.num_workers;
+      const int64_t window = workers * state.options.prefetch_factor;
+      if (state.stream) {
+        auto stream = loader.open_(state.epoch, state.layout, state.rank, state.prepared);
+        for (int64_t i = 0; i < skip && stream->next(); ++i) state.position++;
+        if (workers > 0) {
+          stream_prefetcher_ = std::make_unique<detail::StreamPrefetcher<Batch>>(std::move(stream), window);
+        } else {
+          stream_ = std::move(stream);
+        }
+        lookahead_ = pull_stream();
+      } else {
+        plan_ = state.plan_epoch();
+        next_ = std::min<int64_t>(skip, static_cast<int64_t>(plan_.batches.size()));
+        state.position = next_;
+        if (workers > 0 && next_ < static_cast<int64_t>(plan_.batches.size())) {
+          prefetcher_ = std::make_unique<detail::Prefetcher<Batch>>(
+              [this](int64_t i) { return fetch_(plan_.batches[i]); }, next_,
+              static_cast<int64_t>(plan_.batches.size()), workers, window);
+        }
+      }
+    }
+
+    std::optional<Batch> next() {
+      auto& state = *state_;
+      if (state.stream) {
+        if (!lookahead_) return finish();
+        auto batch = std::move(lookahead_);
+        lookahead_ = pull_stream();  // one ahead, to know whether this batch is the last
+        state.handed_out(!lookahead_, remainder());
+        return batch;
+      }
+      const int64_t count = static_cast<int64_t>(plan_.batches.size());
+      if (next_ >= count) return finish();
+      const int64_t i = next_++;
+      auto batch = prefetcher_ ? prefetcher_->get(i) : fetch_(plan_.batches[i]);
+      state.handed_out(i == count - 1, plan_.remainder);
+      return batch;
+    }
+
+   private:
+    std::optional<Batch> pull_stream() {
+      return stream_prefetcher_ ? stream_prefetcher_->next() : stream_->next();
+    }
+    int64_t remainder() const { return stream_prefetcher_ ? stream_prefetcher_->remainder() : stream_->remainder(); }
+    std::optional<Batch> finish() {
+      if (!finished_) state_->finish_epoch();
+      finished_ = true;
+      return std::nullopt;
+    }
+
+    std::shared_ptr<detail::LoaderState> state_;
+    Fetch fetch_;
+    detail::LoaderState::EpochPlan plan_;
+    int64_t next_ = 0;
+    bool finished_ = false;
+    std::unique_ptr<detail::Prefetcher<Batch>> prefetcher_;
+    std::unique_ptr<detail::BatchStream<Batch>> stream_;
+    std::unique_ptr<detail::StreamPrefetcher<Batch>> stream_prefetcher_;
+    std::optional<Batch> lookahead_;
+  };
+
+ public:
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Batch*;
+    using reference = Batch&;
+
+    Iterator() = default;
+    explicit Iterator(std::shared_ptr<Epoch> epoch) : epoch_(std::move(epoch)) { current_ = epoch_->next(); }
+    Batch& operator*() { return *current_; }
+    Batch* operator->() { return &*current_; }
+    Iterator& operator++() {
+      current_ = epoch_->next();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return !current_ && !other.current_; }
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    std::shared_ptr<Epoch> epoch_;
+    std::optional<Batch> current_;
+  };
+
+ private:
+  std::shared_ptr<detail::LoaderState> state_;
+  Fetch fetch_;
+  OpenStream open_;
+};
+
+namespace detail {
+
+template <typename Dataset>
+int64_t dataset_size(const Dataset& dataset) {
+  const auto size = dataset.size();
+  if constexpr (std::is_integral_v<std::decay_t<decltype(size)>>) {
+    return static_cast<int64_t>(size);
+  } else {
+    if (!size) throw Error("the dataset has no size(): wrap it as a StreamDataset to load it as a stream");
+    return static_cast<int64_t>(*size);
+  }
+}
+
+template <typename Sample, typename Collate>
+auto collate_and_pin(std::vector<Sample>&& samples, const Collate& collate, bool pin_memory) {
+  auto batch = collate(std::move(samples));
+  if (pin_memory && can_pin_memory()) batch = transform_batch(std::move(batch), pin);
+  return batch;
+}
+
+std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_t dataset_size,
+                                        std::shared_ptr<Sampler> sampler);
+
+}  // namespace detail
+
+/// A loader over a map-style dataset: anything with get(index) and size() (integer or optional, as
+/// torch::data's datasets). The dataset is copied into the loader; pass a std::shared_ptr to share it.
+/// `sampler` replaces shuffle; `collate` turns a vector of samples into a batch.
+template <typename Dataset, typename Collate = DefaultCollate>
+auto make_data_loader(Dataset dataset, DataLoaderOptions options = {}, std::shared_ptr<Sampler> sampler = nullptr,
+                      Collate collate = {}) {
+  auto shared = std::make_shared<Dataset>(std::move(dataset));
+  using Sample = std::decay_t<decltype(shared->get(size_t{0}))>;
+  using Batch = decltype(collate(std::vector<Sample>{}));
+  const int64_t size = detail::dataset_size(*shared);
+  auto state = detail::make_state(options, size, std::move(sampler));
+  const bool pin_memory = options.pin_memory;
+  typename DataLoader<Batch>::Fetch fetch = [shared, collate, pin_memory, size](const std::vector<int64_t>& indices) {
+    std::vector<Sample> samples;
+    samples.reserve(indices.size());
+    if (indices.empty()) {
+      // The zero-sample batch a short rank gets with even_batches=false: sample 0's shape, zero rows.
+      std::vector<Sample> one;
+      one.push_back(shared->get(size_t{0}));
+      auto batch = detail::collate_and_pin(std::move(one), collate, false);
+      return detail::transform_batch(std::move(batch), [](torch::Tensor t) { return t.narrow(0, 0, 0); });
+    }
+    for (const int64_t index : indices) {
+      if (index < 0 || index >= size) {
+        throw Error("data loader: the sampler asked for index " + std::to_string(index) + " of a dataset of " +
+                    std::to_string(size) + " samples");
+      }
+      try {
+        samples.push_back(shared->get(static_cast<size_t>(index)));
+      } catch (const std::exception& e) {
+        throw Error("data loader: the dataset's get(" + std::to_string(index) + ") failed: " + e.what());
+      }
+    }
+    return detail::collate_and_pin(std::move(samples), collate, pin_memory);
+  };
+  return DataLoader<Batch>(std::move(state), std::move(fetch), nullptr);
+}
+
+/// A loader over a stream dataset (a StreamDataset subclass, or anything with next() and reset(epoch)).
+template <typename Stream, typename Collate = DefaultCollate>
+auto make_stream_loader(std::shared_ptr<Stream> stream, DataLoaderOptions options = {}, Collate collate = {}) {
+  using Sample = typename std::decay_t<decltype(*stream->next())>;
+  using Batch = decltype(collate(std::vector<Sample>{}));
+  auto state = detail::make_state(options, -1, nullptr);
+  state->stream = true;
+
+  class Shard final : public detail::BatchStream<Batch> {
+   public:
+    Shard(std::shared_ptr<Stream> stream, Collate collate, const DataLoaderOptions& options,
+          const sharding::Layout& layout, int64_t rank, bool sharded)
+        : stream_(std::move(stream)),
+          collate_(std::move(collate)),
+          pin_(options.pin_memory),
+          shard_(options.batch_size, options.drop_last, layout, rank),
+          batch_size_(options.batch_size),
+          drop_last_(options.drop_last),
+          sharded_(sharded) {}
+    std::optional<Batch> next() override {
+      while (!done_) {
+        std::optional<Sample> sample;
+        try {
+          sample = stream_->next();
+        } catch (const std::exception& e) {
+          throw Error(std::string("data loader: the stream dataset's next() failed: ") + e.what());
+        }
+        if (!sample) {
+          done_ = true;
+          if (!sharded_) {
+            // Not prepared: PyTorch's behaviour, a short last batch unless drop_last.
+            if (plain_.empty() || (drop_last_ && static_cast<int64_t>(plain_.size()) < batch_size_)) return std::nullopt;
+            return detail::collate_and_pin(std::exchange(plain_, {}), collate_, pin_);
+          }
+          if (auto last = shard_.finish()) return detail::collate_and_pin(std::move(*last), collate_, pin_);
+          return std::nullopt;
+        }
+        if (!sharded_) {
+          plain_.push_back(std::move(*sample));
+          if (static_cast<int64_t>(plain_.size()) == batch_size_) {
+            return detail::collate_and_pin(std::exchange(plain_, {}), collate_, pin_);
+          }
+          continue;
+        }
+        if (auto mine = shard_.push(std::move(*sample))) {
+          return detail::collate_and_pin(std::move(*mine), collate_, pin_);
+        }
+      }
+      return std::nullopt;
+    }
+    int64_t remainder() const override { return shard_.remainder(); }
+
+   private:
+    std::shared_ptr<Stream> stream_;
+    Collate collate_;
+    bool pin_;
+    sharding::StreamShard<Sample> shard_;
+    int64_t batch_size_;
+    bool drop_last_;
+    bool sharded_;
+    std::vector<Sample> plain_;
+    bool done_ = false;
+  };
+
+  typename DataLoader<Batch>::OpenStream open = [stream, collate, options](int64_t epoch,
+                                                                           const sharding::Layout& layout,
+                                                                           int64_t rank, bool sharded) {
+    stream->reset(epoch);
+    return std::unique_ptr<detail::BatchStream<Batch>>(new Shard(stream, collate, options, layout, rank, sharded));
+  };
+  return DataLoader<Batch>(std::move(state), nullptr, std::move(open));
+}
+
+}  // namespace spur

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// The non-template half of spur::DataLoader: option checks, the per-epoch plan (sampler order, Accelerate's
+// sharding, the zero-sample batch that keeps uneven ranks in step), position and end-of-data bookkeeping.
+#include <spur/data.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+
+namespace spur {
+
+TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets)
+    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+  if (!inputs_.defined() || !targets_.defined() || inputs_.dim() == 0 || targets_.dim() == 0 ||
+      inputs_.size(0) != targets_.size(0)) {
+    throw Error("TensorDataset: inputs and targets need the same first dimension (one row per sample)");
+  }
+}
+
+namespace detail {
+
+std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_t dataset_size,
+                                        std::shared_ptr<Sampler> sampler) {
+  if (options.batch_size < 1) throw Error("DataLoaderOptions: batch_size must be at least 1");
+  if (options.num_workers < 0) throw Error("DataLoaderOptions: num_workers must not be negative");
+  if (options.prefetch_factor < 1) throw Error("DataLoaderOptions: prefetch_factor must be at least 1");
+  auto state = std::make_shared<LoaderState>();
+  state->options = options;
+  state->dataset_size = dataset_size;
+  if (dataset_size >= 0) {
+    state->user_sampler = sampler != nullptr;
+    if (!sampler) {
+      const uint64_t seed = options.seed.value_or(at::detail::getDefaultCPUGenerator().current_seed());
+      state->options.seed = seed;
+      sampler = options.shuffle ? std::shared_ptr<Sampler>(std::make_shared<RandomSampler>(dataset_size, seed))
+                                : std::make_shared<SequentialSampler>(dataset_size);
+    }
+    state->sampler = std::move(sampler);
+  }
+  return state;
+}
+
+LoaderState::EpochPlan LoaderState::plan_epoch() {
+  EpochPlan plan;
+  const auto order = sampler->indices(epoch);
+  if (static_cast<int64_t>(order.size()) != sampler->size()) {
+    throw Error("data loader: the sampler gave " + std::to_string(order.size()) + " indices for epoch " +
+                std::to_string(epoch) + " but its size() says " + std::to_string(sampler->size()));
+  }
+  if (dataset_size == 0 || order.empty()) throw Error("data loader: the dataset is empty, there is nothing to load");
+  if (check_order) check_order(order);
+
+  const auto batches = sharding::make_batches(order, options.batch_size, options.drop_last);
+  if (layout.num_processes == 1) {
+    plan.batches = batches;
+    return plan;
+  }
+  plan.batches = sharding::shard_batches(batches, options.batch_size, options.drop_last, layout, rank);
+  plan.remainder =
+      sharding::metrics_remainder(static_cast<int64_t>(order.size()), options.batch_size, options.drop_last, layout);
+  if (!layout.even_batches && !options.drop_last) {
+    // Short ranks get a zero-sample batch per missing round, so every rank runs the same number of loop
+    // iterations and no collective inside the loop waits for a rank that already left it.
+    size_t most = plan.batches.size();
+    for (int64_t other = 0; other < layout.num_processes; ++other) {
+      if (other == rank) continue;
+      most = std::max(most, sharding::shard_batches(batches, options.batch_size, false, layout, other).size());
+    }
+    plan.batches.resize(most);
+  }
+  return plan;
+}
+
+void LoaderState::begin_epoch() {
+  position = 0;
+  remainder = -1;
+  if (on_end) on_end(false, -1);
+}
+
+void LoaderState::handed_out(bool last, int64_t last_remainder) {
+  ++position;
+  if (!last) return;
+  remainder = last_remainder;
+  if (on_end) on_end(true, remainder);
+}
+
+void LoaderState::finish_epoch() {
+  ++epoch;
+  position = 0;
+}
+
+bool can_pin_memory() { return torch::cuda::is_available(); }
+
+torch::Tensor pin(torch::Tensor t) { return t.is_pinned() ? t : t.pin_memory(); }
+
+}  // namespace detail
+}  // namespace spur

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+// spur::DataLoader in one process: batching, samplers, collation, workers (same batches, in order, errors
+// re-thrown), streams, resuming, and the end-of-data signal the Accelerator acts on.
+#include <QTest>
+
+#include <atomic>
+#include <map>
+
+#include <torch/data/datasets/tensor.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <spur/spur.h>
+
+#include "test_main.h"
+
+namespace {
+
+// Sample i carries i as its target, so a test can read which samples a batch holds.
+struct IndexDataset {
+  int64_t n = 10;
+  int64_t fail_at = -1;
+  torch::data::Example<> get(size_t i) const {
+    if (static_cast<int64_t>(i) == fail_at) throw std::runtime_error("sample " + std::to_string(i) + " is corrupt");
+    return {torch::full({2}, static_cast<float>(i)), torch::tensor(static_cast<int64_t>(i))};
+  }
+  size_t size() const { return static_cast<size_t>(n); }
+};
+
+template <typename Loader>
+std::vector<std::vector<int64_t>> indices_of(Loader& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (auto& batch : loader) {
+    auto t = batch.target.contiguous();
+    out.emplace_back(t.template data_ptr<int64_t>(), t.template data_ptr<int64_t>() + t.numel());
+  }
+  return out;
+}
+
+class CountingStream : public spur::StreamDataset<torch::Tensor> {
+ public:
+  explicit CountingStream(int64_t n) : n_(n) {}
+  void reset(int64_t epoch) override {
+    next_ = 0;
+    epochs_seen.push_back(epoch);
+  }
+  std::optional<torch::Tensor> next() override {
+    if (next_ >= n_) return std::nullopt;
+    return torch::tensor(next_++);
+  }
+  std::vector<int64_t> epochs_seen;
+
+ private:
+  int64_t n_;
+  int64_t next_ = 0;
+};
+
+std::vector<std::vector<int64_t>> stream_indices(spur::DataLoader<torch::Tensor>& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (auto& batch : loader) {
+    auto t = batch.contiguous();
+    out.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  }
+  return out;
+}
+
+using Batches = std::vector<std::vector<int64_t>>;
+
+class WrongSizeSampler : public spur::Sampler {
+ public:
+  std::vector<int64_t> indices(int64_t) override { return {0, 1, 2}; }
+  int64_t size() const override { return 5; }
+};
+
+class EvensSampler : public spur::Sampler {
+ public:
+  std::vector<int64_t> indices(int64_t) override { return {0, 2, 4, 6, 8}; }
+  int64_t size() const override { return 5; }
+};
+
+}  // namespace
+
+class DataLoaderTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void batches_in_order() {
+    auto loader = spur::make_data_loader(IndexDataset{}, {.batch_size = 3});
+    QVERIFY(indices_of(loader) == (Batches{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}));
+    QCOMPARE(loader.size(), int64_t(4));
+    auto dropping = spur::make_data_loader(IndexDataset{}, {.batch_size = 3, .drop_last = true});
+    QVERIFY(indices_of(dropping) == (Batches{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}}));
+    for (auto& batch : loader) {
+      QCOMPARE(batch.data.sizes(), (torch::IntArrayRef{3, 2}));  // stacked
+      break;
+    }
+  }
+
+  void shuffle_is_seeded_per_epoch() {
+    auto a = spur::make_data_loader(IndexDataset{}, {.batch_size = 10, .shuffle = true, .seed = 7});
+    auto b = spur::make_data_loader(IndexDataset{}, {.batch_size = 10, .shuffle = true, .seed = 7});
+    const auto epoch0 = indices_of(a);
+    const auto epoch1 = indices_of(a);  // the epoch advances after a full pass
+    QVERIFY(epoch0 == indices_of(b));
+    QVERIFY(epoch0 != epoch1);
+    QCOMPARE(a.epoch(), int64_t(2));
+    b.set_epoch(1);
+    QVERIFY(indices_of(b) == epoch1);
+    auto sorted = epoch0[0];
+    std::sort(sorted.begin(), sorted.end());
+    QVERIFY(sorted == (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  }
+
+  void samplers() {
+    auto evens = spur::make_data_loader(IndexDataset{}, {.batch_size = 2}, std::make_shared<EvensSampler>());
+    QVERIFY(indices_of(evens) == (Batches{{0, 2}, {4, 6}, {8}}));
+    auto weighted = spur::make_data_loader(
+        IndexDataset{}, {.batch_size = 4},
+        std::make_shared<spur::WeightedRandomSampler>(torch::tensor({0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}), 8));
+    QVERIFY(indices_of(weighted) == (Batches{{2, 2, 2, 2}, {2, 2, 2, 2}}));
+    spur::RandomSampler random(5, 3);
+    QVERIFY(random.indices(0) == spur::RandomSampler(5, 3).indices(0));
+  }
+
+  void sampler_of_the_wrong_size_is_an_error() {
+    auto loader = spur::make_data_loader(IndexDataset{}, {.batch_size = 2}, std::make_shared<WrongSizeSampler>());
+    try {
+      indices_of(loader);
+      QFAIL("no error");
+    } catch (const spur::Error& e) {
+      QVERIFY2(QString(e.what()).contains("the sampler gave 3 indices for epoch 0 but its size() says 5"), e.what());
+    }
+  }
+
+  void empty_dataset_is_an_error() {
+    auto loader = spur::make_data_loader(IndexDataset{.n = 0}, {.batch_size = 2});
+    QVERIFY_THROWS_EXCEPTION(spur::Error, indices_of(loader));
+  }
+
+  void workers_give_the_same_batches_in_order_data() {
+    QTest::addColumn<int>("workers");
+    QTest::newRow("1 worker") << 1;
+    QTest::newRow("2 workers") << 2;
+    QTest::newRow("4 workers") << 4;
+  }
+
+  void workers_give_the_same_batches_in_order() {
+    QFETCH(int, workers);
+    auto inline_loader = spur::make_data_loader(IndexDataset{.n = 103}, {.batch_size = 4, .shuffle = true, .seed = 1});
+    auto threaded = spur::make_data_loader(IndexDataset{.n = 103},
+                                           {.batch_size = 4, .shuffle = true, .num_workers = workers, .seed = 1});
+    QVERIFY(indices_of(inline_loader) == indices_of(threaded));
+  }
+
+  void worker_errors_reach_the_training_thread() {
+    auto loader = spur::make_data_loader(IndexDataset{.n = 40, .fail_at = 21}, {.batch_size = 4, .num_workers = 2});
+    int seen = 0;
+    try {
+      for (auto& batch : loader) {
+        (void)batch;
+        ++seen;
+      }
+      QFAIL("no error");
+    } catch (const spur::Error& e) {
+      QVERIFY2(QString(e.what()).contains("get(21) failed: sample 21 is corrupt"), e.what());
+    }
+    QCOMPARE(seen, 5);  // batches 0-4 came through, in order, before the one holding sample 21
+  }
+
+  void collates_torch_datasets_and_containers() {
+    // torch::data's own datasets plug in.
+    auto tensors = spur::make_data_loader(torch::data::datasets::TensorDataset(torch::arange(12).reshape({6, 2})),
+                                          {.batch_size = 4});
+    std::vector<int64_t> rows;
+    for (auto& batch : tensors) rows.push_back(batch.data.size(0));
+    QVERIFY(rows == (std::vector<int64_t>{4, 2}));
+
+    spur::DefaultCollate collate;
+    auto pair = collate(std::vector<std::pair<torch::Tensor, int64_t>>{{torch::ones(2), 1}, {torch::zeros(2), 2}});
+    QCOMPARE(pair.first.sizes(), (torch::IntArrayRef{2, 2}));
+    QVERIFY(pair.second.equal(torch::tensor({int64_t{1}, int64_t{2}})));
+    auto tuple = collate(std::vector<std::tuple<torch::Tensor, double>>{{torch::ones(1), 0.5}, {torch::ones(1), 1.5}});
+    QCOMPARE(std::get<1>(tuple).scalar_type(), torch::kDouble);
+    auto map = collate(std::vector<std::map<std::string, torch::Tensor>>{{{"x", torch::ones(3)}}, {{"x", torch::ones(3)}}});
+    QCOMPARE(map.at("x").sizes(), (torch::IntArrayRef{2, 3}));
+    auto list = collate(std::vector<std::vector<torch::Tensor>>{{torch::ones(1), torch::ones(2)}, {torch::ones(1), torch::ones(2)}});
+    QCOMPARE(list.size(), size_t(2));
+    QCOMPARE(list[1].sizes(), (torch::IntArrayRef{2, 2}));
+  }
+
+  void streams_batch_like_pytorch_when_not_prepared() {
+    auto stream = std::make_shared<CountingStream>(7);
+    auto loader = spur::make_stream_loader(stream, {.batch_size = 3});
+    QVERIFY(stream_indices(loader) == (Batches{{0, 1, 2}, {3, 4, 5}, {6}}));
+    auto dropping = spur::make_stream_loader(std::make_shared<CountingStream>(7), {.batch_size = 3, .drop_last = true});
+    QVERIFY(stream_indices(dropping) == (Batches{{0, 1, 2}, {3, 4, 5}}));
+    auto threaded = spur::make_stream_loader(std::make_shared<CountingStream>(7), {.batch_size = 3, .num_workers = 1});
+    QVERIFY(stream_indices(threaded) == (Batches{{0, 1, 2}, {3, 4, 5}, {6}}));
+    stream_indices(loader);
+    QVERIFY(stream->epochs_seen == (std::vector<int64_t>{0, 1}));
+  }
+
+  void skip_first_batches_resumes_mid_epoch() {
+    spur::Accelerator accelerator;
+    auto loader = accelerator.skip_first_batches(spur::make_data_loader(IndexDataset{}, {.batch_size = 3}), 2);
+    QVERIFY(indices_of(loader) == (Batches{{6, 7, 8}, {9}}));
+    QVERIFY(indices_of(loader) == (Batches{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}));  // only once
+  }
+
+  void prepared_loader_signals_its_last_batch() {
+    spur::Accelerator accelerator({.gradient_accumulation_steps = 3});
+    auto net = torch::nn::Linear(2, 1);
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer, loader] =
+        accelerator.prepare(net, sgd, spur::make_data_loader(IndexDataset{}, {.batch_size = 2}));
+    QString pattern;
+    for (auto& batch : loader) {
+      auto scope = accelerator.accumulate(model);
+      pattern += accelerator.sync_gradients() ? 'S' : '-';
+      // One process: gather_for_metrics keeps everything.
+      QCOMPARE(accelerator.gather_for_metrics(batch.target).size(0), batch.target.size(0));
+    }
+    QCOMPARE(pattern, QString("--S-S"));  // 5 batches: every 3rd, and the last one
+  }
+};
+
+SPUR_TEST_CLASS(DataLoaderTest)
+#include "data_loader_test.moc"
