@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
+#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 #include <spur/options.h>
@@ -40,7 +42,15 @@ class AcceleratorCore {
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
   int64_t metrics_remainder = -1;      // of the loader whose last batch is out (gather_for_metrics)
-  std::vector<std::weak_ptr<LoaderState>> loaders;  // prepared, in order (checkpoints)
+  // What save_state/load_state cover, in the order they were prepared or registered.
+  std::vector<std::weak_ptr<LoaderState>> loaders;
+  std::vector<std::shared_ptr<torch::nn::Module>> models;
+  std::vector<std::shared_ptr<torch::optim::LRScheduler>> schedulers;
+  struct Custom {
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    std::function<void(torch::serialize::InputArchive&)> load;
+  };
+  std::vector<Custom> custom;
 };
 
 /// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.

@@ -3,6 +3,7 @@
 // [--bucket_bytes B] [--crash_rank R] [--rows N]`. It trains or calls collectives on cue, writes what the test compares
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/schedulers/step_lr.h>
 #include <torch/optim/sgd.h>
 
 #include <spur/spur.h>
@@ -30,6 +35,9 @@ struct Args {
   std::size_t bucket_bytes = 0;  // 0: the defaults
   int64_t crash_rank = -1;
   int64_t rows = 12;  // reference: rows of the global batch per step
+  int64_t save_at = -1;
+  bool load = false;
+  int64_t big = 0;  // save_loop: parameters of the model, in millions
 };
 
 Args parse(int argc, char** argv) {
@@ -45,6 +53,9 @@ Args parse(int argc, char** argv) {
     else if (key == "--bucket_bytes") args.bucket_bytes = std::stoull(value);
     else if (key == "--crash_rank") args.crash_rank = std::stoll(value);
     else if (key == "--rows") args.rows = std::stoll(value);
+    else if (key == "--save_at") args.save_at = std::stoll(value);
+    else if (key == "--load") args.load = value == "1";
+    else if (key == "--big") args.big = std::stoll(value);
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -461,6 +472,73 @@ int metrics(const Args&) {
   return 0;
 }
 
+// Training with everything a checkpoint must carry: a shuffled loader, dropout (RNG), Adam, a StepLR schedule
+// and a registered step counter. Without --load: trains --steps steps, saving at --save_at. With --load 1:
+// restores the checkpoint and trains on to --steps. Prints "loss RANK STEP HEXFLOAT" for every step.
+int resume(const Args& args) {
+  spur::Accelerator accelerator;
+  torch::manual_seed(3);
+  auto x = torch::randn({64, 8});
+  auto y = torch::randint(0, 4, {64});
+  torch::manual_seed(4 + accelerator.process_index());
+  torch::nn::Sequential net(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
+                            torch::nn::Linear(32, 4));
+  torch::optim::Adam adam(net->parameters(), 1e-2);
+  torch::optim::StepLR schedule(adam, 3, 0.5);
+  auto counter = torch::zeros({}, torch::kLong);
+  accelerator.register_for_checkpointing([&](torch::serialize::OutputArchive& a) { a.write("step", counter); },
+                                         [&](torch::serialize::InputArchive& a) { a.read("step", counter); });
+  auto [model, optimizer, scheduler, loader] = accelerator.prepare(
+      net, adam, schedule,
+      spur::make_data_loader(spur::TensorDataset(x, y), {.batch_size = 4, .shuffle = true, .seed = 11}));
+  const std::string dir = args.out + "/checkpoint";
+  if (args.load) accelerator.load_state(dir);
+  model->train();
+  int64_t step = counter.item<int64_t>();
+  while (step < args.steps) {
+    for (auto& batch : loader) {
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
+      accelerator.backward(loss);
+      optimizer.step();
+      scheduler.step();
+      counter.fill_(++step);
+      std::printf("loss %lld %lld %a\n", static_cast<long long>(accelerator.process_index()),
+                  static_cast<long long>(step), loss.item<double>());
+      std::fflush(stdout);
+      if (!args.load && step == args.save_at) accelerator.save_state(dir);
+      if (step == args.steps) break;
+    }
+  }
+  return 0;
+}
+
+// Saves a large model's state ("saved 1"), then saves again with other weights ("saving 2"): the test kills
+// this process during the second save. With --load 1: loads the checkpoint and prints the first weight.
+int save_loop(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t width = static_cast<int64_t>(std::sqrt(static_cast<double>(std::max<int64_t>(1, args.big)) * 1e6));
+  torch::nn::Linear net(width, width);
+  auto model = accelerator.prepare(net);
+  const std::string dir = args.out + "/checkpoint";
+  if (args.load) {
+    accelerator.load_state(dir);
+    std::printf("weight %g\n", net->weight.view(-1)[0].item<double>());
+    return 0;
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->parameters()) p.fill_(1.0);
+  accelerator.save_state(dir);
+  std::printf("saved 1\n");
+  std::fflush(stdout);
+  for (auto& p : net->parameters()) p.fill_(2.0);
+  std::printf("saving 2\n");
+  std::fflush(stdout);
+  accelerator.save_state(dir);
+  std::printf("saved 2\n");
+  return 0;
+}
+
 int rendezvous(const Args&) {
   spur::Accelerator accelerator;
   std::cout << "joined as rank " << accelerator.process_index() << std::endl;
@@ -483,6 +561,10 @@ int main(int argc, char** argv) try {
     code = data(args);
   } else if (args.scenario == "metrics") {
     code = metrics(args);
+  } else if (args.scenario == "resume") {
+    code = resume(args);
+  } else if (args.scenario == "save_loop") {
+    code = save_loop(args);
   } else if (args.scenario == "rendezvous") {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {

@@ -15,13 +15,16 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
 #include <spur/collectives.h>
 #include <spur/data.h>
 #include <spur/model.h>
 #include <spur/optimizer.h>
 #include <spur/options.h>
+#include <spur/checkpoint.h>
 #include <spur/precision.h>
+#include <spur/scheduler.h>
 #include <spur/scope.h>
 #include <spur/state.h>
 
@@ -144,6 +147,32 @@ class Accelerator {
   /// The fp16 loss scaler; nullptr unless mixed_precision is fp16.
   GradScaler* scaler();
 
+  // --- checkpoints ----------------------------------------------------------------------------------------
+  /// Saves everything prepared (models as safetensors, optimizers, schedulers, the loss scaler, data-loader
+  /// epochs and positions), every rank's RNG state and registered objects into `dir`, replacing it atomically:
+  /// a crash mid-save leaves the previous checkpoint whole. Every rank calls it. On several machines `dir`
+  /// must be on storage they share.
+  void save_state(const std::string& dir);
+  /// Restores what save_state saved into the same prepared objects; data loaders resume at the saved batch.
+  /// A missing or corrupt file, or a checkpoint of another world size, is a spur::Error naming it.
+  void load_state(const std::string& dir);
+  /// Also saves and restores `object` in save_state/load_state: anything with save(OutputArchive&) and
+  /// load(InputArchive&), as LibTorch's modules and optimizers (e.g. an EMA model).
+  template <typename T>
+  void register_for_checkpointing(T& object) {
+    register_for_checkpointing([&object](torch::serialize::OutputArchive& a) { object.save(a); },
+                               [&object](torch::serialize::InputArchive& a) { object.load(a); });
+  }
+  void register_for_checkpointing(std::function<void(torch::serialize::OutputArchive&)> save,
+                                  std::function<void(torch::serialize::InputArchive&)> load);
+  /// The model's weights as safetensors in `dir` (model.safetensors, or shards plus
+  /// model.safetensors.index.json above max_shard_size). Main process writes; every rank calls it.
+  template <typename M>
+  void save_model(const PreparedModel<M>& model, const std::string& dir, const SaveModelOptions& options = {}) {
+    save_module(*model.ptr(), dir, options);
+  }
+  void save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options = {});
+
   // --- collectives (every rank must call them in the same order) --------------------------------------------
   /// Concatenates every rank's tensors along dim 0, in rank order, on every rank. The first dimension may
   /// differ between ranks; 0-d tensors count as one element.
@@ -205,6 +234,10 @@ class Accelerator {
   PreparedOptimizer prepare_one(const std::shared_ptr<O>& optimizer) {
     return prepare_optimizer(optimizer);
   }
+  template <typename S, typename = std::enable_if_t<std::is_base_of_v<torch::optim::LRScheduler, S>>, typename = void>
+  PreparedScheduler prepare_one(S& scheduler) {
+    return prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler>(&scheduler, [](auto*) {}));
+  }
   template <typename B>
   DataLoader<B> prepare_one(const DataLoader<B>& loader) {
     auto prepared = loader.sharded(data_layout(), process_index());
@@ -218,6 +251,7 @@ class Accelerator {
   }
   std::shared_ptr<detail::ModelSync> make_model_sync(std::shared_ptr<torch::nn::Module> module);
   PreparedOptimizer prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  PreparedScheduler prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler);
   Scope no_sync_models(std::vector<detail::ModelSync*> models);
   sharding::Layout data_layout() const;
   void register_loader(const std::shared_ptr<detail::LoaderState>& loader);

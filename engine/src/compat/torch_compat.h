@@ -15,11 +15,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
+#include <torch/serialize/archive.h>
 #include <torch/version.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #ifdef SPUR_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -152,6 +155,34 @@ inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> param
                                            std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
                                            /*use_python_reducer=*/false);
   }
+}
+
+// --- RNG states (checkpoints) ---------------------------------------------------------------------------
+inline void save_cuda_rng(torch::serialize::OutputArchive& archive) {
+#ifdef SPUR_WITH_CUDA
+  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(at::cuda::getNumGPUs()); ++i) {
+    auto generator = at::cuda::detail::getDefaultCUDAGenerator(i);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    archive.write("cuda_" + std::to_string(i), generator.get_state());
+  }
+#else
+  (void)archive;
+#endif
+}
+
+inline void load_cuda_rng(torch::serialize::InputArchive& archive) {
+#ifdef SPUR_WITH_CUDA
+  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(at::cuda::getNumGPUs()); ++i) {
+    at::Tensor state;
+    if (archive.try_read("cuda_" + std::to_string(i), state)) {
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(i);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+  }
+#else
+  (void)archive;
+#endif
 }
 
 // --- CUDA -------------------------------------------------------------------------------------------------

@@ -119,6 +119,7 @@ class ReducerModelSync final : public ModelSync {
 
 std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
                                            std::shared_ptr<torch::nn::Module> module) {
+  core->models.push_back(module);
   return std::make_shared<ReducerModelSync>(core, std::move(module));
 }
 

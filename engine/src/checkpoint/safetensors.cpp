@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+// The safetensors format: 8-byte little-endian header length, a JSON header {name: {dtype, shape,
+// data_offsets}, "__metadata__": {...}} padded with spaces to 8 bytes, then the raw little-endian data.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+
+#include <spur/checkpoint.h>
+#include <spur/error.h>
+#include <spur/json.h>
+
+namespace spur {
+namespace {
+
+struct DType {
+  const char* name;
+  c10::ScalarType type;
+};
+constexpr DType kTypes[] = {
+    {"F64", c10::ScalarType::Double}, {"F32", c10::ScalarType::Float},  {"F16", c10::ScalarType::Half},
+    {"BF16", c10::ScalarType::BFloat16}, {"I64", c10::ScalarType::Long}, {"I32", c10::ScalarType::Int},
+    {"I16", c10::ScalarType::Short},  {"I8", c10::ScalarType::Char},   {"U8", c10::ScalarType::Byte},
+    {"BOOL", c10::ScalarType::Bool},
+};
+
+const char* dtype_name(c10::ScalarType type, const std::string& tensor) {
+  for (const auto& t : kTypes) {
+    if (t.type == type) return t.name;
+  }
+  throw Error("safetensors cannot store tensor '" + tensor + "' of dtype " + c10::toString(type));
+}
+
+// FNV-1a over 8-byte words (bytes for the tail): cheap enough to run over every byte written.
+class Digest {
+ public:
+  void update(const char* data, size_t size) {
+    size_t i = 0;
+    // Words are consumed from whatever offset the stream is at, so the hash does not depend on how the
+    // caller splits the bytes: buffer them.
+    while (i < size) {
+      pending_[pending_size_++] = data[i++];
+      if (pending_size_ == 8) {
+        uint64_t word;
+        std::memcpy(&word, pending_, 8);
+        hash_ = (hash_ ^ word) * 1099511628211ull;
+        pending_size_ = 0;
+      }
+    }
+  }
+  uint64_t finish() {
+    uint64_t h = hash_;
+    for (size_t i = 0; i < pending_size_; ++i) h = (h ^ static_cast<unsigned char>(pending_[i])) * 1099511628211ull;
+    return h;
+  }
+
+ private:
+  uint64_t hash_ = 1469598103934665603ull;
+  char pending_[8] = {};
+  size_t pending_size_ = 0;
+};
+
+class File {
+ public:
+  explicit File(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  }
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    digest_.update(p, size);
+    size_ += static_cast<int64_t>(size);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw Error("cannot write " + path_ + ": " + std::strerror(errno));
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+  std::pair<int64_t, uint64_t> close() {
+    // On disk before the directory that holds it is swapped into place.
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw Error("cannot write " + path_ + ": " + std::strerror(errno));
+    }
+    fd_ = -1;
+    return {size_, digest_.finish()};
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+  Digest digest_;
+};
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& why) {
+  throw Error("checkpoint file " + path + " is not a valid safetensors file: " + why);
+}
+
+}  // namespace
+
+std::pair<int64_t, uint64_t> save_safetensors(const std::string& path, const NamedTensors& tensors,
+                                              const std::map<std::string, std::string>& metadata) {
+  // Larger elements first, so every tensor's data stays aligned to its element size.
+  std::vector<std::pair<std::string, torch::Tensor>> ordered;
+  for (const auto& [name, tensor] : tensors) {
+    if (name == "__metadata__") throw Error("a tensor cannot be named __metadata__ in " + path);
+    ordered.emplace_back(name, tensor.detach().to(torch::kCPU).contiguous());
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+    if (a.second.element_size() != b.second.element_size()) return a.second.element_size() > b.second.element_size();
+    return a.first < b.first;
+  });
+
+  json::Object header;
+  if (!metadata.empty()) {
+    json::Object meta;
+    for (const auto& [key, value] : metadata) meta.emplace_back(key, value);
+    header.emplace_back("__metadata__", std::move(meta));
+  }
+  int64_t offset = 0;
+  for (const auto& [name, tensor] : ordered) {
+    json::Array shape;
+    for (const auto d : tensor.sizes()) shape.emplace_back(static_cast<int64_t>(d));
+    const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
+    header.emplace_back(name, json::Object{{"dtype", dtype_name(tensor.scalar_type(), name)},
+                                           {"shape", std::move(shape)},
+                                           {"data_offsets", json::Array{offset, offset + bytes}}});
+    offset += bytes;
+  }
+  std::string text = json::write(json::Value(std::move(header)));
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  File file(path);
+  const uint64_t length = text.size();  // little-endian on the machines Spur runs on (x86-64, aarch64)
+  file.write(&length, 8);
+  file.write(text.data(), text.size());
+  for (const auto& entry : ordered) file.write(entry.second.data_ptr(), entry.second.nbytes());
+  return file.close();
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing or unreadable");
+  in.seekg(0, std::ios::end);
+  const int64_t file_size = in.tellg();
+  in.seekg(0);
+  if (file_size < 8) corrupt(path, "shorter than its 8-byte header length");
+  uint64_t length = 0;
+  in.read(reinterpret_cast<char*>(&length), 8);
+  if (length > 100'000'000 || static_cast<int64_t>(length) > file_size - 8) {
+    corrupt(path, "header length " + std::to_string(length) + " does not fit the file");
+  }
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  json::Value header;
+  try {
+    header = json::parse(text);
+  } catch (const Error& e) {
+    corrupt(path, std::string("header: ") + e.what());
+  }
+  const int64_t data_size = file_size - 8 - static_cast<int64_t>(length);
+
+  SafetensorsFile result;
+  struct Entry {
+    std::string name;
+    c10::ScalarType type;
+    std::vector<int64_t> shape;
+    int64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.as_object("the header")) {
+    if (name == "__metadata__") {
+      for (const auto& [key, value] : info.as_object("__metadata__")) {
+        result.metadata[key] = value.as_string("__metadata__." + key);
+      }
+      continue;
+    }
+    try {
+      Entry entry{name, c10::ScalarType::Undefined, {}, 0, 0};
+      const auto& dtype = info.at("dtype", name).as_string(name + ".dtype");
+      for (const auto& t : kTypes) {
+        if (dtype == t.name) entry.type = t.type;
+      }
+      if (entry.type == c10::ScalarType::Undefined) throw Error("unknown dtype " + dtype);
+      int64_t numel = 1;
+      for (const auto& d : info.at("shape", name).as_array(name + ".shape")) {
+        const int64_t size = d.as_int(name + ".shape");
+        if (size < 0) throw Error("negative dimension");
+        entry.shape.push_back(size);
+        numel *= size;
+      }
+      const auto& offsets = info.at("data_offsets", name).as_array(name + ".data_offsets");
+      if (offsets.size() != 2) throw Error("data_offsets needs two numbers");
+      entry.begin = offsets[0].as_int();
+      entry.end = offsets[1].as_int();
+      if (entry.end - entry.begin != numel * static_cast<int64_t>(c10::elementSize(entry.type))) {
+        throw Error("data_offsets span " + std::to_string(entry.end - entry.begin) + " bytes for " +
+                    std::to_string(numel) + " elements of " + dtype);
+      }
+      entries.push_back(std::move(entry));
+    } catch (const Error& e) {
+      corrupt(path, "tensor '" + name + "': " + e.what());
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  int64_t expected = 0;
+  for (const auto& entry : entries) {
+    if (entry.begin != expected) corrupt(path, "tensor '" + entry.name + "' does not start where the previous ends");
+    expected = entry.end;
+  }
+  if (expected != data_size) {
+    corrupt(path, "the data holds " + std::to_string(data_size) + " bytes, the header describes " +
+                      std::to_string(expected) + " (truncated?)");
+  }
+  std::string data(static_cast<size_t>(data_size), '\0');
+  in.read(data.data(), data_size);
+  if (!in) corrupt(path, "could not read its data");
+  for (const auto& entry : entries) {
+    auto tensor = torch::empty(entry.shape, torch::dtype(entry.type));
+    std::memcpy(tensor.data_ptr(), data.data() + entry.begin, static_cast<size_t>(entry.end - entry.begin));
+    result.tensors.emplace_back(entry.name, std::move(tensor));
+  }
+  return result;
+}
+
+int64_t parse_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) throw Error("'" + text + "' is not a size (e.g. 10GB, 500MB)");
+  const double number = std::stod(text.substr(0, i));
+  std::string unit = text.substr(i);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
+  const std::map<std::string, double> units{{"", 1},         {"B", 1},         {"KB", 1e3},      {"MB", 1e6},
+                                            {"GB", 1e9},     {"TB", 1e12},     {"KIB", 1024.0},  {"MIB", 1048576.0},
+                                            {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  const auto it = units.find(unit);
+  if (it == units.end()) throw Error("'" + text + "' has an unknown unit (B, KB, MB, GB, TB, KiB, MiB, GiB)");
+  return static_cast<int64_t>(number * it->second);
+}
+
+namespace detail {
+
+std::pair<int64_t, uint64_t> write_file(const std::string& path, const std::string& bytes) {
+  File file(path);
+  file.write(bytes.data(), bytes.size());
+  return file.close();
+}
+
+}  // namespace detail
+
+uint64_t file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing or unreadable");
+  Digest digest;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    digest.update(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  return digest.finish();
+}
+
+}  // namespace spur

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: Apache-2.0
+// Accelerator::save_state / load_state / save_model. Layout of a state directory:
+//   model.safetensors, model_1.safetensors...   weights (tied tensors once; the others named in metadata)
+//   optimizer.pt, scheduler.pt, scaler.pt, custom_checkpoint_<i>.pt   LibTorch archives (main process)
+//   random_states_<rank>.pt                     each rank's RNG states
+//   spur_state.json                             world size, loader positions, counters, every file's size and hash
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+
+#include <spur/accelerator.h>
+#include <spur/checkpoint.h>
+#include <spur/error.h>
+#include <spur/json.h>
+#include <spur/version.h>
+
+#include "accelerator_core.h"
+#include "compat/torch_compat.h"
+
+namespace spur {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kFormat = 1;
+constexpr const char* kStateFile = "spur_state.json";
+
+// A module's tensors once each, under their first name; later names of the same tensor are aliases.
+struct StateDict {
+  NamedTensors tensors;
+  std::vector<std::pair<std::string, std::string>> aliases;  // alias -> name stored
+};
+
+StateDict state_dict(const torch::nn::Module& module) {
+  StateDict dict;
+  std::unordered_map<const void*, std::string> seen;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    if (!t.defined()) return;
+    auto [it, fresh] = seen.emplace(t.unsafeGetTensorImpl(), name);
+    if (fresh) {
+      dict.tensors.emplace_back(name, t);
+    } else {
+      dict.aliases.emplace_back(name, it->second);
+    }
+  };
+  for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
+  return dict;
+}
+
+std::string aliases_text(const StateDict& dict) {
+  std::string text;
+  for (const auto& [alias, name] : dict.aliases) {
+    if (!text.empty()) text.push_back(',');
+    text.append(alias).append("=").append(name);
+  }
+  return text;
+}
+
+// Copies `loaded` into the module's tensors by name, checking that each exists with the same shape and dtype.
+void assign(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& loaded, const std::string& file) {
+  const auto dict = state_dict(module);
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (const auto& [name, tensor] : dict.tensors) {
+    const auto it = loaded.find(name);
+    if (it == loaded.end()) throw Error("checkpoint " + file + " has no tensor '" + name + "' that the model has");
+    if (it->second.sizes() != tensor.sizes() || it->second.scalar_type() != tensor.scalar_type()) {
+      std::ostringstream why;
+      why << "checkpoint " << file << ": tensor '" << name << "' is " << it->second.sizes() << " "
+          << it->second.scalar_type() << ", the model's is " << tensor.sizes() << " " << tensor.scalar_type();
+      throw Error(why.str());
+    }
+    tensor.copy_(it->second);
+    used.insert(name);
+  }
+  for (const auto& [name, tensor] : loaded) {
+    if (!used.count(name)) throw Error("checkpoint " + file + " holds tensor '" + name + "', which the model lacks");
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing or unreadable");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string hex(uint64_t value) {
+  char buffer[17];
+  std::snprintf(buffer, sizeof(buffer), "%016llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+std::pair<int64_t, uint64_t> write_archive(const std::string& path, torch::serialize::OutputArchive& archive) {
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  return detail::write_file(path, bytes.str());
+}
+
+torch::serialize::InputArchive read_archive(const std::string& path, torch::Device device) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path, device);
+  } catch (const std::exception& e) {
+    throw Error("checkpoint file " + path + " cannot be read: " + e.what());
+  }
+  return archive;
+}
+
+torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const std::string& key, const std::string& path) {
+  torch::Tensor t;
+  if (!archive.try_read(key, t)) throw Error("checkpoint file " + path + " has no entry '" + key + "'");
+  return t;
+}
+
+std::string model_file(size_t i) { return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors"; }
+std::string indexed(const std::string& stem, size_t i) {
+  std::string name = stem;
+  if (i > 0) name.append("_").append(std::to_string(i));
+  return name.append(".pt");
+}
+
+}  // namespace
+
+PreparedScheduler Accelerator::prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+  return PreparedScheduler(std::move(scheduler), core_);
+}
+
+void Accelerator::register_for_checkpointing(std::function<void(torch::serialize::OutputArchive&)> save,
+                                             std::function<void(torch::serialize::InputArchive&)> load) {
+  core_->custom.push_back({std::move(save), std::move(load)});
+}
+
+void Accelerator::save_state(const std::string& dir) {
+  auto& core = *core_;
+  const std::string tmp = detail::temporary_directory(dir);
+  if (is_main_process()) {
+    std::error_code error;
+    fs::remove_all(tmp, error);  // left by a save that crashed
+    fs::create_directories(tmp, error);
+    if (error) throw Error("cannot create " + tmp + ": " + error.message());
+  }
+  wait_for_everyone();
+
+  json::Object files;
+  auto record = [&](const std::string& name, std::pair<int64_t, uint64_t> written) {
+    files.emplace_back(name, json::Object{{"size", written.first}, {"hash", hex(written.second)}});
+  };
+  if (is_main_process()) {
+    for (size_t i = 0; i < core.models.size(); ++i) {
+      const auto dict = state_dict(*core.models[i]);
+      record(model_file(i), save_safetensors(tmp + "/" + model_file(i), dict.tensors,
+                                             {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
+    }
+    for (size_t i = 0; i < core.optimizers.size(); ++i) {
+      torch::serialize::OutputArchive archive;
+      core.optimizers[i]->save(archive);
+      record(indexed("optimizer", i), write_archive(tmp + "/" + indexed("optimizer", i), archive));
+    }
+    for (size_t i = 0; i < core.schedulers.size(); ++i) {
+      torch::serialize::OutputArchive archive;
+      archive.write("step_count", torch::tensor(static_cast<int64_t>(detail::scheduler_step_count(*core.schedulers[i]))));
+      record(indexed("scheduler", i), write_archive(tmp + "/" + indexed("scheduler", i), archive));
+    }
+    if (core.scaler) {
+      torch::serialize::OutputArchive archive;
+      archive.write("scale", torch::tensor(core.scaler->get_scale(), torch::kDouble));
+      archive.write("growth_tracker", torch::tensor(core.scaler->growth_tracker()));
+      archive.write("update_pending", torch::tensor(static_cast<int64_t>(core.scaler_update_pending)));
+      record("scaler.pt", write_archive(tmp + "/scaler.pt", archive));
+    }
+    for (size_t i = 0; i < core.custom.size(); ++i) {
+      torch::serialize::OutputArchive archive;
+      core.custom[i].save(archive);
+      const std::string name = "custom_checkpoint_" + std::to_string(i) + ".pt";
+      record(name, write_archive(tmp + "/" + name, archive));
+    }
+  }
+
+  // Every rank: its RNG states. Main learns each file's size and hash through one gather.
+  torch::serialize::OutputArchive rng;
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rng.write("cpu", generator.get_state());
+  }
+  compat::save_cuda_rng(rng);
+  const auto written = write_archive(tmp + "/random_states_" + std::to_string(process_index()) + ".pt", rng);
+  const auto all = detail::gather_tensor(
+      comm(), torch::tensor({written.first, static_cast<int64_t>(written.second)}, torch::kLong).unsqueeze(0));
+
+  if (is_main_process()) {
+    for (int64_t r = 0; r < all.size(0); ++r) {
+      record("random_states_" + std::to_string(r) + ".pt",
+             {all[r][0].item<int64_t>(), static_cast<uint64_t>(all[r][1].item<int64_t>())});
+    }
+    json::Array loaders;
+    for (const auto& weak : core.loaders) {
+      if (auto loader = weak.lock()) {
+        loaders.emplace_back(json::Object{{"epoch", loader->epoch}, {"position", loader->position}});
+      } else {
+        loaders.emplace_back(nullptr);
+      }
+    }
+    json::Object state{{"format", kFormat},
+                       {"spur_version", SPUR_VERSION},
+                       {"world_size", num_processes()},
+                       {"models", static_cast<int64_t>(core.models.size())},
+                       {"optimizers", static_cast<int64_t>(core.optimizers.size())},
+                       {"schedulers", static_cast<int64_t>(core.schedulers.size())},
+                       {"custom_objects", static_cast<int64_t>(core.custom.size())},
+                       {"accumulation_step", core.gradient.step},
+                       {"step_was_skipped", core.step_was_skipped},
+                       {"loaders", std::move(loaders)},
+                       {"files", std::move(files)}};
+    detail::write_file(tmp + "/" + kStateFile, json::write(json::Value(std::move(state))) + "\n");
+  }
+  wait_for_everyone();
+  if (is_main_process()) detail::commit_directory(dir);
+  wait_for_everyone();
+}
+
+void Accelerator::load_state(const std::string& dir) {
+  auto& core = *core_;
+  const std::string base = dir + "/";
+  const std::string state_path = base + kStateFile;
+  if (!fs::is_directory(dir)) throw Error("checkpoint directory " + dir + " does not exist");
+  json::Value state;
+  try {
+    state = json::parse(read_text(state_path));
+  } catch (const Error& e) {
+    throw Error("checkpoint file " + state_path + " is corrupt: " + e.what());
+  }
+  try {
+    if (state.at("format", state_path).as_int("format") != kFormat) {
+      throw Error("format " + std::to_string(state.at("format").as_int()) + " is not one this Spur reads");
+    }
+    const int64_t world = state.at("world_size", state_path).as_int("world_size");
+    if (world != num_processes()) {
+      throw Error("it was saved by " + std::to_string(world) + " processes and this run has " +
+                  std::to_string(num_processes()) + " (RNG states and data positions are per rank): resume with " +
+                  std::to_string(world) + " processes");
+    }
+    auto expect_count = [&](const char* key, size_t have, const char* what) {
+      const int64_t saved = state.at(key, state_path).as_int(key);
+      if (saved != static_cast<int64_t>(have)) {
+        throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " + std::to_string(have) +
+                    " (prepare the same objects, in the same order, before load_state)");
+      }
+    };
+    expect_count("models", core.models.size(), "model(s)");
+    expect_count("optimizers", core.optimizers.size(), "optimizer(s)");
+    expect_count("schedulers", core.schedulers.size(), "scheduler(s)");
+    expect_count("custom_objects", core.custom.size(), "registered object(s)");
+  } catch (const Error& e) {
+    throw Error("cannot load checkpoint " + dir + ": " + e.what());
+  }
+
+  // Catch truncated or altered files before reading them.
+  const auto& files = state.at("files", state_path).as_object("files");
+  auto verified = [&](const std::string& name) {
+    const std::string path = base + name;
+    const json::Value* entry = nullptr;
+    for (const auto& [file, info] : files) {
+      if (file == name) entry = &info;
+    }
+    if (!entry) throw Error("checkpoint " + state_path + " does not list " + name);
+    std::error_code error;
+    const auto size = fs::file_size(path, error);
+    if (error) throw Error("checkpoint file " + path + " is missing");
+    if (static_cast<int64_t>(size) != entry->at("size").as_int() || hex(file_digest(path)) != entry->at("hash").as_string()) {
+      throw Error("checkpoint file " + path + " is corrupt: its size or hash differs from " + state_path);
+    }
+    return path;
+  };
+
+  for (size_t i = 0; i < core.models.size(); ++i) {
+    const auto path = verified(model_file(i));
+    auto file = load_safetensors(path);
+    std::map<std::string, torch::Tensor> loaded(file.tensors.begin(), file.tensors.end());
+    assign(*core.models[i], loaded, path);
+  }
+  for (size_t i = 0; i < core.optimizers.size(); ++i) {
+    const auto path = verified(indexed("optimizer", i));
+    auto archive = read_archive(path, core.device);
+    try {
+      auto& optimizer = *core.optimizers[i];
+      optimizer.load(archive);
+      // LibTorch restores the optimizer's state but not its groups' options: a scheduled learning rate would
+      // jump back to its initial value. Read them back from the same archive.
+      torch::serialize::InputArchive groups;
+      archive.read("param_groups", groups);
+      for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+        torch::serialize::InputArchive group, options;
+        groups.read("param_groups/" + std::to_string(g), group);
+        group.read("options", options);
+        optimizer.param_groups()[g].options().serialize(options);
+      }
+    } catch (const std::exception& e) {
+      throw Error("checkpoint file " + path + " does not fit optimizer " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  for (size_t i = 0; i < core.schedulers.size(); ++i) {
+    const auto path = verified(indexed("scheduler", i));
+    auto archive = read_archive(path, torch::kCPU);
+    detail::set_scheduler_step_count(*core.schedulers[i],
+                                     static_cast<unsigned>(read_tensor(archive, "step_count", path).item<int64_t>()));
+  }
+  if (core.scaler) {
+    const auto path = verified("scaler.pt");
+    auto archive = read_archive(path, torch::kCPU);
+    core.scaler->load(read_tensor(archive, "scale", path).item<double>(),
+                      read_tensor(archive, "growth_tracker", path).item<int64_t>());
+    core.scaler_update_pending = read_tensor(archive, "update_pending", path).item<int64_t>() != 0;
+  }
+  for (size_t i = 0; i < core.custom.size(); ++i) {
+    const auto path = verified("custom_checkpoint_" + std::to_string(i) + ".pt");
+    auto archive = read_archive(path, core.device);
+    core.custom[i].load(archive);
+  }
+  {
+    const auto path = verified("random_states_" + std::to_string(process_index()) + ".pt");
+    auto archive = read_archive(path, torch::kCPU);
+    auto generator = at::detail::getDefaultCPUGenerator();  // shares the default generator
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(read_tensor(archive, "cpu", path));
+    compat::load_cuda_rng(archive);
+  }
+  const auto& loaders = state.at("loaders", state_path).as_array("loaders");
+  for (size_t i = 0; i < core.loaders.size() && i < loaders.size(); ++i) {
+    auto loader = core.loaders[i].lock();
+    if (!loader || loaders[i].is_null()) continue;
+    loader->epoch = loaders[i].at("epoch").as_int("epoch");
+    loader->skip_next = loaders[i].at("position").as_int("position");
+  }
+  core.gradient.step = state.at("accumulation_step", state_path).as_int("accumulation_step");
+  core.step_was_skipped = state.at("step_was_skipped", state_path).as_bool("step_was_skipped");
+}
+
+void Accelerator::save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options) {
+  if (is_main_process()) {
+    const int64_t limit = parse_size(options.max_shard_size);
+    const auto dict = state_dict(module);
+    // Greedy in parameter order, as Accelerate: a new shard when the next tensor would overflow this one.
+    std::vector<NamedTensors> shards(1);
+    int64_t current = 0, total = 0;
+    for (const auto& entry : dict.tensors) {
+      const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
+      if (current + bytes > limit && !shards.back().empty()) {
+        shards.emplace_back();
+        current = 0;
+      }
+      shards.back().push_back(entry);
+      current += bytes;
+      total += bytes;
+    }
+    detail::replace_directory(dir, [&](const std::string& tmp) {
+      const std::map<std::string, std::string> metadata{{"format", "pt"}, {"spur.aliases", aliases_text(dict)}};
+      if (shards.size() == 1) {
+        save_safetensors(tmp + "/model.safetensors", shards[0], metadata);
+        return;
+      }
+      json::Object weight_map;
+      char name[64];
+      for (size_t i = 0; i < shards.size(); ++i) {
+        std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+        save_safetensors(tmp + "/" + name, shards[i], metadata);
+        for (const auto& entry : shards[i]) weight_map.emplace_back(entry.first, std::string(name));
+      }
+      json::Object index{{"metadata", json::Object{{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
+      detail::write_file(tmp + "/model.safetensors.index.json", json::write(json::Value(std::move(index))) + "\n");
+    });
+  }
+  wait_for_everyone();
+}
+
+void load_model(torch::nn::Module& module, const std::string& dir) {
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  std::map<std::string, torch::Tensor> loaded;
+  if (fs::exists(index_path)) {
+    json::Value index;
+    try {
+      index = json::parse(read_text(index_path));
+    } catch (const Error& e) {
+      throw Error("checkpoint file " + index_path + " is corrupt: " + e.what());
+    }
+    std::set<std::string> shards;
+    for (const auto& [tensor, file] : index.at("weight_map", index_path).as_object("weight_map")) {
+      shards.insert(file.as_string("weight_map." + tensor));
+    }
+    for (const auto& shard : shards) {
+      for (auto& [name, t] : load_safetensors(dir + "/" + shard).tensors) loaded[name] = t;
+    }
+    assign(module, loaded, index_path);
+    return;
+  }
+  const std::string path = dir + "/model.safetensors";
+  for (auto& [name, t] : load_safetensors(path).tensors) loaded[name] = t;
+  assign(module, loaded, path);
+}
+
+}  // namespace spur

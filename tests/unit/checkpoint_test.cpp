@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// Checkpoint files in one process: safetensors (round trip, an independent reader, corruption caught and
+// named), sharded save_model with its index, atomic replacement, and load_state's errors.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <filesystem>
+#include <fstream>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <spur/spur.h>
+
+#include "test_main.h"
+
+namespace {
+
+spur::NamedTensors sample_tensors() {
+  torch::manual_seed(0);
+  return {{"weight", torch::randn({3, 4})},
+          {"half", torch::randn({5}).to(torch::kHalf)},
+          {"brain", torch::randn({2, 2}).to(torch::kBFloat16)},
+          {"steps", torch::arange(7)},
+          {"mask", torch::tensor({true, false, true})},
+          {"scalar", torch::tensor(2.5, torch::kDouble)},
+          {"empty", torch::zeros({0, 3})}};
+}
+
+QString expect_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const spur::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+void corrupt_byte(const std::string& path, int64_t offset_from_end) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-offset_from_end, std::ios::end);
+  f.put('\x7f');
+}
+
+}  // namespace
+
+class CheckpointTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void safetensors_round_trip() {
+    QTemporaryDir dir;
+    const auto path = (dir.path() + "/t.safetensors").toStdString();
+    const auto tensors = sample_tensors();
+    const auto [size, hash] = spur::save_safetensors(path, tensors, {{"format", "pt"}, {"note", "hi"}});
+    QCOMPARE(size, int64_t(std::filesystem::file_size(path)));
+    QCOMPARE(hash, spur::file_digest(path));
+    const auto loaded = spur::load_safetensors(path);
+    QCOMPARE(loaded.metadata.at("note"), std::string("hi"));
+    QCOMPARE(loaded.tensors.size(), tensors.size());
+    for (const auto& [name, tensor] : tensors) {
+      bool found = false;
+      for (const auto& [n, t] : loaded.tensors) {
+        if (n == name) {
+          found = true;
+          QVERIFY2(t.scalar_type() == tensor.scalar_type() && t.equal(tensor), name.c_str());
+        }
+      }
+      QVERIFY2(found, name.c_str());
+    }
+  }
+
+  void an_independent_reader_accepts_the_file() {
+    const QString python = "/usr/bin/python3";
+    if (QProcess::execute(python, {"-c", "import torch"}) != 0) QSKIP("Debian's python3-torch is not installed");
+    QTemporaryDir dir;
+    const auto path = dir.path() + "/t.safetensors";
+    const auto tensors = sample_tensors();
+    spur::save_safetensors(path.toStdString(), tensors);
+    QProcess reader;
+    reader.start(python, {SPUR_RIGS_DIR "/read_safetensors.py", path});
+    QVERIFY(reader.waitForFinished(60000));
+    QVERIFY2(reader.exitCode() == 0, reader.readAllStandardError().constData());
+    const auto report = QJsonDocument::fromJson(reader.readAllStandardOutput()).object();
+    QCOMPARE(report["metadata"].toObject()["format"].toString(), QString("pt"));
+    const auto read = report["tensors"].toObject();
+    QCOMPARE(read.size(), int(tensors.size()));
+    for (const auto& [name, tensor] : tensors) {
+      const double sum = tensor.to(torch::kDouble).sum().item<double>();
+      QVERIFY2(std::abs(read[QString::fromStdString(name)].toArray()[2].toDouble() - sum) < 1e-9, name.c_str());
+    }
+  }
+
+  void damaged_files_are_named() {
+    QTemporaryDir dir;
+    const auto path = (dir.path() + "/t.safetensors").toStdString();
+    spur::save_safetensors(path, sample_tensors());
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
+    QString error = expect_error([&] { spur::load_safetensors(path); });
+    QVERIFY2(error.contains(QString::fromStdString(path)) && error.contains("truncated"), qPrintable(error));
+    std::ofstream(path) << "not a safetensors file at all";
+    error = expect_error([&] { spur::load_safetensors(path); });
+    QVERIFY2(error.contains(QString::fromStdString(path)), qPrintable(error));
+    error = expect_error([&] { spur::load_safetensors(path + ".missing"); });
+    QVERIFY2(error.contains("missing"), qPrintable(error));
+  }
+
+  void sizes_parse_like_accelerate() {
+    QCOMPARE(spur::parse_size("10GB"), int64_t(10'000'000'000));
+    QCOMPARE(spur::parse_size("500MB"), int64_t(500'000'000));
+    QCOMPARE(spur::parse_size("2GiB"), int64_t(2147483648));
+    QCOMPARE(spur::parse_size("1000"), int64_t(1000));
+    QVERIFY_THROWS_EXCEPTION(spur::Error, spur::parse_size("ten"));
+    QVERIFY_THROWS_EXCEPTION(spur::Error, spur::parse_size("3 parsecs"));
+  }
+
+  void save_model_shards_with_an_index() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/model").toStdString();
+    spur::Accelerator accelerator;
+    torch::manual_seed(1);
+    torch::nn::Linear net(16, 16);  // weight 1024 bytes, bias 64 bytes
+    auto model = accelerator.prepare(net);
+    accelerator.save_model(model, out, {.max_shard_size = "1KB"});
+    QVERIFY(std::filesystem::exists(out + "/model-00001-of-00002.safetensors"));
+    QVERIFY(std::filesystem::exists(out + "/model-00002-of-00002.safetensors"));
+    QFile index(QString::fromStdString(out + "/model.safetensors.index.json"));
+    QVERIFY(index.open(QIODevice::ReadOnly));
+    const auto json = QJsonDocument::fromJson(index.readAll()).object();
+    QCOMPARE(json["metadata"].toObject()["total_size"].toInteger(), qint64(1088));
+    QCOMPARE(json["weight_map"].toObject()["bias"].toString(), QString("model-00002-of-00002.safetensors"));
+
+    torch::nn::Linear other(16, 16);
+    spur::load_model(*other, out);
+    QVERIFY(other->weight.equal(net->weight) && other->bias.equal(net->bias));
+
+    // Saving again below the limit replaces the directory: no stale shards are left behind.
+    accelerator.save_model(model, out);
+    QVERIFY(std::filesystem::exists(out + "/model.safetensors"));
+    QVERIFY(!std::filesystem::exists(out + "/model-00001-of-00002.safetensors"));
+    QVERIFY(!std::filesystem::exists(out + ".spur-tmp"));
+  }
+
+  void load_state_errors_name_the_file() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    spur::Accelerator accelerator;
+    torch::nn::Linear net(4, 2);
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+
+    QString error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("does not exist"), qPrintable(error));
+
+    accelerator.save_state(out);
+    accelerator.load_state(out);  // round trip works
+
+    corrupt_byte(out + "/model.safetensors", 1);
+    error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("model.safetensors is corrupt"), qPrintable(error));
+
+    accelerator.save_state(out);
+    std::filesystem::remove(out + "/optimizer.pt");
+    error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("optimizer.pt is missing"), qPrintable(error));
+
+    accelerator.save_state(out);
+    std::ofstream(out + "/spur_state.json") << "{\"format\": 1, \"world_size\": ";
+    error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("spur_state.json is corrupt"), qPrintable(error));
+
+    accelerator.save_state(out);
+    torch::nn::Linear second(2, 2);
+    auto extra = accelerator.prepare(second);
+    error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("holds 1 model(s), this run prepared 2"), qPrintable(error));
+  }
+
+  void a_crashed_save_leaves_no_trace_in_the_checkpoint() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    spur::Accelerator accelerator;
+    torch::nn::Linear net(4, 2);
+    auto model = accelerator.prepare(net);
+    accelerator.save_state(out);
+    // What a save killed half-way leaves: a partial temporary directory. The checkpoint itself is untouched,
+    // and the next save clears the leftovers.
+    std::filesystem::create_directories(out + ".spur-tmp");
+    std::ofstream(out + ".spur-tmp/model.safetensors") << "partial";
+    accelerator.load_state(out);
+    accelerator.save_state(out);
+    QVERIFY(!std::filesystem::exists(out + ".spur-tmp"));
+    accelerator.load_state(out);
+  }
+};
+
+SPUR_TEST_CLASS(CheckpointTest)
+#include "checkpoint_test.moc"
