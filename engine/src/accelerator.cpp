@@ -239,6 +239,7 @@ void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& lo
       core->metrics_remainder = end ? remainder : -1;
     }
   };
+  loader->device = core_->device;
   core_->loaders.push_back(loader);
 }
 

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A small MLP learns to imitate a fixed random "teacher" network on data it generates, on one process or many:
-//   ./train_mlp                        one process
-//   spur launch --num_processes 2 ./train_mlp   (or torchrun --no_python, or RANK/WORLD_SIZE by hand)
+//   ./train_mlp                                   one process
+//   torchrun --no_python ./train_mlp              or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by hand
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
 #include <string>
 
@@ -19,9 +18,9 @@
 namespace {
 
 struct Options {
-  int64_t steps = 300;
+  int64_t epochs = 4;
   int64_t batch_size = 64;  // per process
-  int64_t log_every = 25;
+  int64_t log_every = 16;
   double lr = 3e-3;
 };
 
@@ -33,8 +32,8 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw spur::Error("train_mlp: " + arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--steps") {
-      options.steps = std::stoll(value());
+    if (arg == "--epochs") {
+      options.epochs = std::stoll(value());
     } else if (arg == "--batch_size") {
       options.batch_size = std::stoll(value());
     } else if (arg == "--log_every") {
@@ -43,7 +42,7 @@ Options parse(int argc, char** argv) {
       options.lr = std::stod(value());
     } else {
       throw spur::Error("train_mlp: unknown argument " + arg +
-                        " (known: --steps N --batch_size B --log_every K --lr LR)");
+                        " (known: --epochs N --batch_size B --log_every K --lr LR)");
     }
   }
   return options;
@@ -66,51 +65,57 @@ int main(int argc, char** argv) try {
   accelerator.print(spur::environment_summary(), "|", accelerator.num_processes(), "process(es) on",
                     accelerator.device().str(), "| mixed precision", spur::to_string(accelerator.mixed_precision()));
 
-  // Same seed everywhere: the teacher and the student's initial weights are identical on every rank.
+  // The data: random inputs labelled by a fixed random teacher network (the same on every rank: same seed).
   accelerator.set_seed(1234);
   auto teacher = make_mlp(64);
-  teacher->to(accelerator.device());
+  auto make_dataset = [&](int64_t n) {
+    torch::NoGradGuard no_grad;
+    auto x = torch::randn({n, kInputs});
+    return spur::TensorDataset(x, teacher->forward(x).argmax(1));
+  };
+  auto train_set = make_dataset(4096);
+  auto valid_set = make_dataset(1000);
+
   auto student = make_mlp(128);
   torch::optim::Adam adam(student->parameters(), torch::optim::AdamOptions(options.lr));
+  auto [model, optimizer, train_loader, valid_loader] =
+      accelerator.prepare(student, adam, spur::make_data_loader(train_set, {.batch_size = options.batch_size, .shuffle = true}),
+                          spur::make_data_loader(valid_set, {.batch_size = 250}));
 
-  auto [model, optimizer] = accelerator.prepare(student, adam);
-
-  // From here each rank draws its own samples.
-  accelerator.set_seed(1234, /*device_specific=*/true);
-  auto sample = [&](int64_t n) {
-    auto x = torch::randn({n, kInputs}, accelerator.device());
-    torch::NoGradGuard no_grad;
-    return std::make_pair(x, teacher->forward(x).argmax(1));
-  };
-
-  model->train();
+  const int64_t total = options.epochs * train_loader.size();
+  int64_t step = 0;
   auto loss_sum = torch::zeros({}, accelerator.device());
   int64_t since_log = 0;
-  for (int64_t step = 1; step <= options.steps; ++step) {
-    auto [x, y] = sample(options.batch_size);
-    optimizer.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(model(x), y);
-    accelerator.backward(loss);
-    optimizer.step();
+  for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
+    model->train();
+    for (auto& batch : train_loader) {
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
+      accelerator.backward(loss);
+      optimizer.step();
 
-    loss_sum += loss.detach();
-    ++since_log;
-    if (step % options.log_every == 0 || step == options.steps) {
-      // Mean over the last steps and over every rank.
-      auto mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
-      accelerator.print("step " + std::to_string(step) + "/" + std::to_string(options.steps), "loss",
-                        std::to_string(mean));
-      loss_sum.zero_();
-      since_log = 0;
+      loss_sum += loss.detach();
+      ++since_log;
+      if (++step % options.log_every == 0 || step == total) {
+        // Mean over the last steps and over every rank.
+        auto mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
+        accelerator.print("step " + std::to_string(step) + "/" + std::to_string(total), "loss", std::to_string(mean));
+        loss_sum.zero_();
+        since_log = 0;
+      }
     }
-  }
 
-  // Accuracy over the samples of every rank together.
-  model->eval();
-  torch::NoGradGuard no_grad;
-  auto [x, y] = sample(512);
-  auto correct = accelerator.gather((model(x).argmax(1) == y).to(torch::kFloat));
-  accelerator.print("accuracy", std::to_string(correct.mean().item<double>()), "on", correct.size(0), "samples");
+    // Accuracy over the whole validation set, each sample counted once whatever the number of ranks.
+    model->eval();
+    torch::NoGradGuard no_grad;
+    double correct = 0, seen = 0;
+    for (auto& batch : valid_loader) {
+      auto hits = accelerator.gather_for_metrics((model(batch.data).argmax(1) == batch.target).to(torch::kFloat));
+      correct += hits.sum().item<double>();
+      seen += static_cast<double>(hits.size(0));
+    }
+    accelerator.print("epoch", epoch, "accuracy", std::to_string(correct / seen), "on", seen, "samples");
+  }
   return EXIT_SUCCESS;
 } catch (const std::exception& e) {
   std::cerr << "train_mlp: " << e.what() << "\n";

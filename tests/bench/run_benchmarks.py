@@ -4,6 +4,8 @@
   1 process:  Spur step / hand-written LibTorch step             (target <= 1.01)
   2 ranks:    Spur DDP step / PyTorch DDP step (Debian python3)   (target <= 0.85 small, <= 0.97 large)
               Spur memory per rank / PyTorch's                     (target <= 0.5)
+  data:       prepared (sharded) loader / plain loader, 2 workers  (target >= 0.98: sharding costs < 2%)
+              Spur loader / LibTorch's torch::data loader, 2 workers
 Memory is shown three ways: peak RSS (counts the LibTorch code pages both ranks share: any LibTorch
 program starts at ~150 MiB RSS here, `import torch` at ~225 MiB), PSS (shared pages split between the
 processes using them) and private memory (what one more rank costs). The target is checked on private.
@@ -70,6 +72,8 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3", help="python3 with Debian's torch (baseline)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--workloads", default="small,large")
+    parser.add_argument("--loader-bench", help="path to the loader_bench binary")
+    parser.add_argument("--loader-samples", type=int, default=40000)
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     timeout = 60 + args.steps * 2
@@ -89,6 +93,19 @@ def main():
             for key, label in (("peak_rss_mib", "peak RSS"), ("pss_mib", "PSS"), ("private_mib", "private")):
                 row(f"{label}, rank {rank}", workload, "MiB", "PyTorch DDP", py[rank][key], sp[rank][key],
                     key.split("_")[0])
+
+    if args.loader_bench:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run([args.loader_bench, "--samples", str(args.loader_samples)], env=env, check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+        r = json_lines(out)[0]
+        # Throughput ratios (higher is better): shown as spur / baseline rates.
+        sharded = r["sharded_per_s"] / r["plain_per_s"]
+        vs_libtorch = r["plain_per_s"] / r["libtorch_per_s"]
+        print(f"data   prepared loader (rank 0 of 2) vs plain, samples/s   {r['plain_per_s']:10.0f} -> "
+              f"{r['sharded_per_s']:10.0f}  ratio {sharded:6.3f}  {'meets' if sharded >= 0.98 else 'MISSES'} >= 0.98")
+        print(f"data   Spur loader vs LibTorch torch::data, samples/s     {r['libtorch_per_s']:10.0f} -> "
+              f"{r['plain_per_s']:10.0f}  ratio {vs_libtorch:6.3f}")
     return 0
 
 

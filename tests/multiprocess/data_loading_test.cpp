@@ -40,6 +40,16 @@ class DataLoadingTest : public QObject {
     run_scenario("data", world, 100);
   }
 
+  void a_failing_dataset_stops_every_rank() {
+    RankGroup ranks(SPUR_TEST_WORKER, {"data_error"}, 2);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(60000), qPrintable("a rank hung after its peer's dataset failed:\n" + ranks.transcript()));
+    QVERIFY2(ranks.result(1).exit_code != 0 && ranks.result(1).output.contains("get(10) failed: disk read error"),
+             qPrintable(ranks.transcript()));
+    QVERIFY2(ranks.result(0).exit_code != 0 && ranks.result(0).output.contains("failed on rank 0 of 2"),
+             qPrintable(ranks.transcript()));
+  }
+
   void accuracy_counts_each_sample_once_data() {
     QTest::addColumn<int>("world");
     QTest::newRow("2 ranks") << 2;

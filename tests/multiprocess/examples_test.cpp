@@ -39,13 +39,13 @@ class ExamplesTest : public QObject {
   void mlp_one_process() {
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert("OMP_NUM_THREADS", "1");
-    const auto result = spur::test::run_process(SPUR_EXAMPLE_MLP, {"--steps", "200"}, env, 120000);
+    const auto result = spur::test::run_process(SPUR_EXAMPLE_MLP, {"--epochs", "4"}, env, 120000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     verify_training(result.output, 1);
   }
 
   void mlp_two_processes_by_hand() {
-    RankGroup ranks(SPUR_EXAMPLE_MLP, {"--steps", "200"}, 2);
+    RankGroup ranks(SPUR_EXAMPLE_MLP, {"--epochs", "4"}, 2);
     QVERIFY(ranks.start());
     QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
     QVERIFY2(ranks.result(0).exit_code == 0 && ranks.result(1).exit_code == 0, qPrintable(ranks.transcript()));
@@ -65,7 +65,7 @@ class ExamplesTest : public QObject {
         python,
         {"-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
          QString::number(spur::test::free_port()), "--redirects", "1", "--tee", "1", "--no_python", SPUR_EXAMPLE_MLP,
-         "--steps", "200"},
+         "--epochs", "4"},
         env, 180000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     verify_training(result.output, 2);

@@ -444,6 +444,25 @@ int data(const Args&) {
   return 0;
 }
 
+// Rank 1's dataset fails on sample 10: rank 1 stops with an error naming it, and rank 0, waiting in the next
+// gather, fails too instead of hanging.
+struct FailingDataset {
+  int64_t rank;
+  torch::data::Example<> get(size_t i) const {
+    if (rank == 1 && i == 10) throw std::runtime_error("disk read error");
+    return {torch::zeros({2}), torch::tensor(static_cast<int64_t>(i))};
+  }
+  size_t size() const { return 40; }
+};
+
+int data_error(const Args&) {
+  spur::Accelerator accelerator;
+  auto loader = accelerator.prepare(
+      spur::make_data_loader(FailingDataset{accelerator.process_index()}, {.batch_size = 2, .num_workers = 2}));
+  for (auto& batch : loader) accelerator.gather_for_metrics(batch.target);
+  return 0;
+}
+
 // Accuracy over 17 samples from the prepared loader equals the accuracy computed on all of them at once.
 int metrics(const Args&) {
   torch::manual_seed(5);
@@ -559,6 +578,8 @@ int main(int argc, char** argv) try {
     code = collectives(args);
   } else if (args.scenario == "data") {
     code = data(args);
+  } else if (args.scenario == "data_error") {
+    code = data_error(args);
   } else if (args.scenario == "metrics") {
     code = metrics(args);
   } else if (args.scenario == "resume") {

@@ -85,6 +85,7 @@ class LoaderState {
   int64_t position = 0;     // batches handed out in the current epoch
   int64_t skip_next = 0;    // batches to skip when the next epoch starts (skip_first_batches, load_state)
   int64_t remainder = -1;   // for gather_for_metrics, once the last batch is out
+  std::optional<torch::Device> device;  // prepared on a GPU: batches are moved there, as Accelerate does
 
   // Installed by Accelerator::prepare.
   std::function<void(const std::vector<int64_t>&)> check_order;  // collective: same order on every rank?
@@ -374,17 +375,22 @@ class DataLoader {
         auto batch = std::move(lookahead_);
         lookahead_ = pull_stream();  // one ahead, to know whether this batch is the last
         state.handed_out(!lookahead_, remainder());
-        return batch;
+        return place(std::move(*batch));
       }
       const int64_t count = static_cast<int64_t>(plan_.batches.size());
       if (next_ >= count) return finish();
       const int64_t i = next_++;
       auto batch = prefetcher_ ? prefetcher_->get(i) : fetch_(plan_.batches[i]);
       state.handed_out(i == count - 1, plan_.remainder);
-      return batch;
+      return place(std::move(batch));
     }
 
    private:
+    Batch place(Batch batch) const {
+      const auto& device = state_->device;
+      if (!device || device->is_cpu()) return batch;
+      return detail::transform_batch(std::move(batch), [&](torch::Tensor t) { return t.to(*device, /*non_blocking=*/true); });
+    }
     std::optional<Batch> pull_stream() {
       return stream_prefetcher_ ? stream_prefetcher_->next() : stream_->next();
     }
