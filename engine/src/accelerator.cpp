@@ -3,6 +3,7 @@
 // process group, and implements the step-level calls (backward, accumulate, clipping, printing).
 #include <spur/accelerator.h>
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 
@@ -145,7 +146,7 @@ AutocastScope Accelerator::autocast() const {
 
 void Accelerator::begin_accumulation_step() {
   auto& gradient = core_->gradient;
-  if (gradient.end_of_dataloader) {
+  if (core_->end_of_dataloader()) {
     gradient.step = 0;
     gradient.sync_gradients = true;
   } else {
@@ -210,20 +211,21 @@ sharding::Layout Accelerator::data_layout() const {
 
 void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& loader) {
   sharding::check(loader->options.batch_size, loader->layout);
-  auto* comm = core_->comm.get();
+  auto comm = core_->comm;  // shared: hooks may outlive this Accelerator
   if (comm && !loader->stream && !loader->user_sampler && loader->options.shuffle) {
     // Every rank shuffles with rank 0's seed, whatever each one seeded torch with.
     auto seed = torch::tensor({static_cast<int64_t>(*loader->options.seed)}, torch::kLong);
-    seed = detail::broadcast_tensor(comm, seed, 0);
+    seed = detail::broadcast_tensor(comm.get(), seed, 0);
     loader->options.seed = static_cast<uint64_t>(seed.item<int64_t>());
     loader->sampler = std::make_shared<RandomSampler>(loader->dataset_size, *loader->options.seed);
   }
-  if (comm) {
+  if (comm && loader->user_sampler) {
+    // Built-in samplers agree by construction (rank 0's seed); a user's sampler is checked, one 8-byte
+    // collective per epoch, so a sampler seeded differently per rank is an error instead of silent overlap.
     loader->check_order = [comm](const std::vector<int64_t>& order) {
-      // One 8-byte collective per epoch buys a clear error for a sampler that is not seeded alike everywhere.
       uint64_t hash = 1469598103934665603ull;
       for (const int64_t index : order) hash = (hash ^ static_cast<uint64_t>(index)) * 1099511628211ull;
-      auto all = detail::gather_tensor(comm, torch::tensor({static_cast<int64_t>(hash)}, torch::kLong));
+      auto all = detail::gather_tensor(comm.get(), torch::tensor({static_cast<int64_t>(hash)}, torch::kLong));
       for (int64_t r = 1; r < all.size(0); ++r) {
         if (all[r].item<int64_t>() != all[0].item<int64_t>()) {
           throw Error("data loader: rank " + std::to_string(r) + "'s sampler gives another order than rank 0's "
@@ -233,18 +235,23 @@ void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& lo
     };
   }
   std::weak_ptr<detail::AcceleratorCore> weak = core_;
-  loader->on_end = [weak](bool end, int64_t remainder) {
-    if (auto core = weak.lock()) {
-      core->gradient.end_of_dataloader = end;
-      core->metrics_remainder = end ? remainder : -1;
-    }
+  loader->on_active = [weak](detail::LoaderState* state, bool active) {
+    auto core = weak.lock();
+    if (!core) return;
+    auto& stack = core->active_loaders;
+    stack.erase(std::remove(stack.begin(), stack.end(), state), stack.end());
+    if (active) stack.push_back(state);
   };
   loader->device = core_->device;
-  core_->loaders.push_back(loader);
+  auto& loaders = core_->loaders;
+  loaders.erase(std::remove_if(loaders.begin(), loaders.end(), [](const auto& w) { return w.expired(); }),
+                loaders.end());
+  loaders.push_back(loader);
 }
 
 int64_t Accelerator::metrics_keep() const {
-  return core_->gradient.end_of_dataloader ? core_->metrics_remainder : -1;
+  const auto& active = core_->active_loaders;
+  return !active.empty() && active.back()->at_end ? active.back()->remainder : -1;
 }
 
 }  // namespace spur

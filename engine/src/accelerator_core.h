@@ -25,7 +25,7 @@ namespace spur::detail {
 struct GradientState {
   bool sync_gradients = true;
   int64_t step = 0;
-  bool end_of_dataloader = false;
+  bool end_of_dataloader = false;  // set by hand (set_end_of_dataloader); loaders signal through active_loaders
 };
 
 class AcceleratorCore {
@@ -41,7 +41,12 @@ class AcceleratorCore {
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
-  int64_t metrics_remainder = -1;      // of the loader whose last batch is out (gather_for_metrics)
+  // Loaders being iterated, innermost last (an evaluation loop inside a training epoch): the end-of-data
+  // signal and gather_for_metrics' cut come from the innermost one, as Accelerate's GradientState does.
+  std::vector<LoaderState*> active_loaders;
+  bool end_of_dataloader() const {
+    return gradient.end_of_dataloader || (!active_loaders.empty() && active_loaders.back()->at_end);
+  }
   // What save_state/load_state cover, in the order they were prepared or registered.
   std::vector<std::weak_ptr<LoaderState>> loaders;
   std::vector<std::shared_ptr<torch::nn::Module>> models;

@@ -181,6 +181,109 @@ class CheckpointTest : public QObject {
     QVERIFY2(error.contains("holds 1 model(s), this run prepared 2"), qPrintable(error));
   }
 
+  void loader_positions_resume_data() {
+    QTest::addColumn<bool>("stream");
+    QTest::addColumn<int>("save_after");
+    QTest::newRow("map-style, mid-epoch") << false << 2;
+    QTest::newRow("map-style, at the epoch's end") << false << 4;
+    QTest::newRow("stream, mid-epoch") << true << 2;
+    QTest::newRow("stream, at the epoch's end") << true << 4;
+  }
+
+  void loader_positions_resume() {
+    QFETCH(bool, stream);
+    QFETCH(int, save_after);
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    struct Dataset {
+      torch::Tensor get(size_t i) const { return torch::tensor(static_cast<int64_t>(i)); }
+      size_t size() const { return 10; }
+    };
+    struct Stream : spur::StreamDataset<torch::Tensor> {
+      int64_t next_ = 0;
+      void reset(int64_t) override { next_ = 0; }
+      std::optional<torch::Tensor> next() override {
+        if (next_ >= 10) return std::nullopt;
+        return torch::tensor(next_++);
+      }
+    };
+    auto make = [&](spur::Accelerator& accelerator) {
+      const spur::DataLoaderOptions options{.batch_size = 3, .shuffle = !stream, .seed = 5};
+      return stream ? accelerator.prepare(spur::make_stream_loader(std::make_shared<Stream>(), options))
+                    : accelerator.prepare(spur::make_data_loader(Dataset{}, options));
+    };
+    auto flatten = [](auto& loader, int limit) {
+      std::vector<std::vector<int64_t>> out;
+      for (auto& batch : loader) {
+        out.emplace_back(batch.template data_ptr<int64_t>(), batch.template data_ptr<int64_t>() + batch.numel());
+        if (static_cast<int>(out.size()) == limit) break;
+      }
+      return out;
+    };
+    // Uninterrupted: two epochs of 4 batches.
+    std::vector<std::vector<int64_t>> expected;
+    {
+      spur::Accelerator accelerator;
+      auto loader = make(accelerator);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        for (auto& b : flatten(loader, 100)) expected.push_back(b);
+      }
+    }
+    // Interrupted after `save_after` batches (saved inside the loop body, as a training loop does).
+    {
+      spur::Accelerator accelerator;
+      auto loader = make(accelerator);
+      int seen = 0;
+      for (auto& batch : loader) {
+        (void)batch;
+        if (++seen == save_after) {
+          accelerator.save_state(out);
+          break;
+        }
+      }
+    }
+    spur::Accelerator accelerator;
+    auto loader = make(accelerator);
+    accelerator.load_state(out);
+    std::vector<std::vector<int64_t>> resumed;
+    while (static_cast<int>(resumed.size()) < 8 - save_after) {
+      for (auto& b : flatten(loader, 100)) resumed.push_back(b);
+    }
+    QVERIFY(resumed == std::vector<std::vector<int64_t>>(expected.begin() + save_after, expected.end()));
+  }
+
+  void a_failed_load_changes_nothing() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    spur::Accelerator accelerator;
+    torch::nn::Linear net(4, 2);
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+    accelerator.save_state(out);
+    {
+      torch::NoGradGuard no_grad;
+      net->weight.fill_(7.0f);
+    }
+    corrupt_byte(out + "/optimizer.pt", 10);
+    const QString error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("optimizer.pt is corrupt"), qPrintable(error));
+    QCOMPARE(net->weight.min().item<float>(), 7.0f);  // the model was not half-restored
+  }
+
+  void the_number_of_loaders_must_match() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    {
+      spur::Accelerator accelerator;
+      auto loader = accelerator.prepare(spur::make_data_loader(spur::TensorDataset(torch::zeros({4, 1}), torch::zeros({4})),
+                                                               {.batch_size = 2}));
+      accelerator.save_state(out);
+    }
+    spur::Accelerator accelerator;
+    const QString error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("holds 1 data loader(s), this run prepared 0"), qPrintable(error));
+  }
+
   void a_crashed_save_leaves_no_trace_in_the_checkpoint() {
     QTemporaryDir dir;
     const std::string out = (dir.path() + "/state").toStdString();

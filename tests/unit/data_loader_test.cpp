@@ -207,6 +207,46 @@ class DataLoaderTest : public QObject {
     QVERIFY(indices_of(loader) == (Batches{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}));  // only once
   }
 
+  void an_inner_evaluation_loop_does_not_end_the_training_epoch() {
+    spur::Accelerator accelerator({.gradient_accumulation_steps = 2});
+    auto net = torch::nn::Linear(2, 1);
+    auto [model, train, eval] = accelerator.prepare(net, spur::make_data_loader(IndexDataset{.n = 8}, {.batch_size = 2}),
+                                                    spur::make_data_loader(IndexDataset{.n = 4}, {.batch_size = 2}));
+    QString pattern;
+    for (auto& batch : train) {
+      (void)batch;
+      auto scope = accelerator.accumulate(model);
+      pattern += accelerator.sync_gradients() ? 'S' : '-';
+      for (auto& inner : eval) (void)inner;  // a whole evaluation pass inside the training step
+    }
+    QCOMPARE(pattern, QString("-S-S"));
+  }
+
+  void gather_for_metrics_cuts_only_during_the_last_batch() {
+    spur::Accelerator accelerator;
+    // A prepared stream pads its last block even on one process: 7 samples, batch 3 -> [6, 0, 1], 1 real.
+    auto loader = accelerator.prepare(spur::make_stream_loader(std::make_shared<CountingStream>(7), {.batch_size = 3}));
+    std::vector<int64_t> kept;
+    for (auto& batch : loader) {
+      auto g = accelerator.gather_for_metrics(batch);
+      kept.insert(kept.end(), g.data_ptr<int64_t>(), g.data_ptr<int64_t>() + g.numel());
+    }
+    QVERIFY(kept == (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+    QCOMPARE(accelerator.gather_for_metrics(torch::zeros({3})).size(0), int64_t(3));  // after the loop: no cut
+  }
+
+  void leaving_a_loop_early_restarts_the_epoch() {
+    auto loader = spur::make_data_loader(IndexDataset{.n = 40}, {.batch_size = 4, .num_workers = 2});
+    int seen = 0;
+    for (auto& batch : loader) {
+      (void)batch;
+      if (++seen == 2) break;  // workers still loading ahead
+    }
+    QCOMPARE(loader.epoch(), int64_t(0));
+    QCOMPARE(indices_of(loader).front(), (std::vector<int64_t>{0, 1, 2, 3}));
+    QCOMPARE(loader.epoch(), int64_t(1));
+  }
+
   void prepared_loader_signals_its_last_batch() {
     spur::Accelerator accelerator({.gradient_accumulation_steps = 3});
     auto net = torch::nn::Linear(2, 1);

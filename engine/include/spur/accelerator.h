@@ -81,7 +81,8 @@ class Accelerator {
   /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
   /// PreparedOptimizer, a DataLoader a copy sharded for this process (Accelerate's rules, see sharding.h). One argument returns it alone; several return a tuple for structured bindings:
   ///   auto [model, optimizer] = accelerator.prepare(net, adam);
-  /// An optimizer passed as an lvalue must outlive the Accelerator and every copy of its PreparedOptimizer.
+  /// An optimizer or scheduler passed as an lvalue must outlive the Accelerator and every copy of its prepared
+  /// wrapper. A prepared DataLoader must be iterated on every rank (it yields this rank's share).
   template <typename... Objects>
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "prepare needs at least one model or optimizer");
@@ -234,6 +235,7 @@ class Accelerator {
   PreparedOptimizer prepare_one(const std::shared_ptr<O>& optimizer) {
     return prepare_optimizer(optimizer);
   }
+  // Not owned, as optimizers: the scheduler must outlive the Accelerator (save_state reads it).
   template <typename S, typename = std::enable_if_t<std::is_base_of_v<torch::optim::LRScheduler, S>>, typename = void>
   PreparedScheduler prepare_one(S& scheduler) {
     return prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler>(&scheduler, [](auto*) {}));

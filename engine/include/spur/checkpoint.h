@@ -50,8 +50,9 @@ namespace detail {
 /// Writes bytes to a file durably (fsync); returns its size and digest.
 std::pair<int64_t, uint64_t> write_file(const std::string& path, const std::string& bytes);
 
-/// Writes into `path`.tmp, then swaps it with `path` atomically (renameat2 RENAME_EXCHANGE) and removes the
-/// old contents: readers see the old directory or the new one, never a mix. `write` fills the temporary dir.
+/// Writes into `path`.spur-tmp, then swaps it with `path` atomically (renameat2 RENAME_EXCHANGE; two renames
+/// where the file system has no exchange) and removes the old contents: readers see the old directory or the
+/// new one, never a mix. `write` fills the temporary directory.
 void replace_directory(const std::string& path, const std::function<void(const std::string& tmp)>& write);
 /// The temporary directory replace_directory writes into.
 std::string temporary_directory(const std::string& path);

@@ -84,12 +84,13 @@ class LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;     // batches handed out in the current epoch
   int64_t skip_next = 0;    // batches to skip when the next epoch starts (skip_first_batches, load_state)
-  int64_t remainder = -1;   // for gather_for_metrics, once the last batch is out
+  bool at_end = false;      // the epoch's last batch has been handed out
+  int64_t remainder = -1;   // then: real samples of the last gathered round (gather_for_metrics)
   std::optional<torch::Device> device;  // prepared on a GPU: batches are moved there, as Accelerate does
 
   // Installed by Accelerator::prepare.
   std::function<void(const std::vector<int64_t>&)> check_order;  // collective: same order on every rank?
-  std::function<void(bool end, int64_t remainder)> on_end;        // end_of_dataloader + remainder
+  std::function<void(LoaderState*, bool)> on_active;              // an iteration starts (true) or ends (false)
 
   struct EpochPlan {
     std::vector<std::vector<int64_t>> batches;  // this rank's index batches; empty vector = zero-sample batch
@@ -99,7 +100,10 @@ class LoaderState {
   EpochPlan plan_epoch();
   void begin_epoch();
   void handed_out(bool last, int64_t remainder);
+  /// The iteration ran to its end: the next one is the next epoch.
   void finish_epoch();
+  /// The iteration was left early (break): the same epoch starts again next time.
+  void abandon();
 };
 
 // Applies fn to every tensor of a batch (Tensor, torch::data::Example, pair, tuple, vector, map); other
@@ -154,16 +158,14 @@ class Prefetcher {
  public:
   Prefetcher(std::function<Batch(int64_t)> produce, int64_t begin, int64_t end, int64_t workers, int64_t window)
       : produce_(std::move(produce)), next_(begin), wanted_(begin), end_(end), window_(std::max<int64_t>(1, window)) {
-    for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { run(); });
-  }
-  ~Prefetcher() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+    try {
+      for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { run(); });
+    } catch (...) {
+      stop();
+      throw;
     }
-    work_.notify_all();
-    for (auto& thread : threads_) thread.join();
   }
+  ~Prefetcher() { stop(); }
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
@@ -186,6 +188,15 @@ class Prefetcher {
     std::optional<Batch> batch;
     std::exception_ptr error;
   };
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
 
   void run() {
     for (;;) {
@@ -255,7 +266,11 @@ class StreamPrefetcher {
     space_.notify_all();
     return batch;
   }
-  int64_t remainder() const { return stream_->remainder(); }
+  /// Once next() returned std::nullopt: the stream's remainder.
+  int64_t remainder() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return remainder_;
+  }
 
  private:
   void run() {
@@ -277,6 +292,7 @@ class StreamPrefetcher {
       error_ = std::current_exception();
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    remainder_ = stream_->remainder();  // the worker is done with the stream: read it here, under the lock
     finished_ = true;
     items_.notify_all();
   }
@@ -288,6 +304,7 @@ class StreamPrefetcher {
   std::deque<Batch> queue_;
   bool stop_ = false;
   bool finished_ = false;
+  int64_t remainder_ = -1;
   std::exception_ptr error_;
   std::thread thread_;
 };
@@ -333,6 +350,9 @@ class DataLoader {
     state->prepared = true;
     state->epoch = 0;
     state->position = 0;
+    state->at_end = false;
+    state->check_order = nullptr;  // the preparing Accelerator installs its own hooks
+    state->on_active = nullptr;
     return DataLoader(state, fetch_, open_);
   }
   const std::shared_ptr<detail::LoaderState>& state() const { return state_; }
@@ -341,6 +361,12 @@ class DataLoader {
   // One pass over the data: its plan, its workers, its position.
   class Epoch {
    public:
+    Epoch(const Epoch&) = delete;
+    Epoch& operator=(const Epoch&) = delete;
+    ~Epoch() {
+      if (!finished_) state_->abandon();
+    }
+
     explicit Epoch(DataLoader& loader) : state_(loader.state_), fetch_(loader.fetch_) {
       auto& state = *state_;
       const int64_t skip = std::exchange(state.skip_next, 0);
@@ -371,10 +397,19 @@ class DataLoader {
     std::optional<Batch> next() {
       auto& state = *state_;
       if (state.stream) {
+        if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
         if (!lookahead_) return finish();
         auto batch = std::move(lookahead_);
-        lookahead_ = pull_stream();  // one ahead, to know whether this batch is the last
-        state.handed_out(!lookahead_, remainder());
+        try {
+          lookahead_ = pull_stream();  // one ahead, to know whether this batch is the last
+        } catch (...) {
+          // The batch in hand is good: hand it out, and the error at the position where it happened.
+          lookahead_.reset();
+          pending_error_ = std::current_exception();
+          state.handed_out(false, -1);
+          return place(std::move(*batch));
+        }
+        state.handed_out(!lookahead_, lookahead_ ? -1 : remainder());
         return place(std::move(*batch));
       }
       const int64_t count = static_cast<int64_t>(plan_.batches.size());
@@ -410,6 +445,7 @@ class DataLoader {
     std::unique_ptr<detail::BatchStream<Batch>> stream_;
     std::unique_ptr<detail::StreamPrefetcher<Batch>> stream_prefetcher_;
     std::optional<Batch> lookahead_;
+    std::exception_ptr pending_error_;
   };
 
  public:

@@ -43,7 +43,9 @@ struct AcceleratorOptions {
   /// process gets whole batches of batch_size.
   bool split_batches = false;
   /// Pad the last round from the start of the epoch so every process gets as many full batches; false: the
-  /// processes that run short get a zero-sample batch instead (meant for evaluation).
+  /// processes that run short get a zero-sample batch instead, so every rank loops as often and no collective
+  /// waits for a rank that left its loop. Meant for evaluation: a mean loss over zero samples is NaN, and
+  /// training on it would spread NaN to every rank's gradients.
   bool even_batches = true;
 
   /// How long ranks wait for each other to join. Default: SPUR_RENDEZVOUS_TIMEOUT (seconds), else 300 s.

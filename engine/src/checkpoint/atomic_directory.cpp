@@ -46,11 +46,24 @@ void commit_directory(const std::string& path) {
   const fs::path final_path = normalized(path);
   const fs::path tmp = temporary_directory(path);
   std::error_code error;
+  sync_directory(tmp);  // its entries, not just the files' contents, are on disk before the swap
   if (fs::exists(final_path, error)) {
-    if (exchange(tmp, final_path) != 0) {
+    if (exchange(tmp, final_path) == 0) {
+      fs::remove_all(tmp, error);  // now the old checkpoint
+    } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
+      // File systems without an atomic exchange (NFS...): two renames, with the old directory set aside
+      // (as <dir>.spur-old) rather than deleted until the new one is in place.
+      const fs::path old = final_path.string() + ".spur-old";
+      fs::remove_all(old, error);
+      fs::rename(final_path, old, error);
+      if (error) throw Error("cannot move " + final_path.string() + " aside: " + error.message());
+      fs::rename(tmp, final_path, error);
+      if (error) throw Error("cannot move the new checkpoint to " + final_path.string() + ": " + error.message() +
+                             " (the previous one is in " + old.string() + ")");
+      fs::remove_all(old, error);
+    } else {
       throw Error("cannot replace " + final_path.string() + " with the new checkpoint: " + std::strerror(errno));
     }
-    fs::remove_all(tmp, error);  // now the old checkpoint
   } else {
     fs::rename(tmp, final_path, error);
     if (error) throw Error("cannot move the new checkpoint to " + final_path.string() + ": " + error.message());

@@ -4,6 +4,8 @@
 //   optimizer.pt, scheduler.pt, scaler.pt, custom_checkpoint_<i>.pt   LibTorch archives (main process)
 //   random_states_<rank>.pt                     each rank's RNG states
 //   spur_state.json                             world size, loader positions, counters, every file's size and hash
+// Accelerate's names, where the content is what Accelerate writes (safetensors); LibTorch archives are .pt where
+// Accelerate writes Python pickles (.bin, .pkl): Spur's state directories are for Spur runs.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -139,157 +141,231 @@ void Accelerator::register_for_checkpointing(std::function<void(torch::serialize
   core_->custom.push_back({std::move(save), std::move(load)});
 }
 
+namespace {
+
+// Every rank learns whether any rank failed; the failing ranks report their own error, the others name it a
+// peer's. Keeps the ranks' collectives in step when a caller catches the error and carries on.
+void agree(detail::Communicator* comm, const std::string& failure, const std::string& what) {
+  bool any = !failure.empty();
+  if (comm) {
+    auto flag = torch::tensor({static_cast<int64_t>(any)}, torch::kLong);
+    any = detail::reduce_tensor(comm, flag, Reduction::sum).item<int64_t>() > 0;
+  }
+  if (!failure.empty()) throw Error(failure);
+  if (any) throw Error(what + " failed on another rank (its output names the cause)");
+}
+
+template <typename F>
+std::string attempt(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+// The saved view of a loader: at the end of an epoch (its last batch out), the next epoch from its start.
+json::Value loader_record(const detail::LoaderState& loader) {
+  const bool done = loader.at_end;
+  return json::Object{{"epoch", done ? loader.epoch + 1 : loader.epoch},
+                      {"position", done ? 0 : loader.position},
+                      {"stream", loader.stream},
+                      {"dataset_size", loader.dataset_size}};
+}
+
+}  // namespace
+
 void Accelerator::save_state(const std::string& dir) {
   auto& core = *core_;
   const std::string tmp = detail::temporary_directory(dir);
+  std::string failure;
   if (is_main_process()) {
-    std::error_code error;
-    fs::remove_all(tmp, error);  // left by a save that crashed
-    fs::create_directories(tmp, error);
-    if (error) throw Error("cannot create " + tmp + ": " + error.message());
+    failure = attempt([&] {
+      std::error_code error;
+      fs::remove_all(tmp, error);  // left by a save that crashed
+      fs::create_directories(tmp, error);
+      if (error) throw Error("cannot create " + tmp + ": " + error.message());
+    });
   }
-  wait_for_everyone();
+  agree(comm(), failure, "save_state(" + dir + ")");
 
   json::Object files;
   auto record = [&](const std::string& name, std::pair<int64_t, uint64_t> written) {
     files.emplace_back(name, json::Object{{"size", written.first}, {"hash", hex(written.second)}});
   };
   if (is_main_process()) {
-    for (size_t i = 0; i < core.models.size(); ++i) {
-      const auto dict = state_dict(*core.models[i]);
-      record(model_file(i), save_safetensors(tmp + "/" + model_file(i), dict.tensors,
-                                             {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
-    }
-    for (size_t i = 0; i < core.optimizers.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      core.optimizers[i]->save(archive);
-      record(indexed("optimizer", i), write_archive(tmp + "/" + indexed("optimizer", i), archive));
-    }
-    for (size_t i = 0; i < core.schedulers.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      archive.write("step_count", torch::tensor(static_cast<int64_t>(detail::scheduler_step_count(*core.schedulers[i]))));
-      record(indexed("scheduler", i), write_archive(tmp + "/" + indexed("scheduler", i), archive));
-    }
-    if (core.scaler) {
-      torch::serialize::OutputArchive archive;
-      archive.write("scale", torch::tensor(core.scaler->get_scale(), torch::kDouble));
-      archive.write("growth_tracker", torch::tensor(core.scaler->growth_tracker()));
-      archive.write("update_pending", torch::tensor(static_cast<int64_t>(core.scaler_update_pending)));
-      record("scaler.pt", write_archive(tmp + "/scaler.pt", archive));
-    }
-    for (size_t i = 0; i < core.custom.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      core.custom[i].save(archive);
-      const std::string name = "custom_checkpoint_" + std::to_string(i) + ".pt";
-      record(name, write_archive(tmp + "/" + name, archive));
-    }
+    failure = attempt([&] {
+      for (size_t i = 0; i < core.models.size(); ++i) {
+        const auto dict = state_dict(*core.models[i]);
+        record(model_file(i), save_safetensors(tmp + "/" + model_file(i), dict.tensors,
+                                               {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
+      }
+      for (size_t i = 0; i < core.optimizers.size(); ++i) {
+        torch::serialize::OutputArchive archive;
+        core.optimizers[i]->save(archive);
+        record(indexed("optimizer", i), write_archive(tmp + "/" + indexed("optimizer", i), archive));
+      }
+      for (size_t i = 0; i < core.schedulers.size(); ++i) {
+        torch::serialize::OutputArchive archive;
+        archive.write("step_count",
+                      torch::tensor(static_cast<int64_t>(detail::scheduler_step_count(*core.schedulers[i]))));
+        record(indexed("scheduler", i), write_archive(tmp + "/" + indexed("scheduler", i), archive));
+      }
+      if (core.scaler) {
+        torch::serialize::OutputArchive archive;
+        archive.write("scale", torch::tensor(core.scaler->get_scale(), torch::kDouble));
+        archive.write("growth_tracker", torch::tensor(core.scaler->growth_tracker()));
+        archive.write("update_pending", torch::tensor(static_cast<int64_t>(core.scaler_update_pending)));
+        record("scaler.pt", write_archive(tmp + "/scaler.pt", archive));
+      }
+      for (size_t i = 0; i < core.custom.size(); ++i) {
+        torch::serialize::OutputArchive archive;
+        core.custom[i].save(archive);
+        const std::string name = "custom_checkpoint_" + std::to_string(i) + ".pt";
+        record(name, write_archive(tmp + "/" + name, archive));
+      }
+    });
   }
 
   // Every rank: its RNG states. Main learns each file's size and hash through one gather.
-  torch::serialize::OutputArchive rng;
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    rng.write("cpu", generator.get_state());
-  }
-  compat::save_cuda_rng(rng);
-  const auto written = write_archive(tmp + "/random_states_" + std::to_string(process_index()) + ".pt", rng);
+  std::pair<int64_t, uint64_t> written{-1, 0};
+  const std::string rng_failure = attempt([&] {
+    torch::serialize::OutputArchive rng;
+    {
+      auto generator = at::detail::getDefaultCPUGenerator();  // shares the default generator
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      rng.write("cpu", generator.get_state());
+    }
+    compat::save_cuda_rng(rng);
+    written = write_archive(tmp + "/random_states_" + std::to_string(process_index()) + ".pt", rng);
+  });
+  if (failure.empty()) failure = rng_failure;
   const auto all = detail::gather_tensor(
       comm(), torch::tensor({written.first, static_cast<int64_t>(written.second)}, torch::kLong).unsqueeze(0));
 
-  if (is_main_process()) {
-    for (int64_t r = 0; r < all.size(0); ++r) {
-      record("random_states_" + std::to_string(r) + ".pt",
-             {all[r][0].item<int64_t>(), static_cast<uint64_t>(all[r][1].item<int64_t>())});
-    }
-    json::Array loaders;
-    for (const auto& weak : core.loaders) {
-      if (auto loader = weak.lock()) {
-        loaders.emplace_back(json::Object{{"epoch", loader->epoch}, {"position", loader->position}});
-      } else {
-        loaders.emplace_back(nullptr);
+  if (is_main_process() && failure.empty()) {
+    failure = attempt([&] {
+      for (int64_t r = 0; r < all.size(0); ++r) {
+        if (all[r][0].item<int64_t>() < 0) return;  // that rank failed; agree() reports it
+        record("random_states_" + std::to_string(r) + ".pt",
+               {all[r][0].item<int64_t>(), static_cast<uint64_t>(all[r][1].item<int64_t>())});
       }
-    }
-    json::Object state{{"format", kFormat},
-                       {"spur_version", SPUR_VERSION},
-                       {"world_size", num_processes()},
-                       {"models", static_cast<int64_t>(core.models.size())},
-                       {"optimizers", static_cast<int64_t>(core.optimizers.size())},
-                       {"schedulers", static_cast<int64_t>(core.schedulers.size())},
-                       {"custom_objects", static_cast<int64_t>(core.custom.size())},
-                       {"accumulation_step", core.gradient.step},
-                       {"step_was_skipped", core.step_was_skipped},
-                       {"loaders", std::move(loaders)},
-                       {"files", std::move(files)}};
-    detail::write_file(tmp + "/" + kStateFile, json::write(json::Value(std::move(state))) + "\n");
+      json::Array loaders;
+      for (const auto& weak : core.loaders) {
+        if (auto loader = weak.lock()) loaders.push_back(loader_record(*loader));
+      }
+      json::Object state{{"format", kFormat},
+                         {"spur_version", SPUR_VERSION},
+                         {"world_size", num_processes()},
+                         {"models", static_cast<int64_t>(core.models.size())},
+                         {"optimizers", static_cast<int64_t>(core.optimizers.size())},
+                         {"schedulers", static_cast<int64_t>(core.schedulers.size())},
+                         {"custom_objects", static_cast<int64_t>(core.custom.size())},
+                         {"accumulation_step", core.gradient.step},
+                         {"step_was_skipped", core.step_was_skipped},
+                         {"loaders", std::move(loaders)},
+                         {"files", std::move(files)}};
+      detail::write_file(tmp + "/" + kStateFile, json::write(json::Value(std::move(state))) + "\n");
+    });
   }
-  wait_for_everyone();
-  if (is_main_process()) detail::commit_directory(dir);
-  wait_for_everyone();
+  agree(comm(), failure, "save_state(" + dir + ")");
+  if (is_main_process()) failure = attempt([&] { detail::commit_directory(dir); });
+  agree(comm(), failure, "save_state(" + dir + ")");
 }
 
 void Accelerator::load_state(const std::string& dir) {
   auto& core = *core_;
   const std::string base = dir + "/";
   const std::string state_path = base + kStateFile;
-  if (!fs::is_directory(dir)) throw Error("checkpoint directory " + dir + " does not exist");
-  json::Value state;
-  try {
-    state = json::parse(read_text(state_path));
-  } catch (const Error& e) {
-    throw Error("checkpoint file " + state_path + " is corrupt: " + e.what());
-  }
-  try {
-    if (state.at("format", state_path).as_int("format") != kFormat) {
-      throw Error("format " + std::to_string(state.at("format").as_int()) + " is not one this Spur reads");
-    }
-    const int64_t world = state.at("world_size", state_path).as_int("world_size");
-    if (world != num_processes()) {
-      throw Error("it was saved by " + std::to_string(world) + " processes and this run has " +
-                  std::to_string(num_processes()) + " (RNG states and data positions are per rank): resume with " +
-                  std::to_string(world) + " processes");
-    }
-    auto expect_count = [&](const char* key, size_t have, const char* what) {
-      const int64_t saved = state.at(key, state_path).as_int(key);
-      if (saved != static_cast<int64_t>(have)) {
-        throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " + std::to_string(have) +
-                    " (prepare the same objects, in the same order, before load_state)");
-      }
-    };
-    expect_count("models", core.models.size(), "model(s)");
-    expect_count("optimizers", core.optimizers.size(), "optimizer(s)");
-    expect_count("schedulers", core.schedulers.size(), "scheduler(s)");
-    expect_count("custom_objects", core.custom.size(), "registered object(s)");
-  } catch (const Error& e) {
-    throw Error("cannot load checkpoint " + dir + ": " + e.what());
+  std::vector<std::shared_ptr<detail::LoaderState>> loaders;
+  for (const auto& weak : core.loaders) {
+    if (auto loader = weak.lock()) loaders.push_back(loader);
   }
 
-  // Catch truncated or altered files before reading them.
-  const auto& files = state.at("files", state_path).as_object("files");
-  auto verified = [&](const std::string& name) {
+  // Phase 1, on every rank: read the state file and check every file this rank will read, before touching
+  // anything, so a bad checkpoint leaves the run as it was.
+  json::Value state;
+  auto verified_path = [&](const std::string& name) {
     const std::string path = base + name;
-    const json::Value* entry = nullptr;
-    for (const auto& [file, info] : files) {
-      if (file == name) entry = &info;
-    }
+    const json::Value* entry = state.at("files", state_path).find(name);
     if (!entry) throw Error("checkpoint " + state_path + " does not list " + name);
     std::error_code error;
     const auto size = fs::file_size(path, error);
     if (error) throw Error("checkpoint file " + path + " is missing");
-    if (static_cast<int64_t>(size) != entry->at("size").as_int() || hex(file_digest(path)) != entry->at("hash").as_string()) {
+    if (static_cast<int64_t>(size) != entry->at("size", state_path + " (" + name + ")").as_int(name + ".size") ||
+        hex(file_digest(path)) != entry->at("hash", state_path + " (" + name + ")").as_string(name + ".hash")) {
       throw Error("checkpoint file " + path + " is corrupt: its size or hash differs from " + state_path);
     }
     return path;
   };
+  std::vector<std::string> to_read;
+  for (size_t i = 0; i < core.models.size(); ++i) to_read.push_back(model_file(i));
+  for (size_t i = 0; i < core.optimizers.size(); ++i) to_read.push_back(indexed("optimizer", i));
+  for (size_t i = 0; i < core.schedulers.size(); ++i) to_read.push_back(indexed("scheduler", i));
+  if (core.scaler) to_read.push_back("scaler.pt");
+  for (size_t i = 0; i < core.custom.size(); ++i) to_read.push_back("custom_checkpoint_" + std::to_string(i) + ".pt");
+  to_read.push_back("random_states_" + std::to_string(process_index()) + ".pt");
 
+  std::string failure = attempt([&] {
+    if (!fs::is_directory(dir)) throw Error("checkpoint directory " + dir + " does not exist");
+    try {
+      state = json::parse(read_text(state_path));
+    } catch (const Error& e) {
+      throw Error("checkpoint file " + state_path + " is corrupt: " + e.what());
+    }
+    try {
+      if (state.at("format", state_path).as_int("format") != kFormat) {
+        throw Error("format " + std::to_string(state.at("format").as_int()) + " is not one this Spur reads");
+      }
+      const int64_t world = state.at("world_size", state_path).as_int("world_size");
+      if (world != num_processes()) {
+        throw Error("it was saved by " + std::to_string(world) + " processes and this run has " +
+                    std::to_string(num_processes()) + " (RNG states and data positions are per rank): resume with " +
+                    std::to_string(world) + " processes");
+      }
+      auto expect_count = [&](const char* key, size_t have, const char* what) {
+        const int64_t saved = state.at(key, state_path).as_int(key);
+        if (saved != static_cast<int64_t>(have)) {
+          throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " +
+                      std::to_string(have) + " (prepare the same objects, in the same order, before load_state)");
+        }
+      };
+      expect_count("models", core.models.size(), "model(s)");
+      expect_count("optimizers", core.optimizers.size(), "optimizer(s)");
+      expect_count("schedulers", core.schedulers.size(), "scheduler(s)");
+      expect_count("custom_objects", core.custom.size(), "registered object(s)");
+      const auto& saved_loaders = state.at("loaders", state_path).as_array("loaders");
+      if (saved_loaders.size() != loaders.size()) {
+        throw Error("it holds " + std::to_string(saved_loaders.size()) + " data loader(s), this run prepared " +
+                    std::to_string(loaders.size()) + " (prepare the same loaders, in the same order)");
+      }
+      for (size_t i = 0; i < loaders.size(); ++i) {
+        const auto& saved = saved_loaders[i];
+        if (saved.at("stream", "loader").as_bool("stream") != loaders[i]->stream ||
+            saved.at("dataset_size", "loader").as_int("dataset_size") != loaders[i]->dataset_size) {
+          throw Error("data loader " + std::to_string(i) + " is not the one saved (another dataset size or kind): "
+                      "prepare the same loaders, in the same order");
+        }
+      }
+      state.at("accumulation_step", state_path).as_int("accumulation_step");
+      state.at("step_was_skipped", state_path).as_bool("step_was_skipped");
+    } catch (const Error& e) {
+      throw Error("cannot load checkpoint " + dir + ": " + e.what());
+    }
+    for (const auto& name : to_read) verified_path(name);
+  });
+  agree(comm(), failure, "load_state(" + dir + ")");
+
+  // Phase 2: restore.
   for (size_t i = 0; i < core.models.size(); ++i) {
-    const auto path = verified(model_file(i));
+    const auto path = base + model_file(i);
     auto file = load_safetensors(path);
     std::map<std::string, torch::Tensor> loaded(file.tensors.begin(), file.tensors.end());
     assign(*core.models[i], loaded, path);
   }
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
-    const auto path = verified(indexed("optimizer", i));
+    const auto path = base + indexed("optimizer", i);
     auto archive = read_archive(path, core.device);
     try {
       auto& optimizer = *core.optimizers[i];
@@ -309,40 +385,48 @@ void Accelerator::load_state(const std::string& dir) {
     }
   }
   for (size_t i = 0; i < core.schedulers.size(); ++i) {
-    const auto path = verified(indexed("scheduler", i));
+    const auto path = base + indexed("scheduler", i);
     auto archive = read_archive(path, torch::kCPU);
     detail::set_scheduler_step_count(*core.schedulers[i],
                                      static_cast<unsigned>(read_tensor(archive, "step_count", path).item<int64_t>()));
   }
   if (core.scaler) {
-    const auto path = verified("scaler.pt");
+    const auto path = base + "scaler.pt";
     auto archive = read_archive(path, torch::kCPU);
     core.scaler->load(read_tensor(archive, "scale", path).item<double>(),
                       read_tensor(archive, "growth_tracker", path).item<int64_t>());
     core.scaler_update_pending = read_tensor(archive, "update_pending", path).item<int64_t>() != 0;
   }
   for (size_t i = 0; i < core.custom.size(); ++i) {
-    const auto path = verified("custom_checkpoint_" + std::to_string(i) + ".pt");
+    const auto path = base + "custom_checkpoint_" + std::to_string(i) + ".pt";
     auto archive = read_archive(path, core.device);
-    core.custom[i].load(archive);
+    try {
+      core.custom[i].load(archive);
+    } catch (const std::exception& e) {
+      throw Error("checkpoint file " + path + " does not fit registered object " + std::to_string(i) + ": " + e.what());
+    }
   }
   {
-    const auto path = verified("random_states_" + std::to_string(process_index()) + ".pt");
+    const auto path = base + "random_states_" + std::to_string(process_index()) + ".pt";
     auto archive = read_archive(path, torch::kCPU);
-    auto generator = at::detail::getDefaultCPUGenerator();  // shares the default generator
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(read_tensor(archive, "cpu", path));
-    compat::load_cuda_rng(archive);
+    try {
+      auto generator = at::detail::getDefaultCPUGenerator();  // shares the default generator
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(read_tensor(archive, "cpu", path));
+      compat::load_cuda_rng(archive);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error("checkpoint file " + path + " holds an RNG state this process cannot use: " + e.what());
+    }
   }
-  const auto& loaders = state.at("loaders", state_path).as_array("loaders");
-  for (size_t i = 0; i < core.loaders.size() && i < loaders.size(); ++i) {
-    auto loader = core.loaders[i].lock();
-    if (!loader || loaders[i].is_null()) continue;
-    loader->epoch = loaders[i].at("epoch").as_int("epoch");
-    loader->skip_next = loaders[i].at("position").as_int("position");
+  const auto& saved_loaders = state.at("loaders").as_array();
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    loaders[i]->epoch = saved_loaders[i].at("epoch").as_int();
+    loaders[i]->skip_next = saved_loaders[i].at("position").as_int();
   }
-  core.gradient.step = state.at("accumulation_step", state_path).as_int("accumulation_step");
-  core.step_was_skipped = state.at("step_was_skipped", state_path).as_bool("step_was_skipped");
+  core.gradient.step = state.at("accumulation_step").as_int();
+  core.step_was_skipped = state.at("step_was_skipped").as_bool();
 }
 
 void Accelerator::save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options) {

@@ -72,20 +72,27 @@ LoaderState::EpochPlan LoaderState::plan_epoch() {
 
 void LoaderState::begin_epoch() {
   position = 0;
+  at_end = false;
   remainder = -1;
-  if (on_end) on_end(false, -1);
+  if (on_active) on_active(this, true);
 }
 
 void LoaderState::handed_out(bool last, int64_t last_remainder) {
   ++position;
-  if (!last) return;
-  remainder = last_remainder;
-  if (on_end) on_end(true, remainder);
+  at_end = last;
+  remainder = last ? last_remainder : -1;
 }
 
 void LoaderState::finish_epoch() {
   ++epoch;
   position = 0;
+  at_end = false;
+  if (on_active) on_active(this, false);
+}
+
+void LoaderState::abandon() {
+  at_end = false;
+  if (on_active) on_active(this, false);
 }
 
 bool can_pin_memory() { return torch::cuda::is_available(); }
