@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
-#   installer/setup.sh run    install what is missing, build, run the main job (the bundled example training)
+#   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
 #   installer/setup.sh test   install what is missing, build, run the whole test suite (non-zero on any failure)
 #   installer/setup.sh deps | build   just those steps
 set -euo pipefail
@@ -53,8 +53,8 @@ case "${1:-}" in
   run)
     install_packages
     build
-    say "running the example: a small MLP on generated data, one process (OMP_NUM_THREADS=1)"
-    OMP_NUM_THREADS=1 build/examples/train_mlp
+    say "running the example on 2 processes: build/app/spur launch --num_processes 2 build/examples/train_mlp"
+    build/app/spur launch --num_processes 2 build/examples/train_mlp
     ;;
   test)
     install_packages

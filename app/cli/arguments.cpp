@@ -4,9 +4,14 @@
 
 namespace spur::cli {
 
-Arguments::Arguments(const QStringList& arguments, const QSet<QString>& valued, const QSet<QString>& switches) {
+Arguments::Arguments(const QStringList& arguments, const QSet<QString>& valued, const QSet<QString>& switches,
+                     bool stop_at_positional) {
   for (int i = 0; i < arguments.size(); ++i) {
     const QString& argument = arguments[i];
+    if (argument == "--" || (stop_at_positional && !argument.startsWith("--"))) {
+      positional_ << arguments.mid(argument == "--" ? i + 1 : i);
+      return;
+    }
     if (!argument.startsWith("--")) {
       positional_ << argument;
       continue;

@@ -21,7 +21,10 @@ class UsageError : public std::runtime_error {
 class Arguments {
  public:
   /// `valued`: flags that take a value; `switches`: boolean flags. Names without dashes, with underscores.
-  Arguments(const QStringList& arguments, const QSet<QString>& valued, const QSet<QString>& switches);
+  /// With `stop_at_positional`, the first non-flag and everything after it are positional (a program and its
+  /// own arguments, as `spur launch` takes them).
+  Arguments(const QStringList& arguments, const QSet<QString>& valued, const QSet<QString>& switches,
+            bool stop_at_positional = false);
 
   bool has(const QString& name) const { return values_.contains(name) || switches_.contains(name); }
   std::optional<QString> value(const QString& name) const;

@@ -7,6 +7,10 @@
 
 namespace spur::cli {
 
+/// `spur config [default|show|validate]`: write, show and check Accelerate-format run configurations.
+int config_command(const QStringList& arguments);
+/// `spur launch [flags] PROGRAM [ARGS...]`: this machine's ranks of a run, supervised.
+int launch_command(const QStringList& arguments);
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
 /// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.

@@ -10,6 +10,8 @@ namespace {
 int usage(QTextStream& out) {
   out << "usage: spur <command> [arguments]\n\n"
          "commands:\n"
+         "  config      write a run configuration (questions; or default, show, validate FILE)\n"
+         "  launch      run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
          "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS\n"
          "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
          "options:\n"
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "env") return spur::cli::env_command(arguments);
+  if (command == "config") return spur::cli::config_command(arguments);
+  if (command == "launch") return spur::cli::launch_command(arguments);
   if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
   err << "spur: unknown command '" << command << "' (see spur --help)\n";
   return 2;

@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reading, checking and writing run configurations with Accelerate's loader rules (reference: Accelerate 1.14):
+// unknown top-level keys are errors, distributed_type is required, legacy fp16: true is mixed_precision fp16,
+// unquoted NO is YAML 1.1's false. Where Accelerate is wrong, Spur is stricter or keeps what it breaks.
+#include "config/run_config.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QStandardPaths>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace spur::app {
+namespace {
+
+const std::vector<std::string> kLocalKeys = {
+    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
+    "num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_ip", "main_process_port",
+    "rdzv_backend", "same_network", "main_training_function", "downcast_bf16", "fp8_config", "ipex_config",
+    "mpirun_config", "deepspeed_config", "fsdp_config", "parallelism_config", "megatron_lm_config", "dynamo_config",
+    "tpu_name", "tpu_zone", "tpu_vm", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "command_file", "commands"};
+const std::vector<std::string> kSageMakerKeys = {
+    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
+    "dynamo_config", "ec2_instance_type", "iam_role_name", "image_uri", "profile", "region", "num_machines",
+    "gpu_ids", "base_job_name", "pytorch_version", "transformers_version", "py_version", "sagemaker_inputs_file",
+    "sagemaker_metrics_file", "additional_args"};
+const std::vector<std::string> kLocalTypes = {"NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
+                                              "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU", "MULTI_NEURON", "DEEPSPEED",
+                                              "FSDP", "XLA", "MEGATRON_LM"};
+const std::vector<std::string> kSageMakerTypes = {"NO", "DATA_PARALLEL", "MODEL_PARALLEL"};
+const std::vector<std::string> kPrecisions = {"no", "fp16", "bf16", "fp8"};
+
+// YAML 1.1 (PyYAML, Accelerate's loader) reads these plain words as booleans.
+bool yaml11_bool_word(const std::string& s) {
+  static const std::set<std::string> words = {"y",   "Y",   "yes", "Yes", "YES", "n",     "N",     "no",
+                                              "No",  "NO",  "true", "True", "TRUE", "false", "False", "FALSE",
+                                              "on",  "On",  "ON",  "off", "Off", "OFF"};
+  return words.count(s) > 0;
+}
+
+bool yaml11_true(std::string word) {
+  std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+  return word == "y" || word == "yes" || word == "true" || word == "on";
+}
+
+// Plain (unquoted) as read, or built in code from a number or bool; "!" marks a string that must stay one.
+bool plain(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+class Checker {
+ public:
+  Checker(const std::string& name, const std::map<std::string, YAML::Node>& values) : name_(name), values_(values) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    std::string where = name_;
+    auto it = values_.find(key);
+    if (it != values_.end() && it->second.Mark().line >= 0) where += ":" + std::to_string(it->second.Mark().line + 1);
+    throw ConfigError(where + ": " + key + ": " + why);
+  }
+
+  const YAML::Node* get(const std::string& key) const {
+    auto it = values_.find(key);
+    return it == values_.end() || it->second.IsNull() ? nullptr : &it->second;
+  }
+
+  std::string choice(const std::string& key, const std::vector<std::string>& allowed) const {
+    const YAML::Node* node = get(key);
+    if (!node) return "";
+    if (!node->IsScalar()) fail(key, "must be one of " + join(allowed));
+    const std::string value = node->Scalar();
+    if (plain(*node) && yaml11_bool_word(value)) {
+      fail(key, "unquoted " + value + " is the boolean " + (yaml11_true(value) ? "true" : "false") +
+                    " in YAML 1.1, as Accelerate's loader reads it: write '" + value + "' in quotes");
+    }
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      fail(key, "'" + value + "' is not one of " + join(allowed));
+    }
+    return value;
+  }
+
+  void boolean(const std::string& key) const {
+    const YAML::Node* node = get(key);
+    bool value;
+    if (node && (!node->IsScalar() || !plain(*node) || !YAML::convert<bool>::decode(*node, value))) {
+      fail(key, "must be true or false, not '" + (node->IsScalar() ? node->Scalar() : std::string("a list or map")) + "'");
+    }
+  }
+
+  std::optional<long long> integer(const std::string& key, long long minimum, long long maximum,
+                                   const std::string& rule) const {
+    const YAML::Node* node = get(key);
+    if (!node) return std::nullopt;
+    long long value = 0;
+    if (!node->IsScalar() || !YAML::convert<long long>::decode(*node, value)) {
+      fail(key, "must be an integer, not '" + (node->IsScalar() ? node->Scalar() : std::string("a list or map")) + "'");
+    }
+    if (value < minimum || value > maximum) fail(key, std::to_string(value) + " is out of range: " + rule);
+    return value;
+  }
+
+  void single(const std::string& key) const {
+    const YAML::Node* node = get(key);
+    if (node && !node->IsScalar()) fail(key, "must be a single value");
+  }
+
+ private:
+  const std::string& name_;
+  const std::map<std::string, YAML::Node>& values_;
+};
+
+// Emits a scalar the way Accelerate's writer (PyYAML) would read back to the same value.
+void write_scalar(YAML::Emitter& out, const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (plain(node)) {
+    out << s;
+    return;
+  }
+  // A string: quote it when a plain scalar would read as something else (NO, 0, 1.5, null, '').
+  long long i;
+  double d;
+  const bool looks_typed = s.empty() || yaml11_bool_word(s) || s == "null" || s == "~" ||
+                           YAML::convert<long long>::decode(YAML::Node(s), i) ||
+                           YAML::convert<double>::decode(YAML::Node(s), d);
+  if (looks_typed) {
+    out << YAML::SingleQuoted << s;
+  } else {
+    out << s;
+  }
+}
+
+bool empty_map(const YAML::Node& node) { return node.IsMap() && node.size() == 0; }
+
+void write_node(YAML::Emitter& out, const YAML::Node& node) {
+  if (node.IsScalar()) {
+    write_scalar(out, node);
+  } else if (node.IsSequence()) {
+    out << (node.size() == 0 ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
+    for (const auto& item : node) write_node(out, item);
+    out << YAML::EndSeq;
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Node> sorted;
+    for (const auto& entry : node) sorted[entry.first.as<std::string>()] = entry.second;
+    out << YAML::BeginMap;
+    for (const auto& [key, value] : sorted) {
+      if (value.IsNull() || empty_map(value)) continue;
+      out << YAML::Key << key << YAML::Value;
+      write_node(out, value);
+    }
+    out << YAML::EndMap;
+  } else {
+    out << YAML::Null;
+  }
+}
+
+std::string json_scalar(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (plain(node)) {
+    bool b;
+    long long i;
+    double d;
+    if (s == "true" || s == "false") return s;
+    if (YAML::convert<bool>::decode(node, b)) return b ? "true" : "false";
+    if (YAML::convert<long long>::decode(node, i)) return std::to_string(i);
+    if (YAML::convert<double>::decode(node, d)) return s;
+    if (s == "null" || s == "~") return "null";
+  }
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void emit_json(std::ostringstream& out, const YAML::Node& node, int indent) {
+  const std::string pad(static_cast<size_t>(indent + 2), ' ');
+  if (node.IsScalar()) {
+    out << json_scalar(node);
+  } else if (node.IsSequence()) {
+    out << "[";
+    for (size_t i = 0; i < node.size(); ++i) {
+      out << (i ? ", " : "");
+      emit_json(out, node[i], indent + 2);
+    }
+    out << "]";
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Node> sorted;
+    for (const auto& entry : node) sorted[entry.first.as<std::string>()] = entry.second;
+    out << "{";
+    bool first = true;
+    for (const auto& [key, value] : sorted) {
+      if (value.IsNull() || empty_map(value)) continue;
+      out << (first ? "\n" : ",\n") << pad << "\"" << key << "\": ";
+      emit_json(out, value, indent + 2);
+      first = false;
+    }
+    out << "\n" << std::string(static_cast<size_t>(indent), ' ') << "}";
+  } else {
+    out << "null";
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& RunConfig::known_keys(bool sagemaker) { return sagemaker ? kSageMakerKeys : kLocalKeys; }
+
+RunConfig RunConfig::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot read the configuration file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path);
+}
+
+RunConfig RunConfig::parse(const std::string& text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);  // JSON is read by the same parser: it is (near enough) YAML's flow style
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML or JSON: " + e.msg);
+  }
+  if (!root.IsMap()) throw ConfigError(name + ": a configuration is a mapping of keys to values");
+  RunConfig config;
+  config.name_ = name;
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    if (config.values_.count(key)) {
+      throw ConfigError(name + ":" + std::to_string(entry.first.Mark().line + 1) + ": " + key + " appears twice");
+    }
+    config.values_[key] = entry.second;
+  }
+  // Accelerate's legacy keys.
+  if (auto it = config.values_.find("fp16"); it != config.values_.end()) {
+    bool on = false;
+    if (it->second.IsScalar() && YAML::convert<bool>::decode(it->second, on) && on &&
+        !config.values_.count("mixed_precision")) {
+      config.values_["mixed_precision"] = YAML::Node("fp16");
+    }
+    config.values_.erase(it);
+  }
+  if (auto it = config.values_.find("dynamo_backend"); it != config.values_.end()) {
+    YAML::Node dynamo;
+    dynamo["dynamo_backend"] = it->second;
+    if (!config.values_.count("dynamo_config")) config.values_["dynamo_config"] = dynamo;
+    config.values_.erase(it);
+  }
+  config.validate(name);
+  return config;
+}
+
+void RunConfig::validate(const std::string& name) const {
+  const Checker check(name, values_);
+  const std::string environment = check.choice("compute_environment", {"LOCAL_MACHINE", "AMAZON_SAGEMAKER"});
+  const bool on_sagemaker = environment == "AMAZON_SAGEMAKER";
+  const auto& known = known_keys(on_sagemaker);
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : values_) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) unknown.push_back(key);
+  }
+  if (!unknown.empty()) {
+    check.fail(unknown.front(), std::string("unknown key (Accelerate's loader rejects unknown keys") +
+                                    (unknown.size() > 1 ? "; also unknown: " + join({unknown.begin() + 1, unknown.end()})
+                                                        : std::string()) +
+                                    ")");
+  }
+  if (!check.get("distributed_type")) {
+    throw ConfigError(name + ": distributed_type is missing; it is required (one of " +
+                      join(on_sagemaker ? kSageMakerTypes : kLocalTypes) + ")");
+  }
+  check.choice("distributed_type", on_sagemaker ? kSageMakerTypes : kLocalTypes);
+  check.choice("mixed_precision", kPrecisions);
+  for (const char* key : {"use_cpu", "debug", "enable_cpu_affinity", "same_network", "tpu_use_cluster", "tpu_use_sudo"}) {
+    check.boolean(key);
+  }
+  const auto machines = check.integer("num_machines", 1, 100000, "at least 1");
+  check.integer("machine_rank", 0, machines.value_or(1) - 1,
+                "a machine's index, from 0 to num_machines - 1 (" + std::to_string(machines.value_or(1) - 1) + ")");
+  if (const auto processes = check.integer("num_processes", -1, 10000000, "at least 1 (or -1: set at launch)");
+      processes && *processes == 0) {
+    check.fail("num_processes", "0 processes cannot run: at least 1 (or -1: set at launch)");
+  }
+  check.integer("main_process_port", 0, 65535, "a TCP port, 0 to 65535 (0: any free port)");
+  for (const char* key : {"main_process_ip", "rdzv_backend", "main_training_function", "ec2_instance_type",
+                          "iam_role_name", "image_uri", "profile", "region", "base_job_name"}) {
+    check.single(key);
+  }
+  if (const YAML::Node* ids = check.get("gpu_ids")) {
+    const std::string text = ids->IsScalar() ? ids->Scalar() : "";
+    bool ok = text == "all" && ids->IsScalar();
+    if (!ok && ids->IsScalar()) {
+      ok = !text.empty();
+      std::stringstream list(text);
+      std::string id;
+      while (std::getline(list, id, ',')) {
+        ok = ok && !id.empty() && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+      }
+    }
+    if (!ok) check.fail("gpu_ids", "must be 'all' or a list of GPU numbers like '0,1'");
+  }
+  if (on_sagemaker) {
+    for (const char* key : {"ec2_instance_type", "iam_role_name"}) {
+      if (!check.get(key)) throw ConfigError(name + ": " + key + " is missing; the SageMaker schema requires it");
+    }
+  }
+}
+
+RunConfig RunConfig::defaults(const std::string& mixed_precision, int gpus) {
+  RunConfig config;
+  config.name_ = "defaults";
+  auto& v = config.values_;
+  v["compute_environment"] = YAML::Node("LOCAL_MACHINE");
+  v["debug"] = YAML::Load("false");
+  v["distributed_type"] = YAML::Node(gpus > 1 ? "MULTI_GPU" : "NO");
+  v["downcast_bf16"] = YAML::Load("false");
+  v["enable_cpu_affinity"] = YAML::Load("false");
+  v["machine_rank"] = YAML::Load("0");
+  v["main_training_function"] = YAML::Node("main");
+  v["mixed_precision"] = YAML::Node(mixed_precision);
+  v["num_machines"] = YAML::Load("1");
+  v["num_processes"] = YAML::Load(std::to_string(std::max(1, gpus)));
+  v["rdzv_backend"] = YAML::Node("static");
+  v["same_network"] = YAML::Load("false");
+  v["tpu_use_cluster"] = YAML::Load("false");
+  v["tpu_use_sudo"] = YAML::Load("false");
+  v["use_cpu"] = YAML::Load(gpus == 0 ? "true" : "false");
+  // Strings built in code carry no quoting tag: mark them as strings so the writer quotes 'no' and 'NO'.
+  for (const char* key : {"compute_environment", "distributed_type", "main_training_function", "mixed_precision",
+                          "rdzv_backend"}) {
+    v[key].SetTag("!");
+  }
+  config.validate("defaults");
+  return config;
+}
+
+std::string RunConfig::to_yaml() const {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& [key, value] : values_) root[key] = value;
+  YAML::Emitter out;
+  write_node(out, root);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string RunConfig::to_json() const {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& [key, value] : values_) root[key] = value;
+  std::ostringstream out;
+  emit_json(out, root, 0);
+  return out.str() + "\n";
+}
+
+void RunConfig::save(const std::string& path) const {
+  const QString target = QString::fromStdString(path);
+  QDir().mkpath(QFileInfo(target).absolutePath());
+  QSaveFile file(target);  // written whole or not at all: a crash never leaves half a config
+  const std::string text = target.endsWith(".json") ? to_json() : to_yaml();
+  if (!file.open(QIODevice::WriteOnly) || file.write(text.data(), static_cast<qint64>(text.size())) < 0 ||
+      !file.commit()) {
+    throw ConfigError(path + ": cannot write the configuration: " + file.errorString().toStdString());
+  }
+}
+
+const YAML::Node* RunConfig::find(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() || it->second.IsNull() ? nullptr : &it->second;
+}
+
+std::string RunConfig::text(const std::string& key, const std::string& fallback) const {
+  const YAML::Node* node = find(key);
+  return node && node->IsScalar() ? node->Scalar() : fallback;
+}
+
+bool RunConfig::flag(const std::string& key, bool fallback) const {
+  const YAML::Node* node = find(key);
+  bool value = fallback;
+  if (node && node->IsScalar()) YAML::convert<bool>::decode(*node, value);
+  return value;
+}
+
+int RunConfig::number(const std::string& key, int fallback) const {
+  const YAML::Node* node = find(key);
+  int value = fallback;
+  if (node && node->IsScalar()) YAML::convert<int>::decode(*node, value);
+  return value;
+}
+
+void RunConfig::set(const std::string& key, const YAML::Node& value) {
+  auto previous = values_;
+  values_[key] = value;
+  try {
+    validate(name_);
+  } catch (...) {
+    values_ = std::move(previous);
+    throw;
+  }
+}
+
+void RunConfig::erase(const std::string& key) { values_.erase(key); }
+
+std::vector<std::string> RunConfig::unsupported() const {
+  std::vector<std::string> notes;
+  const std::string type = distributed_type();
+  if (type == "DEEPSPEED" || type == "FSDP" || type == "XLA" || type == "MEGATRON_LM" || type == "MODEL_PARALLEL" ||
+      (type.rfind("MULTI_", 0) == 0 && type != "MULTI_CPU" && type != "MULTI_GPU")) {
+    notes.push_back("distributed_type " + type + ": Spur runs data parallel (DDP) instead");
+  }
+  for (const char* key : {"deepspeed_config", "fsdp_config", "megatron_lm_config", "parallelism_config", "fp8_config",
+                          "ipex_config", "dynamo_config", "mpirun_config"}) {
+    const YAML::Node* node = find(key);
+    if (node && !empty_map(*node)) notes.push_back(std::string(key) + ": kept in the file, not acted on by Spur");
+  }
+  if (mixed_precision() == "fp8") notes.push_back("mixed_precision fp8: Spur runs no, fp16 or bf16");
+  if (flag("enable_cpu_affinity", false)) notes.push_back("enable_cpu_affinity: not acted on by Spur");
+  if (find("tpu_name") || find("commands") || find("command_file")) notes.push_back("TPU keys: Spur does not run on TPUs");
+  return notes;
+}
+
+std::string default_config_path() {
+  return (QStandardPaths::writableLocation(QStandardPaths::GenericConfigLocation) + "/spur/default_config.yaml")
+      .toStdString();
+}
+
+std::string accelerate_config_path() {
+  QString home = qEnvironmentVariable("HF_HOME");
+  if (home.isEmpty()) {
+    const QString cache = qEnvironmentVariable("XDG_CACHE_HOME");
+    home = (cache.isEmpty() ? QDir::homePath() + "/.cache" : cache) + "/huggingface";
+  }
+  return (home + "/accelerate/default_config.yaml").toStdString();
+}
+
+std::string config_in_effect() {
+  if (QFileInfo::exists(QString::fromStdString(default_config_path()))) return default_config_path();
+  if (QFileInfo::exists(QString::fromStdString(accelerate_config_path()))) return accelerate_config_path();
+  return {};
+}
+
+}  // namespace spur::app

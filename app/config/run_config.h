@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// RunConfig: a run's configuration in the format of Hugging Face Accelerate's default_config.yaml (YAML, or JSON
+// as `accelerate config default` writes), read with Accelerate's loader rules and errors naming file, line, key.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spur::app {
+
+/// A bad configuration: the message names the file, the line and the key.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::string& message) : std::runtime_error(message) {}
+};
+
+class RunConfig {
+ public:
+  /// Reads and validates a file (".json": JSON, anything else: YAML). Throws ConfigError.
+  static RunConfig load(const std::string& path);
+  /// Same, from text; `name` is what errors call the file.
+  static RunConfig parse(const std::string& text, const std::string& name);
+  /// A local configuration for this machine with Accelerate's `config default` values.
+  static RunConfig defaults(const std::string& mixed_precision = "no", int gpus = 0);
+
+  /// Accelerate's writer: keys sorted, nulls and empty dicts dropped, 'no'/'NO' quoted.
+  std::string to_yaml() const;
+  std::string to_json() const;
+  /// Writes YAML, or JSON for a ".json" path, atomically (temporary file, then rename).
+  void save(const std::string& path) const;
+
+  bool sagemaker() const { return text("compute_environment", "LOCAL_MACHINE") == "AMAZON_SAGEMAKER"; }
+  std::string distributed_type() const { return text("distributed_type", ""); }
+  std::string mixed_precision() const { return text("mixed_precision", "no"); }
+  bool use_cpu() const { return flag("use_cpu", false); }
+  bool debug() const { return flag("debug", false); }
+  /// Total over all machines; -1 when the file leaves it to the command line.
+  int num_processes() const { return number("num_processes", -1); }
+  int num_machines() const { return number("num_machines", 1); }
+  int machine_rank() const { return number("machine_rank", 0); }
+  std::string gpu_ids() const { return text("gpu_ids", "all"); }
+  std::string main_process_ip() const { return text("main_process_ip", ""); }
+  /// -1 when unset.
+  int main_process_port() const { return number("main_process_port", -1); }
+  std::string rdzv_backend() const { return text("rdzv_backend", "static"); }
+  bool same_network() const { return flag("same_network", false); }
+
+  /// A key's value as written (nullptr when absent).
+  const YAML::Node* find(const std::string& key) const;
+  std::string text(const std::string& key, const std::string& fallback) const;
+  bool flag(const std::string& key, bool fallback) const;
+  int number(const std::string& key, int fallback) const;
+  /// Sets a key (Accelerate's keys only) and re-validates; ConfigError naming the key on a bad value.
+  void set(const std::string& key, const YAML::Node& value);
+  void erase(const std::string& key);
+
+  /// Keys that would change the run's behaviour in Accelerate but that Spur does not act on (FSDP, DeepSpeed,
+  /// dynamo, TPU...), with why; they are kept as they are in the file.
+  std::vector<std::string> unsupported() const;
+  /// The keys Accelerate's loader accepts at the top level for this file's compute environment.
+  static const std::vector<std::string>& known_keys(bool sagemaker);
+
+ private:
+  void validate(const std::string& name) const;
+  std::map<std::string, YAML::Node> values_;
+  std::string name_ = "config";
+};
+
+/// Where the default configuration lives: $XDG_CONFIG_HOME/spur/default_config.yaml.
+std::string default_config_path();
+/// Accelerate's: $HF_HOME/accelerate/default_config.yaml ($XDG_CACHE_HOME/huggingface or ~/.cache/huggingface).
+std::string accelerate_config_path();
+/// The file a run uses when none is named: Spur's default, else Accelerate's if it exists; empty when neither.
+std::string config_in_effect();
+
+}  // namespace spur::app

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// Turning configuration + flags into ranks and environments: torchrun's variables (so programs written for
+// torchrun run unchanged) plus Spur's own, and Accelerate's rules for the totals (num_processes is the total
+// over all machines; a machine runs num_processes / num_machines of them).
+#include "launch/launch_plan.h"
+
+#include <QFileInfo>
+#include <QStandardPaths>
+
+namespace spur::app {
+
+LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions& options, const QString& program,
+                     const QStringList& arguments, const MachineFacts& machine) {
+  if (program.isEmpty()) throw LaunchError("no program to launch: spur launch [flags] PROGRAM [ARGS...]");
+  if (config && config->sagemaker()) {
+    throw LaunchError("the configuration is for Amazon SageMaker; `spur launch` on this machine runs local "
+                      "configurations (compute_environment: LOCAL_MACHINE)");
+  }
+  LaunchPlan plan;
+  if (config) plan.notes = [&] {
+    QStringList notes;
+    for (const auto& note : config->unsupported()) notes << QString::fromStdString(note);
+    return notes;
+  }();
+
+  // Totals: flags over the file; a file with distributed_type NO means one process.
+  int total = options.num_processes.value_or(config ? config->num_processes() : -1);
+  if (!options.num_processes && config && config->distributed_type() == "NO") total = 1;
+  if (total < 1) total = 1;
+  plan.num_machines = options.num_machines.value_or(config ? config->num_machines() : 1);
+  plan.machine_rank = options.machine_rank.value_or(config ? config->machine_rank() : 0);
+  if (plan.num_machines < 1) throw LaunchError("--num_machines must be at least 1");
+  if (plan.machine_rank < 0 || plan.machine_rank >= plan.num_machines) {
+    throw LaunchError(QString("--machine_rank %1 is not one of the %2 machines (0 to %3)")
+                          .arg(plan.machine_rank).arg(plan.num_machines).arg(plan.num_machines - 1));
+  }
+  if (total % plan.num_machines != 0) {
+    throw LaunchError(QString("num_processes (%1) is the total over num_machines (%2): it must be a multiple of it "
+                              "(e.g. %3 for %4 per machine)")
+                          .arg(total).arg(plan.num_machines).arg(plan.num_machines * std::max(1, total / plan.num_machines))
+                          .arg(std::max(1, total / plan.num_machines)));
+  }
+  plan.world_size = total;
+  plan.local_world_size = total / plan.num_machines;
+
+  // Rendezvous: one machine talks to itself on loopback; several need the main machine's address.
+  const QString ip = options.main_process_ip.value_or(config ? QString::fromStdString(config->main_process_ip()) : "");
+  if (plan.num_machines > 1 && ip.isEmpty()) {
+    throw LaunchError(QString("%1 machines need the main machine's address: --main_process_ip (or "
+                              "main_process_ip in the configuration)").arg(plan.num_machines));
+  }
+  plan.master_addr = ip.isEmpty() ? "127.0.0.1" : ip;
+  int port = options.main_process_port.value_or(config ? config->main_process_port() : -1);
+  if (port > 65535) throw LaunchError(QString("--main_process_port %1 is not a TCP port (0 to 65535)").arg(port));
+  if (port <= 0) {
+    if (plan.num_machines > 1) {
+      // The machines must agree without talking first: Accelerate's default.
+      port = 29500;
+    } else {
+      port = machine.free_port ? machine.free_port() : 29500;
+    }
+  }
+  plan.master_port = port;
+
+  plan.mixed_precision = options.mixed_precision.value_or(config ? QString::fromStdString(config->mixed_precision()) : "no");
+  if (plan.mixed_precision != "no" && plan.mixed_precision != "fp16" && plan.mixed_precision != "bf16") {
+    throw LaunchError("--mixed_precision " + plan.mixed_precision + ": Spur runs no, fp16 or bf16");
+  }
+  plan.use_cpu = options.cpu || (config && config->use_cpu());
+  const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
+
+  // Threads: what the user set wins; else the machine's cores shared between its ranks (torchrun sets 1).
+  int threads = options.num_cpu_threads_per_process.value_or(0);
+  if (threads <= 0 && machine.environment.value("OMP_NUM_THREADS").isEmpty()) {
+    threads = std::max(1, machine.cpu_cores / plan.local_world_size);
+  }
+
+  const QString resolved = QFileInfo(program).isExecutable() && program.contains('/')
+                               ? QFileInfo(program).absoluteFilePath()
+                               : QStandardPaths::findExecutable(program);
+  if (resolved.isEmpty()) {
+    throw LaunchError("cannot run '" + program + "': no such executable file (nor on PATH)");
+  }
+
+  for (int local = 0; local < plan.local_world_size; ++local) {
+    RankSpec rank;
+    rank.local_rank = local;
+    rank.rank = plan.machine_rank * plan.local_world_size + local;
+    rank.program = resolved;
+    rank.arguments = arguments;
+    auto& env = rank.environment;
+    env.insert("RANK", QString::number(rank.rank));
+    env.insert("LOCAL_RANK", QString::number(local));
+    env.insert("WORLD_SIZE", QString::number(plan.world_size));
+    env.insert("LOCAL_WORLD_SIZE", QString::number(plan.local_world_size));
+    env.insert("GROUP_RANK", QString::number(plan.machine_rank));
+    env.insert("GROUP_WORLD_SIZE", QString::number(plan.num_machines));
+    env.insert("ROLE_RANK", QString::number(rank.rank));
+    env.insert("ROLE_WORLD_SIZE", QString::number(plan.world_size));
+    env.insert("MASTER_ADDR", plan.master_addr);
+    env.insert("MASTER_PORT", QString::number(plan.master_port));
+    env.insert("SPUR_LAUNCHER", "spur");
+    env.insert("SPUR_MIXED_PRECISION", plan.mixed_precision);
+    env.insert("SPUR_USE_CPU", plan.use_cpu ? "true" : "false");
+    if (options.gradient_accumulation_steps) {
+      env.insert("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(*options.gradient_accumulation_steps));
+    }
+    if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
+    if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);
+    plan.ranks.push_back(rank);
+  }
+  return plan;
+}
+
+QString LaunchPlan::describe() const {
+  QString text = QString("%1 process(es) over %2 machine(s); this machine (rank %3) runs %4; rendezvous at %5:%6\n")
+                     .arg(world_size).arg(num_machines).arg(machine_rank).arg(local_world_size)
+                     .arg(master_addr).arg(master_port);
+  for (const auto& rank : ranks) {
+    text += QString("[rank%1] %2").arg(rank.rank).arg(rank.program);
+    for (const auto& argument : rank.arguments) text += " " + argument;
+    text += "\n";
+    auto keys = rank.environment.keys();
+    keys.sort();
+    for (const auto& key : keys) text += "    " + key + "=" + rank.environment.value(key) + "\n";
+  }
+  for (const auto& note : notes) text += "note: " + note + "\n";
+  return text;
+}
+
+}  // namespace spur::app

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// LaunchPlan: who runs what, where, with which environment, worked out from a run configuration, the launch
+// flags and the program. A pure function of its inputs: `spur launch --dry_run` prints it, the launchers run it.
+#pragma once
+
+#include <QProcessEnvironment>
+#include <QString>
+#include <QStringList>
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "config/run_config.h"
+
+namespace spur::app {
+
+/// A launch that cannot work as asked; the message says which flag or key and why.
+class LaunchError : public std::runtime_error {
+ public:
+  explicit LaunchError(const QString& message) : std::runtime_error(message.toStdString()) {}
+};
+
+/// Accelerate's launch flags; each set one overrides the configuration file's value.
+struct LaunchOptions {
+  std::optional<int> num_processes;  // total over all machines
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<QString> main_process_ip;
+  std::optional<int> main_process_port;
+  std::optional<QString> mixed_precision;
+  bool cpu = false;
+  std::optional<QString> gpu_ids;
+  std::optional<int> gradient_accumulation_steps;
+  std::optional<int> num_cpu_threads_per_process;
+};
+
+struct RankSpec {
+  int rank = 0;
+  int local_rank = 0;
+  QString program;
+  QStringList arguments;
+  /// What the launcher adds to (or sets in) the environment it runs with.
+  QProcessEnvironment environment;
+};
+
+struct LaunchPlan {
+  int world_size = 1;
+  int num_machines = 1;
+  int machine_rank = 0;
+  int local_world_size = 1;
+  QString master_addr;
+  int master_port = 0;
+  QString mixed_precision = "no";
+  bool use_cpu = false;
+  std::vector<RankSpec> ranks;  // this machine's ranks
+  QStringList notes;            // config keys Spur does not act on, and other things worth saying
+  /// Human-readable: each rank's command and the variables the launcher sets.
+  QString describe() const;
+};
+
+struct MachineFacts {
+  int cpu_cores = 1;
+  /// Picks a free TCP port (binding port 0).
+  std::function<int()> free_port;
+  /// The launcher's own environment (OMP_NUM_THREADS set there is respected).
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+};
+
+/// Throws LaunchError naming the flag or key at fault.
+LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions& options, const QString& program,
+                     const QStringList& arguments, const MachineFacts& machine);
+
+}  // namespace spur::app

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+// Rank supervision on this machine; see local_launcher.h. Signals reach the event loop through a self-pipe.
+#include "launch/local_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <QEventLoop>
+#include <QTextStream>
+
+#include <cstring>
+
+namespace spur::app {
+namespace {
+
+int signal_pipe[2] = {-1, -1};
+
+void on_posix_signal(int signal) {
+  const char byte = static_cast<char>(signal);
+  [[maybe_unused]] const auto written = ::write(signal_pipe[1], &byte, 1);
+}
+
+QString signal_name(int signal) {
+  const char* name = ::sigabbrev_np(signal);
+  return name ? QString("SIG") + name : QString::number(signal);
+}
+
+}  // namespace
+
+LocalLauncher::LocalLauncher(LaunchPlan plan, SupervisionOptions options, QTextStream& out, QTextStream& err)
+    : plan_(std::move(plan)), options_(options), out_(out), err_(err) {
+  kill_timer_.setSingleShot(true);
+  connect(&kill_timer_, &QTimer::timeout, this, [this] { stop_all(SIGKILL); });
+}
+
+LocalLauncher::~LocalLauncher() {
+  // Nothing outlives the launcher, whatever path left run().
+  for (auto& rank : ranks_) {
+    if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), SIGKILL);
+  }
+}
+
+int LocalLauncher::run() {
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    err_ << "spur launch: cannot set up signal handling: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  signal_notifier_ = std::make_unique<QSocketNotifier>(signal_pipe[0], QSocketNotifier::Read);
+  connect(signal_notifier_.get(), &QSocketNotifier::activated, this, [this] { on_signal(); });
+  struct sigaction action {};
+  action.sa_handler = on_posix_signal;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous[3];
+  const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
+
+  QEventLoop loop;
+  loop_ = &loop;
+  for (const auto& spec : plan_.ranks) {
+    auto rank = std::make_unique<Rank>();
+    rank->spec = spec;
+    ranks_.push_back(std::move(rank));
+  }
+  for (auto& rank : ranks_) {
+    start(*rank);
+    if (stopping_) break;
+  }
+  if (running_ > 0) loop.exec();
+  loop_ = nullptr;
+
+  for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
+  signal_notifier_.reset();
+  ::close(signal_pipe[0]);
+  ::close(signal_pipe[1]);
+
+  if (failed_rank_) {
+    const auto& rank = *ranks_[*failed_rank_];
+    err_ << "spur launch: rank " << rank.spec.rank << " (pid " << rank.pid << ") failed: "
+         << (exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_))
+         << "; the other ranks were stopped. Its last lines:\n";
+    for (const auto& line : rank.tail) err_ << "  [rank" << rank.spec.rank << "] " << line << "\n";
+    err_.flush();
+  } else if (user_signal_) {
+    err_ << "spur launch: stopped by " << signal_name(user_signal_) << "\n";
+    exit_code_ = 128 + user_signal_;
+  }
+  return exit_code_;
+}
+
+void LocalLauncher::start(Rank& rank) {
+  rank.process = std::make_unique<QProcess>();
+  auto* process = rank.process.get();
+  auto environment = QProcessEnvironment::systemEnvironment();
+  environment.insert(rank.spec.environment);
+  process->setProcessEnvironment(environment);
+  const pid_t launcher = ::getpid();
+  process->setChildProcessModifier([launcher] {
+    // Own process group: signals reach the rank and anything it started. Dies with the launcher, even SIGKILLed.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
+  });
+  connect(process, &QProcess::readyReadStandardOutput, this, [this, &rank] { read(rank, QProcess::StandardOutput); });
+  connect(process, &QProcess::readyReadStandardError, this, [this, &rank] { read(rank, QProcess::StandardError); });
+  connect(process, &QProcess::finished, this,
+          [this, &rank](int code, QProcess::ExitStatus status) { finished(rank, code, status); });
+  process->start(rank.spec.program, rank.spec.arguments);
+  if (!process->waitForStarted(30000)) {
+    err_ << "spur launch: cannot start rank " << rank.spec.rank << " (" << rank.spec.program
+         << "): " << process->errorString() << "\n";
+    err_.flush();
+    if (!failed_rank_) {
+      failed_rank_ = rank.spec.local_rank;
+      exit_code_ = 127;
+    }
+    stop_all(SIGTERM);
+    return;
+  }
+  rank.pid = process->processId();
+  rank.running = true;
+  ++running_;
+}
+
+void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
+  auto* process = rank.process.get();
+  process->setReadChannel(channel);
+  auto& partial = channel == QProcess::StandardOutput ? rank.partial_out : rank.partial_err;
+  auto& stream = channel == QProcess::StandardOutput ? out_ : err_;
+  partial += process->readAll();
+  qsizetype newline;
+  while ((newline = partial.indexOf('\n')) >= 0) {
+    const QString line = QString::fromUtf8(partial.left(newline));
+    partial.remove(0, newline + 1);
+    stream << "[rank" << rank.spec.rank << "] " << line << "\n";
+    rank.tail.push_back(line);
+    if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
+  }
+  stream.flush();
+}
+
+void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) {
+  read(rank, QProcess::StandardOutput);
+  read(rank, QProcess::StandardError);
+  for (auto* partial : {&rank.partial_out, &rank.partial_err}) {
+    if (!partial->isEmpty()) {
+      const QString line = QString::fromUtf8(*partial);
+      (partial == &rank.partial_out ? out_ : err_) << "[rank" << rank.spec.rank << "] " << line << "\n";
+      rank.tail.push_back(line);
+      partial->clear();
+    }
+  }
+  out_.flush();
+  err_.flush();
+  rank.running = false;
+  --running_;
+  const bool failed = status == QProcess::CrashExit || code != 0;
+  if (failed && !failed_rank_ && !stopping_) {
+    failed_rank_ = rank.spec.local_rank;
+    exit_code_ = status == QProcess::CrashExit ? 128 + code : code;  // Qt reports the signal as the code
+    stop_all(SIGTERM);
+  }
+  if (running_ == 0 && loop_) loop_->quit();
+}
+
+void LocalLauncher::stop_all(int signal) {
+  if (signal != SIGKILL && !stopping_) {
+    stopping_ = true;
+    kill_timer_.start(options_.grace);
+  }
+  for (auto& rank : ranks_) {
+    if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), signal);
+  }
+}
+
+void LocalLauncher::on_signal() {
+  char byte = 0;
+  while (::read(signal_pipe[0], &byte, 1) == 1) {
+    const int signal = static_cast<unsigned char>(byte);
+    if (user_signal_ && signal == SIGINT) {
+      stop_all(SIGKILL);  // a second Ctrl-C: no more waiting
+      continue;
+    }
+    if (!user_signal_) user_signal_ = signal;
+    // Forward what the user sent (Ctrl-C reaches ranks as SIGINT), then escalate after the grace period.
+    if (!stopping_) {
+      stopping_ = true;
+      kill_timer_.start(options_.grace);
+    }
+    for (auto& rank : ranks_) {
+      if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), signal == SIGHUP ? SIGTERM : signal);
+    }
+  }
+}
+
+}  // namespace spur::app

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// LocalLauncher: runs this machine's ranks of a LaunchPlan as child processes and supervises them like torchrun
+// (each rank in its own process group, dying with the launcher; output prefixed [rankN]; signals forwarded;
+// the first failure stops the others, SIGTERM then SIGKILL). Runs on the thread that owns the event loop.
+#pragma once
+
+#include <QObject>
+#include <QProcess>
+#include <QSocketNotifier>
+#include <QTimer>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "launch/launch_plan.h"
+
+class QEventLoop;
+class QTextStream;
+
+namespace spur::app {
+
+struct SupervisionOptions {
+  /// Between SIGTERM and SIGKILL when stopping ranks.
+  std::chrono::milliseconds grace{5000};
+  /// Lines kept per rank, shown for the rank that failed.
+  int tail_lines = 20;
+};
+
+class LocalLauncher : public QObject {
+  Q_OBJECT
+
+ public:
+  LocalLauncher(LaunchPlan plan, SupervisionOptions options, QTextStream& out, QTextStream& err);
+  ~LocalLauncher() override;
+
+  /// Starts the ranks and returns when every one has exited: 0, the failing rank's exit code, or 128 + the
+  /// signal that stopped the run. Installs SIGINT/SIGTERM/SIGHUP handlers for its duration.
+  int run();
+
+ private:
+  struct Rank {
+    RankSpec spec;
+    std::unique_ptr<QProcess> process;
+    qint64 pid = 0;
+    QByteArray partial_out, partial_err;
+    std::deque<QString> tail;
+    bool running = false;
+  };
+
+  void start(Rank& rank);
+  void read(Rank& rank, QProcess::ProcessChannel channel);
+  void finished(Rank& rank, int code, QProcess::ExitStatus status);
+  void stop_all(int signal);
+  void on_signal();
+
+  LaunchPlan plan_;
+  SupervisionOptions options_;
+  QTextStream& out_;
+  QTextStream& err_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  int running_ = 0;
+  std::optional<int> failed_rank_;
+  int exit_code_ = 0;
+  int user_signal_ = 0;
+  bool stopping_ = false;
+  QTimer kill_timer_;
+  std::unique_ptr<QSocketNotifier> signal_notifier_;
+  QEventLoop* loop_ = nullptr;
+};
+
+}  // namespace spur::app

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur config` as a user runs it: the files Accelerate wrote (fixtures) get Accelerate's verdicts, errors name
+// file, line and key, what Spur writes is accepted by Accelerate's loader rules and round-trips unchanged.
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "rank_group.h"
+#include "test_main.h"
+
+namespace {
+
+spur::test::RankResult spur_cli(const QStringList& arguments, const QProcessEnvironment& env =
+                                                                  QProcessEnvironment::systemEnvironment()) {
+  return spur::test::run_process(SPUR_CLI, arguments, env, 30000);
+}
+
+QString write(const QTemporaryDir& dir, const QString& name, const QString& text) {
+  const QString path = dir.path() + "/" + name;
+  QFile file(path);
+  file.open(QIODevice::WriteOnly);
+  file.write(text.toUtf8());
+  return path;
+}
+
+QString read(const QString& path) {
+  QFile file(path);
+  file.open(QIODevice::ReadOnly);
+  return QString::fromUtf8(file.readAll());
+}
+
+// Accelerate's loader rules re-stated in Python (tests/rigs/accelerate_loader.py).
+bool accelerate_accepts(const QString& path) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  return spur::test::run_process("/usr/bin/python3", {SPUR_RIGS_DIR "/accelerate_loader.py", path}, env, 30000)
+             .exit_code == 0;
+}
+
+QProcessEnvironment isolated(const QTemporaryDir& dir) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("XDG_CONFIG_HOME", dir.path() + "/config");
+  env.insert("HF_HOME", dir.path() + "/hf");
+  env.insert("HOME", dir.path());
+  return env;
+}
+
+}  // namespace
+
+class ConfigTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void accelerate_fixtures_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<bool>("accepted");
+    QFile expected(SPUR_FIXTURES_DIR "/configs/EXPECTED.tsv");
+    QVERIFY(expected.open(QIODevice::ReadOnly));
+    for (const auto& line : QString::fromUtf8(expected.readAll()).split('\n', Qt::SkipEmptyParts)) {
+      const auto fields = line.split('\t');
+      QTest::newRow(qPrintable(fields[0])) << fields[0] << (fields[1].trimmed() == "true");
+    }
+  }
+
+  void accelerate_fixtures() {
+    QFETCH(QString, file);
+    QFETCH(bool, accepted);
+    const QString path = SPUR_FIXTURES_DIR "/configs/" + file;
+    const auto result = spur_cli({"config", "validate", path});
+    QVERIFY2((result.exit_code == 0) == accepted, qPrintable(result.output));
+    if (!accepted) QVERIFY2(result.output.contains(path), qPrintable(result.output));  // names the file
+    if (!accepted) return;
+    // Round trip: what Spur writes back still passes Accelerate's rules and reads back the same.
+    QTemporaryDir dir;
+    const auto shown = spur_cli({"config", "show", "--config_file", path});
+    QCOMPARE(shown.exit_code, 0);
+    const QString copy = write(dir, "copy.yaml", shown.output.section('\n', 1));
+    QVERIFY2(accelerate_accepts(copy), qPrintable(read(copy)));
+    const auto again = spur_cli({"config", "show", "--config_file", copy});
+    QCOMPARE(again.output.section('\n', 1), shown.output.section('\n', 1));
+  }
+
+  void errors_name_file_line_and_key_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("port out of range") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 70000\n"
+                                       << ":3: main_process_port: 70000 is out of range";
+    QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n" << ":2: num_processes: 0 processes";
+    QTest::newRow("unknown precision") << "distributed_type: 'NO'\nmixed_precision: fp64\n"
+                                       << ":2: mixed_precision: 'fp64' is not one of no, fp16, bf16, fp8";
+    QTest::newRow("unquoted no precision") << "distributed_type: 'NO'\nmixed_precision: no\n"
+                                           << ":2: mixed_precision: unquoted no is the boolean false";
+    QTest::newRow("not a number") << "distributed_type: MULTI_CPU\nnum_processes: two\n"
+                                  << ":2: num_processes: must be an integer, not 'two'";
+    QTest::newRow("machine rank") << "distributed_type: MULTI_CPU\nnum_machines: 2\nmachine_rank: 2\n"
+                                  << ":3: machine_rank: 2 is out of range";
+    QTest::newRow("malformed yaml") << "distributed_type: [MULTI_CPU\n" << ":2: not valid YAML";
+    QTest::newRow("unknown key") << "distributed_type: MULTI_CPU\nhosts: a,b\n" << ":2: hosts: unknown key";
+    QTest::newRow("sagemaker role") << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n"
+                                       "ec2_instance_type: ml.m5.large\nmixed_precision: 'no'\n"
+                                    << ": iam_role_name is missing";
+  }
+
+  void errors_name_file_line_and_key() {
+    QFETCH(QString, text);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    const QString path = write(dir, "bad.yaml", text);
+    const auto result = spur_cli({"config", "validate", path});
+    QVERIFY(result.exit_code != 0);
+    QVERIFY2(result.output.contains(path + expected), qPrintable(result.output));
+  }
+
+  void default_config_is_what_accelerate_writes() {
+    QTemporaryDir dir;
+    const auto env = isolated(dir);
+    auto result = spur_cli({"config", "default", "--mixed_precision", "bf16"}, env);
+    QCOMPARE(result.exit_code, 0);
+    const QString path = dir.path() + "/config/spur/default_config.yaml";
+    QVERIFY2(result.output.contains(path), qPrintable(result.output));
+    QVERIFY2(accelerate_accepts(path), qPrintable(read(path)));
+    QVERIFY(read(path).contains("mixed_precision: bf16"));
+    QVERIFY(read(path).contains("distributed_type: 'NO'"));  // quoted, as Accelerate's writer does
+    // JSON as `accelerate config default` writes it.
+    result = spur_cli({"config", "default", "--config_file", dir.path() + "/c.json"}, env);
+    QVERIFY2(accelerate_accepts(dir.path() + "/c.json"), qPrintable(read(dir.path() + "/c.json")));
+    // `show` finds the default file by itself.
+    result = spur_cli({"config", "show"}, env);
+    QVERIFY2(result.output.startsWith("# " + path), qPrintable(result.output));
+  }
+
+  void accelerates_default_file_is_used_when_spur_has_none() {
+    QTemporaryDir dir;
+    const auto env = isolated(dir);
+    QVERIFY(QDir().mkpath(dir.path() + "/hf/accelerate"));
+    QVERIFY(QFile::copy(SPUR_FIXTURES_DIR "/configs/multi_cpu_1node_4proc.yaml",
+                        dir.path() + "/hf/accelerate/default_config.yaml"));
+    const auto result = spur_cli({"config", "show"}, env);
+    QVERIFY2(result.output.startsWith("# " + dir.path() + "/hf/accelerate/default_config.yaml"),
+             qPrintable(result.output));
+    QVERIFY(result.output.contains("num_processes: 4"));
+  }
+
+  void keys_spur_does_not_act_on_survive_and_are_reported() {
+    QTemporaryDir dir;
+    const QString path = write(dir, "fsdp.yaml",
+                               "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: "
+                               "FULL_SHARD\n  nested:\n    list: [1, 2]\n");
+    const auto result = spur_cli({"config", "show", "--config_file", path});
+    QCOMPARE(result.exit_code, 0);
+    QVERIFY(result.output.contains("fsdp_sharding_strategy: FULL_SHARD"));
+    QVERIFY(result.output.contains("- 1"));
+    QVERIFY2(result.output.contains("note: distributed_type FSDP"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("note: fsdp_config"), qPrintable(result.output));
+  }
+
+  void sagemaker_no_round_trips() {
+    // Accelerate cannot load back the SageMaker file its own questionnaire writes with distributed_type NO.
+    QTemporaryDir dir;
+    const QString path = write(dir, "sm.yaml",
+                               "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\nec2_instance_type: "
+                               "ml.m5.large\niam_role_name: role\nmixed_precision: 'no'\n");
+    const auto shown = spur_cli({"config", "show", "--config_file", path});
+    QCOMPARE(shown.exit_code, 0);
+    const QString copy = write(dir, "copy.yaml", shown.output.section('\n', 1));
+    QCOMPARE(spur_cli({"config", "validate", copy}).exit_code, 0);
+    QVERIFY(!read(copy).contains("num_processes"));
+  }
+
+  void the_questionnaire_writes_the_answers() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    const QString path = dir.path() + "/asked.yaml";
+    spur.start(SPUR_CLI, {"config", "--config_file", path});
+    QVERIFY(spur.waitForStarted());
+    // this machine, multi-CPU, 2 machines, rank 1, main at 10.0.0.5, port 29600, same network, 3 per machine,
+    // a wrong precision first (asked again), then bf16.
+    spur.write("this_machine\nMULTI_CPU\n2\n1\n10.0.0.5\n29600\nyes\n3\nfp64\nbf16\n");
+    spur.closeWriteChannel();
+    QVERIFY(spur.waitForFinished(30000));
+    const QString output = QString::fromUtf8(spur.readAll());
+    QVERIFY2(spur.exitCode() == 0, qPrintable(output));
+    QVERIFY2(output.contains("answer one of no/fp16/bf16"), qPrintable(output));
+    const QString text = read(path);
+    for (const char* expected : {"distributed_type: MULTI_CPU", "num_machines: 2", "machine_rank: 1",
+                                 "main_process_ip: 10.0.0.5", "main_process_port: 29600", "num_processes: 6",
+                                 "mixed_precision: bf16", "use_cpu: true", "same_network: true"}) {
+      QVERIFY2(text.contains(expected), qPrintable(expected + QString(" missing in:\n") + text));
+    }
+    QVERIFY(accelerate_accepts(path));
+  }
+};
+
+SPUR_TEST_CLASS(ConfigTest)
+#include "config_test.moc"

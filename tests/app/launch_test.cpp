@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur launch` on this machine, with real processes: the plan and its environment, flags over the file, the
+// first failure stopping the others with its code and last lines, signals forwarded, SIGTERM escalated to
+// SIGKILL, and no rank outliving a launcher that is itself killed.
+#include <signal.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include "rank_group.h"
+#include "test_main.h"
+
+namespace {
+
+QProcessEnvironment isolated(const QTemporaryDir& dir) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("XDG_CONFIG_HOME", dir.path() + "/config");  // no default configuration of the user's
+  env.insert("HF_HOME", dir.path() + "/hf");
+  env.remove("OMP_NUM_THREADS");
+  return env;
+}
+
+spur::test::RankResult launch(const QTemporaryDir& dir, const QStringList& arguments, int timeout_ms = 60000) {
+  return spur::test::run_process(SPUR_CLI, QStringList{"launch"} + arguments, isolated(dir), timeout_ms);
+}
+
+// Alive and not a zombie.
+bool alive(qint64 pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  if (!stat.open(QIODevice::ReadOnly)) return false;
+  const QString text = QString::fromLatin1(stat.readAll());
+  return !text.section(')', 1).trimmed().startsWith('Z');
+}
+
+std::vector<qint64> pids(const QTemporaryDir& dir, int count) {
+  std::vector<qint64> out;
+  for (int rank = 0; rank < count; ++rank) {
+    QFile file(dir.path() + QString("/rank%1.pid").arg(rank));
+    if (file.open(QIODevice::ReadOnly)) out.push_back(file.readAll().trimmed().toLongLong());
+  }
+  return out;
+}
+
+bool wait_for_pids(const QTemporaryDir& dir, int count, int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeout_ms) {
+    if (static_cast<int>(pids(dir, count).size()) == count) return true;
+    QThread::msleep(20);
+  }
+  return false;
+}
+
+bool all_dead(const std::vector<qint64>& ranks, int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeout_ms) {
+    bool any = false;
+    for (auto pid : ranks) any = any || alive(pid);
+    if (!any) return true;
+    QThread::msleep(20);
+  }
+  return false;
+}
+
+}  // namespace
+
+class LaunchTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void dry_run_prints_each_ranks_environment() {
+    QTemporaryDir dir;
+    const auto result = launch(dir, {"--num_processes", "2", "--mixed-precision=bf16", "--dry_run", SPUR_LAUNCH_RIG, "--x"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    const auto& out = result.output;
+    QVERIFY2(out.contains("2 process(es) over 1 machine(s)"), qPrintable(out));
+    for (const char* expected : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0",
+                                 "MASTER_ADDR=127.0.0.1", "SPUR_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=",
+                                 "SPUR_LAUNCHER=spur"}) {
+      QVERIFY2(out.contains(expected), qPrintable(QString(expected) + " missing:\n" + out));
+    }
+    static const QRegularExpression port("MASTER_PORT=(\\d+)");
+    QVERIFY(port.match(out).captured(1).toInt() > 0);  // a free port, chosen by the OS
+    QVERIFY2(out.contains(QString("[rank1] ") + SPUR_LAUNCH_RIG + " --x"), qPrintable(out));
+    QVERIFY(!out.contains("hello from"));  // nothing started
+  }
+
+  void multi_cpu_config_starts_every_process_and_flags_win() {
+    QTemporaryDir dir;
+    const QString config = SPUR_FIXTURES_DIR "/configs/multi_cpu_1node_4proc.yaml";
+    auto result = launch(dir, {"--config_file", config, SPUR_LAUNCH_RIG});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (int rank = 0; rank < 4; ++rank) {
+      QVERIFY2(result.output.contains(QString("[rank%1] hello from rank %1 of 4").arg(rank)), qPrintable(result.output));
+    }
+    // 2 cores shared by 4 ranks: one thread each.
+    QVERIFY2(result.output.contains("threads 1"), qPrintable(result.output));
+    result = launch(dir, {"--config_file", config, "--num-processes=3", SPUR_LAUNCH_RIG});
+    QVERIFY2(result.output.contains("hello from rank 2 of 3") && !result.output.contains("of 4"),
+             qPrintable(result.output));
+  }
+
+  void machines_by_hand_get_their_ranks() {
+    QTemporaryDir dir;
+    const auto result = launch(dir, {"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
+                                     "--main_process_ip", "10.1.2.3", "--dry_run", SPUR_LAUNCH_RIG});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY(result.output.contains("[rank2]") && result.output.contains("[rank3]") && !result.output.contains("[rank0]"));
+    QVERIFY(result.output.contains("GROUP_RANK=1") && result.output.contains("MASTER_ADDR=10.1.2.3") &&
+            result.output.contains("MASTER_PORT=29500"));
+    const auto bad = launch(dir, {"--num_processes", "3", "--num_machines", "2", "--main_process_ip", "h", SPUR_LAUNCH_RIG});
+    QVERIFY2(bad.exit_code != 0 && bad.output.contains("num_processes (3) is the total over num_machines (2)"),
+             qPrintable(bad.output));
+    const auto no_ip = launch(dir, {"--num_processes", "4", "--num_machines", "2", SPUR_LAUNCH_RIG});
+    QVERIFY2(no_ip.exit_code != 0 && no_ip.output.contains("--main_process_ip"), qPrintable(no_ip.output));
+  }
+
+  void two_machines_on_one_host_train_together() {
+    QTemporaryDir dir;
+    const int port = spur::test::free_port();
+    const QStringList common{"launch", "--num_processes", "4", "--num_machines", "2", "--main_process_ip", "127.0.0.1",
+                             "--main_process_port", QString::number(port)};
+    QProcess machine1;
+    machine1.setProcessEnvironment(isolated(dir));
+    machine1.setProcessChannelMode(QProcess::MergedChannels);
+    machine1.start(SPUR_CLI, common + QStringList{"--machine_rank", "1", SPUR_EXAMPLE_MLP, "--epochs", "1"});
+    const auto machine0 = spur::test::run_process(
+        SPUR_CLI, common + QStringList{"--machine_rank", "0", SPUR_EXAMPLE_MLP, "--epochs", "1"}, isolated(dir), 120000);
+    QVERIFY(machine1.waitForFinished(60000));
+    QVERIFY2(machine0.exit_code == 0, qPrintable(machine0.output));
+    QCOMPARE(machine1.exitCode(), 0);
+    QVERIFY2(machine0.output.contains("[rank0] spur") && machine0.output.contains("4 process(es)"),
+             qPrintable(machine0.output));
+    QVERIFY(machine0.output.contains("accuracy"));
+  }
+
+  void a_failing_rank_stops_the_others() {
+    QTemporaryDir dir;
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = launch(dir, {"--num_processes", "3", SPUR_LAUNCH_RIG, "--pids", dir.path(), "--lines", "30",
+                                     "--fail_rank", "1", "--code", "7", "--sleep", "60"});
+    QCOMPARE(result.exit_code, 7);
+    QVERIFY2(timer.elapsed() < 30000, "the other ranks were not stopped");
+    QVERIFY2(result.output.contains("rank 1 (pid") && result.output.contains("exit code 7"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("[rank1] rank 1 is failing on cue"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("  [rank1] rank 1 line 29"), qPrintable(result.output));  // its last lines
+    QVERIFY2(result.output.contains("[rank0] rank 0 stopping on signal 15"), qPrintable(result.output));
+    QVERIFY(all_dead(pids(dir, 3), 5000));
+  }
+
+  void ranks_that_ignore_sigterm_are_killed_after_the_grace_period() {
+    QTemporaryDir dir;
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = launch(dir, {"--num_processes", "2", "--grace_period", "1", SPUR_LAUNCH_RIG, "--pids",
+                                     dir.path(), "--fail_rank", "0", "--sleep", "60", "--ignore_term"});
+    QCOMPARE(result.exit_code, 3);
+    QVERIFY2(timer.elapsed() < 20000, "SIGKILL did not follow the grace period");
+    QVERIFY(all_dead(pids(dir, 2), 5000));
+  }
+
+  void ctrl_c_is_forwarded_to_every_rank() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", SPUR_LAUNCH_RIG, "--pids", dir.path(), "--sleep", "60"});
+    QVERIFY(spur.waitForStarted());
+    QVERIFY(wait_for_pids(dir, 2, 20000));
+    QThread::msleep(200);
+    ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
+    QVERIFY(spur.waitForFinished(20000));
+    const QString output = QString::fromUtf8(spur.readAll());
+    QCOMPARE(spur.exitCode(), 130);
+    QVERIFY2(output.contains("[rank0] rank 0 stopping on signal 2") && output.contains("[rank1] rank 1 stopping on signal 2"),
+             qPrintable(output));
+    QVERIFY(all_dead(pids(dir, 2), 5000));
+  }
+
+  void no_rank_outlives_a_killed_launcher() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", SPUR_LAUNCH_RIG, "--pids", dir.path(), "--sleep", "60",
+                          "--ignore_term"});
+    QVERIFY(spur.waitForStarted());
+    QVERIFY(wait_for_pids(dir, 2, 20000));
+    const auto ranks = pids(dir, 2);
+    spur.kill();  // SIGKILL: the launcher gets no chance to clean up
+    spur.waitForFinished();
+    QVERIFY2(all_dead(ranks, 5000), "a rank outlived its launcher");
+  }
+
+  void bad_input_is_named() {
+    QTemporaryDir dir;
+    auto result = launch(dir, {"--num_processes", "2", "/no/such/program"});
+    QVERIFY(result.exit_code != 0 && result.output.contains("cannot run '/no/such/program'"));
+    QFile bad(dir.path() + "/bad.yaml");
+    bad.open(QIODevice::WriteOnly);
+    bad.write("distributed_type: MULTI_CPU\nmain_process_port: 70000\n");
+    bad.close();
+    result = launch(dir, {"--config_file", dir.path() + "/bad.yaml", SPUR_LAUNCH_RIG});
+    QVERIFY2(result.exit_code != 0 && result.output.contains(dir.path() + "/bad.yaml:2: main_process_port"),
+             qPrintable(result.output));
+    result = launch(dir, {"--num_processes", "two", SPUR_LAUNCH_RIG});
+    QVERIFY2(result.exit_code != 0 && result.output.contains("--num_processes needs an integer"), qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(LaunchTest)
+#include "launch_test.moc"
