@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <QCoreApplication>
+#include <QDir>
 #include <QTextStream>
 #include <QThread>
 
@@ -14,6 +16,7 @@
 #include "config/run_config.h"
 #include "launch/launch_plan.h"
 #include "launch/local_launcher.h"
+#include "launch/ssh_fanout.h"
 
 namespace spur::cli {
 namespace {
@@ -38,7 +41,9 @@ const char* kUsage =
     "flags (Accelerate's names; dashes or underscores): --num_processes N (total) --num_machines M\n"
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
-    "  --dry_run (print the plan) --grace_period S (SIGTERM to SIGKILL, default 5)\n";
+    "  --dry_run (print the plan) --grace_period S (SIGTERM to SIGKILL, default 5)\n"
+    "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
+    "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n";
 
 }  // namespace
 
@@ -49,8 +54,10 @@ int launch_command(const QStringList& arguments) {
     const Arguments args(arguments,
                          {"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
                           "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
-                          "num_cpu_threads_per_process", "grace_period"},
-                         {"cpu", "use_cpu", "dry_run", "help", "multi_gpu"}, /*stop_at_positional=*/true);
+                          "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
+                          "remote_spur", "connect_timeout"},
+                         {"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config"},
+                         /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
       return 0;
@@ -58,7 +65,10 @@ int launch_command(const QStringList& arguments) {
     if (args.positional().isEmpty()) throw UsageError(QString("no program to launch\n") + kUsage);
 
     std::optional<app::RunConfig> config;
-    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
+    // --no_config: the remote half of an SSH fan-out, which gets every setting as a flag.
+    const std::string path = args.value("config_file")  ? args.value("config_file")->toStdString()
+                             : args.has("no_config") ? std::string()
+                                                     : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
 
     app::LaunchOptions options;
@@ -80,6 +90,62 @@ int launch_command(const QStringList& arguments) {
     machine.cpu_cores = QThread::idealThreadCount();
     machine.free_port = free_port;
     const QString program = args.positional().front();
+    const int grace = static_cast<int>(args.integer("grace_period", 0, 3600).value_or(5));
+
+    std::vector<app::Host> hosts;
+    if (auto file = args.value("hostfile")) hosts = app::read_hostfile(*file);
+    if (auto list = args.value("hosts")) {
+      if (!hosts.empty()) throw UsageError("give --hosts or --hostfile, not both");
+      hosts = app::parse_host_list(*list);
+    }
+    if (!hosts.empty()) {
+      const int machines = static_cast<int>(hosts.size());
+      if (options.num_machines && *options.num_machines != machines) {
+        throw UsageError(QString("--num_machines %1 but %2 hosts are listed").arg(*options.num_machines).arg(machines));
+      }
+      const int per_host = hosts.front().processes;
+      for (const auto& host : hosts) {
+        if (host.processes != per_host) {
+          throw UsageError("every host needs the same slots (" + hosts.front().name + ": " + QString::number(per_host) +
+                           ", " + host.name + ": " + QString::number(host.processes) + ")");
+        }
+      }
+      if (per_host > 0) {
+        if (options.num_processes && *options.num_processes != per_host * machines) {
+          throw UsageError(QString("--num_processes %1 but the hostfile gives %2 hosts x %3 slots")
+                               .arg(*options.num_processes).arg(machines).arg(per_host));
+        }
+        options.num_processes = per_host * machines;
+      } else if (!options.num_processes && !(config && config->num_processes() > 0 && config->distributed_type() != "NO")) {
+        options.num_processes = machines;  // one per host unless told otherwise
+      }
+      options.num_machines = machines;
+      options.machine_rank = 0;
+      if (!options.main_process_ip) options.main_process_ip = hosts.front().name;
+      machine.resolve_program = false;  // it runs on the hosts
+      const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
+      app::SshOptions ssh;
+      if (auto v = args.value("ssh_config")) ssh.config_file = *v;
+      if (auto v = args.integer("connect_timeout", 1, 600)) ssh.connect_timeout = static_cast<int>(*v);
+      ssh.remote_spur = args.value("remote_spur").value_or(QCoreApplication::applicationFilePath());
+      ssh.remote_directory = QDir::currentPath();
+      app::LaunchPlan fanout = plan;
+      fanout.ranks = app::fanout_children(ssh, hosts, plan, options, program, args.positional().mid(1), grace);
+      if (args.has("dry_run")) {
+        out << QString("%1 process(es) over %2 machine(s) over SSH; rendezvous at %3:%4\n")
+                   .arg(plan.world_size).arg(plan.num_machines).arg(plan.master_addr).arg(plan.master_port);
+        for (const auto& child : fanout.ranks) {
+          out << "[" << child.label << "] " << child.program << " " << child.arguments.join(' ') << "\n";
+        }
+        return 0;
+      }
+      app::preflight(ssh, hosts);
+      app::SupervisionOptions supervision;
+      supervision.grace = std::chrono::seconds(grace);
+      app::LocalLauncher launcher(fanout, supervision, out, err);
+      return launcher.run();
+    }
+
     const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
 
     if (args.has("dry_run")) {
@@ -90,7 +156,8 @@ int launch_command(const QStringList& arguments) {
     for (const auto& note : plan.notes) err << "spur launch: note: " << note << "\n";
     err.flush();
     app::SupervisionOptions supervision;
-    if (auto v = args.integer("grace_period", 0, 3600)) supervision.grace = std::chrono::seconds(*v);
+    supervision.grace = std::chrono::seconds(grace);
+    supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
     app::LocalLauncher launcher(plan, supervision, out, err);
     return launcher.run();
   } catch (const app::ConfigError& e) {

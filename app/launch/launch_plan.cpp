@@ -75,17 +75,18 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     threads = std::max(1, machine.cpu_cores / plan.local_world_size);
   }
 
-  const QString resolved = QFileInfo(program).isExecutable() && program.contains('/')
-                               ? QFileInfo(program).absoluteFilePath()
-                               : QStandardPaths::findExecutable(program);
-  if (resolved.isEmpty()) {
-    throw LaunchError("cannot run '" + program + "': no such executable file (nor on PATH)");
+  QString resolved = program;
+  if (machine.resolve_program) {
+    resolved = QFileInfo(program).isExecutable() && program.contains('/') ? QFileInfo(program).absoluteFilePath()
+                                                                         : QStandardPaths::findExecutable(program);
+    if (resolved.isEmpty()) throw LaunchError("cannot run '" + program + "': no such executable file (nor on PATH)");
   }
 
   for (int local = 0; local < plan.local_world_size; ++local) {
     RankSpec rank;
     rank.local_rank = local;
     rank.rank = plan.machine_rank * plan.local_world_size + local;
+    rank.label = QString("rank%1").arg(rank.rank);
     rank.program = resolved;
     rank.arguments = arguments;
     auto& env = rank.environment;
@@ -117,7 +118,7 @@ QString LaunchPlan::describe() const {
                      .arg(world_size).arg(num_machines).arg(machine_rank).arg(local_world_size)
                      .arg(master_addr).arg(master_port);
   for (const auto& rank : ranks) {
-    text += QString("[rank%1] %2").arg(rank.rank).arg(rank.program);
+    text += QString("[%1] %2").arg(rank.label, rank.program);
     for (const auto& argument : rank.arguments) text += " " + argument;
     text += "\n";
     auto keys = rank.environment.keys();

@@ -39,6 +39,8 @@ struct LaunchOptions {
 struct RankSpec {
   int rank = 0;
   int local_rank = 0;
+  /// What its output lines are prefixed with: "rank<N>" for a rank, the host for an SSH fan-out's child.
+  QString label;
   QString program;
   QStringList arguments;
   /// What the launcher adds to (or sets in) the environment it runs with.
@@ -66,6 +68,8 @@ struct MachineFacts {
   std::function<int()> free_port;
   /// The launcher's own environment (OMP_NUM_THREADS set there is respected).
   QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  /// Check that the program runs here (false when it runs on other machines).
+  bool resolve_program = true;
 };
 
 /// Throws LaunchError naming the flag or key at fault.

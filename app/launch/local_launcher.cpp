@@ -56,6 +56,17 @@ int LocalLauncher::run() {
   const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
 
+  if (options_.exit_on_stdin_eof) {
+    stdin_notifier_ = std::make_unique<QSocketNotifier>(STDIN_FILENO, QSocketNotifier::Read);
+    connect(stdin_notifier_.get(), &QSocketNotifier::activated, this, [this] {
+      char buffer[256];
+      const auto n = ::read(STDIN_FILENO, buffer, sizeof(buffer));
+      if (n > 0) return;  // input is ignored; only its end matters
+      stdin_notifier_->setEnabled(false);
+      if (!user_signal_) user_signal_ = SIGHUP;
+      stop_all(SIGTERM);
+    });
+  }
   QEventLoop loop;
   loop_ = &loop;
   for (const auto& spec : plan_.ranks) {
@@ -72,15 +83,16 @@ int LocalLauncher::run() {
 
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
   signal_notifier_.reset();
+  stdin_notifier_.reset();
   ::close(signal_pipe[0]);
   ::close(signal_pipe[1]);
 
   if (failed_rank_) {
     const auto& rank = *ranks_[*failed_rank_];
-    err_ << "spur launch: rank " << rank.spec.rank << " (pid " << rank.pid << ") failed: "
+    err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: "
          << (exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_))
          << "; the other ranks were stopped. Its last lines:\n";
-    for (const auto& line : rank.tail) err_ << "  [rank" << rank.spec.rank << "] " << line << "\n";
+    for (const auto& line : rank.tail) err_ << "  [" << rank.spec.label << "] " << line << "\n";
     err_.flush();
   } else if (user_signal_) {
     err_ << "spur launch: stopped by " << signal_name(user_signal_) << "\n";
@@ -108,7 +120,7 @@ void LocalLauncher::start(Rank& rank) {
           [this, &rank](int code, QProcess::ExitStatus status) { finished(rank, code, status); });
   process->start(rank.spec.program, rank.spec.arguments);
   if (!process->waitForStarted(30000)) {
-    err_ << "spur launch: cannot start rank " << rank.spec.rank << " (" << rank.spec.program
+    err_ << "spur launch: cannot start " << rank.spec.label << " (" << rank.spec.program
          << "): " << process->errorString() << "\n";
     err_.flush();
     if (!failed_rank_) {
@@ -133,7 +145,7 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   while ((newline = partial.indexOf('\n')) >= 0) {
     const QString line = QString::fromUtf8(partial.left(newline));
     partial.remove(0, newline + 1);
-    stream << "[rank" << rank.spec.rank << "] " << line << "\n";
+    stream << "[" << rank.spec.label << "] " << line << "\n";
     rank.tail.push_back(line);
     if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
   }
@@ -146,7 +158,7 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
   for (auto* partial : {&rank.partial_out, &rank.partial_err}) {
     if (!partial->isEmpty()) {
       const QString line = QString::fromUtf8(*partial);
-      (partial == &rank.partial_out ? out_ : err_) << "[rank" << rank.spec.rank << "] " << line << "\n";
+      (partial == &rank.partial_out ? out_ : err_) << "[" << rank.spec.label << "] " << line << "\n";
       rank.tail.push_back(line);
       partial->clear();
     }

@@ -27,6 +27,9 @@ struct SupervisionOptions {
   std::chrono::milliseconds grace{5000};
   /// Lines kept per rank, shown for the rank that failed.
   int tail_lines = 20;
+  /// Stop the ranks when stdin reaches end of file: the remote half of an SSH fan-out, whose connection closing
+  /// (the local launcher stopped or died) must stop its ranks too; no tty needed.
+  bool exit_on_stdin_eof = false;
 };
 
 class LocalLauncher : public QObject {
@@ -68,6 +71,7 @@ class LocalLauncher : public QObject {
   bool stopping_ = false;
   QTimer kill_timer_;
   std::unique_ptr<QSocketNotifier> signal_notifier_;
+  std::unique_ptr<QSocketNotifier> stdin_notifier_;
   QEventLoop* loop_ = nullptr;
 };
 

@@ -149,7 +149,7 @@ class LaunchTest : public QObject {
                                      "--fail_rank", "1", "--code", "7", "--sleep", "60"});
     QCOMPARE(result.exit_code, 7);
     QVERIFY2(timer.elapsed() < 30000, "the other ranks were not stopped");
-    QVERIFY2(result.output.contains("rank 1 (pid") && result.output.contains("exit code 7"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("rank1 (pid") && result.output.contains("exit code 7"), qPrintable(result.output));
     QVERIFY2(result.output.contains("[rank1] rank 1 is failing on cue"), qPrintable(result.output));
     QVERIFY2(result.output.contains("  [rank1] rank 1 line 29"), qPrintable(result.output));  // its last lines
     QVERIFY2(result.output.contains("[rank0] rank 0 stopping on signal 15"), qPrintable(result.output));

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// SSH fan-out; see ssh_fanout.h. Teardown works without a tty: killing the local ssh closes the remote command's
+// stdin, and the remote `spur launch --exit_on_stdin_eof` then stops its ranks.
+#include "launch/ssh_fanout.h"
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSet>
+
+#include <memory>
+
+namespace spur::app {
+
+std::vector<Host> parse_host_list(const QString& list) {
+  std::vector<Host> hosts;
+  QSet<QString> seen;
+  for (const auto& part : list.split(',')) {
+    const QString name = part.trimmed();
+    if (name.isEmpty()) throw LaunchError("--hosts '" + list + "' has an empty host name");
+    if (seen.contains(name)) throw LaunchError("--hosts names " + name + " twice");
+    seen.insert(name);
+    hosts.push_back({name, 0});
+  }
+  return hosts;
+}
+
+std::vector<Host> read_hostfile(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) throw LaunchError(path + ": cannot read the hostfile");
+  std::vector<Host> hosts;
+  QSet<QString> seen;
+  static const QRegularExpression line_pattern(R"(^\s*(\S+)(?:\s+slots\s*=\s*(\d+))?\s*$)");
+  int number = 0;
+  for (QString line : QString::fromUtf8(file.readAll()).split('\n')) {
+    ++number;
+    line = line.section('#', 0, 0);
+    if (line.trimmed().isEmpty()) continue;
+    const auto match = line_pattern.match(line);
+    const QString where = QString("%1:%2: ").arg(path).arg(number);
+    if (!match.hasMatch()) throw LaunchError(where + "expected 'host slots=N', not '" + line.trimmed() + "'");
+    const QString name = match.captured(1);
+    if (seen.contains(name)) throw LaunchError(where + "host " + name + " is listed twice");
+    seen.insert(name);
+    const int count = match.captured(2).isEmpty() ? 0 : match.captured(2).toInt();
+    if (!match.captured(2).isEmpty() && count < 1) throw LaunchError(where + "slots must be at least 1");
+    hosts.push_back({name, count});
+  }
+  if (hosts.empty()) throw LaunchError(path + ": the hostfile names no host");
+  return hosts;
+}
+
+QString shell_quote(const QString& argument) {
+  QString quoted = argument;
+  quoted.replace("'", "'\\''");
+  return "'" + quoted + "'";
+}
+
+QStringList ssh_arguments(const SshOptions& options, const QString& host, const QString& remote_command) {
+  QStringList args;
+  if (!options.config_file.isEmpty()) args << "-F" << options.config_file;
+  // Never a password prompt; a dead peer is noticed within 45 s.
+  args << "-o" << "BatchMode=yes" << "-o" << QString("ConnectTimeout=%1").arg(options.connect_timeout) << "-o"
+       << "ServerAliveInterval=15" << "-o" << "ServerAliveCountMax=3" << host << remote_command;
+  return args;
+}
+
+void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
+  std::vector<std::unique_ptr<QProcess>> checks;
+  for (const auto& host : hosts) {
+    auto check = std::make_unique<QProcess>();
+    check->start(options.ssh, ssh_arguments(options, host.name, "true"));
+    checks.push_back(std::move(check));
+  }
+  QStringList problems;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    auto& check = *checks[i];
+    if (!check.waitForStarted(10000)) {
+      throw LaunchError("cannot run the SSH client '" + options.ssh + "': " + check.errorString());
+    }
+    if (!check.waitForFinished((options.connect_timeout + 5) * 1000)) {
+      check.kill();
+      check.waitForFinished();
+      problems << hosts[i].name + ": no answer within " + QString::number(options.connect_timeout + 5) + " s";
+      continue;
+    }
+    if (check.exitStatus() != QProcess::NormalExit || check.exitCode() != 0) {
+      QString reason = QString::fromLocal8Bit(check.readAllStandardError()).trimmed();
+      if (reason.isEmpty()) reason = QString("ssh exited with %1").arg(check.exitCode());
+      problems << hosts[i].name + ": " + reason.split('\n').last();
+    }
+  }
+  if (!problems.isEmpty()) {
+    throw LaunchError("cannot reach every host over SSH (BatchMode: keys only, no password prompts):\n  " +
+                      problems.join("\n  "));
+  }
+}
+
+std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts,
+                                      const LaunchPlan& plan, const LaunchOptions& launch, const QString& program,
+                                      const QStringList& arguments, int grace_seconds) {
+  std::vector<RankSpec> children;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    QStringList remote{options.remote_spur, "launch", "--no_config", "--exit_on_stdin_eof",
+                       "--num_processes", QString::number(plan.world_size),
+                       "--num_machines", QString::number(plan.num_machines),
+                       "--machine_rank", QString::number(i),
+                       "--main_process_ip", plan.master_addr,
+                       "--main_process_port", QString::number(plan.master_port),
+                       "--mixed_precision", plan.mixed_precision,
+                       "--grace_period", QString::number(grace_seconds)};
+    if (plan.use_cpu) remote << "--cpu";
+    if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
+    if (launch.gradient_accumulation_steps) {
+      remote << "--gradient_accumulation_steps" << QString::number(*launch.gradient_accumulation_steps);
+    }
+    if (launch.num_cpu_threads_per_process) {
+      remote << "--num_cpu_threads_per_process" << QString::number(*launch.num_cpu_threads_per_process);
+    }
+    remote << "--" << program << arguments;
+    QStringList quoted;
+    for (const auto& part : remote) quoted << shell_quote(part);
+    const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');
+    RankSpec child;
+    child.rank = static_cast<int>(i);
+    child.local_rank = static_cast<int>(i);
+    child.label = hosts[i].name;
+    child.program = options.ssh;
+    child.arguments = ssh_arguments(options, hosts[i].name, command);
+    children.push_back(child);
+  }
+  return children;
+}
+
+}  // namespace spur::app

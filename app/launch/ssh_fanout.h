@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// SSH fan-out: from a host list (--hosts a,b or a DeepSpeed-style hostfile), one `spur launch --machine_rank i`
+// per host through the system OpenSSH client (BatchMode, the user's keys and ssh config), every argument quoted.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+#include <vector>
+
+#include "launch/launch_plan.h"
+
+namespace spur::app {
+
+struct Host {
+  QString name;
+  int processes = 0;  // slots=N; 0: not given (the process count is split evenly)
+};
+
+/// "a,b,c" -> hosts. Throws LaunchError for an empty or duplicate name.
+std::vector<Host> parse_host_list(const QString& list);
+/// DeepSpeed's hostfile: "host slots=N" per line, # comments; a duplicate host is an error naming the line.
+std::vector<Host> read_hostfile(const QString& path);
+
+/// Single-quotes `argument` for a POSIX shell: what arrives is exactly `argument`, whatever it holds.
+QString shell_quote(const QString& argument);
+
+struct SshOptions {
+  QString ssh = "ssh";             // the client
+  QString config_file;             // -F, when not the user's default
+  int connect_timeout = 10;        // seconds, for the pre-flight and the launch
+  QString remote_spur;             // the spur command on the hosts (default: this one's path)
+  QString remote_directory;        // where the ranks start (default: this directory)
+};
+
+/// The ssh argument vector that runs `remote_command` (one shell string) on `host`.
+QStringList ssh_arguments(const SshOptions& options, const QString& host, const QString& remote_command);
+
+/// Checks that every host answers over SSH (`ssh host true`, in parallel, BatchMode). Throws LaunchError naming
+/// each host that does not, with ssh's own reason (refused, timed out, permission denied).
+void preflight(const SshOptions& options, const std::vector<Host>& hosts);
+
+/// One child per host: ssh running `spur launch` for that machine rank with every setting passed explicitly
+/// (the hosts' own default configurations do not matter), stopping its ranks if the connection drops.
+std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts,
+                                      const LaunchPlan& plan, const LaunchOptions& launch, const QString& program,
+                                      const QStringList& arguments, int grace_seconds);
+
+}  // namespace spur::app

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur launch --hosts` through a real sshd on a loopback port: two "machines" on 127.0.0.1 run a run's ranks,
+// arguments arrive literally, a failure or Ctrl-C tears everything down, unreachable hosts and refused keys are
+// named within the connect timeout.
+#include <signal.h>
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include "rank_group.h"
+#include "sshd_rig.h"
+#include "test_main.h"
+
+namespace {
+
+bool alive(qint64 pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  return stat.open(QIODevice::ReadOnly) && !QString::fromLatin1(stat.readAll()).section(')', 1).trimmed().startsWith('Z');
+}
+
+std::vector<qint64> pids(const QString& dir, int count) {
+  std::vector<qint64> out;
+  for (int rank = 0; rank < count; ++rank) {
+    QFile file(dir + QString("/rank%1.pid").arg(rank));
+    if (file.open(QIODevice::ReadOnly)) out.push_back(file.readAll().trimmed().toLongLong());
+  }
+  return out;
+}
+
+bool all_dead(const std::vector<qint64>& ranks, int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeout_ms) {
+    bool any = false;
+    for (auto pid : ranks) any = any || alive(pid);
+    if (!any) return true;
+    QThread::msleep(50);
+  }
+  return false;
+}
+
+}  // namespace
+
+class SshLaunchTest : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<spur::test::ThrowawaySshd> sshd_;
+
+  QStringList hosts_launch(const QStringList& extra) const {
+    return QStringList{"launch", "--ssh_config", sshd_->client_config(), "--main_process_ip", "127.0.0.1",
+                       "--main_process_port", QString::number(spur::test::free_port()), "--connect_timeout", "5"} +
+           extra;
+  }
+  spur::test::RankResult run(const QStringList& arguments, int timeout_ms = 120000) const {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    return spur::test::run_process(SPUR_CLI, arguments, env, timeout_ms);
+  }
+
+ private slots:
+  void initTestCase() {
+    sshd_ = std::make_unique<spur::test::ThrowawaySshd>();
+    if (!sshd_->problem().isEmpty()) QFAIL(qPrintable("no sshd for the test: " + sshd_->problem()));
+  }
+  void cleanupTestCase() { sshd_.reset(); }
+
+  void two_machines_run_every_rank_with_literal_arguments() {
+    QTemporaryDir dir;
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_LAUNCH_RIG,
+                                          "--pids", dir.path(), "; rm -rf ~", "it's $HOME"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (int rank = 0; rank < 4; ++rank) {
+      const QString host = rank < 2 ? "machine1" : "machine2";
+      QVERIFY2(result.output.contains(QString("[%1] [rank%2] hello from rank %2 of 4 (local %3 of 2, machine %4)")
+                                          .arg(host).arg(rank).arg(rank % 2).arg(rank / 2)),
+               qPrintable(result.output));
+    }
+    QVERIFY2(result.output.contains("argument: ; rm -rf ~") && result.output.contains("argument: it's $HOME"),
+             qPrintable(result.output));
+  }
+
+  void a_hostfile_gives_the_slots() {
+    QTemporaryDir dir;
+    QFile hostfile(dir.path() + "/hostfile");
+    hostfile.open(QIODevice::WriteOnly);
+    hostfile.write("# two machines\nmachine1 slots=2\nmachine2 slots=2\n");
+    hostfile.close();
+    auto result = run(hosts_launch({"--hostfile", dir.path() + "/hostfile", SPUR_LAUNCH_RIG}));
+    QVERIFY2(result.exit_code == 0 && result.output.contains("[machine2] [rank3] hello from rank 3 of 4"),
+             qPrintable(result.output));
+    QFile twice(dir.path() + "/twice");
+    twice.open(QIODevice::WriteOnly);
+    twice.write("machine1 slots=1\nmachine1 slots=1\n");
+    twice.close();
+    result = run(hosts_launch({"--hostfile", dir.path() + "/twice", SPUR_LAUNCH_RIG}));
+    QVERIFY2(result.exit_code != 0 && result.output.contains(dir.path() + "/twice:2: host machine1 is listed twice"),
+             qPrintable(result.output));
+  }
+
+  void training_over_ssh() {
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_EXAMPLE_MLP,
+                                          "--epochs", "1"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("[machine1] [rank0] spur") && result.output.contains("4 process(es)") &&
+                 result.output.contains("accuracy"),
+             qPrintable(result.output));
+  }
+
+  void a_failing_rank_on_one_machine_stops_every_machine() {
+    QTemporaryDir dir;
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_LAUNCH_RIG,
+                                          "--pids", dir.path(), "--fail_rank", "3", "--code", "7", "--sleep", "60"}));
+    QCOMPARE(result.exit_code, 7);
+    QVERIFY2(timer.elapsed() < 40000, "the other machine's ranks were not stopped");
+    QVERIFY2(result.output.contains("spur launch: machine2 (pid") && result.output.contains("exit code 7"),
+             qPrintable(result.output));
+    QVERIFY(all_dead(pids(dir.path(), 4), 10000));
+  }
+
+  void ctrl_c_stops_every_machine() {
+    QTemporaryDir dir;
+    QProcess spur;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    spur.setProcessEnvironment(env);
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "2", SPUR_LAUNCH_RIG,
+                                       "--pids", dir.path(), "--sleep", "60"}));
+    QVERIFY(spur.waitForStarted());
+    QElapsedTimer timer;
+    timer.start();
+    while (pids(dir.path(), 2).size() < 2 && timer.elapsed() < 30000) QThread::msleep(50);
+    QCOMPARE(pids(dir.path(), 2).size(), size_t(2));
+    ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
+    QVERIFY(spur.waitForFinished(30000));
+    QCOMPARE(spur.exitCode(), 130);
+    QVERIFY2(all_dead(pids(dir.path(), 2), 10000), qPrintable(QString::fromUtf8(spur.readAll())));
+  }
+
+  void unreachable_and_refused_hosts_are_named() {
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = run(hosts_launch({"--hosts", "machine1,closed,locked", SPUR_LAUNCH_RIG}), 60000);
+    QVERIFY(result.exit_code != 0);
+    QVERIFY2(timer.elapsed() < 20000, "the pre-flight took longer than the connect timeout");
+    QVERIFY2(result.output.contains("closed: ") && result.output.contains("Connection refused"),
+             qPrintable(result.output));
+    QVERIFY2(result.output.contains("locked: ") && result.output.contains("Permission denied"),
+             qPrintable(result.output));
+    QVERIFY2(!result.output.contains("machine1: "), qPrintable(result.output));
+  }
+
+  void dry_run_shows_the_quoted_ssh_commands() {
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--dry_run", "/bin/echo", "a b"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("'--machine_rank' '1'") &&
+                 result.output.contains("'a b'"),
+             qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(SshLaunchTest)
+#include "ssh_launch_test.moc"
