@@ -14,6 +14,7 @@
 #include <spur/blas.h>
 
 #include "cli/commands.h"
+#include "config/run_config.h"
 
 namespace spur::cli {
 namespace {
@@ -55,19 +56,69 @@ QString compiler() {
 #endif
 }
 
+// Which configuration a launch here would use, and what it says: "stale global config silently used" is a
+// common Accelerate complaint, so the report names the file and its error if it has one.
+QList<QPair<QString, QString>> config_rows(const std::string& named) {
+  const std::string path = named.empty() ? app::config_in_effect() : named;
+  if (path.empty()) {
+    return {{"Config", "none (a launch runs 1 process here; write one with `spur config`)"}};
+  }
+  QList<QPair<QString, QString>> rows{{"Config", QString::fromStdString(path)}};
+  try {
+    const auto config = app::RunConfig::load(path);
+    QString summary = QString::fromStdString(config.text("compute_environment", "LOCAL_MACHINE")) + ", " +
+                      QString::fromStdString(config.distributed_type());
+    if (config.sagemaker()) {
+      summary += QString(", %1 x %2").arg(QString::fromStdString(config.text("ec2_instance_type", "?")))
+                     .arg(config.num_machines());
+    } else {
+      const int processes = config.num_processes();
+      summary += QString(", %1 process(es) over %2 machine(s)")
+                     .arg(processes > 0 ? QString::number(processes) : QString("unset"))
+                     .arg(config.num_machines());
+      if (config.num_machines() > 1) {
+        summary += QString(", this is machine %1, rendezvous at %2:%3")
+                       .arg(config.machine_rank())
+                       .arg(QString::fromStdString(config.main_process_ip()))
+                       .arg(config.main_process_port());
+      }
+    }
+    summary += ", mixed precision " + QString::fromStdString(config.mixed_precision());
+    if (config.use_cpu()) summary += ", CPU only";
+    rows.append({"Config values", summary});
+    const auto ignored = config.unsupported();
+    if (!ignored.empty()) {
+      QStringList lines;
+      for (const auto& line : ignored) lines << QString::fromStdString(line);
+      rows.append({"Config keys Spur ignores", lines.join("; ")});
+    }
+  } catch (const app::ConfigError& e) {
+    rows.append({"Config values", QString("INVALID: ") + e.what()});
+  }
+  return rows;
+}
+
 }  // namespace
 
 int env_command(const QStringList& arguments) {
   QTextStream out(stdout);
-  const bool json = arguments.contains("--json");
-  for (const auto& argument : arguments) {
-    if (argument != "--json") {
-      QTextStream(stderr) << "spur env: unknown argument '" << argument << "' (only --json)\n";
+  bool json = false;
+  std::string config_file;
+  for (qsizetype i = 0; i < arguments.size(); ++i) {
+    const QString& argument = arguments[i];
+    if (argument == "--json") {
+      json = true;
+    } else if ((argument == "--config_file" || argument == "--config-file") && i + 1 < arguments.size()) {
+      config_file = arguments[++i].toStdString();
+    } else if (argument.startsWith("--config_file=") || argument.startsWith("--config-file=")) {
+      config_file = argument.section('=', 1).toStdString();
+    } else {
+      QTextStream(stderr) << "spur env: unknown argument '" << argument << "' (--json, --config_file F)\n";
       return 2;
     }
   }
   const auto blas = blas_info_for_libtorch();
-  const QList<QPair<QString, QString>> rows = {
+  QList<QPair<QString, QString>> rows = {
       {"Spur", SPUR_VERSION_STRING},
       {"LibTorch (built against)", SPUR_TORCH_BUILD_VERSION},
       {"Qt", qVersion()},
@@ -80,6 +131,7 @@ int env_command(const QStringList& arguments) {
                    (blas.path.empty() ? QString() : " (" + QString::fromStdString(blas.path) + ")") +
                    (blas.slow ? "  <- 16-20x slower than OpenBLAS: install libopenblas0-pthread" : "")},
   };
+  rows += config_rows(config_file);
   if (json) {
     QJsonObject object;
     for (const auto& [key, value] : rows) object.insert(key, value);

@@ -12,7 +12,7 @@ int usage(QTextStream& out) {
          "commands:\n"
          "  config      write a run configuration (questions; or default, show, validate FILE)\n"
          "  launch      run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
-         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS\n"
+         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
          "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
          "options:\n"
          "  --version   print Spur's version\n"

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `spur` command as a user runs it: --version, env (text and JSON), and a clear error for a wrong command.
+#include <QDir>
+#include <QFile>
 #include <QJsonDocument>
+#include <QTemporaryDir>
 #include <QJsonObject>
 #include <QTest>
 
@@ -11,6 +14,12 @@ namespace {
 
 spur::test::RankResult spur_cli(const QStringList& arguments) {
   return spur::test::run_process(SPUR_CLI, arguments, QProcessEnvironment::systemEnvironment(), 30000);
+}
+
+void write_file(const QString& path, const QByteArray& text) {
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(text);
 }
 
 }  // namespace
@@ -42,6 +51,34 @@ class CliTest : public QObject {
     const auto object = QJsonDocument::fromJson(result.output.toUtf8()).object();
     QCOMPARE(object.value("Spur").toString(), QString(SPUR_VERSION_STRING));
     QVERIFY(!object.value("BLAS").toString().isEmpty());
+  }
+
+  // The report names the configuration a launch would use (XDG default here), what it says, and a broken
+  // file's error instead of failing.
+  void env_names_the_config_in_effect() {
+    QTemporaryDir home;
+    auto environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("XDG_CONFIG_HOME", home.path());
+    environment.insert("HF_HOME", home.filePath("hf"));
+    auto none = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
+    QVERIFY2(none.output.contains("Config: none"), qPrintable(none.output));
+
+    QDir(home.path()).mkpath("spur");
+    const QString path = home.filePath("spur/default_config.yaml");
+    write_file(path, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 3\n"
+                     "num_machines: 1\nmixed_precision: bf16\nuse_cpu: true\n");
+    auto good = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
+    QVERIFY2(good.output.contains("Config: " + path), qPrintable(good.output));
+    QVERIFY2(good.output.contains("Config values: LOCAL_MACHINE, MULTI_CPU, 3 process(es) over 1 machine(s), "
+                                  "mixed precision bf16, CPU only"),
+             qPrintable(good.output));
+
+    const QString bad = home.filePath("bad.yaml");
+    write_file(bad, "distributed_type: MULTI_CPU\nnum_processes: 0\n");
+    auto broken = spur::test::run_process(SPUR_CLI, {"env", "--config_file", bad}, environment, 30000);
+    QCOMPARE(broken.exit_code, 0);
+    QVERIFY2(broken.output.contains("Config values: INVALID: " + bad + ":2"), qPrintable(broken.output));
+    QVERIFY2(broken.output.contains("num_processes"), qPrintable(broken.output));
   }
 
   void shard_plan_prints_one_line_per_rank() {
