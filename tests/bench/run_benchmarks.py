@@ -9,7 +9,9 @@
 Memory is shown three ways: peak RSS (counts the LibTorch code pages both ranks share: any LibTorch
 program starts at ~150 MiB RSS here, `import torch` at ~225 MiB), PSS (shared pages split between the
 processes using them) and private memory (what one more rank costs). The target is checked on private.
+  launch:     `spur launch --num_processes 2` / torchrun, to both ranks' first line and to exit (launch_bench.py)
 Usage: run_benchmarks.py --bench build/tests/bench/step_bench [--steps 200] [--workloads small,large]
+                         [--loader-bench build/tests/bench/loader_bench] [--spur build/app/spur]
 """
 import argparse
 import json
@@ -76,6 +78,7 @@ def main():
                         help="2-rank runs of each implementation, interleaved; the median run counts")
     parser.add_argument("--loader-bench", help="path to the loader_bench binary")
     parser.add_argument("--loader-samples", type=int, default=40000)
+    parser.add_argument("--spur", help="path to the spur command (launch latency against torchrun)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     timeout = 60 + args.steps * 2
@@ -115,6 +118,10 @@ def main():
               f"{r['sharded_per_s']:10.0f}  ratio {sharded:6.3f}  {'meets' if sharded >= 0.98 else 'MISSES'} >= 0.98")
         print(f"data   Spur loader vs LibTorch torch::data, samples/s     {r['libtorch_per_s']:10.0f} -> "
               f"{r['plain_per_s']:10.0f}  ratio {vs_libtorch:6.3f}")
+
+    if args.spur:
+        import launch_bench
+        launch_bench.report(launch_bench.measure(args.spur, args.python, max(args.repeats, 1) * 2 - 1))
     return 0
 
 
