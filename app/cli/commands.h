@@ -3,6 +3,7 @@
 // status. One file per command.
 #pragma once
 
+#include <QSet>
 #include <QStringList>
 
 namespace spur::cli {
@@ -11,6 +12,11 @@ namespace spur::cli {
 int config_command(const QStringList& arguments);
 /// `spur launch [flags] PROGRAM [ARGS...]`: this machine's ranks of a run, supervised.
 int launch_command(const QStringList& arguments);
+/// `spur test [launch flags]`: spur-check launched as `spur launch` would launch a program; says whether it works.
+int test_command(const QStringList& arguments);
+/// The flags `spur launch` (and so `spur test`) accepts: with a value, and switches.
+const QSet<QString>& launch_valued_flags();
+const QSet<QString>& launch_switches();
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
 /// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.

@@ -47,17 +47,24 @@ const char* kUsage =
 
 }  // namespace
 
+const QSet<QString>& launch_valued_flags() {
+  static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
+                                   "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
+                                   "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
+                                   "remote_spur", "connect_timeout"};
+  return flags;
+}
+
+const QSet<QString>& launch_switches() {
+  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config"};
+  return flags;
+}
+
 int launch_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(arguments,
-                         {"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
-                          "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
-                          "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
-                          "remote_spur", "connect_timeout"},
-                         {"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config"},
-                         /*stop_at_positional=*/true);
+    const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
       return 0;

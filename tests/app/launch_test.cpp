@@ -107,6 +107,43 @@ class LaunchTest : public QObject {
              qPrintable(result.output));
   }
 
+  // `spur test`: the built-in check on the configured processes, with a plain verdict either way.
+  void spur_test_checks_the_configured_setup_data() {
+    QTest::addColumn<QString>("config");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<int>("exit_code");
+    QTest::addColumn<QStringList>("expected");
+    const QString works = "spur test: the setup works.";
+    QTest::newRow("3 processes from the file")
+        << "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n" << QStringList{} << 0
+        << QStringList{"[rank2] rank 2 of 3", "[rank0] spur-check: OK: 3 process(es)", works};
+    QTest::newRow("bf16 from the flags")
+        << "distributed_type: 'NO'\n" << QStringList{"--num_processes", "2", "--mixed_precision", "bf16"} << 0
+        << QStringList{"training step (bf16", "spur-check: OK: 2 process(es)", works};
+    QTest::newRow("fp16 on a CPU fails plainly")
+        << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp16\n" << QStringList{} << 1
+        << QStringList{"fp16 needs a CUDA device", "spur test: the setup does NOT work", "failed: exit code 1"};
+    QTest::newRow("a program is refused") << "distributed_type: 'NO'\n" << QStringList{"./train"} << 2
+                                          << QStringList{"spur test: takes no program"};
+  }
+
+  void spur_test_checks_the_configured_setup() {
+    QFETCH(QString, config);
+    QFETCH(QStringList, flags);
+    QFETCH(int, exit_code);
+    QFETCH(QStringList, expected);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("config.yaml");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(config.toUtf8());
+    file.close();
+    const auto result =
+        spur::test::run_process(SPUR_CLI, QStringList{"test", "--config_file", path} + flags, isolated(dir), 60000);
+    QVERIFY2(result.exit_code == exit_code, qPrintable(result.output));
+    for (const auto& line : expected) QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
+  }
+
   void machines_by_hand_get_their_ranks() {
     QTemporaryDir dir;
     const auto result = launch(dir, {"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
