@@ -34,6 +34,7 @@ Arguments::Arguments(const QStringList& arguments, const QSet<QString>& valued, 
       } else {
         throw UsageError("--" + name + " needs a value");
       }
+      all_values_[name] << values_[name];
     } else {
       throw UsageError("unknown flag --" + name);
     }

@@ -28,6 +28,8 @@ class Arguments {
 
   bool has(const QString& name) const { return values_.contains(name) || switches_.contains(name); }
   std::optional<QString> value(const QString& name) const;
+  /// Every value a repeatable flag was given, in order (`value` is the last one).
+  QStringList values(const QString& name) const { return all_values_.value(name); }
   /// The value as an integer in [minimum, maximum]; UsageError naming the flag otherwise.
   std::optional<qint64> integer(const QString& name, qint64 minimum, qint64 maximum) const;
   /// "true"/"false" (and yes/no, 1/0) for flags given a value.
@@ -37,6 +39,7 @@ class Arguments {
 
  private:
   QHash<QString, QString> values_;
+  QHash<QString, QStringList> all_values_;
   QSet<QString> switches_;
   QStringList positional_;
 };

@@ -41,7 +41,8 @@ const char* kUsage =
     "flags (Accelerate's names; dashes or underscores): --num_processes N (total) --num_machines M\n"
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
-    "  --dry_run (print the plan) --grace_period S (SIGTERM to SIGKILL, default 5)\n"
+    "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
+    "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
     "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n";
 
@@ -51,7 +52,7 @@ const QSet<QString>& launch_valued_flags() {
   static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
                                    "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
                                    "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
-                                   "remote_spur", "connect_timeout"};
+                                   "remote_spur", "connect_timeout", "env"};
   return flags;
 }
 
@@ -92,6 +93,9 @@ int launch_command(const QStringList& arguments) {
     }
     if (auto v = args.integer("num_cpu_threads_per_process", 1, 4096)) {
       options.num_cpu_threads_per_process = static_cast<int>(*v);
+    }
+    for (const auto& assignment : args.values("env")) {
+      options.environment << app::parse_environment_assignment(assignment);
     }
     app::MachineFacts machine;
     machine.cpu_cores = QThread::idealThreadCount();

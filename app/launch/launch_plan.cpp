@@ -5,6 +5,7 @@
 #include "launch/launch_plan.h"
 
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QStandardPaths>
 
 namespace spur::app {
@@ -107,6 +108,7 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
       env.insert("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(*options.gradient_accumulation_steps));
     }
     if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
+    for (const auto& [name, value] : options.environment) env.insert(name, value);
     if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);
     plan.ranks.push_back(rank);
   }
@@ -127,6 +129,15 @@ QString LaunchPlan::describe() const {
   }
   for (const auto& note : notes) text += "note: " + note + "\n";
   return text;
+}
+
+QPair<QString, QString> parse_environment_assignment(const QString& text) {
+  static const QRegularExpression name("^[A-Za-z_][A-Za-z0-9_]*$");
+  const auto eq = text.indexOf('=');
+  if (eq <= 0 || !name.match(text.left(eq)).hasMatch()) {
+    throw LaunchError("--env '" + text + "': expected NAME=VALUE with NAME a variable name");
+  }
+  return {text.left(eq), text.mid(eq + 1)};
 }
 
 }  // namespace spur::app

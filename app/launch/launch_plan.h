@@ -34,7 +34,12 @@ struct LaunchOptions {
   std::optional<QString> gpu_ids;
   std::optional<int> gradient_accumulation_steps;
   std::optional<int> num_cpu_threads_per_process;
+  /// `--env NAME=VALUE`: set for every rank (over the launcher's own environment).
+  QList<QPair<QString, QString>> environment;
 };
+
+/// Parses `NAME=VALUE`; LaunchError naming the text when NAME is not a valid variable name.
+QPair<QString, QString> parse_environment_assignment(const QString& text);
 
 struct RankSpec {
   int rank = 0;

@@ -118,6 +118,7 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
     if (launch.num_cpu_threads_per_process) {
       remote << "--num_cpu_threads_per_process" << QString::number(*launch.num_cpu_threads_per_process);
     }
+    for (const auto& [name, value] : launch.environment) remote << "--env" << name + "=" + value;
     remote << "--" << program << arguments;
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);

@@ -77,13 +77,14 @@ class LaunchTest : public QObject {
  private slots:
   void dry_run_prints_each_ranks_environment() {
     QTemporaryDir dir;
-    const auto result = launch(dir, {"--num_processes", "2", "--mixed-precision=bf16", "--dry_run", SPUR_LAUNCH_RIG, "--x"});
+    const auto result = launch(dir, {"--num_processes", "2", "--mixed-precision=bf16", "--env", "SPUR_TEST_A=1 2",
+                                     "--env=B_=x=y", "--dry_run", SPUR_LAUNCH_RIG, "--x"});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     const auto& out = result.output;
     QVERIFY2(out.contains("2 process(es) over 1 machine(s)"), qPrintable(out));
     for (const char* expected : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0",
                                  "MASTER_ADDR=127.0.0.1", "SPUR_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=",
-                                 "SPUR_LAUNCHER=spur"}) {
+                                 "SPUR_LAUNCHER=spur", "SPUR_TEST_A=1 2", "B_=x=y"}) {
       QVERIFY2(out.contains(expected), qPrintable(QString(expected) + " missing:\n" + out));
     }
     static const QRegularExpression port("MASTER_PORT=(\\d+)");

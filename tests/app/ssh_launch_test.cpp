@@ -158,10 +158,11 @@ class SshLaunchTest : public QObject {
   }
 
   void dry_run_shows_the_quoted_ssh_commands() {
-    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--dry_run", "/bin/echo", "a b"}));
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--dry_run",
+                                          "/bin/echo", "a b"}));
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("'--machine_rank' '1'") &&
-                 result.output.contains("'a b'"),
+                 result.output.contains("'a b'") && result.output.contains("'--env' 'SEED=1; id'"),
              qPrintable(result.output));
   }
 };
