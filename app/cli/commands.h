@@ -6,7 +6,13 @@
 #include <QSet>
 #include <QStringList>
 
+namespace spur::app {
+class RunConfig;
+}
+
 namespace spur::cli {
+
+class Arguments;
 
 /// `spur config [default|show|validate]`: write, show and check Accelerate-format run configurations.
 int config_command(const QStringList& arguments);
@@ -17,6 +23,10 @@ int test_command(const QStringList& arguments);
 /// The flags `spur launch` (and so `spur test`) accepts: with a value, and switches.
 const QSet<QString>& launch_valued_flags();
 const QSet<QString>& launch_switches();
+/// `spur sagemaker follow|stop|describe JOB`: a SageMaker training job submitted earlier.
+int sagemaker_command(const QStringList& arguments);
+/// `spur launch` with a SageMaker configuration: submits the training job and follows it.
+int sagemaker_launch(const app::RunConfig& config, const Arguments& args);
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
 /// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.

@@ -95,6 +95,16 @@ app::RunConfig questionnaire(const std::string& path) {
     root["region"] = str(q.ask("AWS region", "us-east-1", [](const std::string& a) { return a.empty() ? "a region" : ""; }));
     root["iam_role_name"] = str(q.ask("IAM role for the training job", "spur_sagemaker_execution_role",
                                       [](const std::string& a) { return a.empty() ? "a role name or ARN" : ""; }));
+    const auto none = [](const std::string&) { return std::string(); };
+    if (auto profile = q.ask("AWS profile (empty: the AWS CLI's default credentials)", "", none); !profile.empty()) {
+      root["profile"] = str(profile);
+    }
+    if (auto inputs = q.ask("Input channels file (TSV: channel<TAB>s3://uri; empty: none)", "", none); !inputs.empty()) {
+      root["sagemaker_inputs_file"] = str(inputs);
+    }
+    if (auto metrics = q.ask("Metrics file (TSV: name<TAB>regex; empty: none)", "", none); !metrics.empty()) {
+      root["sagemaker_metrics_file"] = str(metrics);
+    }
     root["image_uri"] = str(q.ask("Training image (your container, with Spur and your program)", "",
                                   [](const std::string& a) { return a.empty() ? "an ECR image URI" : ""; }));
     root["ec2_instance_type"] = str(q.ask("Instance type", "ml.p3.2xlarge",

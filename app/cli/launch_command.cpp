@@ -17,6 +17,8 @@
 #include "launch/launch_plan.h"
 #include "launch/local_launcher.h"
 #include "launch/ssh_fanout.h"
+#include "sagemaker/aws_cli.h"
+#include "sagemaker/container.h"
 
 namespace spur::cli {
 namespace {
@@ -44,7 +46,10 @@ const char* kUsage =
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
-    "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n";
+    "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n"
+    "a SageMaker configuration submits a training job and follows its logs (Ctrl-C stops it):\n"
+    "  [--detach] [--job_name NAME] [--poll_interval S] [--aws_endpoint_url URL]\n"
+    "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n";
 
 }  // namespace
 
@@ -52,19 +57,34 @@ const QSet<QString>& launch_valued_flags() {
   static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
                                    "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
                                    "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
-                                   "remote_spur", "connect_timeout", "env"};
+                                   "remote_spur", "connect_timeout", "env", "job_name",
+                                   "aws_endpoint_url", "poll_interval"};
   return flags;
 }
 
 const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config"};
+  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config",
+                                   "detach"};
   return flags;
 }
 
-int launch_command(const QStringList& arguments) {
+int launch_command(const QStringList& given) {
   QTextStream out(stdout);
   QTextStream err(stderr);
+  std::optional<app::SageMakerContainer> container;
   try {
+    // In a SageMaker training container, SageMaker runs the image's `spur launch` with "train": the program,
+    // its arguments and the launch flags come from the job's hyperparameters; flags given here still win.
+    QStringList arguments = given;
+    container = app::detect_sagemaker_container();
+    if (container) {
+      const Arguments probe(given, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+      if (probe.positional().isEmpty() || probe.positional() == QStringList{"train"}) {
+        QStringList flags = given.mid(0, given.size() - probe.positional().size());
+        if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
+        arguments = container->launch_flags() + flags + QStringList{"--", container->program()} + container->arguments();
+      }
+    }
     const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
@@ -78,6 +98,8 @@ int launch_command(const QStringList& arguments) {
                              : args.has("no_config") ? std::string()
                                                      : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
+    if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args);
+    if (config && config->sagemaker()) config.reset();  // in the job's container: the job already carries it
 
     app::LaunchOptions options;
     if (auto v = args.integer("num_processes", 1, 1'000'000)) options.num_processes = static_cast<int>(*v);
@@ -97,6 +119,7 @@ int launch_command(const QStringList& arguments) {
     for (const auto& assignment : args.values("env")) {
       options.environment << app::parse_environment_assignment(assignment);
     }
+    if (container) container->complete(options);
     app::MachineFacts machine;
     machine.cpu_cores = QThread::idealThreadCount();
     machine.free_port = free_port;
@@ -170,13 +193,18 @@ int launch_command(const QStringList& arguments) {
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
     app::LocalLauncher launcher(plan, supervision, out, err);
-    return launcher.run();
-  } catch (const app::ConfigError& e) {
+    const int code = launcher.run();
+    if (code != 0 && container) {
+      container->report_failure(launcher.failure().isEmpty() ? QString("spur launch: exit code %1").arg(code)
+                                                             : launcher.failure());
+    }
+    return code;
+  } catch (const app::AwsError& e) {
     err << "spur launch: " << e.what() << "\n";
-  } catch (const app::LaunchError& e) {
+    return 1;
+  } catch (const std::runtime_error& e) {  // ConfigError, LaunchError, UsageError: bad input, named
     err << "spur launch: " << e.what() << "\n";
-  } catch (const UsageError& e) {
-    err << "spur launch: " << e.what() << "\n";
+    if (container) container->report_failure(QString("spur launch: ") + e.what());
   }
   return 2;
 }

@@ -50,6 +50,8 @@ class RunConfig {
   std::string rdzv_backend() const { return text("rdzv_backend", "static"); }
   bool same_network() const { return flag("same_network", false); }
 
+  /// What errors call the file (its path).
+  const std::string& name() const { return name_; }
   /// A key's value as written (nullptr when absent).
   const YAML::Node* find(const std::string& key) const;
   std::string text(const std::string& key, const std::string& fallback) const;

@@ -89,10 +89,15 @@ int LocalLauncher::run() {
 
   if (failed_rank_) {
     const auto& rank = *ranks_[*failed_rank_];
-    err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: "
-         << (exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_))
+    const QString cause =
+        exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_);
+    err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: " << cause
          << "; the other ranks were stopped. Its last lines:\n";
-    for (const auto& line : rank.tail) err_ << "  [" << rank.spec.label << "] " << line << "\n";
+    failure_ = rank.spec.label + " failed: " + cause + ".";
+    for (const auto& line : rank.tail) {
+      err_ << "  [" << rank.spec.label << "] " << line << "\n";
+      failure_ += "\n" + line;
+    }
     err_.flush();
   } else if (user_signal_) {
     err_ << "spur launch: stopped by " << signal_name(user_signal_) << "\n";

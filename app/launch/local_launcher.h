@@ -42,6 +42,8 @@ class LocalLauncher : public QObject {
   /// Starts the ranks and returns when every one has exited: 0, the failing rank's exit code, or 128 + the
   /// signal that stopped the run. Installs SIGINT/SIGTERM/SIGHUP handlers for its duration.
   int run();
+  /// After a failed run(): which rank failed, how, and its last lines; empty otherwise.
+  const QString& failure() const { return failure_; }
 
  private:
   struct Rank {
@@ -67,6 +69,7 @@ class LocalLauncher : public QObject {
   int running_ = 0;
   std::optional<int> failed_rank_;
   int exit_code_ = 0;
+  QString failure_;
   int user_signal_ = 0;
   bool stopping_ = false;
   QTimer kill_timer_;

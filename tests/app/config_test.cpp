@@ -190,6 +190,35 @@ class ConfigTest : public QObject {
     }
     QVERIFY(accelerate_accepts(path));
   }
+
+  void the_questionnaire_writes_a_sagemaker_config() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    const QString path = dir.path() + "/sagemaker.yaml";
+    spur.start(SPUR_CLI, {"config", "--config_file", path});
+    QVERIFY(spur.waitForStarted());
+    // SageMaker, data parallel, region, role, profile, no input channels, a metrics file, the image, a wrong
+    // instance type first, 2 instances, bf16.
+    spur.write("sagemaker\nDATA_PARALLEL\neu-west-1\nspur-role\nresearch\n\nmetrics.tsv\n"
+               "123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1\nc5.xlarge\nml.c5.xlarge\n2\nbf16\n");
+    spur.closeWriteChannel();
+    QVERIFY(spur.waitForFinished(30000));
+    const QString output = QString::fromUtf8(spur.readAll());
+    QVERIFY2(spur.exitCode() == 0, qPrintable(output));
+    QVERIFY2(output.contains("an ml.* type"), qPrintable(output));
+    const QString text = read(path);
+    for (const char* expected : {"compute_environment: AMAZON_SAGEMAKER", "distributed_type: DATA_PARALLEL",
+                                 "region: eu-west-1", "iam_role_name: spur-role", "profile: research",
+                                 "sagemaker_metrics_file: metrics.tsv", "ec2_instance_type: ml.c5.xlarge",
+                                 "num_machines: 2", "mixed_precision: bf16",
+                                 "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1"}) {
+      QVERIFY2(text.contains(expected), qPrintable(expected + QString(" missing in:\n") + text));
+    }
+    QVERIFY(!text.contains("sagemaker_inputs_file"));
+    QVERIFY(accelerate_accepts(path));
+  }
 };
 
 SPUR_TEST_CLASS(ConfigTest)

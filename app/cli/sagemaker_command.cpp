@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Amazon SageMaker from the command line: `spur launch` with a SageMaker configuration submits a training job
+// and follows it (sagemaker_launch), and `spur sagemaker follow|stop|describe JOB` acts on one later.
+#include <QDir>
+#include <QJsonDocument>
+#include <QTemporaryFile>
+#include <QTextStream>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "config/run_config.h"
+#include "launch/launch_plan.h"
+#include "sagemaker/aws_cli.h"
+#include "sagemaker/job_follower.h"
+#include "sagemaker/training_job.h"
+
+namespace spur::cli {
+namespace {
+
+const char* kUsage =
+    "usage: spur sagemaker follow|stop|describe JOB [--config_file F] [--region R] [--profile P]\n"
+    "                      [--aws_endpoint_url URL] [--poll_interval S]\n"
+    "  follow    print the job's status changes and its instances' log lines until it ends (Ctrl-C stops it)\n"
+    "  stop      ask SageMaker to stop the job\n"
+    "  describe  print DescribeTrainingJob's answer (JSON)\n"
+    "Region and profile come from the flags, else the SageMaker configuration, else the AWS CLI's own settings.\n";
+
+app::AwsOptions aws_options(const std::optional<app::RunConfig>& config, const Arguments& args) {
+  app::AwsOptions options;
+  if (config && config->sagemaker()) {
+    options.region = QString::fromStdString(config->text("region", "us-east-1"));
+    options.profile = QString::fromStdString(config->text("profile", ""));
+  }
+  if (auto v = args.value("region")) options.region = *v;
+  if (auto v = args.value("profile")) options.profile = *v;
+  options.endpoint_url = args.value("aws_endpoint_url").value_or(qEnvironmentVariable("SPUR_AWS_ENDPOINT_URL"));
+  return options;
+}
+
+app::FollowOptions follow_options(const Arguments& args, const QString& who) {
+  app::FollowOptions options;
+  options.who = who;
+  if (auto v = args.integer("poll_interval", 1, 3600)) options.poll = std::chrono::seconds(*v);
+  return options;
+}
+
+}  // namespace
+
+int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+  for (const char* local : {"hosts", "hostfile", "machine_rank", "main_process_ip", "main_process_port", "gpu_ids"}) {
+    if (args.has(local)) {
+      throw UsageError(QString("--%1 is for runs on your own machines; %2 is a SageMaker configuration")
+                           .arg(local, QString::fromStdString(config.name())));
+    }
+  }
+  app::TrainingJobOptions job;
+  job.program = args.positional().front();
+  job.arguments = args.positional().mid(1);
+  job.base_directory = QDir::currentPath();
+  if (auto v = args.value("job_name")) job.job_name = *v;
+  if (auto v = args.integer("num_machines", 1, 100000)) job.instance_count = static_cast<int>(*v);
+  for (const auto& assignment : args.values("env")) job.environment << app::parse_environment_assignment(assignment);
+  // What the container's `spur launch` needs to run the program as configured here.
+  const QString precision = args.value("mixed_precision").value_or(QString::fromStdString(config.mixed_precision()));
+  job.launch_flags << "--mixed_precision" << precision;
+  if (args.has("cpu") || args.has("use_cpu") || config.use_cpu()) job.launch_flags << "--cpu";
+  for (const char* flag : {"num_processes", "gradient_accumulation_steps", "num_cpu_threads_per_process"}) {
+    if (auto v = args.integer(flag, 1, 10'000'000)) job.launch_flags << QString("--") + flag << QString::number(*v);
+  }
+
+  app::AwsCli aws(aws_options(config, args));
+  const QString role = QString::fromStdString(config.text("iam_role_name", ""));
+  const bool dry_run = args.has("dry_run");
+  if (role.startsWith("arn:")) {
+    job.role_arn = role;
+  } else if (dry_run) {
+    job.role_arn = "arn:aws:iam::000000000000:role/" + role;  // looked up at submission
+  } else {
+    job.role_arn = aws.call("iam", "get-role", {"--role-name", role}).value("Role").toObject().value("Arn").toString();
+  }
+  const auto request = app::make_training_job_request(config, job);
+  for (const auto& note : request.notes) err << "spur launch: note: " << note << "\n";
+
+  const QByteArray json = QJsonDocument(request.request).toJson(QJsonDocument::Indented);
+  if (dry_run) {
+    out << "SageMaker training job " << request.job_name << " in " << aws.options().region << "; would run:\n  "
+        << aws.command("sagemaker", "create-training-job", {"--cli-input-json", "file://REQUEST"}).join(' ')
+        << "\nwith REQUEST:\n" << json;
+    if (!role.startsWith("arn:")) out << "(the role's ARN and the default output bucket are looked up on submission)\n";
+    return 0;
+  }
+  QTemporaryFile file(QDir::tempPath() + "/spur-sagemaker-XXXXXX.json");  // mode 0600; holds no credentials
+  if (!file.open() || file.write(json) != json.size() || !file.flush()) {
+    throw app::LaunchError("cannot write the request to " + file.fileName() + ": " + file.errorString());
+  }
+  aws.call("sagemaker", "create-training-job", {"--cli-input-json", "file://" + file.fileName()});
+  const auto resources = request.request.value("ResourceConfig").toObject();
+  err << "spur launch: submitted SageMaker training job " << request.job_name << " ("
+      << resources.value("InstanceCount").toInt() << " x " << resources.value("InstanceType").toString() << ", "
+      << aws.options().region << ")\n";
+  if (args.has("detach")) {
+    out << request.job_name << "\n";
+    err << "spur launch: follow it with `spur sagemaker follow " << request.job_name << "`, stop it with "
+        << "`spur sagemaker stop " << request.job_name << "`\n";
+    return 0;
+  }
+  err.flush();
+  return app::JobFollower(aws, request.job_name, follow_options(args, "spur launch"), out, err).run();
+}
+
+int sagemaker_command(const QStringList& arguments) {
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+  try {
+    const Arguments args(arguments, {"config_file", "region", "profile", "aws_endpoint_url", "poll_interval"}, {"help"});
+    if (args.has("help")) {
+      out << kUsage;
+      return 0;
+    }
+    if (args.positional().size() != 2) throw UsageError(QString("expected an action and a job name\n") + kUsage);
+    const QString action = args.positional()[0];
+    const QString job = args.positional()[1];
+    std::optional<app::RunConfig> config;
+    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
+    if (!path.empty()) config = app::RunConfig::load(path);
+    app::AwsCli aws(aws_options(config, args));
+    if (action == "follow") return app::JobFollower(aws, job, follow_options(args, "spur sagemaker"), out, err).run();
+    if (action == "stop") {
+      aws.call("sagemaker", "stop-training-job", {"--training-job-name", job});
+      err << "spur sagemaker: asked SageMaker to stop " << job << "\n";
+      return 0;
+    }
+    if (action == "describe") {
+      out << QJsonDocument(aws.call("sagemaker", "describe-training-job", {"--training-job-name", job})).toJson();
+      return 0;
+    }
+    throw UsageError("unknown action '" + action + "'\n" + kUsage);
+  } catch (const UsageError& e) {
+    err << "spur sagemaker: " << e.what() << "\n";
+  } catch (const app::ConfigError& e) {
+    err << "spur sagemaker: " << e.what() << "\n";
+  } catch (const app::AwsError& e) {
+    err << "spur sagemaker: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace spur::cli

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// Inside a SageMaker training container: what `spur launch` learns from /opt/ml (the hosts, this host, the
+// hyperparameters carrying the program) and where it reports a failure for DescribeTrainingJob to show.
+#pragma once
+
+#include <QJsonObject>
+#include <QProcessEnvironment>
+#include <QString>
+#include <QStringList>
+
+#include <optional>
+
+#include "launch/launch_plan.h"
+
+namespace spur::app {
+
+struct SageMakerContainer {
+  QString root;  // /opt/ml, or $SPUR_SAGEMAKER_ROOT (tests)
+  QString current_host;
+  QStringList hosts;  // algo-1, algo-2, ...: the first is the rendezvous host
+  QJsonObject hyperparameters;
+  int num_gpus = 0;
+
+  int machine_rank() const { return static_cast<int>(hosts.indexOf(current_host)); }
+  /// The program, its arguments and launch flags the job carries (training_job.h); LaunchError if absent.
+  QString program() const;
+  QStringList arguments() const;
+  QStringList launch_flags() const;
+  /// Fills what the flags left unset: machines, this machine's rank, the rendezvous host, processes per host
+  /// (one per GPU, else one).
+  void complete(LaunchOptions& options) const;
+  /// Writes output/failure, whose text DescribeTrainingJob shows as FailureReason.
+  void report_failure(const QString& reason) const;
+};
+
+/// The container's description when resourceconfig.json exists under the root; LaunchError if it is unreadable.
+std::optional<SageMakerContainer> detect_sagemaker_container(
+    const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment());
+
+}  // namespace spur::app

@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: Apache-2.0
+// Amazon SageMaker with the real `aws` CLI against a loopback endpoint the test runs (tests/rigs/fake_aws.py),
+// which records and checks every request: the CreateTrainingJob request, following status and CloudWatch logs,
+// failures, Ctrl-C stopping the job, credentials kept out of everything; then the container side with a
+// simulated /opt/ml for two hosts on loopback.
+#include <signal.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include "rank_group.h"
+#include "sagemaker/job_follower.h"
+#include "sagemaker/training_job.h"
+#include "test_main.h"
+
+namespace {
+
+constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTESTSECRET";
+
+void write_file(const QString& path, const QByteArray& text) {
+  QDir().mkpath(QFileInfo(path).path());
+  QFile file(path);
+  QVERIFY2(file.open(QIODevice::WriteOnly), qPrintable(path));
+  file.write(text);
+}
+
+QByteArray json(const QJsonObject& object) { return QJsonDocument(object).toJson(QJsonDocument::Compact); }
+
+// The loopback endpoint: started with a scenario, stopped (by PID, through QProcess) when it goes out of scope.
+class FakeAws {
+ public:
+  FakeAws(const QString& dir, const QJsonObject& scenario) : log_(dir + "/requests.jsonl") {
+    write_file(dir + "/scenario.json", json(scenario));
+    process_.setProcessChannelMode(QProcess::SeparateChannels);
+    process_.start("/usr/bin/python3", {SPUR_RIGS_DIR "/fake_aws.py", dir + "/scenario.json", log_});
+    if (!process_.waitForStarted(10000)) return;
+    QElapsedTimer timer;
+    timer.start();
+    while (!process_.canReadLine() && timer.elapsed() < 15000) process_.waitForReadyRead(200);
+    const QString line = QString::fromUtf8(process_.readLine()).trimmed();
+    if (line.startsWith("PORT ")) port_ = line.mid(5).toInt();
+  }
+  ~FakeAws() {
+    process_.kill();
+    process_.waitForFinished(5000);
+  }
+  bool ok() const { return port_ > 0; }
+  QString url() const { return QString("http://127.0.0.1:%1").arg(port_); }
+  QList<QJsonObject> requests() const {
+    QList<QJsonObject> out;
+    QFile file(log_);
+    if (!file.open(QIODevice::ReadOnly)) return out;
+    for (const auto& line : file.readAll().split('\n')) {
+      if (!line.trimmed().isEmpty()) out << QJsonDocument::fromJson(line).object();
+    }
+    return out;
+  }
+  QList<QJsonObject> requests(const QString& target) const {
+    QList<QJsonObject> out;
+    for (const auto& request : requests()) {
+      if (request.value("target").toString() == target) out << request;
+    }
+    return out;
+  }
+  QByteArray raw_log() const {
+    QFile file(log_);
+    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+  }
+
+ private:
+  QString log_;
+  QProcess process_;
+  int port_ = 0;
+};
+
+// Dummy credentials only, as the reference says: nothing of the user's AWS configuration is read.
+QProcessEnvironment aws_environment(const QTemporaryDir& dir) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("AWS_ACCESS_KEY_ID", "AKIDSPURTEST");
+  env.insert("AWS_SECRET_ACCESS_KEY", kSecret);
+  env.insert("AWS_DEFAULT_REGION", "us-west-2");
+  env.insert("AWS_CONFIG_FILE", "/dev/null");
+  env.insert("AWS_SHARED_CREDENTIALS_FILE", "/dev/null");
+  env.insert("AWS_EC2_METADATA_DISABLED", "true");
+  env.insert("XDG_CONFIG_HOME", dir.filePath("config"));
+  env.insert("HF_HOME", dir.filePath("hf"));
+  env.remove("SPUR_SAGEMAKER_ROOT");
+  return env;
+}
+
+QJsonObject status(const QString& status, const QString& secondary, const QString& reason = {}) {
+  QJsonObject object{{"TrainingJobStatus", status}, {"SecondaryStatus", secondary}};
+  if (!reason.isEmpty()) object["FailureReason"] = reason;
+  return object;
+}
+
+const QByteArray kConfig =
+    "compute_environment: AMAZON_SAGEMAKER\n"
+    "distributed_type: DATA_PARALLEL\n"
+    "ec2_instance_type: ml.c5.2xlarge\n"
+    "iam_role_name: spur-training\n"
+    "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur-mlp:1\n"
+    "mixed_precision: bf16\n"
+    "num_machines: 2\n"
+    "region: eu-west-1\n"
+    "base_job_name: spur-mlp\n"
+    "sagemaker_metrics_file: metrics.tsv\n"
+    "sagemaker_inputs_file: inputs.tsv\n"
+    "additional_args:\n"
+    "  max_run: 3600\n"
+    "  environment:\n"
+    "    FROM_FILE: 'yes'\n"
+    "  hyperparameters:\n"
+    "    lr: 0.1\n";
+
+}  // namespace
+
+class SageMakerTest : public QObject {
+  Q_OBJECT
+
+  // A directory holding the configuration and its TSV files; spur runs there.
+  static QString prepare(const QTemporaryDir& dir, const QByteArray& config = kConfig) {
+    write_file(dir.filePath("sm.yaml"), config);
+    write_file(dir.filePath("metrics.tsv"), "name\tregex\nloss\tloss ([0-9.]+)\naccuracy\taccuracy ([0-9.]+)\n");
+    write_file(dir.filePath("inputs.tsv"), "channel\ts3_uri\ntrain\ts3://bucket/train/\n");
+    return dir.filePath("sm.yaml");
+  }
+
+  static spur::test::RankResult spur(const QTemporaryDir& dir, const QStringList& arguments, int timeout_ms = 90000) {
+    QProcess process;
+    process.setWorkingDirectory(dir.path());
+    process.setProcessEnvironment(aws_environment(dir));
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(SPUR_CLI, arguments);
+    spur::test::RankResult result;
+    if (!process.waitForFinished(timeout_ms)) {
+      process.kill();
+      process.waitForFinished(5000);
+      result.output = "TIMED OUT\n" + QString::fromUtf8(process.readAll());
+      return result;
+    }
+    result.exit_code = process.exitCode();
+    result.output = QString::fromUtf8(process.readAll());
+    return result;
+  }
+
+ private slots:
+  void job_names_follow_sagemaker_rules_data() {
+    QTest::addColumn<QString>("base");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("short") << "spur-mlp" << "spur-mlp-2026-11-29-08-05-09-042";
+    QTest::newRow("cut to 63") << QString(60, 'a') << QString(39, 'a') + "-2026-11-29-08-05-09-042";
+    QTest::newRow("no hyphen before the stamp") << QString(38, 'a') + "-b" << QString(38, 'a') + "-2026-11-29-08-05-09-042";
+  }
+
+  void job_names_follow_sagemaker_rules() {
+    QFETCH(QString, base);
+    QFETCH(QString, expected);
+    const QDateTime now(QDate(2026, 11, 29), QTime(8, 5, 9, 42), Qt::UTC);
+    const QString name = spur::app::training_job_name(base, now);
+    QCOMPARE(name, expected);
+    QVERIFY(name.size() <= 63);
+    QVERIFY_THROWS_EXCEPTION(spur::app::ConfigError, spur::app::training_job_name("my_job", now));
+    QCOMPARE(spur::app::instance_of_log_stream("job-1", "job-1/algo-2-1700000000"), QString("algo-2"));
+  }
+
+  void submits_the_job_and_follows_its_logs() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
+                                                     status("Completed", "Completed")}},
+                             {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3",
+                                                                        "accuracy 0.97"}},
+                                                  {"algo-2", QJsonArray{"rank 1 ready"}}}}});
+    QVERIFY(aws.ok());
+    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(),
+                                   "--poll_interval", "1", "--env", "SEED=7", "--gradient_accumulation_steps", "2",
+                                   "/opt/spur/train_mlp", "--epochs", "3; rm -rf ~", "a b"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (const char* line : {"[algo-1] epoch 1 loss 0.5", "[algo-1] epoch 2 loss 0.3", "[algo-1] accuracy 0.97",
+                             "[algo-2] rank 1 ready", "InProgress - Training", "completed"}) {
+      QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " missing:\n" + result.output));
+    }
+    QCOMPARE(result.output.count("[algo-1] epoch 1 loss 0.5"), 1);  // each line once, however many polls
+
+    // The role name was resolved through IAM, then one request built from the file, the flags and the program.
+    const auto roles = aws.requests("IAM.GetRole");
+    QCOMPARE(roles.size(), 1);
+    QCOMPARE(roles[0]["body"].toObject()["RoleName"].toString(), QString("spur-training"));
+    const auto creates = aws.requests("SageMaker.CreateTrainingJob");
+    QCOMPARE(creates.size(), 1);
+    const auto body = creates[0]["body"].toObject();
+    QVERIFY(QRegularExpression("^spur-mlp-\\d{4}-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d{3}$")
+                .match(body["TrainingJobName"].toString()).hasMatch());
+    QCOMPARE(body["RoleArn"].toString(), QString("arn:aws:iam::123456789012:role/spur-training"));
+    const auto algorithm = body["AlgorithmSpecification"].toObject();
+    QCOMPARE(algorithm["TrainingImage"].toString(), QString("123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur-mlp:1"));
+    QCOMPARE(algorithm["TrainingInputMode"].toString(), QString("File"));
+    QCOMPARE(algorithm["MetricDefinitions"].toArray().size(), 2);
+    QCOMPARE(algorithm["MetricDefinitions"].toArray()[0].toObject()["Regex"].toString(), QString("loss ([0-9.]+)"));
+    const auto resources = body["ResourceConfig"].toObject();
+    QCOMPARE(resources["InstanceType"].toString(), QString("ml.c5.2xlarge"));
+    QCOMPARE(resources["InstanceCount"].toInt(), 2);
+    QCOMPARE(body["StoppingCondition"].toObject()["MaxRuntimeInSeconds"].toInt(), 3600);
+    QCOMPARE(body["OutputDataConfig"].toObject()["S3OutputPath"].toString(),
+             QString("s3://sagemaker-eu-west-1-123456789012/"));
+    const auto channel = body["InputDataConfig"].toArray()[0].toObject();
+    QCOMPARE(channel["ChannelName"].toString(), QString("train"));
+    QCOMPARE(channel["DataSource"].toObject()["S3DataSource"].toObject()["S3Uri"].toString(),
+             QString("s3://bucket/train/"));
+    const auto hyper = body["HyperParameters"].toObject();
+    QCOMPARE(hyper["spur_program"].toString(), QString("/opt/spur/train_mlp"));
+    QCOMPARE(QJsonDocument::fromJson(hyper["spur_arguments"].toString().toUtf8()).array(),
+             (QJsonArray{"--epochs", "3; rm -rf ~", "a b"}));
+    QCOMPARE(QJsonDocument::fromJson(hyper["spur_launch_flags"].toString().toUtf8()).array(),
+             (QJsonArray{"--mixed_precision", "bf16", "--gradient_accumulation_steps", "2"}));
+    QCOMPARE(hyper["lr"].toString(), QString("0.1"));
+    QCOMPARE(body["Environment"].toObject(), (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}}));
+
+    // Every call signed for the configuration's region, by the CLI, with the environment's key; no secret
+    // anywhere in what was sent, and nothing wrong with any request.
+    for (const auto& request : aws.requests()) {
+      QVERIFY2(request["problems"].toArray().isEmpty(), json(request).constData());
+      const auto scope = request["scope"].toObject();
+      QCOMPARE(scope["key_id"].toString(), QString("AKIDSPURTEST"));
+      if (scope["service"].toString() != "iam") QCOMPARE(scope["region"].toString(), QString("eu-west-1"));
+    }
+    QVERIFY(!aws.raw_log().contains(kSecret));
+    QVERIFY(aws.requests("Logs_20140328.GetLogEvents").size() >= 2);
+    // Nothing Spur wrote holds credentials: the temporary request file is gone, the directory has what it had.
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::NoDotAndDotDot).size(), 5);
+  }
+
+  void a_failed_job_reports_its_reason() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"describe", QJsonArray{status("Failed", "Failed", "AlgorithmError: rank1 failed: exit code 3")}},
+                             {"logs", QJsonObject{{"algo-1", QJsonArray{"Traceback: out of memory"}}}}});
+    QVERIFY(aws.ok());
+    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval",
+                                   "1", "/opt/spur/train_mlp"});
+    QCOMPARE(result.exit_code, 1);
+    QVERIFY2(result.output.contains("failed: AlgorithmError: rank1 failed: exit code 3") &&
+                 result.output.contains("[algo-1] Traceback: out of memory"),
+             qPrintable(result.output));
+  }
+
+  void refusals_are_named_data() {
+    QTest::addColumn<QJsonObject>("scenario");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("job name in use")
+        << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
+                       {"create_error", QJsonObject{{"status", 400}, {"type", "ResourceInUse"},
+                                                    {"message", "Training job names must be unique"}}}}
+        << "(ResourceInUse) when calling the CreateTrainingJob operation: Training job names must be unique";
+    QTest::newRow("unknown role") << QJsonObject{} << "The role with name spur-training cannot be found";
+  }
+
+  void refusals_are_named() {
+    QFETCH(QJsonObject, scenario);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    scenario["describe"] = QJsonArray{status("Completed", "Completed")};
+    FakeAws aws(dir.path(), scenario);
+    QVERIFY(aws.ok());
+    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "/opt/spur/train"});
+    QCOMPARE(result.exit_code, 1);
+    QVERIFY2(result.output.contains(expected), qPrintable(result.output));
+    QCOMPARE(result.output.count('\n'), 1);  // one clear line, no follow-up noise
+  }
+
+  void ctrl_c_stops_the_job() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"describe", QJsonArray{status("InProgress", "Training")}},
+                             {"after_stop", QJsonArray{"Stopping", "Stopped"}}});
+    QVERIFY(aws.ok());
+    QProcess process;
+    process.setWorkingDirectory(dir.path());
+    process.setProcessEnvironment(aws_environment(dir));
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(SPUR_CLI, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval", "1",
+                             "/opt/spur/train"});
+    QVERIFY(process.waitForStarted());
+    QElapsedTimer timer;
+    timer.start();
+    while (aws.requests("SageMaker.DescribeTrainingJob").isEmpty() && timer.elapsed() < 60000) QThread::msleep(100);
+    QVERIFY2(!aws.requests("SageMaker.DescribeTrainingJob").isEmpty(), qPrintable(QString::fromUtf8(process.readAll())));
+    ::kill(static_cast<pid_t>(process.processId()), SIGINT);
+    const bool finished = process.waitForFinished(60000);
+    if (!finished) process.kill();
+    const QString output = QString::fromUtf8(process.readAll());
+    QVERIFY2(finished, qPrintable(output));
+    QCOMPARE(process.exitCode(), 128 + SIGINT);
+    QCOMPARE(aws.requests("SageMaker.StopTrainingJob").size(), 1);
+    QVERIFY2(output.contains("SIGINT: stopping job spur-mlp-") && output.contains(": Stopped"), qPrintable(output));
+  }
+
+  void detach_then_follow_and_stop() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"describe", QJsonArray{status("InProgress", "Training"), status("Completed", "Completed")}},
+                             {"logs", QJsonObject{{"algo-1", QJsonArray{"done"}}}}});
+    QVERIFY(aws.ok());
+    const auto submitted = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--detach",
+                                      "--job_name", "nightly-42", "/opt/spur/train"});
+    QVERIFY2(submitted.exit_code == 0 && submitted.output.contains("spur sagemaker follow nightly-42"),
+             qPrintable(submitted.output));
+    QVERIFY(aws.requests("SageMaker.DescribeTrainingJob").isEmpty());
+    const QStringList common{"--config_file", config, "--aws_endpoint_url", aws.url()};
+    const auto followed = spur(dir, QStringList{"sagemaker", "follow", "nightly-42", "--poll_interval", "1"} + common);
+    QVERIFY2(followed.exit_code == 0 && followed.output.contains("[algo-1] done"), qPrintable(followed.output));
+    const auto stopped = spur(dir, QStringList{"sagemaker", "stop", "nightly-42"} + common);
+    QVERIFY2(stopped.exit_code == 0, qPrintable(stopped.output));
+    QCOMPARE(aws.requests("SageMaker.StopTrainingJob").size(), 1);
+    const auto unknown = spur(dir, QStringList{"sagemaker", "describe", "nope"} + common);
+    QVERIFY2(unknown.exit_code == 1 && unknown.output.contains("Requested resource not found"), qPrintable(unknown.output));
+  }
+
+  // Bad input is refused before anything reaches AWS (--dry_run: the CLI is never called).
+  void bad_sagemaker_input_is_named_data() {
+    QTest::addColumn<QByteArray>("config");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("expected");
+    const QByteArray arn = "iam_role_name: arn:aws:iam::123456789012:role/r\n";
+    const QByteArray base = "compute_environment: AMAZON_SAGEMAKER\nec2_instance_type: ml.c5.xlarge\n"
+                            "mixed_precision: 'no'\n" + arn;
+    QTest::newRow("no image") << base + "distributed_type: 'NO'\n" << QStringList{} << "sm.yaml: image_uri is missing";
+    QTest::newRow("model parallel") << base + "image_uri: i\ndistributed_type: MODEL_PARALLEL\n" << QStringList{}
+                                    << "sm.yaml:6: distributed_type: MODEL_PARALLEL";
+    QTest::newRow("NO on two machines") << base + "image_uri: i\ndistributed_type: 'NO'\nnum_machines: 2\n"
+                                        << QStringList{} << "sm.yaml:7: num_machines: 2 instances";
+    QTest::newRow("credentials in the environment")
+        << base + "image_uri: i\ndistributed_type: 'NO'\n" << QStringList{"--env", "AWS_SECRET_ACCESS_KEY=x"}
+        << "AWS_SECRET_ACCESS_KEY: credentials never go into a job";
+    QTest::newRow("bad metrics file") << base + "image_uri: i\ndistributed_type: 'NO'\nsagemaker_metrics_file: bad.tsv\n"
+                                      << QStringList{} << "bad.tsv:3: expected metric_name<TAB>regex";
+    QTest::newRow("missing inputs file")
+        << base + "image_uri: i\ndistributed_type: 'NO'\nsagemaker_inputs_file: none.tsv\n" << QStringList{}
+        << "sm.yaml:7: sagemaker_inputs_file: cannot read";
+    QTest::newRow("hosts") << base + "image_uri: i\ndistributed_type: 'NO'\n" << QStringList{"--hosts", "a,b"}
+                           << "--hosts is for runs on your own machines";
+  }
+
+  void bad_sagemaker_input_is_named() {
+    QFETCH(QByteArray, config);
+    QFETCH(QStringList, flags);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    write_file(dir.filePath("sm.yaml"), config);
+    write_file(dir.filePath("bad.tsv"), "name\tregex\nloss\tloss (.*)\nno tab here\n");
+    auto env = aws_environment(dir);
+    env.insert("SPUR_AWS_CLI", "/bin/false");  // would fail loudly if anything were called
+    QProcess process;
+    process.setWorkingDirectory(dir.path());
+    process.setProcessEnvironment(env);
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(SPUR_CLI, QStringList{"launch", "--config_file", dir.filePath("sm.yaml"), "--dry_run"} + flags +
+                                QStringList{"/opt/train"});
+    QVERIFY(process.waitForFinished(30000));
+    const QString output = QString::fromUtf8(process.readAll());
+    QVERIFY2(process.exitCode() == 2, qPrintable(output));
+    QVERIFY2(output.contains(expected), qPrintable(expected + " missing:\n" + output));
+  }
+
+  void dry_run_prints_the_request() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    auto result = spur(dir, {"launch", "--config_file", config, "--dry_run", "/opt/spur/train_mlp", "--epochs", "2"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("sagemaker create-training-job --cli-input-json") &&
+                 result.output.contains("\"InstanceType\": \"ml.c5.2xlarge\"") &&
+                 result.output.contains("\"spur_program\": \"/opt/spur/train_mlp\""),
+             qPrintable(result.output));
+  }
+
+  // Inside the job's containers: two "hosts" on loopback, each with its own /opt/ml, run the program the job
+  // carries (spur-check) and rendezvous on the first host.
+  void containers_rendezvous_on_the_first_host() {
+    QTemporaryDir dir;
+    const int port = spur::test::free_port();
+    const QString check = QFileInfo(SPUR_CLI).path() + "/spur-check";
+    const QStringList hosts{"127.0.0.1", "localhost"};
+    std::vector<std::unique_ptr<QProcess>> machines;
+    for (const auto& host : hosts) {
+      const QString root = dir.filePath(host);
+      write_file(root + "/input/config/resourceconfig.json",
+                 json({{"current_host", host}, {"hosts", QJsonArray::fromStringList(hosts)},
+                       {"network_interface_name", "lo"}}));
+      write_file(root + "/input/config/hyperparameters.json",
+                 json({{"spur_program", check}, {"spur_arguments", "[]"},
+                       {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
+      auto env = aws_environment(dir);
+      env.insert("SPUR_SAGEMAKER_ROOT", root);
+      auto process = std::make_unique<QProcess>();
+      process->setProcessEnvironment(env);
+      process->setProcessChannelMode(QProcess::MergedChannels);
+      // What SageMaker runs: the image's entry point (`spur launch`) with "train".
+      process->start(SPUR_CLI, {"launch", "--main_process_port", QString::number(port), "train"});
+      machines.push_back(std::move(process));
+    }
+    QStringList outputs;
+    for (auto& machine : machines) {
+      const bool finished = machine->waitForFinished(90000);
+      if (!finished) machine->kill();
+      machine->waitForFinished(5000);
+      outputs << QString::fromUtf8(machine->readAll());
+      QVERIFY2(finished && machine->exitCode() == 0, qPrintable(outputs.join("\n---\n")));
+    }
+    QVERIFY2(outputs[0].contains("spur-check: OK: 2 process(es) over 2 machine(s) rendezvoused at 127.0.0.1:" +
+                                 QString::number(port)),
+             qPrintable(outputs[0]));
+    QVERIFY2(outputs[1].contains("rank 1 of 2 (local 0 of 1, machine 1)") && outputs[1].contains("training step (bf16"),
+             qPrintable(outputs[1]));
+  }
+
+  void a_container_failure_becomes_the_failure_reason() {
+    QTemporaryDir dir;
+    const QString root = dir.filePath("ml");
+    write_file(root + "/input/config/resourceconfig.json",
+               json({{"current_host", "algo-1"}, {"hosts", QJsonArray{"algo-1"}}}));
+    write_file(root + "/input/config/hyperparameters.json",
+               json({{"spur_program", "/bin/sh"}, {"spur_arguments", "[\"-c\",\"echo out of memory; exit 3\"]"}}));
+    auto env = aws_environment(dir);
+    env.insert("SPUR_SAGEMAKER_ROOT", root);
+    auto result = spur::test::run_process(SPUR_CLI, {"launch", "train"}, env, 30000);
+    QCOMPARE(result.exit_code, 3);
+    QFile failure(root + "/output/failure");
+    QVERIFY(failure.open(QIODevice::ReadOnly));
+    const QString reason = QString::fromUtf8(failure.readAll());
+    QVERIFY2(reason.contains("rank0 failed: exit code 3") && reason.contains("out of memory"), qPrintable(reason));
+
+    write_file(root + "/input/config/hyperparameters.json", "{}");
+    result = spur::test::run_process(SPUR_CLI, {"launch", "train"}, env, 30000);
+    QCOMPARE(result.exit_code, 2);
+    QVERIFY2(result.output.contains("no spur_program"), qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(SageMakerTest)
+#include "sagemaker_test.moc"
