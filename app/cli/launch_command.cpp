@@ -79,11 +79,13 @@ int launch_command(const QStringList& given) {
     container = app::detect_sagemaker_container();
     if (container) {
       const Arguments probe(given, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
-      if (probe.positional().isEmpty() || probe.positional() == QStringList{"train"}) {
-        QStringList flags = given.mid(0, given.size() - probe.positional().size());
-        if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
-        arguments = container->launch_flags() + flags + QStringList{"--", container->program()} + container->arguments();
-      }
+      QStringList program = probe.positional();
+      QStringList flags = given.mid(0, given.size() - program.size());
+      if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
+      // SageMaker appends "train" to the image's entry point; with a program in the entry point it is noise.
+      if (program.size() > 1 && program.back() == "train") program.removeLast();
+      if (program.isEmpty() || program == QStringList{"train"}) program = QStringList{container->program()} + container->arguments();
+      arguments = container->launch_flags() + flags + QStringList{"--"} + program;
     }
     const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {

@@ -44,6 +44,25 @@ app::FollowOptions follow_options(const Arguments& args, const QString& who) {
   return options;
 }
 
+// The SageMaker SDK's default bucket is created on first use; a job whose output bucket is missing fails only
+// when it uploads its model, at the end.
+void ensure_bucket(const app::AwsCli& aws, const QString& bucket, const QString& region, QTextStream& err) {
+  try {
+    aws.call("s3api", "head-bucket", {"--bucket", bucket});
+    return;
+  } catch (const app::AwsError& e) {
+    if (e.error_code() != "404") {
+      throw app::AwsError("the output bucket s3://" + bucket + " cannot be used (" + e.what() +
+                              "); set additional_args.output_path to a bucket you own",
+                          e.exit_code(), e.error_code());
+    }
+  }
+  QStringList arguments{"--bucket", bucket};
+  if (region != "us-east-1") arguments << "--create-bucket-configuration" << "LocationConstraint=" + region;
+  aws.call("s3api", "create-bucket", arguments);
+  err << "spur launch: created the output bucket s3://" << bucket << "\n";
+}
+
 }  // namespace
 
 int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
@@ -73,6 +92,10 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   app::AwsCli aws(aws_options(config, args));
   const QString role = QString::fromStdString(config.text("iam_role_name", ""));
   const bool dry_run = args.has("dry_run");
+  // From here on Ctrl-C only counts: a job created while the user interrupts is stopped, never left behind.
+  app::SignalCounter counting;
+  const int signals_before = app::SignalCounter::count();
+  auto interrupted = [&] { return app::SignalCounter::count() > signals_before; };
   if (role.startsWith("arn:")) {
     job.role_arn = role;
   } else if (dry_run) {
@@ -89,17 +112,31 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
         << aws.command("sagemaker", "create-training-job", {"--cli-input-json", "file://REQUEST"}).join(' ')
         << "\nwith REQUEST:\n" << json;
     if (!role.startsWith("arn:")) out << "(the role's ARN and the default output bucket are looked up on submission)\n";
+    if (!request.default_bucket.isEmpty()) out << "(the output bucket is created if it does not exist)\n";
     return 0;
   }
-  QTemporaryFile file(QDir::tempPath() + "/spur-sagemaker-XXXXXX.json");  // mode 0600; holds no credentials
-  if (!file.open() || file.write(json) != json.size() || !file.flush()) {
-    throw app::LaunchError("cannot write the request to " + file.fileName() + ": " + file.errorString());
+  if (!request.default_bucket.isEmpty() && !interrupted()) ensure_bucket(aws, request.default_bucket, request.region, err);
+  if (interrupted()) {
+    err << "spur launch: interrupted before submitting; no job was created\n";
+    return 128 + app::SignalCounter::last();
   }
-  aws.call("sagemaker", "create-training-job", {"--cli-input-json", "file://" + file.fileName()});
   const auto resources = request.request.value("ResourceConfig").toObject();
-  err << "spur launch: submitted SageMaker training job " << request.job_name << " ("
+  err << "spur launch: submitting SageMaker training job " << request.job_name << " ("
       << resources.value("InstanceCount").toInt() << " x " << resources.value("InstanceType").toString() << ", "
       << aws.options().region << ")\n";
+  err.flush();
+  {
+    QTemporaryFile file(QDir::tempPath() + "/spur-sagemaker-XXXXXX.json");  // mode 0600; holds no credentials
+    if (!file.open() || file.write(json) != json.size() || !file.flush()) {
+      throw app::LaunchError("cannot write the request to " + file.fileName() + ": " + file.errorString());
+    }
+    aws.call("sagemaker", "create-training-job", {"--cli-input-json", "file://" + file.fileName()});
+  }  // the request file goes as soon as it is sent
+  if (interrupted()) {
+    err << "spur launch: interrupted while submitting: stopping job " << request.job_name << "\n";
+    aws.call("sagemaker", "stop-training-job", {"--training-job-name", request.job_name});
+    return 128 + app::SignalCounter::last();
+  }
   if (args.has("detach")) {
     out << request.job_name << "\n";
     err << "spur launch: follow it with `spur sagemaker follow " << request.job_name << "`, stop it with "

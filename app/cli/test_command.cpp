@@ -8,6 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "config/run_config.h"
 
 namespace spur::cli {
 namespace {
@@ -46,6 +47,21 @@ int test_command(const QStringList& arguments) {
   } catch (const UsageError& e) {
     err << "spur test: " << e.what() << "\n";
     return 2;
+  }
+  try {
+    // A SageMaker job would be billed for a check whose program path is this machine's, not the image's.
+    const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString()
+                             : args.has("no_config")   ? std::string()
+                                                       : app::config_in_effect();
+    if (!path.empty() && app::RunConfig::load(path).sagemaker()) {
+      err << "spur test: " << QString::fromStdString(path) << " is a SageMaker configuration: spur test checks "
+          << "this machine or SSH hosts. To check SageMaker, launch the check installed in your image:\n"
+          << "  spur launch --config_file " << QString::fromStdString(path) << " /usr/libexec/spur/spur-check\n";
+      return 2;
+    }
+  } catch (const app::ConfigError&) {
+    // spur launch reports it, naming file, line and key
   }
   const QString program = check_program();
   if (program.isEmpty()) {

@@ -44,6 +44,8 @@ QJsonObject AwsCli::call(const QString& service, const QString& operation, const
   environment.insert("AWS_PAGER", "");  // never page JSON through `less`
   process.setProcessEnvironment(environment);
   process.setChildProcessModifier([] { ::setpgid(0, 0); });
+  // No prompt can be answered from here (an MFA code, SSO): it must fail at once rather than hang.
+  process.setStandardInputFile(QProcess::nullDevice());
   process.start(line.front(), line.mid(1));
   if (!process.waitForStarted(10000)) {
     throw AwsError("cannot run " + line.front() + ": " + process.errorString(), 127, {});
@@ -51,7 +53,9 @@ QJsonObject AwsCli::call(const QString& service, const QString& operation, const
   if (!process.waitForFinished(options_.timeout_seconds * 1000)) {
     process.kill();
     process.waitForFinished(2000);
-    throw AwsError(QString("aws %1 %2 gave no answer within %3 s").arg(service, operation).arg(options_.timeout_seconds),
+    throw AwsError(QString("aws %1 %2 gave no answer within %3 s (if your credentials need a prompt, such as an MFA "
+                           "code, sign in first: aws sts get-caller-identity)")
+                       .arg(service, operation).arg(options_.timeout_seconds),
                    124, {});
   }
   const QByteArray output = process.readAllStandardOutput();

@@ -54,7 +54,14 @@ std::optional<SageMakerContainer> detect_sagemaker_container(const QProcessEnvir
                       "', which is not among its hosts [" + container.hosts.join(", ") + "]");
   }
   container.hyperparameters = read_json(root + "/input/config/hyperparameters.json", false);
-  container.num_gpus = environment.value("SM_NUM_GPUS", "0").toInt();
+  container.network_interface = config.value("network_interface_name").toString();
+  if (environment.contains("SM_NUM_GPUS")) {
+    container.num_gpus = environment.value("SM_NUM_GPUS").toInt();
+  } else {
+    // A bring-your-own image has no SageMaker toolkit to set SM_*: ask the driver (one directory per GPU).
+    container.num_gpus = static_cast<int>(
+        QDir(environment.value("SPUR_NVIDIA_PROC", "/proc/driver/nvidia/gpus")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
+  }
   return container;
 }
 
@@ -79,6 +86,14 @@ void SageMakerContainer::complete(LaunchOptions& options) const {
   if (!options.machine_rank) options.machine_rank = machine_rank();
   if (!options.main_process_ip) options.main_process_ip = hosts.front();
   if (!options.num_processes) options.num_processes = machines * std::max(1, options.cpu ? 1 : num_gpus);
+  if (!network_interface.isEmpty()) {
+    const auto environment = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+      bool given = environment.contains(name);
+      for (const auto& [key, value] : options.environment) given = given || key == name;
+      if (!given) options.environment.append({name, network_interface});
+    }
+  }
 }
 
 void SageMakerContainer::report_failure(const QString& reason) const {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Following a training job through the AWS CLI; see job_follower.h. Signals only set a flag: the loop acts on
-// it between calls, so an AWS call is never cut in half.
+// Following a training job through the AWS CLI; see job_follower.h. Signals only bump a counter: the loop acts
+// on it between calls, so an AWS call is never cut in half.
 #include "sagemaker/job_follower.h"
 
 #include <signal.h>
@@ -11,12 +11,13 @@
 #include <QThread>
 
 #include <atomic>
-#include <cstring>
+#include <set>
 
 namespace spur::app {
 namespace {
 
 constexpr const char* kLogGroup = "/aws/sagemaker/TrainingJobs";
+constexpr int kHandled[3] = {SIGINT, SIGTERM, SIGHUP};
 
 std::atomic<int> signals_received{0};
 std::atomic<int> last_signal{0};
@@ -33,6 +34,31 @@ QString signal_name(int signal) {
 
 }  // namespace
 
+struct SignalCounter::Saved {
+  struct sigaction previous[3];
+};
+
+SignalCounter::SignalCounter() : saved_(std::make_unique<Saved>()) {
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  for (int i = 0; i < 3; ++i) ::sigaction(kHandled[i], &action, &saved_->previous[i]);
+}
+
+SignalCounter::~SignalCounter() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kHandled[i], &saved_->previous[i], nullptr);
+}
+
+int SignalCounter::count() { return signals_received; }
+int SignalCounter::last() { return last_signal; }
+
+bool transient(const AwsError& error) {
+  static const std::set<QString> codes = {"ThrottlingException", "Throttling", "RequestLimitExceeded",
+                                          "TooManyRequestsException", "ServiceUnavailable", "ServiceUnavailableException",
+                                          "InternalFailure", "InternalServerError", "RequestTimeout"};
+  return codes.count(error.error_code()) > 0 || error.exit_code() == 255 || error.exit_code() == 124;
+}
+
 QString instance_of_log_stream(const QString& job, const QString& stream) {
   static const QRegularExpression epoch("-\\d+$");
   QString name = stream.startsWith(job + "/") ? stream.mid(job.size() + 1) : stream;
@@ -43,31 +69,48 @@ JobFollower::JobFollower(const AwsCli& aws, QString job, FollowOptions options, 
     : aws_(aws), job_(std::move(job)), options_(std::move(options)), out_(out), err_(err) {}
 
 bool JobFollower::sleep_unless_signalled(std::chrono::milliseconds duration) {
-  const int seen = signals_received;
   for (auto left = duration; left.count() > 0; left -= std::chrono::milliseconds(50)) {
-    if (signals_received != seen) return false;
+    if (signal_pending()) return false;
     QThread::msleep(static_cast<unsigned long>(std::min<long long>(50, left.count())));
   }
-  return signals_received == seen;
+  return !signal_pending();
+}
+
+QJsonObject JobFollower::call(const QString& service, const QString& operation, const QStringList& arguments) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return aws_.call(service, operation, arguments);
+    } catch (const AwsError& e) {
+      if (!transient(e) || attempt >= options_.retries) throw;
+      const int pause = std::min(30, 2 << attempt);
+      err_ << options_.who << ": " << e.what() << " (retrying in " << pause << " s)\n";
+      err_.flush();
+      sleep_unless_signalled(std::chrono::seconds(pause));
+    }
+  }
 }
 
 void JobFollower::drain_logs() {
+  if (logs_broken_) return;
   QJsonObject streams;
   try {
-    streams = aws_.call("logs", "describe-log-streams",
-                        {"--log-group-name", kLogGroup, "--log-stream-name-prefix", job_ + "/"});
+    streams = call("logs", "describe-log-streams", {"--log-group-name", kLogGroup, "--log-stream-name-prefix", job_ + "/"});
   } catch (const AwsError& e) {
     if (e.error_code() == "ResourceNotFoundException") return;  // no instance has written yet
-    throw;
+    // Without logs the job can still be followed (AccessDenied on CloudWatch is common): say so once.
+    err_ << options_.who << ": cannot read the job's logs (" << e.what() << "); following its status only\n";
+    logs_broken_ = true;
+    return;
   }
   for (const auto& value : streams.value("logStreams").toArray()) {
     const QString stream = value.toObject().value("logStreamName").toString();
     const QString label = instance_of_log_stream(job_, stream);
     for (;;) {
+      if (signal_pending()) return;  // many instances mean many calls: act on Ctrl-C first
       QStringList arguments{"--log-group-name", kLogGroup, "--log-stream-name", stream, "--start-from-head"};
       const auto known = log_tokens_.find(stream);
       if (known != log_tokens_.end()) arguments << "--next-token" << known->second;
-      const auto page = aws_.call("logs", "get-log-events", arguments);
+      const auto page = call("logs", "get-log-events", arguments);
       const auto events = page.value("events").toArray();
       for (const auto& event : events) {
         for (const auto& line : event.toObject().value("message").toString().split('\n')) {
@@ -84,62 +127,63 @@ void JobFollower::drain_logs() {
 }
 
 int JobFollower::run() {
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction previous[3];
-  signals_received = 0;
-  for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
-  struct Restore {
-    const int* handled;
-    struct sigaction* previous;
-    ~Restore() {
-      for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
-    }
-  } restore{handled, previous};
-
+  SignalCounter counting;
+  handled_signals_ = SignalCounter::count();
   QString shown;
   int stop_signal = 0;
-  for (;;) {
-    if (signals_received > 0 && !stop_signal) {
-      stop_signal = last_signal;
-      err_ << options_.who << ": " << signal_name(stop_signal) << ": stopping job " << job_
-           << " (press Ctrl-C again to leave it stopping)\n";
-      err_.flush();
-      aws_.call("sagemaker", "stop-training-job", {"--training-job-name", job_});
-    } else if (signals_received > 1) {
-      err_ << options_.who << ": left job " << job_ << " stopping; follow it with: spur sagemaker follow " << job_
-           << "\n";
-      return 128 + last_signal;
+  try {
+    for (;;) {
+      if (signal_pending()) {
+        if (stop_signal) {
+          err_ << options_.who << ": left job " << job_ << " stopping; follow it with: spur sagemaker follow " << job_
+               << "\n";
+          return 128 + SignalCounter::last();
+        }
+        handled_signals_ = SignalCounter::count();
+        stop_signal = SignalCounter::last();
+        err_ << options_.who << ": " << signal_name(stop_signal) << ": stopping job " << job_
+             << " (press Ctrl-C again to leave it stopping)\n";
+        err_.flush();
+        call("sagemaker", "stop-training-job", {"--training-job-name", job_});
+      }
+      const auto job = call("sagemaker", "describe-training-job", {"--training-job-name", job_});
+      const QString status = job.value("TrainingJobStatus").toString();
+      const QString secondary = job.value("SecondaryStatus").toString();
+      const QString line = status + (secondary.isEmpty() || secondary == status ? QString() : " - " + secondary);
+      if (line != shown) {
+        err_ << options_.who << ": job " << job_ << ": " << line << "\n";
+        err_.flush();
+        shown = line;
+      }
+      drain_logs();
+      const bool over = status == "Completed" || status == "Failed" || status == "Stopped";
+      if (over) {
+        // CloudWatch lags the instances by a few seconds: the last lines (often the error) come late.
+        sleep_unless_signalled(std::min<std::chrono::milliseconds>(options_.poll, std::chrono::seconds(5)));
+        drain_logs();
+      }
+      if (status == "Completed") {
+        const auto billable = job.value("BillableTimeInSeconds");
+        err_ << options_.who << ": job " << job_ << " completed"
+             << (billable.isUndefined() ? QString() : QString(" (%1 billable seconds)").arg(billable.toInt())) << "\n";
+        return 0;
+      }
+      if (status == "Failed") {
+        err_ << options_.who << ": job " << job_ << " failed: " << job.value("FailureReason").toString("no reason given")
+             << "\n";
+        return 1;
+      }
+      if (status == "Stopped") {
+        if (stop_signal) return 128 + stop_signal;
+        err_ << options_.who << ": job " << job_ << " was stopped (not from here)\n";
+        return 1;
+      }
+      sleep_unless_signalled(options_.poll);
     }
-    const auto job = aws_.call("sagemaker", "describe-training-job", {"--training-job-name", job_});
-    const QString status = job.value("TrainingJobStatus").toString();
-    const QString secondary = job.value("SecondaryStatus").toString();
-    const QString line = status + (secondary.isEmpty() || secondary == status ? QString() : " - " + secondary);
-    if (line != shown) {
-      err_ << options_.who << ": job " << job_ << ": " << line << "\n";
-      err_.flush();
-      shown = line;
-    }
-    drain_logs();
-    if (status == "Completed") {
-      const auto billable = job.value("BillableTimeInSeconds");
-      err_ << options_.who << ": job " << job_ << " completed"
-           << (billable.isUndefined() ? QString() : QString(" (%1 billable seconds)").arg(billable.toInt())) << "\n";
-      return 0;
-    }
-    if (status == "Failed") {
-      err_ << options_.who << ": job " << job_ << " failed: " << job.value("FailureReason").toString("no reason given")
-           << "\n";
-      return 1;
-    }
-    if (status == "Stopped") {
-      if (stop_signal) return 128 + stop_signal;
-      err_ << options_.who << ": job " << job_ << " was stopped (not from here)\n";
-      return 1;
-    }
-    sleep_unless_signalled(options_.poll);
+  } catch (const AwsError& e) {
+    throw AwsError(QString(e.what()) + "\n  the job may still be running: spur sagemaker follow " + job_ +
+                       " (or stop it: spur sagemaker stop " + job_ + ")",
+                   e.exit_code(), e.error_code());
   }
 }
 

@@ -6,7 +6,9 @@
 #include <QString>
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 
 #include "sagemaker/aws_cli.h"
 
@@ -14,11 +16,30 @@ class QTextStream;
 
 namespace spur::app {
 
+/// While one lives, SIGINT, SIGTERM and SIGHUP are only counted, so that no AWS call is cut in half and a job
+/// is never left running unseen; the previous handlers come back when it goes.
+class SignalCounter {
+ public:
+  SignalCounter();
+  ~SignalCounter();
+  SignalCounter(const SignalCounter&) = delete;
+  SignalCounter& operator=(const SignalCounter&) = delete;
+  /// Signals received since the first SignalCounter of the process was made.
+  static int count();
+  static int last();
+
+ private:
+  struct Saved;
+  std::unique_ptr<Saved> saved_;
+};
+
 struct FollowOptions {
   /// Between DescribeTrainingJob calls; each CLI call costs about a second of start-up, so not much less.
   std::chrono::milliseconds poll{10000};
   /// What status lines start with ("spur launch", "spur sagemaker").
   QString who = "spur";
+  /// Transient failures (throttling, network) retried this many times, with growing pauses, before giving up.
+  int retries = 5;
 };
 
 class JobFollower {
@@ -26,12 +47,16 @@ class JobFollower {
   JobFollower(const AwsCli& aws, QString job, FollowOptions options, QTextStream& out, QTextStream& err);
 
   /// Returns when the job ends: 0 Completed, 1 Failed (its FailureReason printed), 128 + signal when it was
-  /// stopped from here, 1 when stopped elsewhere. Throws AwsError when the job cannot be described.
+  /// stopped from here, 1 when stopped elsewhere. Throws AwsError (saying the job may still run) when it
+  /// cannot follow any more.
   int run();
 
  private:
+  QJsonObject call(const QString& service, const QString& operation, const QStringList& arguments);
   void drain_logs();
+  void stop(int signal);
   bool sleep_unless_signalled(std::chrono::milliseconds duration);
+  bool signal_pending() const { return SignalCounter::count() > handled_signals_; }
 
   const AwsCli& aws_;
   QString job_;
@@ -39,9 +64,14 @@ class JobFollower {
   QTextStream& out_;
   QTextStream& err_;
   std::map<QString, QString> log_tokens_;  // stream -> next forward token
+  int handled_signals_ = 0;
+  bool logs_broken_ = false;
 };
 
 /// "job/algo-2-1700000000" -> "algo-2".
 QString instance_of_log_stream(const QString& job, const QString& stream);
+
+/// Throttling, a service hiccup or a network error: worth retrying.
+bool transient(const AwsError& error);
 
 }  // namespace spur::app

@@ -152,7 +152,8 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
     const QString account = account_of_arn(role);
     if (account.isEmpty()) fail(config, "iam_role_name", "cannot tell the account from '" + role + "' for the default "
                                                          "output bucket; set additional_args.output_path");
-    output_path = "s3://sagemaker-" + result.region + "-" + account + "/";
+    result.default_bucket = "sagemaker-" + result.region + "-" + account;
+    output_path = "s3://" + result.default_bucket + "/";
   }
 
   hyperparameters[kProgramHyperparameter] = options.program;
@@ -166,6 +167,21 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
     }
   }
   for (const auto& [name, value] : options.environment) environment[name] = value;
+  // Hyperparameters and the environment are shown in the console and by DescribeTrainingJob to anyone who can
+  // list jobs: a name that looks like a secret deserves a warning.
+  static const QRegularExpression secret_like("token|secret|passw|api_?key|access_?key|credential",
+                                              QRegularExpression::CaseInsensitiveOption);
+  auto warn_if_secret = [&](const QString& name, const QString& where) {
+    if (secret_like.match(name).hasMatch()) {
+      result.notes << where + " " + name + " looks like a secret, and jobs show it to anyone who can describe them: "
+                                           "read secrets in the job from AWS Secrets Manager instead";
+    }
+  };
+  for (auto it = hyperparameters.begin(); it != hyperparameters.end(); ++it) warn_if_secret(it.key(), "hyperparameter");
+  for (auto it = environment.begin(); it != environment.end(); ++it) warn_if_secret(it.key(), "environment variable");
+  for (const auto& argument : options.arguments) {
+    if (argument.startsWith('-')) warn_if_secret(argument.section('=', 0, 0), "argument");
+  }
   static const std::set<QString> credentials = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   for (auto it = environment.begin(); it != environment.end(); ++it) {
     if (credentials.count(it.key())) {

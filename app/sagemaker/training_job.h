@@ -43,7 +43,10 @@ struct TrainingJobRequest {
   QJsonObject request;  // CreateTrainingJob's input, for --cli-input-json
   QString job_name;
   QString region;
-  QStringList notes;  // settings in the file that Spur does not use
+  QStringList notes;  // settings in the file that Spur does not use, values that look like secrets
+  /// The SageMaker SDK's default bucket (sagemaker-REGION-ACCOUNT) when no output_path was given: created on
+  /// submission if missing, as the SDK does. Empty otherwise.
+  QString default_bucket;
 };
 
 /// "<base>-YYYY-MM-DD-HH-MM-SS-mmm", cut to SageMaker's 63 characters; ConfigError for a base it cannot name.

@@ -119,11 +119,13 @@ class LaunchTest : public QObject {
         << "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n" << QStringList{} << 0
         << QStringList{"[rank2] rank 2 of 3", "[rank0] spur-check: OK: 3 process(es)", works};
     QTest::newRow("bf16 from the flags")
-        << "distributed_type: 'NO'\n" << QStringList{"--num_processes", "2", "--mixed_precision", "bf16"} << 0
+        << "distributed_type: 'NO'\n" << QStringList{"--num_processes", "2", "--mixed_precision", "bf16", "--cpu"} << 0
         << QStringList{"training step (bf16", "spur-check: OK: 2 process(es)", works};
-    QTest::newRow("fp16 on a CPU fails plainly")
-        << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp16\n" << QStringList{} << 1
-        << QStringList{"fp16 needs a CUDA device", "spur test: the setup does NOT work", "failed: exit code 1"};
+    // This is machine 0 of 2 and machine 1 never comes (SPUR_RENDEZVOUS_TIMEOUT=2 below).
+    QTest::newRow("a machine that never joins")
+        << "distributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 2\nmain_process_ip: 127.0.0.1\nuse_cpu: true\n"
+        << QStringList{"--main_process_port", QString::number(spur::test::free_port())} << 1
+        << QStringList{"missing rank(s) 1", "spur test: the setup does NOT work", "failed: exit code 1"};
     QTest::newRow("a program is refused") << "distributed_type: 'NO'\n" << QStringList{"./train"} << 2
                                           << QStringList{"spur test: takes no program"};
   }
@@ -139,8 +141,9 @@ class LaunchTest : public QObject {
     QVERIFY(file.open(QIODevice::WriteOnly));
     file.write(config.toUtf8());
     file.close();
-    const auto result =
-        spur::test::run_process(SPUR_CLI, QStringList{"test", "--config_file", path} + flags, isolated(dir), 60000);
+    auto env = isolated(dir);
+    env.insert("SPUR_RENDEZVOUS_TIMEOUT", "2");
+    const auto result = spur::test::run_process(SPUR_CLI, QStringList{"test", "--config_file", path} + flags, env, 60000);
     QVERIFY2(result.exit_code == exit_code, qPrintable(result.output));
     for (const auto& line : expected) QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
   }

@@ -25,6 +25,12 @@ namespace {
 
 constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTESTSECRET";
 
+// What a running process has written so far (the test reads it without stopping the process).
+QString drain(QProcess& process, QString& seen) {
+  seen += QString::fromUtf8(process.readAll());
+  return seen;
+}
+
 void write_file(const QString& path, const QByteArray& text) {
   QDir().mkpath(QFileInfo(path).path());
   QFile file(path);
@@ -90,9 +96,13 @@ QProcessEnvironment aws_environment(const QTemporaryDir& dir) {
   env.insert("AWS_CONFIG_FILE", "/dev/null");
   env.insert("AWS_SHARED_CREDENTIALS_FILE", "/dev/null");
   env.insert("AWS_EC2_METADATA_DISABLED", "true");
+  env.insert("AWS_MAX_ATTEMPTS", "1");  // the CLI's own retries off: Spur's are under test
   env.insert("XDG_CONFIG_HOME", dir.filePath("config"));
   env.insert("HF_HOME", dir.filePath("hf"));
   env.remove("SPUR_SAGEMAKER_ROOT");
+  env.insert("SPUR_NVIDIA_PROC", dir.filePath("no-gpus"));  // as on a CPU instance, whatever this machine has
+  QDir().mkpath(dir.filePath("tmp"));
+  env.insert("TMPDIR", dir.filePath("tmp"));  // where the request file is written, and must be gone from
   return env;
 }
 
@@ -234,10 +244,14 @@ class SageMakerTest : public QObject {
       QCOMPARE(scope["key_id"].toString(), QString("AKIDSPURTEST"));
       if (scope["service"].toString() != "iam") QCOMPARE(scope["region"].toString(), QString("eu-west-1"));
     }
-    QVERIFY(!aws.raw_log().contains(kSecret));
     QVERIFY(aws.requests("Logs_20140328.GetLogEvents").size() >= 2);
-    // Nothing Spur wrote holds credentials: the temporary request file is gone, the directory has what it had.
-    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::NoDotAndDotDot).size(), 5);
+    // The SDK's default bucket did not exist: created in the configuration's region before the job.
+    const auto buckets = aws.requests("S3.CreateBucket");
+    QCOMPARE(buckets.size(), 1);
+    QCOMPARE(buckets[0]["body"].toObject()["Bucket"].toString(), QString("sagemaker-eu-west-1-123456789012"));
+    QVERIFY(buckets[0]["body"].toObject()["Configuration"].toString().contains("<LocationConstraint>eu-west-1<"));
+    // The request file went as soon as it was sent; nothing else was left behind.
+    QVERIFY2(QDir(dir.filePath("tmp")).isEmpty(), qPrintable(QDir(dir.filePath("tmp")).entryList().join(", ")));
   }
 
   void a_failed_job_reports_its_reason() {
@@ -245,11 +259,14 @@ class SageMakerTest : public QObject {
     const QString config = prepare(dir);
     FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
                              {"describe", QJsonArray{status("Failed", "Failed", "AlgorithmError: rank1 failed: exit code 3")}},
+                             {"describe_errors", 1},
                              {"logs", QJsonObject{{"algo-1", QJsonArray{"Traceback: out of memory"}}}}});
     QVERIFY(aws.ok());
     const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval",
                                    "1", "/opt/spur/train_mlp"});
     QCOMPARE(result.exit_code, 1);
+    QVERIFY2(result.output.contains("(ThrottlingException)") && result.output.contains("retrying in 2 s"),
+             qPrintable(result.output));
     QVERIFY2(result.output.contains("failed: AlgorithmError: rank1 failed: exit code 3") &&
                  result.output.contains("[algo-1] Traceback: out of memory"),
              qPrintable(result.output));
@@ -262,8 +279,12 @@ class SageMakerTest : public QObject {
         << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
                        {"create_error", QJsonObject{{"status", 400}, {"type", "ResourceInUse"},
                                                     {"message", "Training job names must be unique"}}}}
-        << "(ResourceInUse) when calling the CreateTrainingJob operation: Training job names must be unique";
+        << "(ResourceInUse) when calling the CreateTrainingJob operation";
     QTest::newRow("unknown role") << QJsonObject{} << "The role with name spur-training cannot be found";
+    QTest::newRow("someone else's bucket")
+        << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
+                       {"buckets", QJsonObject{{"sagemaker-eu-west-1-123456789012", 403}}}}
+        << "the output bucket s3://sagemaker-eu-west-1-123456789012 cannot be used";
   }
 
   void refusals_are_named() {
@@ -276,8 +297,44 @@ class SageMakerTest : public QObject {
     QVERIFY(aws.ok());
     const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "/opt/spur/train"});
     QCOMPARE(result.exit_code, 1);
-    QVERIFY2(result.output.contains(expected), qPrintable(result.output));
-    QCOMPARE(result.output.count('\n'), 1);  // one clear line, no follow-up noise
+    // The error is the last thing said, in one line.
+    QVERIFY2(result.output.trimmed().split('\n').last().contains(expected), qPrintable(result.output));
+    QVERIFY(aws.requests("SageMaker.DescribeTrainingJob").isEmpty());
+  }
+
+  // Ctrl-C while CreateTrainingJob is on its way: the job it created is stopped, not left running unseen.
+  void ctrl_c_while_submitting_stops_the_new_job() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"create_delay", 3},
+                             {"describe", QJsonArray{status("InProgress", "Training")}}});
+    QVERIFY(aws.ok());
+    QProcess process;
+    process.setWorkingDirectory(dir.path());
+    process.setProcessEnvironment(aws_environment(dir));
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(SPUR_CLI, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "/opt/spur/train"});
+    QVERIFY(process.waitForStarted());
+    QElapsedTimer timer;
+    timer.start();
+    while (aws.requests("SageMaker.CreateTrainingJob").isEmpty() && timer.elapsed() < 60000) QThread::msleep(50);
+    ::kill(static_cast<pid_t>(process.processId()), SIGINT);
+    const bool finished = process.waitForFinished(60000);
+    if (!finished) process.kill();
+    const QString output = QString::fromUtf8(process.readAll());
+    QVERIFY2(finished && process.exitCode() == 128 + SIGINT, qPrintable(output));
+    QVERIFY2(output.contains("interrupted while submitting: stopping job spur-mlp-"), qPrintable(output));
+    QCOMPARE(aws.requests("SageMaker.StopTrainingJob").size(), 1);
+  }
+
+  void spur_test_refuses_a_sagemaker_config() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    const auto result = spur(dir, {"test", "--config_file", config});
+    QCOMPARE(result.exit_code, 2);
+    QVERIFY2(result.output.contains("is a SageMaker configuration") && result.output.contains("spur-check"),
+             qPrintable(result.output));
   }
 
   void ctrl_c_stops_the_job() {
@@ -409,7 +466,8 @@ class SageMakerTest : public QObject {
       process->setProcessEnvironment(env);
       process->setProcessChannelMode(QProcess::MergedChannels);
       // What SageMaker runs: the image's entry point (`spur launch`) with "train".
-      process->start(SPUR_CLI, {"launch", "--main_process_port", QString::number(port), "train"});
+      // --cpu: two "hosts" on one machine must not share its GPU.
+      process->start(SPUR_CLI, {"launch", "--cpu", "--main_process_port", QString::number(port), "train"});
       machines.push_back(std::move(process));
     }
     QStringList outputs;
@@ -425,6 +483,47 @@ class SageMakerTest : public QObject {
              qPrintable(outputs[0]));
     QVERIFY2(outputs[1].contains("rank 1 of 2 (local 0 of 1, machine 1)") && outputs[1].contains("training step (bf16"),
              qPrintable(outputs[1]));
+  }
+
+  // A bring-your-own image has no SageMaker toolkit: no SM_NUM_GPUS, so the driver's GPU list counts; the job's
+  // launch flags apply to a program given in the entry point too, and SageMaker's trailing "train" is dropped.
+  void containers_plan_one_rank_per_gpu_data() {
+    QTest::addColumn<QStringList>("launch");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("program from the job") << QStringList{"train"}
+                                          << QStringList{"4 process(es) over 2 machine(s)", "[rank3] /bin/echo from job",
+                                                         "MASTER_ADDR=algo-1", "GROUP_RANK=1",
+                                                         "GLOO_SOCKET_IFNAME=eth0", "NCCL_SOCKET_IFNAME=eth0",
+                                                         "SPUR_MIXED_PRECISION=bf16"};
+    QTest::newRow("program in the entry point") << QStringList{"/bin/echo", "mine", "train"}
+                                                << QStringList{"[rank2] /bin/echo mine\n", "SPUR_MIXED_PRECISION=bf16"};
+    QTest::newRow("flags win") << QStringList{"--num_processes", "2", "--mixed_precision", "no", "train"}
+                               << QStringList{"2 process(es) over 2 machine(s)", "[rank1] /bin/echo from job",
+                                              "SPUR_MIXED_PRECISION=no"};
+  }
+
+  void containers_plan_one_rank_per_gpu() {
+    QFETCH(QStringList, launch);
+    QFETCH(QStringList, expected);
+    QTemporaryDir dir;
+    const QString root = dir.filePath("ml");
+    write_file(root + "/input/config/resourceconfig.json",
+               json({{"current_host", "algo-2"}, {"hosts", QJsonArray{"algo-1", "algo-2"}},
+                     {"network_interface_name", "eth0"}}));
+    write_file(root + "/input/config/hyperparameters.json",
+               json({{"spur_program", "/bin/echo"}, {"spur_arguments", "[\"from job\"]"},
+                     {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
+    QDir().mkpath(dir.filePath("gpus/0000:00:1e.0"));
+    QDir().mkpath(dir.filePath("gpus/0000:00:1f.0"));
+    auto env = aws_environment(dir);
+    env.insert("SPUR_SAGEMAKER_ROOT", root);
+    env.insert("SPUR_NVIDIA_PROC", dir.filePath("gpus"));
+    env.remove("GLOO_SOCKET_IFNAME");
+    env.remove("NCCL_SOCKET_IFNAME");
+    const auto result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--dry_run"} + launch, env, 30000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (const auto& line : expected) QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
+    QVERIFY2(!result.output.contains(" train"), qPrintable(result.output));
   }
 
   void a_container_failure_becomes_the_failure_reason() {

@@ -10,13 +10,17 @@ Scenario (JSON): {"role_arn": "arn:aws:iam::123456789012:role/r",   IAM GetRole 
                       one per DescribeTrainingJob call, the last one repeated
                   "after_stop": ["Stopping", "Stopped"],      statuses once StopTrainingJob was called
                   "logs": {"algo-1": ["line", ...], ...},   one stream per instance
-                  "log_batch": 2}                            events per GetLogEvents answer
+                  "log_batch": 2,                            events per GetLogEvents answer
+                  "create_delay": 0,                         seconds CreateTrainingJob takes to answer
+                  "describe_errors": 0,                      DescribeTrainingJob calls throttled first
+                  "buckets": {"name": 200}}                  S3 HeadBucket answers (absent: 404, then created)
 Usage: fake_aws.py SCENARIO.json REQUESTS.jsonl
 """
 import http.server
 import json
 import re
 import sys
+import time
 import urllib.parse
 
 SCENARIO = json.load(open(sys.argv[1]))
@@ -44,20 +48,47 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def error(self, status, kind, message):
         self.reply(status, {"__type": kind, "Message": message})
 
+    def check_signature(self, problems):
+        match = AUTH.match(self.headers.get("Authorization", ""))
+        if not match:
+            problems.append("no SigV4 Authorization header: " + self.headers.get("Authorization", "(none)"))
+            return {}
+        for header in ("host", "x-amz-date"):
+            if header not in match.group(5).split(";"):
+                problems.append(f"{header} is not signed")
+        return {"key_id": match.group(1), "region": match.group(3), "service": match.group(4)}
+
+    def record(self, target, scope, payload, problems):
+        with open(LOG, "a") as log:
+            log.write(json.dumps({"target": target, "scope": scope, "body": payload, "problems": problems}) + "\n")
+
+    # --- S3, path-style as the CLI addresses an IP endpoint ---------------------------------------------------
+    def do_HEAD(self):
+        problems = []
+        scope = self.check_signature(problems)
+        bucket = self.path.strip("/")
+        self.record("S3.HeadBucket", scope, {"Bucket": bucket}, problems)
+        self.send_response(SCENARIO.setdefault("buckets", {}).get(bucket, 404))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_PUT(self):
+        problems = []
+        scope = self.check_signature(problems)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        bucket = self.path.strip("/")
+        self.record("S3.CreateBucket", scope, {"Bucket": bucket, "Configuration": body}, problems)
+        SCENARIO.setdefault("buckets", {})[bucket] = 200
+        self.send_response(200)
+        self.send_header("Location", "/" + bucket)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
         target = self.headers.get("X-Amz-Target", "")
         problems = []
-        match = AUTH.match(self.headers.get("Authorization", ""))
-        scope = {}
-        if not match:
-            problems.append("no SigV4 Authorization header: " + self.headers.get("Authorization", "(none)"))
-        else:
-            scope = {"key_id": match.group(1), "region": match.group(3), "service": match.group(4)}
-            signed = match.group(5).split(";")
-            for header in ("host", "x-amz-date"):
-                if header not in signed:
-                    problems.append(f"{header} is not signed")
+        scope = self.check_signature(problems)
         if target:
             payload = json.loads(body) if body else {}
             if self.headers.get("Content-Type") != "application/x-amz-json-1.1":
@@ -65,8 +96,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             payload = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
             target = "IAM." + payload.get("Action", "?")
-        with open(LOG, "a") as log:
-            log.write(json.dumps({"target": target, "scope": scope, "body": payload, "problems": problems}) + "\n")
+        self.record(target, scope, payload, problems)
         operation = target.split(".")[-1]
         handler = getattr(self, "op_" + operation, None)
         if handler is None:
@@ -96,11 +126,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.error(failure["status"], failure["type"], failure["message"])
         STATE["job"] = payload.get("TrainingJobName")
         STATE["created"] += 1
+        time.sleep(SCENARIO.get("create_delay", 0))
         self.reply(200, {"TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/" + STATE["job"]})
 
     def op_DescribeTrainingJob(self, payload):
         if payload.get("TrainingJobName") != STATE["job"]:
             return self.error(400, "ValidationException", "Requested resource not found.")
+        if SCENARIO.get("describe_errors", 0) > 0:
+            SCENARIO["describe_errors"] -= 1
+            return self.error(400, "ThrottlingException", "Rate exceeded")
         if STATE["stopped_at"] is not None:
             after = SCENARIO.get("after_stop", ["Stopped"])
             status = {"TrainingJobStatus": after[min(STATE["describe_calls"] - STATE["stopped_at"], len(after) - 1)],
