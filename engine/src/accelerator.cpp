@@ -69,7 +69,10 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
   if (core.state.is_main_process()) warn_if_slow_blas();
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() {
+  // Leaving by an exception: the run failed. Records already logged are still written out.
+  if (core_->tracking) core_->tracking->finish(std::uncaught_exceptions() > 0 ? "failed" : "finished");
+}
 
 const ProcessState& Accelerator::state() const { return core_->state; }
 int64_t Accelerator::process_index() const { return core_->state.rank; }

@@ -19,6 +19,7 @@
 #include <spur/state.h>
 
 #include "distributed/communicator.h"
+#include "tracking/tracking_hub.h"
 
 namespace spur::detail {
 
@@ -38,6 +39,8 @@ class AcceleratorCore {
   std::shared_ptr<Communicator> comm;  // null when the run has one process
   std::optional<GradScaler> scaler;    // fp16 only
   GradientState gradient;
+  std::unique_ptr<TrackingHub> tracking;  // null: not recording on this process
+  int64_t next_log_step = 0;
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward

@@ -83,6 +83,9 @@ int main(int argc, char** argv) try {
                           spur::make_data_loader(valid_set, {.batch_size = 250}));
 
   const int64_t total = options.epochs * train_loader.size();
+  // Metrics go to the run history (`spur runs`, Spur Studio); only the main process records.
+  accelerator.init_trackers("mlp", {{"lr", options.lr}, {"batch_size", options.batch_size}, {"epochs", options.epochs}},
+                            {.total_steps = total});
   int64_t step = 0;
   auto loss_sum = torch::zeros({}, accelerator.device());
   int64_t since_log = 0;
@@ -100,6 +103,7 @@ int main(int argc, char** argv) try {
         // Mean over the last steps and over every rank.
         auto mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
         accelerator.print("step " + std::to_string(step) + "/" + std::to_string(total), "loss", std::to_string(mean));
+        accelerator.log({{"loss", mean}}, step);
         loss_sum.zero_();
         since_log = 0;
       }
@@ -115,7 +119,9 @@ int main(int argc, char** argv) try {
       seen += static_cast<double>(hits.size(0));
     }
     accelerator.print("epoch", epoch, "accuracy", std::to_string(correct / seen), "on", seen, "samples");
+    accelerator.log({{"accuracy", correct / seen}, {"epoch", epoch}}, step);
   }
+  accelerator.end_training();
   return EXIT_SUCCESS;
 } catch (const std::exception& e) {
   std::cerr << "train_mlp: " << e.what() << "\n";

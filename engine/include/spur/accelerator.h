@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -27,8 +30,17 @@
 #include <spur/scheduler.h>
 #include <spur/scope.h>
 #include <spur/state.h>
+#include <spur/tracking.h>
 
 namespace spur {
+
+/// A value for Accelerator::log: any number, or a one-element tensor (read with .item()).
+struct LogValue {
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  LogValue(T v) : value(static_cast<double>(v)) {}  // NOLINT: implicit, so {"loss", 0.5} reads naturally
+  LogValue(const torch::Tensor& tensor);            // NOLINT
+  double value;
+};
 
 namespace detail {
 class AcceleratorCore;
@@ -173,6 +185,20 @@ class Accelerator {
     save_module(*model.ptr(), dir, options);
   }
   void save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options = {});
+
+  // --- tracking (spur/tracking.h) ----------------------------------------------------------------------------
+  /// Starts recording this run's metrics: `project` and `config` (the program's parameters) are stored with it.
+  /// Only the main process records unless options.all_processes.
+  void init_trackers(const std::string& project, json::Object config = {}, TrackingOptions options = {});
+  /// Records values at `step` (default: one more than the last log call's). Returns at once: the values are
+  /// written in the background. A no-op on processes that do not record, and before init_trackers.
+  void log(std::initializer_list<std::pair<std::string_view, LogValue>> values,
+           std::optional<int64_t> step = std::nullopt);
+  void log(const std::vector<std::pair<std::string, double>>& values, std::optional<int64_t> step = std::nullopt);
+  /// Declares the run's length, for progress and ETA in `spur runs` and the Studio.
+  void set_total_steps(int64_t total_steps);
+  /// Writes out everything logged and ends the run's record (also done when the Accelerator goes).
+  void end_training();
 
   // --- collectives (every rank must call them in the same order) --------------------------------------------
   /// Concatenates every rank's tensors along dim 0, in rank order, on every rank. The first dimension may

@@ -10,7 +10,9 @@
 #include <spur/optimizer.h>
 #include <spur/options.h>
 #include <spur/precision.h>
+#include <spur/progress.h>
 #include <spur/scope.h>
 #include <spur/state.h>
 #include <spur/system.h>
+#include <spur/tracking.h>
 #include <spur/version.h>

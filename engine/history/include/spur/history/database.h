@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// Database: one SQLite connection to the run history, opened in WAL mode with the schema migrated to the
+// current version (the schema is defined once, in database.cpp). One thread per connection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace spur::history {
+
+/// A prepared statement; binds are 1-based, columns 0-based as in SQLite.
+class Statement {
+ public:
+  Statement(sqlite3* db, std::string_view sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, double value);
+  Statement& bind(int index, std::string_view text);
+  Statement& bind_blob(int index, const void* data, size_t size);
+  Statement& bind_null(int index);
+  /// true: a row is ready; false: done. Throws HistoryError on failure.
+  bool step();
+  /// Runs to completion.
+  void run();
+  void reset();
+
+  int64_t integer(int column) const;
+  double real(int column) const;
+  std::string text(int column) const;
+  bool null(int column) const;
+  const void* blob(int column, size_t& size) const;
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Database {
+ public:
+  /// The schema this build writes; older files are migrated on open.
+  static constexpr int kSchemaVersion = 2;
+
+  /// Opens (creating the file and its folder unless read_only) and migrates. Throws HistoryError naming the file.
+  explicit Database(const std::string& path, bool read_only = false);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  sqlite3* handle() const { return db_; }
+  const std::string& path() const { return path_; }
+  void exec(std::string_view sql);
+  int schema_version();
+  /// Applies migrations up to `version` only; for tests of migrating older files.
+  static void create_at_version(const std::string& path, int version);
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+/// BEGIN IMMEDIATE ... COMMIT, rolled back if the scope is left by an exception.
+class Transaction {
+ public:
+  explicit Transaction(Database& db);
+  ~Transaction();
+  void commit();
+
+ private:
+  Database& db_;
+  bool done_ = false;
+};
+
+}  // namespace spur::history

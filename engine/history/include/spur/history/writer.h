@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// HistoryWriter: adds runs, metric points, console lines and status events to the run history. Each call is one
+// transaction; batch many points into one append. One thread; several processes may write the same file.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spur/history/database.h"
+#include "spur/history/records.h"
+
+namespace spur::history {
+
+class HistoryWriter {
+ public:
+  /// Console lines kept per run: the oldest go first.
+  static constexpr int64_t kConsoleLinesPerRun = 100000;
+
+  /// Opens (creating and migrating) the history. Throws HistoryError.
+  explicit HistoryWriter(const std::string& path = default_history_path());
+
+  /// A new run; its id. `run.created` and `run.started` default to now.
+  int64_t create_run(Run run);
+  /// Records a status change (and the exit code when it ends) as a run field and an event.
+  void set_status(int64_t run, const std::string& status, std::optional<int> exit_code = std::nullopt,
+                  const std::string& detail = {});
+  void set_total_steps(int64_t run, int64_t total_steps);
+  void set_names(int64_t run, const std::string& project, const std::string& name);
+  void set_notes(int64_t run, const std::string& notes);
+  void set_params(int64_t run, const std::string& params_json);
+  void add_tag(int64_t run, const std::string& tag);
+  void remove_tag(int64_t run, const std::string& tag);
+  /// Deletes the run and everything recorded for it; false when there is no such run.
+  bool delete_run(int64_t run);
+  bool has_run(int64_t run);
+
+  /// Appends points to the run's metrics (creating them), in one transaction.
+  void append_metrics(int64_t run, const std::vector<MetricAppend>& metrics);
+  /// Appends console lines (each names its run), keeping the newest kConsoleLinesPerRun per run.
+  void append_console(const std::vector<ConsoleLine>& lines);
+
+  Database& database() { return db_; }
+
+ private:
+  int64_t series_id(int64_t run, const std::string& key);
+
+  Database db_;
+  std::map<std::pair<int64_t, std::string>, int64_t> series_;
+};
+
+}  // namespace spur::history

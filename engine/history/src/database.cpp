@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// The history's one schema and its migrations; see database.h. Metric points are stored in chunks (a BLOB of
+// up to kChunkPoints {step, value, wall} records per row) so that reading a series of a million points is a
+// few hundred row reads, not a million.
+#include "spur/history/database.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "spur/history/records.h"
+
+namespace spur::history {
+namespace {
+
+// Migration N takes a file from user_version N-1 to N. Never edit one that has shipped: add the next.
+const char* const kMigrations[] = {
+    // 1: runs, metric series and their chunked points, console lines, status events.
+    R"(CREATE TABLE runs(
+         id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '', project TEXT NOT NULL DEFAULT '',
+         status TEXT NOT NULL DEFAULT 'running', created REAL NOT NULL DEFAULT 0, started REAL NOT NULL DEFAULT 0,
+         ended REAL NOT NULL DEFAULT 0, exit_code INTEGER, target TEXT NOT NULL DEFAULT 'local',
+         hosts TEXT NOT NULL DEFAULT '', config TEXT NOT NULL DEFAULT '', command TEXT NOT NULL DEFAULT '',
+         total_steps INTEGER NOT NULL DEFAULT 0, last_step INTEGER NOT NULL DEFAULT -1,
+         pid INTEGER NOT NULL DEFAULT 0, host TEXT NOT NULL DEFAULT '');
+       CREATE TABLE series(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+         key TEXT NOT NULL, UNIQUE(run_id, key));
+       CREATE TABLE points(id INTEGER PRIMARY KEY,
+         series_id INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE,
+         count INTEGER NOT NULL, data BLOB NOT NULL);
+       CREATE INDEX points_by_series ON points(series_id, id);
+       CREATE TABLE console(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+         host TEXT NOT NULL DEFAULT '', rank INTEGER NOT NULL DEFAULT -1, stream TEXT NOT NULL DEFAULT 'stdout',
+         wall REAL NOT NULL, text TEXT NOT NULL);
+       CREATE INDEX console_by_run ON console(run_id, id);
+       CREATE TABLE events(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+         wall REAL NOT NULL, status TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '');
+       CREATE INDEX events_by_run ON events(run_id, id);)",
+    // 2: notes, tags and the program's own parameters (init_trackers' config, JSON) on runs.
+    R"(ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+       ALTER TABLE runs ADD COLUMN params TEXT NOT NULL DEFAULT '{}';
+       CREATE TABLE run_tags(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, tag TEXT NOT NULL,
+         PRIMARY KEY(run_id, tag));)",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion);
+
+[[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& what) {
+  throw HistoryError("run history " + path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+void migrate(Database& db, int target) {
+  // BEGIN IMMEDIATE: two processes opening a new file at once migrate it once.
+  Transaction transaction(db);
+  for (int version = db.schema_version(); version < target; ++version) {
+    db.exec(kMigrations[version]);
+    db.exec("PRAGMA user_version = " + std::to_string(version + 1));
+  }
+  transaction.commit();
+}
+
+}  // namespace
+
+Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
+  if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK) {
+    throw HistoryError(std::string("run history: cannot prepare '") + std::string(sql.substr(0, 60)) +
+                       "': " + sqlite3_errmsg(db));
+  }
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::bind(int index, double value) {
+  sqlite3_bind_double(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::bind_blob(int index, const void* data, size_t size) {
+  sqlite3_bind_blob64(stmt_, index, data, size, SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::bind_null(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  const std::string message = sqlite3_errmsg(db_);
+  sqlite3_reset(stmt_);
+  throw HistoryError("run history: " + message);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int64_t Statement::integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
+std::string Statement::text(int column) const {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  return text ? std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))) : std::string();
+}
+bool Statement::null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+const void* Statement::blob(int column, size_t& size) const {
+  const void* data = sqlite3_column_blob(stmt_, column);
+  size = static_cast<size_t>(sqlite3_column_bytes(stmt_, column));
+  return data;
+}
+
+Database::Database(const std::string& path, bool read_only) : path_(path) {
+  if (!read_only) {
+    std::error_code ignored;
+    const auto folder = std::filesystem::path(path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ignored);
+  }
+  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw HistoryError("run history " + path + ": cannot open: " + message);
+  }
+  // Writers queue for each other (a launcher and a training program share the file); readers never wait.
+  sqlite3_busy_timeout(db_, 5000);
+  try {
+    exec("PRAGMA foreign_keys = ON");
+    if (read_only) {
+      if (schema_version() > kSchemaVersion) {
+        throw HistoryError("run history " + path + " was written by a newer Spur (schema " +
+                           std::to_string(schema_version()) + ", this one reads up to " +
+                           std::to_string(kSchemaVersion) + ")");
+      }
+      return;
+    }
+    exec("PRAGMA journal_mode = WAL");
+    // NORMAL in WAL: a killed process loses nothing committed; only a power cut can drop the last commits.
+    exec("PRAGMA synchronous = NORMAL");
+    const int version = schema_version();
+    if (version > kSchemaVersion) {
+      throw HistoryError("run history " + path + " was written by a newer Spur (schema " + std::to_string(version) +
+                         ", this one knows up to " + std::to_string(kSchemaVersion) + ")");
+    }
+    if (version < kSchemaVersion) migrate(*this, kSchemaVersion);
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+void Database::exec(std::string_view sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error ? error : sqlite3_errmsg(db_);
+    sqlite3_free(error);
+    throw HistoryError("run history " + path_ + ": " + message);
+  }
+}
+
+int Database::schema_version() {
+  Statement version(db_, "PRAGMA user_version");
+  version.step();
+  return static_cast<int>(version.integer(0));
+}
+
+void Database::create_at_version(const std::string& path, int version) {
+  sqlite3* raw = nullptr;
+  if (sqlite3_open(path.c_str(), &raw) != SQLITE_OK) fail(raw, path, "cannot create");
+  sqlite3_close(raw);
+  // Opening read-only skips migration; then apply the first `version` by hand.
+  Database db(path, /*read_only=*/true);
+  sqlite3_close(db.db_);
+  sqlite3_open(path.c_str(), &db.db_);
+  db.exec("PRAGMA journal_mode = WAL");
+  migrate(db, version);
+}
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+
+Transaction::~Transaction() {
+  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace spur::history

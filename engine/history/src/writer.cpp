@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// Writing the run history; see writer.h. Points go into the series' last chunk until it holds kChunkPoints,
+// then into a new one, so a series is a few rows per thousand points whatever the commit rhythm.
+#include "spur/history/writer.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "chunk.h"
+
+namespace spur::history {
+
+HistoryWriter::HistoryWriter(const std::string& path) : db_(path) {}
+
+int64_t HistoryWriter::create_run(Run run) {
+  const double now = now_seconds();
+  if (run.created == 0) run.created = now;
+  if (run.started == 0 && run.status == "running") run.started = now;
+  if (run.pid == 0) run.pid = ::getpid();
+  if (run.host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) == 0) run.host = name;
+  }
+  if (!valid_status(run.status)) throw HistoryError("run history: unknown status '" + run.status + "'");
+  Transaction transaction(db_);
+  Statement insert(db_.handle(),
+                   "INSERT INTO runs(name, project, status, created, started, ended, exit_code, target, hosts, config, "
+                   "command, notes, total_steps, pid, host, params) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  insert.bind(1, run.name).bind(2, run.project).bind(3, run.status).bind(4, run.created).bind(5, run.started);
+  insert.bind(6, run.ended);
+  if (run.exit_code) insert.bind(7, static_cast<int64_t>(*run.exit_code)); else insert.bind_null(7);
+  insert.bind(8, run.target).bind(9, run.hosts).bind(10, run.config).bind(11, run.command).bind(12, run.notes);
+  insert.bind(13, run.total_steps).bind(14, run.pid).bind(15, run.host).bind(16, run.params);
+  insert.run();
+  const int64_t id = sqlite3_last_insert_rowid(db_.handle());
+  if (run.name.empty()) {
+    Statement name(db_.handle(), "UPDATE runs SET name = ? WHERE id = ?");
+    name.bind(1, "run-" + std::to_string(id)).bind(2, id).run();
+  }
+  for (const auto& tag : run.tags) {
+    Statement(db_.handle(), "INSERT OR IGNORE INTO run_tags(run_id, tag) VALUES(?, ?)").bind(1, id).bind(2, tag).run();
+  }
+  Statement event(db_.handle(), "INSERT INTO events(run_id, wall, status, detail) VALUES(?, ?, ?, '')");
+  event.bind(1, id).bind(2, now).bind(3, run.status).run();
+  transaction.commit();
+  return id;
+}
+
+void HistoryWriter::set_status(int64_t run, const std::string& status, std::optional<int> exit_code,
+                               const std::string& detail) {
+  if (!valid_status(status)) throw HistoryError("run history: unknown status '" + status + "'");
+  const double now = now_seconds();
+  const bool over = status == "finished" || status == "failed" || status == "stopped";
+  Transaction transaction(db_);
+  Statement update(db_.handle(),
+                   "UPDATE runs SET status = ?1, "
+                   "started = CASE WHEN ?1 = 'running' AND started = 0 THEN ?2 ELSE started END, "
+                   "ended = CASE WHEN ?3 THEN ?2 ELSE ended END, exit_code = COALESCE(?4, exit_code) WHERE id = ?5");
+  update.bind(1, status).bind(2, now).bind(3, static_cast<int64_t>(over));
+  if (exit_code) update.bind(4, static_cast<int64_t>(*exit_code)); else update.bind_null(4);
+  update.bind(5, run).run();
+  Statement event(db_.handle(), "INSERT INTO events(run_id, wall, status, detail) VALUES(?, ?, ?, ?)");
+  event.bind(1, run).bind(2, now).bind(3, status).bind(4, detail).run();
+  transaction.commit();
+}
+
+void HistoryWriter::set_total_steps(int64_t run, int64_t total_steps) {
+  Statement(db_.handle(), "UPDATE runs SET total_steps = ? WHERE id = ?").bind(1, total_steps).bind(2, run).run();
+}
+
+void HistoryWriter::set_names(int64_t run, const std::string& project, const std::string& name) {
+  Statement update(db_.handle(),
+                   "UPDATE runs SET project = CASE WHEN ?1 = '' THEN project ELSE ?1 END, "
+                   "name = CASE WHEN ?2 = '' THEN name ELSE ?2 END WHERE id = ?3");
+  update.bind(1, project).bind(2, name).bind(3, run).run();
+}
+
+void HistoryWriter::set_notes(int64_t run, const std::string& notes) {
+  Statement(db_.handle(), "UPDATE runs SET notes = ? WHERE id = ?").bind(1, notes).bind(2, run).run();
+}
+
+void HistoryWriter::set_params(int64_t run, const std::string& params_json) {
+  Statement(db_.handle(), "UPDATE runs SET params = ? WHERE id = ?").bind(1, params_json).bind(2, run).run();
+}
+
+void HistoryWriter::add_tag(int64_t run, const std::string& tag) {
+  Statement(db_.handle(), "INSERT OR IGNORE INTO run_tags(run_id, tag) VALUES(?, ?)").bind(1, run).bind(2, tag).run();
+}
+
+void HistoryWriter::remove_tag(int64_t run, const std::string& tag) {
+  Statement(db_.handle(), "DELETE FROM run_tags WHERE run_id = ? AND tag = ?").bind(1, run).bind(2, tag).run();
+}
+
+bool HistoryWriter::has_run(int64_t run) {
+  Statement query(db_.handle(), "SELECT 1 FROM runs WHERE id = ?");
+  query.bind(1, run);
+  return query.step();
+}
+
+bool HistoryWriter::delete_run(int64_t run) {
+  if (!has_run(run)) return false;
+  Transaction transaction(db_);
+  Statement(db_.handle(), "DELETE FROM runs WHERE id = ?").bind(1, run).run();  // cascades
+  transaction.commit();
+  for (auto it = series_.begin(); it != series_.end();) it = it->first.first == run ? series_.erase(it) : std::next(it);
+  return true;
+}
+
+int64_t HistoryWriter::series_id(int64_t run, const std::string& key) {
+  const auto known = series_.find({run, key});
+  if (known != series_.end()) return known->second;
+  Statement(db_.handle(), "INSERT OR IGNORE INTO series(run_id, key) VALUES(?, ?)").bind(1, run).bind(2, key).run();
+  Statement query(db_.handle(), "SELECT id FROM series WHERE run_id = ? AND key = ?");
+  query.bind(1, run).bind(2, key);
+  if (!query.step()) throw HistoryError("run history: no run " + std::to_string(run));
+  const int64_t id = query.integer(0);
+  series_[{run, key}] = id;
+  return id;
+}
+
+void HistoryWriter::append_metrics(int64_t run, const std::vector<MetricAppend>& metrics) {
+  Transaction transaction(db_);
+  Statement last(db_.handle(), "SELECT id, count FROM points WHERE series_id = ? ORDER BY id DESC LIMIT 1");
+  Statement grow(db_.handle(), "UPDATE points SET data = data || ?, count = count + ? WHERE id = ?");
+  Statement insert(db_.handle(), "INSERT INTO points(series_id, count, data) VALUES(?, ?, ?)");
+  std::vector<unsigned char> buffer;
+  int64_t max_step = -1;
+  for (const auto& metric : metrics) {
+    if (metric.points.empty()) continue;
+    const int64_t series = series_id(run, metric.key);
+    size_t done = 0;
+    last.bind(1, series);
+    if (last.step()) {
+      const int64_t chunk = last.integer(0);
+      const int64_t room = kChunkPoints - last.integer(1);
+      if (room > 0) {
+        const size_t n = std::min<size_t>(static_cast<size_t>(room), metric.points.size());
+        encode_points(metric.points.data(), n, buffer);
+        grow.bind_blob(1, buffer.data(), buffer.size()).bind(2, static_cast<int64_t>(n)).bind(3, chunk).run();
+        done = n;
+      }
+    }
+    last.reset();
+    while (done < metric.points.size()) {
+      const size_t n = std::min<size_t>(kChunkPoints, metric.points.size() - done);
+      encode_points(metric.points.data() + done, n, buffer);
+      insert.bind(1, series).bind(2, static_cast<int64_t>(n)).bind_blob(3, buffer.data(), buffer.size()).run();
+      done += n;
+    }
+    for (const auto& point : metric.points) max_step = std::max(max_step, point.step);
+  }
+  if (max_step >= 0) {
+    Statement(db_.handle(), "UPDATE runs SET last_step = max(last_step, ?) WHERE id = ?").bind(1, max_step).bind(2, run).run();
+  }
+  transaction.commit();
+}
+
+void HistoryWriter::append_console(const std::vector<ConsoleLine>& lines) {
+  if (lines.empty()) return;
+  Transaction transaction(db_);
+  Statement insert(db_.handle(), "INSERT INTO console(run_id, host, rank, stream, wall, text) VALUES(?,?,?,?,?,?)");
+  std::vector<int64_t> runs;
+  for (const auto& line : lines) {
+    insert.bind(1, line.run_id).bind(2, line.host).bind(3, static_cast<int64_t>(line.rank)).bind(4, line.stream);
+    insert.bind(5, line.wall == 0 ? now_seconds() : line.wall).bind(6, line.text).run();
+    if (std::find(runs.begin(), runs.end(), line.run_id) == runs.end()) runs.push_back(line.run_id);
+  }
+  // Bounded per run: a chatty run keeps its newest lines (W&B keeps 100,000 too).
+  Statement trim(db_.handle(),
+                 "DELETE FROM console WHERE run_id = ?1 AND id < (SELECT id FROM console WHERE run_id = ?1 "
+                 "ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+  for (const int64_t run : runs) trim.bind(1, run).bind(2, kConsoleLinesPerRun - 1).run();
+  transaction.commit();
+}
+
+}  // namespace spur::history

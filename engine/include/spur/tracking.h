@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// Experiment tracking: Accelerator::init_trackers / log / end_training hand metrics to trackers (sqlite: the run
+// history; stream: lines on stdout for a launcher to ingest; csv; or your own) through one background writer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spur/json.h>
+
+namespace spur {
+
+/// One logged value. `key` indexes MetricBatch::keys.
+struct MetricRecord {
+  uint32_t key = 0;
+  int64_t step = 0;
+  double value = 0;
+  double wall = 0;  // seconds since the epoch
+};
+
+/// What a tracker receives: records in the order they were logged, and every key name so far.
+struct MetricBatch {
+  const std::vector<std::string>& keys;
+  const std::vector<MetricRecord>& records;
+};
+
+/// What init_trackers says about the run.
+struct TrackingRun {
+  std::string project;
+  std::string name;
+  json::Value params;  // init_trackers' config
+  int64_t total_steps = 0;
+  int64_t rank = 0;
+};
+
+/// A destination for metrics. Every call comes from the tracking writer thread, never the training thread;
+/// a call that throws is retried with the same records later (the backlog is bounded, drops are counted).
+class Tracker {
+ public:
+  virtual ~Tracker() = default;
+  virtual std::string name() const = 0;
+  virtual void start(const TrackingRun& run) = 0;
+  virtual void write(const MetricBatch& batch) = 0;
+  virtual void set_total_steps(int64_t total_steps) { (void)total_steps; }
+  /// `status`: "finished" or "failed".
+  virtual void finish(const std::string& status) { (void)status; }
+};
+
+/// The history database (see spur/history): a run of its own, or the launcher's run (SPUR_RUN_ID).
+std::shared_ptr<Tracker> make_sqlite_tracker(std::string history_path);
+/// "@spur {json}" lines on stdout, one per record (format in the README): for runs whose history is elsewhere.
+std::shared_ptr<Tracker> make_stream_tracker();
+/// <directory>/<project>/<run>/metrics.csv with columns step,key,value,wall_time.
+std::shared_ptr<Tracker> make_csv_tracker(std::string directory);
+
+struct TrackingOptions {
+  /// Built-in trackers by name: "sqlite", "stream", "csv". Empty: SPUR_TRACKERS (comma-separated, set by the
+  /// launcher), else "sqlite".
+  std::vector<std::string> trackers;
+  /// Your own trackers, in addition.
+  std::vector<std::shared_ptr<Tracker>> custom;
+  /// The history database. Empty: SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db.
+  std::string history;
+  /// Where the csv tracker writes.
+  std::string csv_directory = "runs";
+  /// The run's name. Empty: the launcher's (SPUR_RUN_NAME), else "run-<id>".
+  std::string run_name;
+  /// Known total steps (progress and ETA in `spur runs` and the Studio); 0: unknown.
+  int64_t total_steps = 0;
+  /// Record on every rank, not only the main process.
+  bool all_processes = false;
+  /// How often the writer hands records to the trackers (readers see new points about this late).
+  std::chrono::milliseconds flush_interval{100};
+  /// Values kept while a tracker cannot write (a locked or full disk); beyond, the oldest are dropped, counted.
+  std::size_t max_backlog = 1u << 20;
+};
+
+}  // namespace spur

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// Accelerator::init_trackers, log, set_total_steps and end_training: trackers chosen from the options or the
+// launcher's SPUR_TRACKERS, fed through one TrackingHub.
+#include <cstdlib>
+#include <sstream>
+
+#include <spur/accelerator.h>
+#include <spur/error.h>
+#include <spur/history/records.h>
+
+#include "accelerator_core.h"
+
+namespace spur {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+}  // namespace
+
+LogValue::LogValue(const torch::Tensor& tensor) : value(tensor.item<double>()) {}
+
+void Accelerator::init_trackers(const std::string& project, json::Object config, TrackingOptions options) {
+  auto& core = *core_;
+  if (core.tracking) throw Error("init_trackers was already called");
+  if (!options.all_processes && !core.state.is_main_process()) return;
+  std::vector<std::string> names = options.trackers;
+  if (names.empty()) {
+    const char* chosen = std::getenv("SPUR_TRACKERS");
+    names = split(chosen && *chosen ? chosen : "sqlite");
+  }
+  std::vector<std::shared_ptr<Tracker>> trackers;
+  for (const auto& name : names) {
+    if (name == "sqlite") {
+      trackers.push_back(make_sqlite_tracker(options.history.empty() ? history::default_history_path() : options.history));
+    } else if (name == "stream") {
+      trackers.push_back(make_stream_tracker());
+    } else if (name == "csv") {
+      trackers.push_back(make_csv_tracker(options.csv_directory));
+    } else if (name != "none") {
+      throw Error("unknown tracker '" + name + "' (SPUR_TRACKERS or TrackingOptions::trackers): sqlite, stream, csv or none");
+    }
+  }
+  for (auto& tracker : options.custom) trackers.push_back(tracker);
+  TrackingRun run;
+  run.project = project;
+  run.name = options.run_name;
+  if (run.name.empty()) {
+    if (const char* launched = std::getenv("SPUR_RUN_NAME")) run.name = launched;
+  }
+  run.params = json::Value(std::move(config));
+  run.total_steps = options.total_steps;
+  run.rank = core.state.rank;
+  core.tracking = std::make_unique<detail::TrackingHub>(std::move(run), std::move(trackers), options);
+}
+
+void Accelerator::log(std::initializer_list<std::pair<std::string_view, LogValue>> values, std::optional<int64_t> step) {
+  auto& core = *core_;
+  if (!core.tracking) return;
+  std::pair<std::string_view, double> plain[16];
+  const int64_t at = step.value_or(core.next_log_step);
+  core.next_log_step = at + 1;
+  std::size_t n = 0;
+  for (const auto& [key, value] : values) {
+    plain[n++] = {key, value.value};
+    if (n == 16) {
+      core.tracking->log(plain, n, at);
+      n = 0;
+    }
+  }
+  if (n) core.tracking->log(plain, n, at);
+}
+
+void Accelerator::log(const std::vector<std::pair<std::string, double>>& values, std::optional<int64_t> step) {
+  auto& core = *core_;
+  if (!core.tracking) return;
+  const int64_t at = step.value_or(core.next_log_step);
+  core.next_log_step = at + 1;
+  std::vector<std::pair<std::string_view, double>> plain(values.begin(), values.end());
+  for (std::size_t i = 0; i < plain.size(); i += 16) core.tracking->log(plain.data() + i, std::min<std::size_t>(16, plain.size() - i), at);
+}
+
+void Accelerator::set_total_steps(int64_t total_steps) {
+  if (core_->tracking) core_->tracking->set_total_steps(total_steps);
+}
+
+void Accelerator::end_training() {
+  if (core_->tracking) core_->tracking->finish("finished");
+}
+
+}  // namespace spur

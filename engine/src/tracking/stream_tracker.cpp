@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The stream tracker: one "@spur {json}" line per record on stdout, which `spur launch` (over SSH) and
+// `spur launch` following a SageMaker job turn back into history on the launching machine.
+#include <cstdio>
+
+#include <spur/tracking.h>
+
+namespace spur {
+namespace {
+
+class StreamTracker : public Tracker {
+ public:
+  std::string name() const override { return "stream"; }
+
+  void start(const TrackingRun& run) override {
+    emit(json::Object{{"type", "run"}, {"project", run.project}, {"name", run.name}, {"params", run.params},
+                      {"total_steps", run.total_steps}});
+  }
+
+  void write(const MetricBatch& batch) override {
+    std::string text;
+    for (const auto& r : batch.records) {
+      text += "@spur " + json::write(json::Object{{"type", "metric"}, {"key", batch.keys[r.key]}, {"step", r.step},
+                                                  {"value", r.value}, {"wall", r.wall}}) + "\n";
+    }
+    put(text);
+  }
+
+  void set_total_steps(int64_t total_steps) override {
+    emit(json::Object{{"type", "total_steps"}, {"total_steps", total_steps}});
+  }
+
+  void finish(const std::string& status) override { emit(json::Object{{"type", "end"}, {"status", status}}); }
+
+ private:
+  static void emit(const json::Value& value) { put("@spur " + json::write(value) + "\n"); }
+  // One write per batch, under stdout's lock, so the program's own lines are not cut by ours.
+  static void put(const std::string& text) {
+    flockfile(stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    funlockfile(stdout);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Tracker> make_stream_tracker() { return std::make_shared<StreamTracker>(); }
+
+}  // namespace spur

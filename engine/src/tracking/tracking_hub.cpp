@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tracking writer; see tracking_hub.h. A tracker that fails keeps its records in a bounded backlog and is
+// retried at the next delivery: a locked, read-only or full history never stops training.
+#include "tracking/tracking_hub.h"
+
+#include <chrono>
+#include <iostream>
+
+namespace spur::detail {
+
+TrackingHub::TrackingHub(TrackingRun run, std::vector<std::shared_ptr<Tracker>> trackers,
+                         const TrackingOptions& options)
+    : run_(std::move(run)), interval_(options.flush_interval), max_backlog_(options.max_backlog) {
+  for (auto& tracker : trackers) {
+    Slot slot;
+    slot.tracker = std::move(tracker);
+    slots_.push_back(std::move(slot));
+  }
+  if (run_.total_steps > 0) total_steps_ = run_.total_steps;
+  thread_ = std::thread([this] { loop(); });
+}
+
+TrackingHub::~TrackingHub() { finish("finished"); }
+
+uint32_t TrackingHub::key_id(std::string_view key) {
+  for (const auto& [name, id] : lookup_) {
+    if (name == key) return id;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto id = static_cast<uint32_t>(keys_.size());
+  keys_.emplace_back(key);
+  lookup_.emplace_back(std::string(key), id);
+  return id;
+}
+
+void TrackingHub::log(const std::pair<std::string_view, double>* values, std::size_t count, int64_t step) {
+  const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  uint32_t ids[16];
+  const bool small = count <= 16;
+  if (small) {
+    for (std::size_t i = 0; i < count; ++i) ids[i] = key_id(values[i].first);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_) return;
+  for (std::size_t i = 0; i < count; ++i) {
+    // Rare: more than 16 values in one call; key_id takes the lock itself, so release it around the lookup.
+    uint32_t id = 0;
+    if (small) {
+      id = ids[i];
+    } else {
+      mutex_.unlock();
+      id = key_id(values[i].first);
+      mutex_.lock();
+    }
+    pending_.push_back(MetricRecord{id, step, values[i].second, wall});
+  }
+}
+
+void TrackingHub::set_total_steps(int64_t total_steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  total_steps_ = total_steps;
+}
+
+void TrackingHub::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (finished_) return;
+  const uint64_t ticket = ++requested_;
+  wake_.notify_one();
+  flushed_.wait(lock, [&] { return delivered_ >= ticket || finished_; });
+}
+
+void TrackingHub::finish(const std::string& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) return;
+    stop_ = true;
+    final_status_ = status;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  for (auto& slot : slots_) {
+    const auto left = slot.backlog.size();
+    if (slot.dropped || left) {
+      std::cerr << "spur: tracking: " << slot.tracker->name() << ": " << (slot.dropped + left)
+                << " logged value(s) could not be recorded (" << slot.error << ")" << std::endl;
+    }
+  }
+}
+
+void TrackingHub::loop() {
+  std::vector<MetricRecord> batch;
+  std::vector<std::string> keys;
+  for (;;) {
+    int64_t total = -1;
+    uint64_t ticket = 0;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, interval_, [&] { return stop_ || requested_ > delivered_; });
+      batch.swap(pending_);
+      if (keys.size() != keys_.size()) keys = keys_;
+      total = total_steps_;
+      total_steps_ = -1;
+      ticket = requested_;
+      stopping = stop_;
+    }
+    deliver(batch, keys, total);
+    batch.clear();
+    if (stopping) {
+      for (auto& slot : slots_) {
+        try {
+          if (slot.started) slot.tracker->finish(final_status_);
+        } catch (const std::exception& e) {
+          slot.error = e.what();
+        }
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+      delivered_ = ticket;
+      flushed_.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivered_ = ticket;
+    flushed_.notify_all();
+  }
+}
+
+void TrackingHub::deliver(std::vector<MetricRecord>& batch, const std::vector<std::string>& keys, int64_t total_steps) {
+  for (auto& slot : slots_) {
+    std::vector<MetricRecord>* records = &batch;
+    if (!slot.backlog.empty()) {
+      slot.backlog.insert(slot.backlog.end(), batch.begin(), batch.end());
+      records = &slot.backlog;
+    }
+    try {
+      if (!slot.started) {
+        TrackingRun run = run_;
+        slot.tracker->start(run);
+        slot.started = true;
+      }
+      if (total_steps >= 0) slot.tracker->set_total_steps(total_steps);
+      if (!records->empty()) slot.tracker->write(MetricBatch{keys, *records});
+      slot.backlog.clear();
+      if (slot.warned) {
+        std::cerr << "spur: tracking: " << slot.tracker->name() << " writes again" << std::endl;
+        slot.warned = false;
+      }
+    } catch (const std::exception& e) {
+      slot.error = e.what();
+      if (records == &batch) slot.backlog = batch;
+      if (slot.backlog.size() > max_backlog_) {
+        const auto excess = slot.backlog.size() - max_backlog_;
+        slot.backlog.erase(slot.backlog.begin(), slot.backlog.begin() + static_cast<std::ptrdiff_t>(excess));
+        slot.dropped += excess;
+      }
+      if (!slot.warned) {
+        std::cerr << "spur: tracking: " << slot.tracker->name() << " cannot write (" << e.what()
+                  << "); training goes on, keeping up to " << max_backlog_ << " values and retrying" << std::endl;
+        slot.warned = true;
+      }
+    }
+  }
+}
+
+}  // namespace spur::detail
