@@ -27,6 +27,8 @@ const QSet<QString>& launch_switches();
 int sagemaker_command(const QStringList& arguments);
 /// `spur launch` with a SageMaker configuration: submits the training job and follows it.
 int sagemaker_launch(const app::RunConfig& config, const Arguments& args);
+/// `spur runs list|show|export|config|logs|rm|tag|note`: the run history.
+int runs_command(const QStringList& arguments);
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
 /// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.

@@ -8,6 +8,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QRegularExpression>
 #include <QTextStream>
 #include <QThread>
 
@@ -19,6 +20,7 @@
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
+#include "runs/run_recorder.h"
 
 namespace spur::cli {
 namespace {
@@ -51,6 +53,41 @@ const char* kUsage =
     "  [--detach] [--job_name NAME] [--poll_interval S] [--aws_endpoint_url URL]\n"
     "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n";
 
+QString host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString("localhost");
+}
+
+QString shell_words(const QStringList& words) {
+  QStringList quoted;
+  static const QRegularExpression plain("^[A-Za-z0-9_./:=,@%+-]+$");
+  for (const auto& word : words) {
+    quoted << (plain.match(word).hasMatch() ? word : "'" + QString(word).replace("'", "'\\''") + "'");
+  }
+  return quoted.join(' ');
+}
+
+// The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
+// side records) or a SageMaker container (the submitting machine records).
+std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QStringList& given, const QString& target,
+                                                const QString& hosts, const std::string& config_yaml,
+                                                QTextStream& err) {
+  if (args.has("no_history") || args.has("dry_run")) return nullptr;
+  history::Run run;
+  run.name = args.value("run_name").value_or(QString()).toStdString();
+  run.target = target.toStdString();
+  run.hosts = hosts.toStdString();
+  run.config = config_yaml;
+  run.command = ("spur launch " + shell_words(given)).toStdString();
+  return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+}
+
+void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
+  if (recorder && recorder->recording()) {
+    err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id() << ")\n";
+  }
+}
+
 }  // namespace
 
 const QSet<QString>& launch_valued_flags() {
@@ -58,13 +95,13 @@ const QSet<QString>& launch_valued_flags() {
                                    "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
                                    "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
                                    "remote_spur", "connect_timeout", "env", "job_name",
-                                   "aws_endpoint_url", "poll_interval"};
+                                   "aws_endpoint_url", "poll_interval", "run_name"};
   return flags;
 }
 
 const QSet<QString>& launch_switches() {
   static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config",
-                                   "detach"};
+                                   "detach", "no_history"};
   return flags;
 }
 
@@ -157,6 +194,8 @@ int launch_command(const QStringList& given) {
       }
       options.num_machines = machines;
       options.machine_rank = 0;
+      // The ranks' metrics come back as "@spur" lines through ssh and are recorded here.
+      options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
       if (!options.main_process_ip) options.main_process_ip = hosts.front().name;
       machine.resolve_program = false;  // it runs on the hosts
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
@@ -176,13 +215,25 @@ int launch_command(const QStringList& given) {
         return 0;
       }
       app::preflight(ssh, hosts);
+      QStringList names;
+      for (const auto& host : hosts) names << host.name;
+      auto recorder = make_recorder(args, given, "ssh", names.join(','),
+                                    app::effective_config(config, plan).to_yaml(), err);
       app::SupervisionOptions supervision;
       supervision.grace = std::chrono::seconds(grace);
+      if (recorder) {
+        supervision.on_line = [&recorder](const app::RankSpec& child, bool error_stream, const QString& line) {
+          return recorder->line(child.label, -1, error_stream, line);
+        };
+      }
       app::LocalLauncher launcher(fanout, supervision, out, err);
-      return launcher.run();
+      const int code = launcher.run();
+      if (recorder) recorder->finish(code, launcher.failure());
+      report_recorded(recorder.get(), err);
+      return code;
     }
 
-    const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
+    auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
 
     if (args.has("dry_run")) {
       if (!path.empty()) out << "configuration: " << QString::fromStdString(path) << "\n";
@@ -194,8 +245,23 @@ int launch_command(const QStringList& given) {
     app::SupervisionOptions supervision;
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
+    std::unique_ptr<app::RunRecorder> recorder;
+    if (!container) {
+      recorder = make_recorder(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
+                               app::effective_config(config, plan).to_yaml(), err);
+    }
+    if (recorder) {
+      const auto environment = recorder->environment();
+      for (auto& rank : plan.ranks) rank.environment.insert(environment);
+      supervision.on_line = [&recorder, host = host_name()](const app::RankSpec& rank, bool error_stream,
+                                                             const QString& line) {
+        return recorder->line(host, rank.rank, error_stream, line);
+      };
+    }
     app::LocalLauncher launcher(plan, supervision, out, err);
     const int code = launcher.run();
+    if (recorder) recorder->finish(code, launcher.failure());
+    report_recorded(recorder.get(), err);
     if (code != 0 && container) {
       container->report_failure(launcher.failure().isEmpty() ? QString("spur launch: exit code %1").arg(code)
                                                              : launcher.failure());

@@ -13,6 +13,7 @@ int usage(QTextStream& out) {
          "  config      write a run configuration (questions; or default, show, validate FILE)\n"
          "  launch      run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
          "  test        check the configured setup: rendezvous, all-reduce, gather and a synchronised step\n"
+         "  runs        the run history: list, show, export, config, logs, rm, tag, note\n"
          "  sagemaker   follow, stop or describe a SageMaker training job: spur sagemaker follow JOB\n"
          "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
          "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "config") return spur::cli::config_command(arguments);
   if (command == "launch") return spur::cli::launch_command(arguments);
   if (command == "test") return spur::cli::test_command(arguments);
+  if (command == "runs") return spur::cli::runs_command(arguments);
   if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
   if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
   err << "spur: unknown command '" << command << "' (see spur --help)\n";

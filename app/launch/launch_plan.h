@@ -81,4 +81,8 @@ struct MachineFacts {
 LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions& options, const QString& program,
                      const QStringList& arguments, const MachineFacts& machine);
 
+/// The configuration that relaunches this plan as it ran: the file's keys (if any) with the flags' values
+/// written in (processes, machines, precision, CPU, rendezvous address). Saved with the run in the history.
+RunConfig effective_config(const std::optional<RunConfig>& config, const LaunchPlan& plan);
+
 }  // namespace spur::app

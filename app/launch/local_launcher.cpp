@@ -150,6 +150,7 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   while ((newline = partial.indexOf('\n')) >= 0) {
     const QString line = QString::fromUtf8(partial.left(newline));
     partial.remove(0, newline + 1);
+    if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
     stream << "[" << rank.spec.label << "] " << line << "\n";
     rank.tail.push_back(line);
     if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
@@ -163,6 +164,8 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
   for (auto* partial : {&rank.partial_out, &rank.partial_err}) {
     if (!partial->isEmpty()) {
       const QString line = QString::fromUtf8(*partial);
+      partial->clear();
+      if (options_.on_line && options_.on_line(rank.spec, partial == &rank.partial_err, line)) continue;
       (partial == &rank.partial_out ? out_ : err_) << "[" << rank.spec.label << "] " << line << "\n";
       rank.tail.push_back(line);
       partial->clear();

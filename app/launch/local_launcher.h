@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -30,6 +31,9 @@ struct SupervisionOptions {
   /// Stop the ranks when stdin reaches end of file: the remote half of an SSH fan-out, whose connection closing
   /// (the local launcher stopped or died) must stop its ranks too; no tty needed.
   bool exit_on_stdin_eof = false;
+  /// Sees every complete output line of every rank (the run history records them); returning true keeps the
+  /// line off the console (a tracker's "@spur" record).
+  std::function<bool(const RankSpec& rank, bool error_stream, const QString& line)> on_line;
 };
 
 class LocalLauncher : public QObject {

@@ -102,7 +102,7 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
                                       const QStringList& arguments, int grace_seconds) {
   std::vector<RankSpec> children;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    QStringList remote{options.remote_spur, "launch", "--no_config", "--exit_on_stdin_eof",
+    QStringList remote{options.remote_spur, "launch", "--no_config", "--no_history", "--exit_on_stdin_eof",
                        "--num_processes", QString::number(plan.world_size),
                        "--num_machines", QString::number(plan.num_machines),
                        "--machine_rank", QString::number(i),

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rm, tag,
+// note. Reads while runs write; `--history F` picks another database than SPUR_HISTORY or the default.
+#include <signal.h>
+#include <unistd.h>
+
+#include <QDateTime>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTextStream>
+#include <QThread>
+
+#include <cmath>
+
+#include <spur/history/reader.h>
+#include <spur/history/writer.h>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+
+namespace spur::cli {
+namespace {
+
+const char* kUsage =
+    "usage: spur runs <action> [--history F]\n"
+    "  list [--json]                           every run: id, name, status, progress, start, duration, exit code\n"
+    "  show ID                                 one run: settings, metrics (last, min, max), events\n"
+    "  export ID --format csv|json [--metrics a,b] [--output F]\n"
+    "  config ID                               the run's configuration (YAML), for spur launch --config_file\n"
+    "  logs ID [--rank R] [--follow]           console lines; --follow waits for new ones until the run ends\n"
+    "  rm ID                                   delete the run and everything recorded for it\n"
+    "  tag ID TAG [--remove]                   add (or remove) a tag\n"
+    "  note ID TEXT                            set the run's notes\n";
+
+QString time_text(double seconds) {
+  return seconds > 0 ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
+                     : QString("-");
+}
+
+QString duration_text(double seconds) {
+  if (seconds < 0) return "-";
+  const auto s = static_cast<qint64>(seconds);
+  return s >= 3600 ? QString("%1h%2m").arg(s / 3600).arg((s / 60) % 60, 2, 10, QChar('0'))
+                   : QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
+}
+
+QString this_host() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString();
+}
+
+// A run still marked running whose process on this machine is gone crashed without saying so.
+QString shown_status(const history::Run& run) {
+  if ((run.status == "running" || run.status == "queued") && run.pid > 0 &&
+      QString::fromStdString(run.host) == this_host() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH) {
+    return "failed";
+  }
+  return QString::fromStdString(run.status);
+}
+
+QString progress_text(const history::Run& run) {
+  if (run.last_step < 0) return "-";
+  if (run.total_steps <= 0) return QString("step %1").arg(run.last_step);
+  const double fraction = std::min(1.0, static_cast<double>(run.last_step) / static_cast<double>(run.total_steps));
+  QString text = QString("%1/%2 %3%").arg(run.last_step).arg(run.total_steps).arg(std::lround(fraction * 100));
+  if (run.status == "running" && run.started > 0 && fraction > 0 && fraction < 1) {
+    const double elapsed = history::now_seconds() - run.started;
+    text += " eta " + duration_text(elapsed / fraction - elapsed);
+  }
+  return text;
+}
+
+QJsonObject run_json(const history::Run& run) {
+  QJsonArray tags;
+  for (const auto& tag : run.tags) tags.append(QString::fromStdString(tag));
+  QJsonObject object{{"id", static_cast<qint64>(run.id)},
+                     {"name", QString::fromStdString(run.name)},
+                     {"project", QString::fromStdString(run.project)},
+                     {"status", shown_status(run)},
+                     {"started", run.started > 0 ? QJsonValue(run.started) : QJsonValue()},
+                     {"ended", run.ended > 0 ? QJsonValue(run.ended) : QJsonValue()},
+                     {"exit_code", run.exit_code ? QJsonValue(*run.exit_code) : QJsonValue()},
+                     {"target", QString::fromStdString(run.target)},
+                     {"hosts", QString::fromStdString(run.hosts)},
+                     {"command", QString::fromStdString(run.command)},
+                     {"notes", QString::fromStdString(run.notes)},
+                     {"tags", tags},
+                     {"last_step", static_cast<qint64>(run.last_step)},
+                     {"total_steps", static_cast<qint64>(run.total_steps)},
+                     {"params", QJsonDocument::fromJson(QByteArray::fromStdString(run.params)).object()}};
+  return object;
+}
+
+int64_t run_id(const Arguments& args, int index) {
+  if (args.positional().size() <= index) throw UsageError("which run? give its ID (spur runs list)");
+  bool ok = false;
+  const qint64 id = args.positional()[index].toLongLong(&ok);
+  if (!ok || id <= 0) throw UsageError("'" + args.positional()[index] + "' is not a run ID (spur runs list)");
+  return id;
+}
+
+history::Run existing(history::HistoryReader& reader, int64_t id, const std::string& path) {
+  auto run = reader.run(id);
+  if (!run) throw UsageError(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path)));
+  return *run;
+}
+
+int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out) {
+  const auto runs = reader.runs();
+  if (args.has("json")) {
+    QJsonArray array;
+    for (const auto& run : runs) array.append(run_json(run));
+    out << QJsonDocument(array).toJson(QJsonDocument::Indented);
+    return 0;
+  }
+  out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
+             .arg("ID", 4).arg("NAME", -20).arg("PROJECT", -12).arg("STATUS", -9).arg("PROGRESS", -22)
+             .arg("STARTED", -19).arg("DURATION", -9).arg("EXIT");
+  for (const auto& run : runs) {
+    const double end = run.ended > 0 ? run.ended : history::now_seconds();
+    out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
+               .arg(run.id, 4).arg(QString::fromStdString(run.name), -20).arg(QString::fromStdString(run.project), -12)
+               .arg(shown_status(run), -9).arg(progress_text(run), -22).arg(time_text(run.started), -19)
+               .arg(run.started > 0 ? duration_text(end - run.started) : QString("-"), -9)
+               .arg(run.exit_code ? QString::number(*run.exit_code) : QString("-"));
+  }
+  return 0;
+}
+
+int show(history::HistoryReader& reader, const history::Run& run, QTextStream& out) {
+  const auto object = run_json(run);
+  for (const char* key : {"name", "project", "status", "target", "hosts", "command", "notes"}) {
+    out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
+  }
+  out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact) << "\n";
+  out << QString("%1").arg("started", -12) << time_text(run.started) << "\n";
+  out << QString("%1").arg("ended", -12) << time_text(run.ended) << "\n";
+  out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-")) << "\n";
+  out << QString("%1").arg("progress", -12) << progress_text(run) << "\n";
+  out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
+  out << "metrics:\n";
+  for (const auto& key : reader.metric_keys(run.id)) {
+    const auto points = reader.series(run.id, key);
+    if (points.empty()) continue;
+    double low = points.front().value, high = low;
+    for (const auto& p : points) {
+      low = std::min(low, p.value);
+      high = std::max(high, p.value);
+    }
+    out << QString("  %1 %2 points, last %3 at step %4, min %5, max %6\n")
+               .arg(QString::fromStdString(key), -20).arg(points.size()).arg(points.back().value)
+               .arg(points.back().step).arg(low).arg(high);
+  }
+  out << "events:\n";
+  for (const auto& event : reader.events(run.id)) {
+    out << "  " << time_text(event.wall) << "  " << QString::fromStdString(event.status)
+        << (event.detail.empty() ? QString() : "  " + QString::fromStdString(event.detail).split('\n').front()) << "\n";
+  }
+  return 0;
+}
+
+int export_run(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out) {
+  const QString format = args.value("format").value_or("");
+  if (format != "csv" && format != "json") throw UsageError("--format csv or --format json");
+  QStringList keys;
+  if (auto chosen = args.value("metrics")) {
+    keys = chosen->split(',', Qt::SkipEmptyParts);
+    const auto known = reader.metric_keys(run.id);
+    for (const auto& key : keys) {
+      if (std::find(known.begin(), known.end(), key.toStdString()) == known.end()) {
+        throw UsageError("run " + QString::number(run.id) + " has no metric '" + key + "'");
+      }
+    }
+  } else {
+    for (const auto& key : reader.metric_keys(run.id)) keys << QString::fromStdString(key);
+  }
+  QByteArray text;
+  if (format == "csv") {
+    text = "key,step,value,wall_time\n";
+    for (const auto& key : keys) {
+      QByteArray name = key.toUtf8();
+      if (name.contains(',') || name.contains('"')) name = '"' + name.replace("\"", "\"\"") + '"';
+      for (const auto& p : reader.series(run.id, key.toStdString())) {
+        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' + QByteArray::number(p.value, 'g', 17) +
+                ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
+      }
+    }
+  } else {
+    QJsonObject metrics;
+    for (const auto& key : keys) {
+      QJsonArray points;
+      for (const auto& p : reader.series(run.id, key.toStdString())) {
+        points.append(QJsonArray{static_cast<qint64>(p.step), p.value, p.wall});
+      }
+      metrics.insert(key, points);
+    }
+    text = QJsonDocument(QJsonObject{{"run", run_json(run)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
+  }
+  if (auto path = args.value("output")) {
+    QFile file(*path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size()) {
+      throw UsageError("cannot write " + *path + ": " + file.errorString());
+    }
+    return 0;
+  }
+  out << QString::fromUtf8(text);
+  return 0;
+}
+
+int logs(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out) {
+  std::optional<int> rank;
+  if (auto r = args.integer("rank", -1, 1'000'000)) rank = static_cast<int>(*r);
+  int64_t after = 0;
+  const bool remote = run.target != "local";
+  auto print = [&] {
+    for (const auto& line : reader.console(run.id, after, rank)) {
+      after = line.id;
+      QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
+      if (remote && !line.host.empty()) label = QString::fromStdString(line.host) + " " + label;
+      out << "[" << label << "] " << QString::fromStdString(line.text) << "\n";
+    }
+    out.flush();
+  };
+  print();
+  if (!args.has("follow")) return 0;
+  for (;;) {
+    const auto now = reader.run(run.id);
+    const bool over = !now || (shown_status(*now) != "running" && shown_status(*now) != "queued");
+    QThread::msleep(200);
+    print();
+    if (over) return 0;
+  }
+}
+
+}  // namespace
+
+int runs_command(const QStringList& arguments) {
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+  try {
+    const Arguments args(arguments, {"history", "format", "metrics", "output", "rank"},
+                         {"json", "follow", "remove", "help"});
+    if (args.has("help") || args.positional().isEmpty()) {
+      out << kUsage;
+      return args.has("help") ? 0 : 2;
+    }
+    const std::string path = args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
+    const QString action = args.positional().front();
+    if (action == "rm" || action == "tag" || action == "note") {
+      history::HistoryWriter writer(path);
+      const int64_t id = run_id(args, 1);
+      if (!writer.has_run(id)) throw UsageError(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path)));
+      if (action == "rm") {
+        writer.delete_run(id);
+        err << "spur runs: deleted run " << id << "\n";
+      } else if (action == "tag") {
+        if (args.positional().size() != 3) throw UsageError("spur runs tag ID TAG [--remove]");
+        const auto tag = args.positional()[2].toStdString();
+        args.has("remove") ? writer.remove_tag(id, tag) : writer.add_tag(id, tag);
+      } else {
+        if (args.positional().size() < 3) throw UsageError("spur runs note ID TEXT");
+        writer.set_notes(id, args.positional().mid(2).join(' ').toStdString());
+      }
+      return 0;
+    }
+    history::HistoryReader reader(path);
+    if (action == "list") return list(reader, args, out);
+    const auto run = existing(reader, run_id(args, 1), path);
+    if (action == "show") return show(reader, run, out);
+    if (action == "export") return export_run(reader, run, args, out);
+    if (action == "config") {
+      if (run.config.empty()) throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
+      out << QString::fromStdString(run.config);
+      return 0;
+    }
+    if (action == "logs") return logs(reader, run, args, out);
+    throw UsageError("unknown action '" + action + "'\n" + kUsage);
+  } catch (const UsageError& e) {
+    err << "spur runs: " << e.what() << "\n";
+  } catch (const history::HistoryError& e) {
+    err << "spur runs: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace spur::cli
