@@ -13,6 +13,7 @@
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/job_follower.h"
 #include "sagemaker/training_job.h"
+#include "runs/run_recorder.h"
 
 namespace spur::cli {
 namespace {
@@ -81,6 +82,10 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   if (auto v = args.value("job_name")) job.job_name = *v;
   if (auto v = args.integer("num_machines", 1, 100000)) job.instance_count = static_cast<int>(*v);
   for (const auto& assignment : args.values("env")) job.environment << app::parse_environment_assignment(assignment);
+  // The job's ranks print their metrics as "@spur" lines; following the logs records them here.
+  bool trackers_chosen = false;
+  for (const auto& [name, value] : job.environment) trackers_chosen = trackers_chosen || name == "SPUR_TRACKERS";
+  if (!trackers_chosen) job.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
   // What the container's `spur launch` needs to run the program as configured here.
   const QString precision = args.value("mixed_precision").value_or(QString::fromStdString(config.mixed_precision()));
   job.launch_flags << "--mixed_precision" << precision;
@@ -144,7 +149,35 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
     return 0;
   }
   err.flush();
-  return app::JobFollower(aws, request.job_name, follow_options(args, "spur launch"), out, err).run();
+  std::unique_ptr<app::RunRecorder> recorder;
+  if (!args.has("no_history")) {
+    history::Run run;
+    run.name = args.value("run_name").value_or(request.job_name).toStdString();
+    run.target = "sagemaker";
+    run.hosts = QString("%1 x %2").arg(resources.value("InstanceCount").toInt()).arg(resources.value("InstanceType").toString()).toStdString();
+    run.config = config.to_yaml();
+    run.command = ("spur launch " + args.positional().join(' ')).toStdString();
+    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+  }
+  auto options = follow_options(args, "spur launch");
+  if (recorder) {
+    options.on_line = [&recorder](const QString& instance, const QString& line) {
+      return recorder->line(instance, -1, false, line);
+    };
+    options.after_poll = [&recorder] { recorder->flush(); };
+  }
+  int code = 1;
+  try {
+    code = app::JobFollower(aws, request.job_name, options, out, err).run();
+  } catch (...) {
+    if (recorder) recorder->finish(1, "lost track of the job");
+    throw;
+  }
+  if (recorder) {
+    recorder->finish(code);
+    if (recorder->recording()) err << "spur launch: recorded as run " << recorder->run_id() << "\n";
+  }
+  return code;
 }
 
 int sagemaker_command(const QStringList& arguments) {

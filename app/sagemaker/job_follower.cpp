@@ -114,6 +114,7 @@ void JobFollower::drain_logs() {
       const auto events = page.value("events").toArray();
       for (const auto& event : events) {
         for (const auto& line : event.toObject().value("message").toString().split('\n')) {
+          if (options_.on_line && options_.on_line(label, line)) continue;
           out_ << "[" << label << "] " << line << "\n";
         }
       }
@@ -156,6 +157,7 @@ int JobFollower::run() {
         shown = line;
       }
       drain_logs();
+      if (options_.after_poll) options_.after_poll();
       const bool over = status == "Completed" || status == "Failed" || status == "Stopped";
       if (over) {
         // CloudWatch lags the instances by a few seconds: the last lines (often the error) come late.

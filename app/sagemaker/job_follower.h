@@ -40,6 +40,10 @@ struct FollowOptions {
   QString who = "spur";
   /// Transient failures (throttling, network) retried this many times, with growing pauses, before giving up.
   int retries = 5;
+  /// Sees every log line (instance "algo-1"...); returning true keeps it off the console (an "@spur" record).
+  std::function<bool(const QString& instance, const QString& line)> on_line;
+  /// Called after each poll (the run history flushes there).
+  std::function<void()> after_poll;
 };
 
 class JobFollower {

@@ -21,6 +21,8 @@
 #include "sagemaker/training_job.h"
 #include "test_main.h"
 
+#include <spur/history/reader.h>
+
 namespace {
 
 constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTESTSECRET";
@@ -189,7 +191,9 @@ class SageMakerTest : public QObject {
                              {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
                                                      status("Completed", "Completed")}},
                              {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3",
-                                                                        "accuracy 0.97"}},
+                                                                        "accuracy 0.97",
+                                                                        "@spur {\"type\": \"metric\", \"key\": \"loss\", "
+                                                                        "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}"}},
                                                   {"algo-2", QJsonArray{"rank 1 ready"}}}}});
     QVERIFY(aws.ok());
     const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(),
@@ -201,6 +205,19 @@ class SageMakerTest : public QObject {
       QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " missing:\n" + result.output));
     }
     QCOMPARE(result.output.count("[algo-1] epoch 1 loss 0.5"), 1);  // each line once, however many polls
+    // The job's "@spur" records became the run's metrics on this machine, off the console.
+    QVERIFY2(!result.output.contains("@spur"), qPrintable(result.output));
+    spur::history::HistoryReader history(aws_environment(dir).value("SPUR_HISTORY").toStdString());
+    const auto runs = history.runs();
+    QVERIFY(!runs.empty());
+    const auto& run = runs.back();
+    QCOMPARE(QString::fromStdString(run.target), QString("sagemaker"));
+    QCOMPARE(QString::fromStdString(run.status), QString("finished"));
+    const auto loss = history.series(run.id, "loss");
+    QCOMPARE(loss.size(), size_t{1});
+    QCOMPARE(loss[0].step, int64_t{2});
+    QCOMPARE(loss[0].value, 0.3);
+    QVERIFY(!history.console(run.id).empty());
 
     // The role name was resolved through IAM, then one request built from the file, the flags and the program.
     const auto roles = aws.requests("IAM.GetRole");
@@ -234,7 +251,8 @@ class SageMakerTest : public QObject {
     QCOMPARE(QJsonDocument::fromJson(hyper["spur_launch_flags"].toString().toUtf8()).array(),
              (QJsonArray{"--mixed_precision", "bf16", "--gradient_accumulation_steps", "2"}));
     QCOMPARE(hyper["lr"].toString(), QString("0.1"));
-    QCOMPARE(body["Environment"].toObject(), (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}}));
+    QCOMPARE(body["Environment"].toObject(),
+             (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}, {"SPUR_TRACKERS", "stream"}}));
 
     // Every call signed for the configuration's region, by the CLI, with the environment's key; no secret
     // anywhere in what was sent, and nothing wrong with any request.

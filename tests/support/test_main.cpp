@@ -3,6 +3,7 @@
 #include "test_main.h"
 
 #include <QCoreApplication>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <cstring>
@@ -19,6 +20,9 @@ std::vector<TestClass>& registry() {
 
 int main(int argc, char** argv) {
   QCoreApplication app(argc, argv);
+  // Every program the tests start records its runs in a throw-away history, never the user's.
+  QTemporaryDir history;
+  qputenv("SPUR_HISTORY", (history.path() + "/history.db").toUtf8());
   const auto& classes = spur::test::registry();
   const char* selected = argc > 1 && argv[1][0] != '-' ? argv[1] : nullptr;
 
