@@ -4,7 +4,9 @@
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -558,6 +560,23 @@ int save_loop(const Args& args) {
   return 0;
 }
 
+// Logs `steps` values of "x" (value = step) one every ~100 microseconds, saying how many it has logged; the test
+// SIGKILLs it mid-run and checks the history.
+int track(const Args& args) {
+  spur::Accelerator accelerator;
+  accelerator.init_trackers("kill-test", {{"steps", args.steps}});
+  for (int64_t step = 0; step < args.steps; ++step) {
+    accelerator.log({{"x", step}}, step);
+    if (step % 100 == 99) {
+      std::printf("logged %lld\n", static_cast<long long>(step + 1));
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  accelerator.end_training();
+  return 0;
+}
+
 int rendezvous(const Args&) {
   spur::Accelerator accelerator;
   std::cout << "joined as rank " << accelerator.process_index() << std::endl;
@@ -586,6 +605,8 @@ int main(int argc, char** argv) try {
     code = resume(args);
   } else if (args.scenario == "save_loop") {
     code = save_loop(args);
+  } else if (args.scenario == "track") {
+    code = track(args);
   } else if (args.scenario == "rendezvous") {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {

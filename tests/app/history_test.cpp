@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+// The run history with real processes: two writers and a reader at once, a writer and a training program
+// SIGKILLed mid-write, migration of an older file, a 2-rank launched run recorded (loss values and console
+// lines), `spur runs` on it, and export round trips.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <cstring>
+#include <memory>
+
+#include <spur/history/reader.h>
+#include <spur/history/writer.h>
+
+#include "rank_group.h"
+#include "test_main.h"
+
+namespace {
+
+using spur::history::HistoryReader;
+
+QString integrity(const QString& path) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.toUtf8().constData(), &db);
+  sqlite3_stmt* statement = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &statement, nullptr);
+  QString result;
+  while (sqlite3_step(statement) == SQLITE_ROW) result += reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+  return result;
+}
+
+// A started process, killed by PID when the test leaves (also on failure).
+struct Child {
+  std::unique_ptr<QProcess> process = std::make_unique<QProcess>();
+  ~Child() {
+    if (process->state() != QProcess::NotRunning) {
+      process->kill();
+      process->waitForFinished(5000);
+    }
+  }
+};
+
+// The last "<word> N" line a process printed so far.
+long long last_count(QByteArray& seen, QProcess& process, const QByteArray& word) {
+  seen += process.readAllStandardOutput();
+  long long count = -1;
+  for (const auto& line : seen.split('\n')) {
+    if (line.startsWith(word + " ")) count = line.mid(word.size() + 1).toLongLong();
+  }
+  return count;
+}
+
+spur::test::RankResult spur_cli(const QStringList& arguments, const QString& history) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("SPUR_HISTORY", history);
+  return spur::test::run_process(SPUR_CLI, arguments, env, 120000);
+}
+
+}  // namespace
+
+class HistoryTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Two processes append while this one reads with cursors: every point arrives once, in order, and the
+  // writers' commits interleave without a lost update.
+  void two_writers_and_a_reader() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    constexpr long long kPoints = 200000;
+    Child a, b;
+    a.process->start(SPUR_HISTORY_RIG, {path, "a", QString::number(kPoints), "500"});
+    QVERIFY(a.process->waitForReadyRead(10000));  // created the file (and its schema) first
+    b.process->start(SPUR_HISTORY_RIG, {path, "b", QString::number(kPoints), "700"});
+    QVERIFY(b.process->waitForStarted());
+
+    std::optional<HistoryReader> reader;
+    QElapsedTimer timer;
+    timer.start();
+    while (!reader && timer.elapsed() < 10000) {
+      try {
+        reader.emplace(path.toStdString());
+      } catch (const spur::history::HistoryError&) {
+        QThread::msleep(10);
+      }
+    }
+    QVERIFY(reader);
+    spur::history::SeriesCursor cursors[2];
+    std::vector<spur::history::Point> seen[2];
+    int reads = 0;
+    auto read_all = [&] {
+      const auto runs = reader->runs();
+      for (const auto& run : runs) {
+        const int which = run.name == "a" ? 0 : 1;
+        for (const auto& point : reader->series(run.id, "x", &cursors[which])) seen[which].push_back(point);
+      }
+      ++reads;
+    };
+    while ((a.process->state() != QProcess::NotRunning || b.process->state() != QProcess::NotRunning) &&
+           timer.elapsed() < 120000) {
+      read_all();
+      a.process->waitForFinished(5);
+      b.process->waitForFinished(5);
+    }
+    QCOMPARE(a.process->exitCode(), 0);
+    QCOMPARE(b.process->exitCode(), 0);
+    read_all();
+    QVERIFY2(reads > 10, "the reader should have read while the writers wrote");
+    for (const auto& points : seen) {
+      QCOMPARE(static_cast<long long>(points.size()), kPoints);
+      for (long long i = 0; i < kPoints; ++i) {
+        if (points[i].step != i || points[i].value != static_cast<double>(i)) {
+          QFAIL(qPrintable(QString("point %1 is step %2").arg(i).arg(points[i].step)));
+        }
+      }
+    }
+    QCOMPARE(integrity(path), QString("ok"));
+  }
+
+  // SIGKILL between or inside commits: the file passes integrity_check and holds every point reported flushed.
+  void a_writer_killed_mid_write_loses_nothing_flushed() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    Child writer;
+    writer.process->start(SPUR_HISTORY_RIG, {path, "killed", "100000000", "257"});
+    QVERIFY(writer.process->waitForStarted());
+    QByteArray seen;
+    QElapsedTimer timer;
+    timer.start();
+    while (last_count(seen, *writer.process, "flushed") < 200000 && timer.elapsed() < 60000) {
+      writer.process->waitForReadyRead(100);
+    }
+    ::kill(static_cast<pid_t>(writer.process->processId()), SIGKILL);
+    writer.process->waitForFinished(5000);
+    const long long flushed = last_count(seen, *writer.process, "flushed");
+    QVERIFY(flushed >= 200000);
+    QCOMPARE(integrity(path), QString("ok"));
+    HistoryReader reader(path.toStdString());
+    const auto points = reader.series(reader.runs().front().id, "x");
+    QVERIFY2(static_cast<long long>(points.size()) >= flushed,
+             qPrintable(QString("%1 points, %2 flushed").arg(points.size()).arg(flushed)));
+    for (size_t i = 0; i < points.size(); ++i) QCOMPARE(points[i].step, static_cast<int64_t>(i));
+  }
+
+  // The same through the engine: a training program logging through accelerator.log, SIGKILLed. Values
+  // logged a second before the kill (ten flush intervals) are in the history.
+  void a_training_program_killed_keeps_what_it_logged() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    Child worker;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", path);
+    env.remove("SPUR_RUN_ID");
+    env.remove("RANK");
+    env.remove("WORLD_SIZE");
+    worker.process->setProcessEnvironment(env);
+    worker.process->start(SPUR_TEST_WORKER, {"track", "--steps", "100000000"});
+    QByteArray seen;
+    QElapsedTimer timer;
+    timer.start();
+    while (last_count(seen, *worker.process, "logged") < 2000 && timer.elapsed() < 60000) {
+      worker.process->waitForReadyRead(100);
+    }
+    const long long logged_before = last_count(seen, *worker.process, "logged");
+    QVERIFY2(logged_before >= 2000, seen.constData());
+    QThread::msleep(1000);
+    ::kill(static_cast<pid_t>(worker.process->processId()), SIGKILL);
+    worker.process->waitForFinished(5000);
+    QCOMPARE(integrity(path), QString("ok"));
+    HistoryReader reader(path.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(QString::fromStdString(runs[0].project), QString("kill-test"));
+    const auto points = reader.series(runs[0].id, "x");
+    QVERIFY2(static_cast<long long>(points.size()) >= logged_before,
+             qPrintable(QString("%1 points, %2 logged a second before the kill").arg(points.size()).arg(logged_before)));
+    for (size_t i = 0; i < points.size(); ++i) QCOMPARE(points[i].step, static_cast<int64_t>(i));
+    // Marked running by a process that is gone: `spur runs list` says it failed.
+    const auto listed = spur_cli({"runs", "list", "--json"}, path);
+    QCOMPARE(QJsonDocument::fromJson(listed.output.toUtf8()).array()[0].toObject()["status"].toString(), QString("failed"));
+  }
+
+  // A file at schema version 1 (before notes, tags and params) opens, migrates and keeps its data.
+  void migrates_an_older_schema() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("v1.db").toStdString();
+    spur::history::Database::create_at_version(path, 1);
+    {
+      sqlite3* v1 = nullptr;
+      QCOMPARE(sqlite3_open(path.c_str(), &v1), SQLITE_OK);
+      auto exec = [&](const char* sql) { return sqlite3_exec(v1, sql, nullptr, nullptr, nullptr); };
+      QCOMPARE(exec("SELECT 1 FROM runs"), SQLITE_OK);
+      sqlite3_stmt* version = nullptr;
+      sqlite3_prepare_v2(v1, "PRAGMA user_version", -1, &version, nullptr);
+      sqlite3_step(version);
+      QCOMPARE(sqlite3_column_int(version, 0), 1);
+      sqlite3_finalize(version);
+      QVERIFY(exec("SELECT notes FROM runs") != SQLITE_OK);  // version 1 has no notes yet
+      QCOMPARE(exec("INSERT INTO runs(id, name, project, status, created) VALUES(7, 'old', 'p', 'finished', 1.5)"),
+               SQLITE_OK);
+      QCOMPARE(exec("INSERT INTO series(id, run_id, key) VALUES(1, 7, 'loss')"), SQLITE_OK);
+      const double values[2] = {0.5, 0.25}, walls[2] = {10, 11};
+      const int64_t steps[2] = {3, 4};
+      unsigned char blob[48];
+      for (int i = 0; i < 2; ++i) {
+        std::memcpy(blob + 24 * i, &steps[i], 8);
+        std::memcpy(blob + 24 * i + 8, &values[i], 8);
+        std::memcpy(blob + 24 * i + 16, &walls[i], 8);
+      }
+      sqlite3_stmt* insert = nullptr;
+      sqlite3_prepare_v2(v1, "INSERT INTO points(series_id, count, data) VALUES(1, 2, ?)", -1, &insert, nullptr);
+      sqlite3_bind_blob(insert, 1, blob, sizeof(blob), SQLITE_TRANSIENT);
+      QCOMPARE(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_finalize(insert);
+      sqlite3_close(v1);
+    }
+    spur::history::HistoryWriter writer(path);  // migrates
+    QCOMPARE(writer.database().schema_version(), spur::history::Database::kSchemaVersion);
+    writer.add_tag(7, "kept");
+    writer.set_notes(7, "from v1");
+    HistoryReader reader(path);
+    const auto run = reader.run(7);
+    QVERIFY(run);
+    QCOMPARE(QString::fromStdString(run->name), QString("old"));
+    QCOMPARE(QString::fromStdString(run->params), QString("{}"));
+    QCOMPARE(run->tags, std::vector<std::string>{"kept"});
+    QCOMPARE(QString::fromStdString(run->notes), QString("from v1"));
+    const auto loss = reader.series(7, "loss");
+    QCOMPARE(loss.size(), size_t{2});
+    QCOMPARE(loss[1].step, int64_t{4});
+    QCOMPARE(loss[1].value, 0.25);
+  }
+
+  // A newer file than this build knows is refused, not damaged.
+  void refuses_a_newer_schema() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("new.db").toStdString();
+    { spur::history::HistoryWriter writer(path); }
+    {
+      spur::history::HistoryWriter writer(path);
+      writer.database().exec("PRAGMA user_version = 99");
+    }
+    QVERIFY_THROWS_EXCEPTION(spur::history::HistoryError, HistoryReader reader(path));
+  }
+
+  // `spur launch` of 2 ranks: the run, its loss values (as the program printed them) and both ranks' console
+  // lines are in the history; `spur runs` shows, exports and relaunches it.
+  void a_launched_run_is_recorded_and_exported() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const auto launched = spur_cli({"launch", "--num_processes", "2", "--run_name", "mlp-2", SPUR_EXAMPLE_MLP,
+                                    "--epochs", "1", "--log_every", "8"},
+                                   path);
+    QVERIFY2(launched.exit_code == 0, qPrintable(launched.output));
+    QVERIFY2(launched.output.contains("recorded as run 1"), qPrintable(launched.output));
+    const auto rig = spur_cli({"launch", "--num_processes", "2", SPUR_LAUNCH_RIG}, path);
+    QVERIFY2(rig.exit_code == 0, qPrintable(rig.output));
+
+    HistoryReader reader(path.toStdString());
+    const auto run = reader.run(1);
+    QVERIFY(run);
+    QCOMPARE(QString::fromStdString(run->name), QString("mlp-2"));
+    QCOMPARE(QString::fromStdString(run->project), QString("mlp"));
+    QCOMPARE(QString::fromStdString(run->status), QString("finished"));
+    QCOMPARE(run->exit_code.value_or(-1), 0);
+    QCOMPARE(run->last_step, run->total_steps);
+    // Every "step S/T loss L" line rank 0 printed is a point of the "loss" series.
+    static const QRegularExpression printed(R"(\[rank0\] step (\d+)/\d+ loss ([0-9.]+))");
+    std::vector<std::pair<int64_t, double>> expected;
+    for (auto it = printed.globalMatch(launched.output); it.hasNext();) {
+      const auto match = it.next();
+      expected.emplace_back(match.captured(1).toLongLong(), match.captured(2).toDouble());
+    }
+    const auto loss = reader.series(1, "loss");
+    QVERIFY(expected.size() >= 4);
+    QCOMPARE(loss.size(), expected.size());
+    for (size_t i = 0; i < loss.size(); ++i) {
+      QCOMPARE(loss[i].step, expected[i].first);
+      QVERIFY(std::abs(loss[i].value - expected[i].second) < 1e-5);
+    }
+    const auto console = reader.console(1);
+    QVERIFY(std::any_of(console.begin(), console.end(), [](const auto& l) { return l.rank == 0 && l.text.find("accuracy") != std::string::npos; }));
+    const auto rig_console = reader.console(2);
+    for (int rank : {0, 1}) {
+      QVERIFY2(std::any_of(rig_console.begin(), rig_console.end(),
+                           [rank](const auto& l) {
+                             return l.rank == rank && l.text.find("hello from rank " + std::to_string(rank)) == 0;
+                           }),
+               "each rank's own lines, under its rank");
+    }
+
+    // spur runs: list (JSON fields), config (relaunchable), logs by rank, export round trips.
+    const auto list = spur_cli({"runs", "list", "--json"}, path);
+    const auto runs = QJsonDocument::fromJson(list.output.toUtf8()).array();
+    QCOMPARE(runs.size(), 2);
+    for (const char* key : {"id", "name", "status", "started", "ended", "exit_code", "target"}) {
+      QVERIFY2(runs[0].toObject().contains(key), key);
+    }
+    QCOMPARE(runs[0].toObject()["target"].toString(), QString("local"));
+    const auto config = spur_cli({"runs", "config", "1"}, path);
+    QVERIFY2(config.output.contains("num_processes: 2") && config.output.contains("distributed_type: MULTI_"),
+             qPrintable(config.output));
+    QFile saved(dir.filePath("saved.yaml"));
+    QVERIFY(saved.open(QIODevice::WriteOnly));
+    saved.write(config.output.toUtf8());
+    saved.close();
+    const auto relaunch = spur_cli({"launch", "--config_file", saved.fileName(), "--dry_run", SPUR_LAUNCH_RIG}, path);
+    QVERIFY2(relaunch.exit_code == 0 && relaunch.output.contains("2 process(es)"), qPrintable(relaunch.output));
+    const auto logs = spur_cli({"runs", "logs", "2", "--rank", "1"}, path);
+    QVERIFY2(logs.output.contains("[rank1] hello from rank 1") && !logs.output.contains("[rank0]"), qPrintable(logs.output));
+
+    const auto json = spur_cli({"runs", "export", "1", "--format", "json"}, path);
+    const auto exported = QJsonDocument::fromJson(json.output.toUtf8()).object();
+    const auto points = exported["metrics"].toObject()["loss"].toArray();
+    QCOMPARE(static_cast<size_t>(points.size()), loss.size());
+    for (size_t i = 0; i < loss.size(); ++i) {
+      QCOMPARE(points[static_cast<qsizetype>(i)].toArray()[0].toInteger(), loss[i].step);
+      QCOMPARE(points[static_cast<qsizetype>(i)].toArray()[1].toDouble(), loss[i].value);  // exact
+    }
+    const auto csv = spur_cli({"runs", "export", "1", "--format", "csv", "--metrics", "loss"}, path);
+    const auto lines = csv.output.trimmed().split('\n');
+    QCOMPARE(lines.front(), QString("key,step,value,wall_time"));
+    QCOMPARE(static_cast<size_t>(lines.size() - 1), loss.size());
+    for (size_t i = 0; i < loss.size(); ++i) {
+      const auto fields = lines[static_cast<qsizetype>(i + 1)].split(',');
+      QCOMPARE(fields[0], QString("loss"));
+      QCOMPARE(fields[1].toLongLong(), loss[i].step);
+      QCOMPARE(fields[2].toDouble(), loss[i].value);
+    }
+    const auto unknown = spur_cli({"runs", "export", "1", "--format", "csv", "--metrics", "nope"}, path);
+    QVERIFY2(unknown.exit_code == 2 && unknown.output.contains("no metric 'nope'"), qPrintable(unknown.output));
+
+    // tag, note, rm.
+    QCOMPARE(spur_cli({"runs", "tag", "1", "baseline"}, path).exit_code, 0);
+    QCOMPARE(spur_cli({"runs", "note", "1", "first", "try"}, path).exit_code, 0);
+    const auto shown = spur_cli({"runs", "show", "1"}, path);
+    QVERIFY2(shown.output.contains("baseline") && shown.output.contains("first try") &&
+                 shown.output.contains("loss"),
+             qPrintable(shown.output));
+    QCOMPARE(spur_cli({"runs", "rm", "2"}, path).exit_code, 0);
+    const auto gone = spur_cli({"runs", "show", "2"}, path);
+    QVERIFY2(gone.exit_code == 2 && gone.output.contains("no run 2"), qPrintable(gone.output));
+  }
+
+  // A history that cannot be written (its folder is a file) never stops the run: one warning, exit 0.
+  void an_unwritable_history_does_not_stop_training() {
+    QTemporaryDir dir;
+    QFile blocker(dir.filePath("not-a-folder"));
+    QVERIFY(blocker.open(QIODevice::WriteOnly));
+    blocker.close();
+    const auto result = spur_cli({"launch", "--num_processes", "2", SPUR_EXAMPLE_MLP, "--epochs", "1"},
+                                 dir.filePath("not-a-folder/history.db"));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("epoch 1 accuracy"), qPrintable(result.output));
+    QCOMPARE(result.output.count("the run history cannot be written"), 1);
+    QVERIFY2(result.output.contains("spur: tracking: sqlite"), qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(HistoryTest)
+#include "history_test.moc"
