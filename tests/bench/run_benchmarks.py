@@ -9,6 +9,8 @@
 Memory is shown three ways: peak RSS (counts the LibTorch code pages both ranks share: any LibTorch
 program starts at ~150 MiB RSS here, `import torch` at ~225 MiB), PSS (shared pages split between the
 processes using them) and private memory (what one more rank costs). The target is checked on private.
+  tracking:   accelerator.log cost per value on the training thread (target <= 1 us; baseline: a vector append),
+              values/s the history writer sustains (target > 500,000), read of a 1,000,000-point series (< 100 ms)
   launch:     `spur launch --num_processes 2` / torchrun, to both ranks' first line and to exit (launch_bench.py)
 Usage: run_benchmarks.py --bench build/tests/bench/step_bench [--steps 200] [--workloads small,large]
                          [--loader-bench build/tests/bench/loader_bench] [--spur build/app/spur]
@@ -78,6 +80,8 @@ def main():
                         help="2-rank runs of each implementation, interleaved; the median run counts")
     parser.add_argument("--loader-bench", help="path to the loader_bench binary")
     parser.add_argument("--loader-samples", type=int, default=40000)
+    parser.add_argument("--tracking-bench", help="path to the tracking_bench binary")
+    parser.add_argument("--tracking-values", type=int, default=2000000)
     parser.add_argument("--spur", help="path to the spur command (launch latency against torchrun)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -118,6 +122,22 @@ def main():
               f"{r['sharded_per_s']:10.0f}  ratio {sharded:6.3f}  {'meets' if sharded >= 0.98 else 'MISSES'} >= 0.98")
         print(f"data   Spur loader vs LibTorch torch::data, samples/s     {r['libtorch_per_s']:10.0f} -> "
               f"{r['plain_per_s']:10.0f}  ratio {vs_libtorch:6.3f}")
+
+    if args.tracking_bench:
+        out = subprocess.run([args.tracking_bench, "--values", str(args.tracking_values)], check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+        t = json_lines(out)[0]
+        log_ns = t["log_ns_per_value"]
+        print(f"track  accelerator.log per value, training thread    baseline {t['baseline_ns_per_value']:8.1f} ns  "
+              f"spur {log_ns:8.1f} ns  ratio {log_ns / t['baseline_ns_per_value']:6.2f}  "
+              f"{'meets' if log_ns <= 1000 else 'MISSES'} <= 1000 ns")
+        for key, label in (("writer_values_per_s", "history writer alone"),
+                           ("drain_values_per_s", "log -> in the database (end_training)")):
+            print(f"track  {label:44} {t[key]:12.0f} values/s  {'meets' if t[key] > 500000 else 'MISSES'} > 500,000")
+        print(f"track  read one series of {t['read_points']} points          {t['read_ms']:8.2f} ms  "
+              f"{'meets' if t['read_ms'] < 100 else 'MISSES'} < 100 ms")
+        print(f"track  log -> seen by a reader, worst of 10         {t['visible_ms']:8.1f} ms  "
+              f"{'meets' if t['visible_ms'] < 250 else 'MISSES'} < 250 ms")
 
     if args.spur:
         import launch_bench

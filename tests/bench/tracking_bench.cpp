@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tracking and history speed, one process, as one JSON line for run_benchmarks.py:
+//   log_ns_per_value      training-thread cost of accelerator.log per value (4 values a call, sqlite tracker),
+//   baseline_ns_per_value the same loop appending the values to a std::vector (what logging costs at least)
+//   drain_values_per_s    values/s from the first log to end_training() returning (everything in the database)
+//   writer_values_per_s   HistoryWriter::append_metrics alone, batches of 10,000 over 4 metrics
+//   read_ms               reading one series of `points` points (HistoryReader::series)
+//   visible_ms            the worst of 10: from accelerator.log returning to a reader (polling every 5 ms)
+//                         seeing the value
+// `tracking_bench [--values N] [--points P]`
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <spur/history/reader.h>
+#include <spur/history/writer.h>
+#include <spur/spur.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t values = 2'000'000, points = 1'000'000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--values") values = std::atoll(argv[i + 1]);
+    if (flag == "--points") points = std::atoll(argv[i + 1]);
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("spur-tracking-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "history.db").string();
+
+  // Baseline: the cheapest possible "logging", values into a vector.
+  std::vector<std::pair<int64_t, double>> sink;
+  sink.reserve(static_cast<size_t>(values));
+  auto start = Clock::now();
+  for (int64_t step = 0; step < values / 4; ++step) {
+    const double v = static_cast<double>(step);
+    sink.emplace_back(step, v);
+    sink.emplace_back(step, v * 2);
+    sink.emplace_back(step, v * 3);
+    sink.emplace_back(step, v * 4);
+  }
+  const double baseline_ns = seconds_since(start) * 1e9 / static_cast<double>(values);
+
+  double log_ns = 0, drain_rate = 0;
+  {
+    spur::Accelerator accelerator;
+    spur::TrackingOptions options;
+    options.trackers = {"sqlite"};
+    options.history = path;
+    accelerator.init_trackers("bench", {}, options);
+    start = Clock::now();
+    for (int64_t step = 0; step < values / 4; ++step) {
+      const double v = static_cast<double>(step);
+      accelerator.log({{"loss", v}, {"lr", v * 2}, {"accuracy", v * 3}, {"grad_norm", v * 4}}, step);
+    }
+    log_ns = seconds_since(start) * 1e9 / static_cast<double>(values);
+    accelerator.end_training();
+    drain_rate = static_cast<double>(values) / seconds_since(start);
+  }
+
+  double writer_rate = 0;
+  {
+    spur::history::HistoryWriter writer(path);
+    const int64_t run = writer.create_run({});
+    start = Clock::now();
+    for (int64_t done = 0; done < values;) {
+      std::vector<spur::history::MetricAppend> batch{{"a", {}}, {"b", {}}, {"c", {}}, {"d", {}}};
+      for (int i = 0; i < 10000 && done < values; ++i, ++done) {
+        batch[static_cast<size_t>(done % 4)].points.push_back({done, static_cast<double>(done), 1.7e9});
+      }
+      writer.append_metrics(run, batch);
+    }
+    writer_rate = static_cast<double>(values) / seconds_since(start);
+    // The series to read: `points` points of one metric.
+    const int64_t series_run = writer.create_run({});
+    for (int64_t done = 0; done < points;) {
+      spur::history::MetricAppend append{"loss", {}};
+      for (int i = 0; i < 10000 && done < points; ++i, ++done) append.points.push_back({done, 0.5, 1.7e9});
+      writer.append_metrics(series_run, {append});
+    }
+  }
+
+  double read_ms = 1e9;
+  size_t read_points = 0;
+  {
+    spur::history::HistoryReader reader(path);
+    const int64_t run = reader.runs().back().id;
+    for (int round = 0; round < 5; ++round) {
+      start = Clock::now();
+      const auto series = reader.series(run, "loss");
+      read_ms = std::min(read_ms, seconds_since(start) * 1000);
+      read_points = series.size();
+    }
+  }
+  // Visibility: what a live plot waits for.
+  double visible_ms = 0;
+  {
+    const std::string live = (dir / "live.db").string();
+    spur::Accelerator accelerator;
+    spur::TrackingOptions options;
+    options.trackers = {"sqlite"};
+    options.history = live;
+    accelerator.init_trackers("live", {}, options);
+    accelerator.log({{"x", 0.0}}, 0);
+    std::optional<spur::history::HistoryReader> reader;
+    while (!reader) {
+      try {
+        reader.emplace(live);
+        if (reader->runs().empty()) reader.reset();
+      } catch (const spur::history::HistoryError&) {
+      }
+      if (!reader) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const int64_t run = reader->runs().front().id;
+    spur::history::SeriesCursor cursor;
+    reader->series(run, "x", &cursor);
+    for (int64_t step = 1; step <= 10; ++step) {
+      accelerator.log({{"x", static_cast<double>(step)}}, step);
+      start = Clock::now();
+      while (reader->series(run, "x", &cursor).empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      visible_ms = std::max(visible_ms, seconds_since(start) * 1000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(37));  // land at different points of the flush cycle
+    }
+  }
+  std::filesystem::remove_all(dir);
+  std::printf("{\"values\": %lld, \"log_ns_per_value\": %.2f, \"baseline_ns_per_value\": %.2f, "
+              "\"drain_values_per_s\": %.0f, \"writer_values_per_s\": %.0f, \"read_points\": %zu, \"read_ms\": %.2f, "
+              "\"visible_ms\": %.1f}\n",
+              static_cast<long long>(values), log_ns, baseline_ns, drain_rate, writer_rate, read_points, read_ms,
+              visible_ms);
+  return 0;
+}
