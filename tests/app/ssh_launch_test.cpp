@@ -10,6 +10,8 @@
 #include <QTest>
 #include <QThread>
 
+#include <spur/history/reader.h>
+
 #include "rank_group.h"
 #include "sshd_rig.h"
 #include "test_main.h"
@@ -102,13 +104,34 @@ class SshLaunchTest : public QObject {
              qPrintable(result.output));
   }
 
+  // The remote ranks stream their metrics ("@spur" lines) back through ssh; this machine's history records
+  // them, with every rank's console lines under its host.
   void training_over_ssh() {
-    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_EXAMPLE_MLP,
-                                          "--epochs", "1"}));
+    QTemporaryDir dir;
+    const QString history = dir.filePath("history.db");
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", history);
+    const auto result = spur::test::run_process(
+        SPUR_CLI, hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_EXAMPLE_MLP, "--epochs", "1"}),
+        env, 120000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("[machine1] [rank0] spur") && result.output.contains("4 process(es)") &&
                  result.output.contains("accuracy"),
              qPrintable(result.output));
+    QVERIFY2(!result.output.contains("@spur"), qPrintable(result.output));
+    spur::history::HistoryReader reader(history.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(QString::fromStdString(runs[0].target), QString("ssh"));
+    QCOMPARE(QString::fromStdString(runs[0].hosts), QString("machine1,machine2"));
+    QCOMPARE(QString::fromStdString(runs[0].project), QString("mlp"));
+    QCOMPARE(QString::fromStdString(runs[0].status), QString("finished"));
+    QVERIFY(!reader.series(runs[0].id, "loss").empty());
+    QCOMPARE(reader.series(runs[0].id, "accuracy").size(), size_t{1});
+    const auto console = reader.console(runs[0].id, 0, 0);
+    QVERIFY(!console.empty());
+    QCOMPARE(QString::fromStdString(console.front().host), QString("machine1"));
   }
 
   void a_failing_rank_on_one_machine_stops_every_machine() {

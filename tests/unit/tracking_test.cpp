@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tracking in one process: what trackers receive (keys, steps, order, tensors), the csv tracker's file, a
+// tracker that fails for a while (records kept and delivered later; a bounded backlog drops the oldest), and
+// the progress bar staying quiet off a terminal.
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <mutex>
+
+#include <thread>
+
+#include <torch/types.h>
+
+#include <spur/spur.h>
+
+#include "test_main.h"
+
+namespace {
+
+// Keeps what it is given; fails the first `failures` writes.
+class Recording : public spur::Tracker {
+ public:
+  explicit Recording(int failures = 0) : failures_(failures) {}
+  std::string name() const override { return "recording"; }
+  void start(const spur::TrackingRun& run) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    project = run.project;
+    params = spur::json::write(run.params);
+    total = run.total_steps;
+  }
+  void write(const spur::MetricBatch& batch) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failures_ > 0) {
+      --failures_;
+      throw std::runtime_error("disk full");
+    }
+    for (const auto& r : batch.records) seen.emplace_back(batch.keys[r.key], r.step, r.value);
+  }
+  void set_total_steps(int64_t steps) override { total = steps; }
+  void finish(const std::string& s) override { status = s; }
+
+  std::mutex mutex;
+  std::string project, params, status;
+  int64_t total = 0;
+  std::vector<std::tuple<std::string, int64_t, double>> seen;
+
+ private:
+  int failures_;
+};
+
+spur::TrackingOptions only(std::shared_ptr<spur::Tracker> tracker) {
+  spur::TrackingOptions options;
+  options.trackers = {"none"};
+  options.custom = {std::move(tracker)};
+  options.flush_interval = std::chrono::milliseconds(10);
+  return options;
+}
+
+}  // namespace
+
+class TrackingTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void trackers_get_every_value_in_order() {
+    auto tracker = std::make_shared<Recording>();
+    {
+      spur::Accelerator accelerator;
+      auto options = only(tracker);
+      options.total_steps = 30;
+      accelerator.init_trackers("unit", {{"lr", 0.5}, {"name", "mlp"}}, options);
+      accelerator.log({{"loss", 1.5}, {"acc", torch::tensor(0.25)}});  // step 0
+      accelerator.log({{"loss", 1.0}});                                // step 1
+      accelerator.log({{"loss", 0.5}}, 10);
+      accelerator.log(std::vector<std::pair<std::string, double>>{{"eval/loss", 2.0}});  // step 11
+      accelerator.set_total_steps(40);
+      accelerator.end_training();
+      accelerator.log({{"loss", 9.0}});  // after the end: ignored
+    }
+    QCOMPARE(tracker->project, std::string("unit"));
+    QCOMPARE(tracker->params, std::string(R"({"lr": 0.5, "name": "mlp"})"));
+    QCOMPARE(tracker->status, std::string("finished"));
+    QCOMPARE(tracker->total, int64_t{40});
+    using Row = std::tuple<std::string, int64_t, double>;
+    const std::vector<Row> expected{{"loss", 0, 1.5}, {"acc", 0, 0.25}, {"loss", 1, 1.0}, {"loss", 10, 0.5},
+                                    {"eval/loss", 11, 2.0}};
+    QVERIFY(tracker->seen == expected);
+  }
+
+  void a_failing_tracker_gets_its_values_later() {
+    auto tracker = std::make_shared<Recording>(/*failures=*/3);
+    spur::Accelerator accelerator;
+    accelerator.init_trackers("unit", {}, only(tracker));
+    for (int step = 0; step < 50; ++step) {
+      accelerator.log({{"x", step}}, step);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    accelerator.end_training();
+    QCOMPARE(tracker->seen.size(), size_t{50});
+    for (int step = 0; step < 50; ++step) QCOMPARE(std::get<1>(tracker->seen[static_cast<size_t>(step)]), int64_t{step});
+  }
+
+  void the_backlog_is_bounded() {
+    auto tracker = std::make_shared<Recording>(/*failures=*/1000000);
+    spur::Accelerator accelerator;
+    auto options = only(tracker);
+    options.max_backlog = 100;
+    accelerator.init_trackers("unit", {}, options);
+    for (int step = 0; step < 1000; ++step) accelerator.log({{"x", step}}, step);
+    accelerator.end_training();  // prints how many values were not recorded
+    QVERIFY(tracker->seen.empty());
+  }
+
+  void the_csv_tracker_writes_rows() {
+    QTemporaryDir dir;
+    spur::Accelerator accelerator;
+    spur::TrackingOptions options;
+    options.trackers = {"csv"};
+    options.csv_directory = dir.path().toStdString();
+    options.run_name = "first";
+    accelerator.init_trackers("proj", {}, options);
+    accelerator.log({{"loss", 0.125}, {"a,b", 2}}, 3);
+    accelerator.end_training();
+    QFile file(dir.filePath("proj/first/metrics.csv"));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const auto lines = QString::fromUtf8(file.readAll()).trimmed().split('\n');
+    QCOMPARE(lines.size(), 3);
+    QCOMPARE(lines[0], QString("step,key,value,wall_time"));
+    QVERIFY2(lines[1].startsWith("3,loss,0.125,"), qPrintable(lines[1]));
+    QVERIFY2(lines[2].startsWith("3,\"a,b\",2,"), qPrintable(lines[2]));
+  }
+
+  void unknown_trackers_are_named() {
+    spur::Accelerator accelerator;
+    spur::TrackingOptions options;
+    options.trackers = {"wandb"};
+    try {
+      accelerator.init_trackers("p", {}, options);
+      QFAIL("expected an error");
+    } catch (const spur::Error& e) {
+      QVERIFY2(std::string(e.what()).find("unknown tracker 'wandb'") != std::string::npos, e.what());
+    }
+  }
+
+  void the_progress_bar_is_quiet_off_a_terminal() {
+    spur::ProgressBar bar(10, "train");  // the tests' stderr is a pipe or file
+    for (int i = 0; i < 10; ++i) bar.update();
+    QCOMPARE(bar.count(), int64_t{10});
+    QVERIFY(!bar.shown());
+    spur::ProgressBar off(10, "eval", /*enabled=*/false);
+    QVERIFY(!off.shown());
+  }
+};
+
+SPUR_TEST_CLASS(TrackingTest)
+#include "tracking_test.moc"
