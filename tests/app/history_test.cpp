@@ -356,6 +356,36 @@ class HistoryTest : public QObject {
     QVERIFY2(gone.exit_code == 2 && gone.output.contains("no run 2"), qPrintable(gone.output));
   }
 
+  // `spur runs logs --follow` prints lines as the ranks print them and returns when the run ends.
+  void logs_follow_a_running_run() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", path);
+    Child launch, follow;
+    launch.process->setProcessEnvironment(env);
+    launch.process->start(SPUR_CLI, {"launch", "--num_processes", "2", SPUR_LAUNCH_RIG, "--sleep", "2"});
+    QElapsedTimer timer;
+    timer.start();
+    while (timer.elapsed() < 30000) {
+      const auto list = spur_cli({"runs", "list", "--json"}, path);
+      if (QJsonDocument::fromJson(list.output.toUtf8()).array().size() == 1) break;
+      QThread::msleep(50);
+    }
+    follow.process->setProcessEnvironment(env);
+    follow.process->setProcessChannelMode(QProcess::MergedChannels);
+    follow.process->start(SPUR_CLI, {"runs", "logs", "1", "--follow"});
+    QVERIFY(follow.process->waitForFinished(60000));
+    const QString output = QString::fromUtf8(follow.process->readAll());
+    QCOMPARE(follow.process->exitCode(), 0);
+    QVERIFY(launch.process->waitForFinished(30000));
+    for (int rank : {0, 1}) {
+      QVERIFY2(output.contains(QString("[rank%1] hello from rank %1").arg(rank)) &&
+                   output.contains(QString("[rank%1] rank %1 done").arg(rank)),
+               qPrintable(output));
+    }
+  }
+
   // A history that cannot be written (its folder is a file) never stops the run: one warning, exit 0.
   void an_unwritable_history_does_not_stop_training() {
     QTemporaryDir dir;

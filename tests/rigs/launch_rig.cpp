@@ -70,5 +70,6 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (sleep_seconds > 0) std::printf("rank %d done\n", rank);
   return 0;
 }
