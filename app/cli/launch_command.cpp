@@ -228,7 +228,7 @@ int launch_command(const QStringList& given) {
       }
       app::LocalLauncher launcher(fanout, supervision, out, err);
       const int code = launcher.run();
-      if (recorder) recorder->finish(code, launcher.failure());
+      if (recorder) recorder->finish(code, launcher.stopped(), launcher.failure());
       report_recorded(recorder.get(), err);
       return code;
     }
@@ -260,7 +260,7 @@ int launch_command(const QStringList& given) {
     }
     app::LocalLauncher launcher(plan, supervision, out, err);
     const int code = launcher.run();
-    if (recorder) recorder->finish(code, launcher.failure());
+    if (recorder) recorder->finish(code, launcher.stopped(), launcher.failure());
     report_recorded(recorder.get(), err);
     if (code != 0 && container) {
       container->report_failure(launcher.failure().isEmpty() ? QString("spur launch: exit code %1").arg(code)

@@ -167,14 +167,15 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
     options.after_poll = [&recorder] { recorder->flush(); };
   }
   int code = 1;
+  app::JobFollower follower(aws, request.job_name, options, out, err);
   try {
-    code = app::JobFollower(aws, request.job_name, options, out, err).run();
+    code = follower.run();
   } catch (...) {
-    if (recorder) recorder->finish(1, "lost track of the job");
+    if (recorder) recorder->finish(1, false, "lost track of the job");
     throw;
   }
   if (recorder) {
-    recorder->finish(code);
+    recorder->finish(code, follower.final_status() == "Stopped");
     if (recorder->recording()) err << "spur launch: recorded as run " << recorder->run_id() << "\n";
   }
   return code;

@@ -48,6 +48,8 @@ class LocalLauncher : public QObject {
   int run();
   /// After a failed run(): which rank failed, how, and its last lines; empty otherwise.
   const QString& failure() const { return failure_; }
+  /// After run(): the user stopped the run (a signal to the launcher), rather than a rank failing.
+  bool stopped() const { return user_signal_ != 0 && !failed_rank_; }
 
  private:
   struct Rank {

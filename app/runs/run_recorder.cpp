@@ -24,7 +24,8 @@ std::optional<QString> stream_record(const QString& line, int* rank) {
 
 RunRecorder::RunRecorder(const std::string& path, history::Run run, QTextStream& err) : path_(path), err_(err) {
   try {
-    writer_ = std::make_unique<history::HistoryWriter>(path);
+    // A short wait for locks: this runs on the launcher's event loop, which must keep reading the ranks' output.
+    writer_ = std::make_unique<history::HistoryWriter>(path, /*busy_timeout_ms=*/200);
     run_id_ = writer_->create_run(run);
   } catch (const std::exception& e) {
     writer_.reset();
@@ -119,7 +120,7 @@ void RunRecorder::flush() {
     }
     if (!metrics_.empty()) {
       std::vector<history::MetricAppend> append;
-      for (auto& [key, points] : metrics_) append.push_back({key, std::move(points)});
+      for (const auto& [key, points] : metrics_) append.push_back({key, points});  // kept until written
       writer_->append_metrics(run_id_, append);
       metrics_.clear();
     }
@@ -132,11 +133,10 @@ void RunRecorder::flush() {
   }
 }
 
-void RunRecorder::finish(int exit_code, const QString& detail) {
+void RunRecorder::finish(int exit_code, bool stopped, const QString& detail) {
   timer_.stop();
   flush();
   if (!writer_) return;
-  const bool stopped = exit_code == 128 + SIGINT || exit_code == 128 + SIGTERM || exit_code == 128 + SIGHUP;
   const std::string status = exit_code == 0 ? "finished" : stopped ? "stopped" : "failed";
   QString text = detail;
   if (dropped_) text += QString(text.isEmpty() ? "" : "; ") + QString::number(dropped_) + " line(s) or value(s) not recorded";

@@ -47,8 +47,8 @@ class RunRecorder : public QObject {
   bool line(const QString& host, int rank, bool error_stream, const QString& text);
   /// Writes what is buffered now (also every 200 ms by itself).
   void flush();
-  /// Records the end: finished (0), stopped (128 + SIGINT/SIGTERM/SIGHUP) or failed.
-  void finish(int exit_code, const QString& detail = {});
+  /// Records the end: finished (exit code 0), stopped (by the user: Ctrl-C, SIGTERM, a job stopped) or failed.
+  void finish(int exit_code, bool stopped, const QString& detail = {});
 
  private:
   void ingest(const QString& json);

@@ -160,6 +160,7 @@ int JobFollower::run() {
       if (options_.after_poll) options_.after_poll();
       const bool over = status == "Completed" || status == "Failed" || status == "Stopped";
       if (over) {
+        final_status_ = status;
         // CloudWatch lags the instances by a few seconds: the last lines (often the error) come late.
         sleep_unless_signalled(std::min<std::chrono::milliseconds>(options_.poll, std::chrono::seconds(5)));
         drain_logs();

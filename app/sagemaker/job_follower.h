@@ -54,6 +54,8 @@ class JobFollower {
   /// stopped from here, 1 when stopped elsewhere. Throws AwsError (saying the job may still run) when it
   /// cannot follow any more.
   int run();
+  /// After run(): the job's last status (Completed, Failed, Stopped), empty if it was not seen to end.
+  const QString& final_status() const { return final_status_; }
 
  private:
   QJsonObject call(const QString& service, const QString& operation, const QStringList& arguments);
@@ -70,6 +72,7 @@ class JobFollower {
   std::map<QString, QString> log_tokens_;  // stream -> next forward token
   int handled_signals_ = 0;
   bool logs_broken_ = false;
+  QString final_status_;
 };
 
 /// "job/algo-2-1700000000" -> "algo-2".

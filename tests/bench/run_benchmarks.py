@@ -134,8 +134,8 @@ def main():
         for key, label in (("writer_values_per_s", "history writer alone"),
                            ("drain_values_per_s", "log -> in the database (end_training)")):
             print(f"track  {label:44} {t[key]:12.0f} values/s  {'meets' if t[key] > 500000 else 'MISSES'} > 500,000")
-        print(f"track  read one series of {t['read_points']} points          {t['read_ms']:8.2f} ms  "
-              f"{'meets' if t['read_ms'] < 100 else 'MISSES'} < 100 ms")
+        print(f"track  read one series of {t['read_points']} points, first  {t['read_ms']:8.2f} ms  "
+              f"{'meets' if t['read_ms'] < 100 else 'MISSES'} < 100 ms (best of 5 more: {t['read_best_ms']:.2f} ms)")
         print(f"track  log -> seen by a reader, worst of 10         {t['visible_ms']:8.1f} ms  "
               f"{'meets' if t['visible_ms'] < 250 else 'MISSES'} < 250 ms")
 

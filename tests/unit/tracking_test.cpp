@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
 #include <mutex>
 
 #include <thread>
@@ -18,10 +19,10 @@
 
 namespace {
 
-// Keeps what it is given; fails the first `failures` writes.
+// Keeps what it is given; fails while `failing` is set, counting the attempts.
 class Recording : public spur::Tracker {
  public:
-  explicit Recording(int failures = 0) : failures_(failures) {}
+  explicit Recording(bool fail = false) : failing(fail) {}
   std::string name() const override { return "recording"; }
   void start(const spur::TrackingRun& run) override {
     std::lock_guard<std::mutex> lock(mutex);
@@ -31,10 +32,8 @@ class Recording : public spur::Tracker {
   }
   void write(const spur::MetricBatch& batch) override {
     std::lock_guard<std::mutex> lock(mutex);
-    if (failures_ > 0) {
-      --failures_;
-      throw std::runtime_error("disk full");
-    }
+    ++attempts;
+    if (failing) throw std::runtime_error("disk full");
     for (const auto& r : batch.records) seen.emplace_back(batch.keys[r.key], r.step, r.value);
   }
   void set_total_steps(int64_t steps) override { total = steps; }
@@ -44,10 +43,15 @@ class Recording : public spur::Tracker {
   std::string project, params, status;
   int64_t total = 0;
   std::vector<std::tuple<std::string, int64_t, double>> seen;
-
- private:
-  int failures_;
+  std::atomic<bool> failing;
+  std::atomic<int> attempts{0};
 };
+
+// Waits (up to 10 s) until the writer has tried to deliver at least `n` batches.
+bool attempted(const Recording& tracker, int n) {
+  for (int i = 0; i < 1000 && tracker.attempts < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return tracker.attempts >= n;
+}
 
 spur::TrackingOptions only(std::shared_ptr<spur::Tracker> tracker) {
   spur::TrackingOptions options;
@@ -89,27 +93,33 @@ class TrackingTest : public QObject {
   }
 
   void a_failing_tracker_gets_its_values_later() {
-    auto tracker = std::make_shared<Recording>(/*failures=*/3);
+    auto tracker = std::make_shared<Recording>(/*fail=*/true);
     spur::Accelerator accelerator;
     accelerator.init_trackers("unit", {}, only(tracker));
-    for (int step = 0; step < 50; ++step) {
-      accelerator.log({{"x", step}}, step);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    for (int step = 0; step < 25; ++step) accelerator.log({{"x", step}}, step);
+    QVERIFY(attempted(*tracker, 1));
+    for (int step = 25; step < 50; ++step) accelerator.log({{"x", step}}, step);
+    QVERIFY(attempted(*tracker, 2));
+    tracker->failing = false;  // the disk has room again
     accelerator.end_training();
     QCOMPARE(tracker->seen.size(), size_t{50});
     for (int step = 0; step < 50; ++step) QCOMPARE(std::get<1>(tracker->seen[static_cast<size_t>(step)]), int64_t{step});
   }
 
+  // While a tracker cannot write, only the newest max_backlog values are kept for it.
   void the_backlog_is_bounded() {
-    auto tracker = std::make_shared<Recording>(/*failures=*/1000000);
+    auto tracker = std::make_shared<Recording>(/*fail=*/true);
     spur::Accelerator accelerator;
     auto options = only(tracker);
     options.max_backlog = 100;
     accelerator.init_trackers("unit", {}, options);
     for (int step = 0; step < 1000; ++step) accelerator.log({{"x", step}}, step);
+    QVERIFY(attempted(*tracker, 1));
+    tracker->failing = false;
     accelerator.end_training();  // prints how many values were not recorded
-    QVERIFY(tracker->seen.empty());
+    QCOMPARE(tracker->seen.size(), size_t{100});
+    QCOMPARE(std::get<1>(tracker->seen.front()), int64_t{900});
+    QCOMPARE(std::get<1>(tracker->seen.back()), int64_t{999});
   }
 
   void the_csv_tracker_writes_rows() {

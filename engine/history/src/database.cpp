@@ -124,7 +124,7 @@ const void* Statement::blob(int column, size_t& size) const {
   return data;
 }
 
-Database::Database(const std::string& path, bool read_only) : path_(path) {
+Database::Database(const std::string& path, bool read_only, int busy_timeout_ms) : path_(path) {
   if (!read_only) {
     std::error_code ignored;
     const auto folder = std::filesystem::path(path).parent_path();
@@ -138,9 +138,15 @@ Database::Database(const std::string& path, bool read_only) : path_(path) {
     throw HistoryError("run history " + path + ": cannot open: " + message);
   }
   // Writers queue for each other (a launcher and a training program share the file); readers never wait.
-  sqlite3_busy_timeout(db_, 5000);
+  sqlite3_busy_timeout(db_, busy_timeout_ms);
   try {
     exec("PRAGMA foreign_keys = ON");
+    if (!read_only && sqlite3_db_readonly(db_, "main") == 1) {
+      if (schema_version() < kSchemaVersion) {
+        throw HistoryError("run history " + path + " needs updating to this Spur's schema but cannot be written");
+      }
+      read_only = true;  // the OS said no: still readable
+    }
     if (read_only) {
       if (schema_version() > kSchemaVersion) {
         throw HistoryError("run history " + path + " was written by a newer Spur (schema " +

@@ -13,7 +13,7 @@
 
 namespace spur::history {
 
-HistoryWriter::HistoryWriter(const std::string& path) : db_(path) {}
+HistoryWriter::HistoryWriter(const std::string& path, int busy_timeout_ms) : db_(path, false, busy_timeout_ms) {}
 
 int64_t HistoryWriter::create_run(Run run) {
   const double now = now_seconds();
@@ -122,9 +122,20 @@ int64_t HistoryWriter::series_id(int64_t run, const std::string& key) {
 }
 
 void HistoryWriter::append_metrics(int64_t run, const std::vector<MetricAppend>& metrics) {
+  try {
+    append_metrics_once(run, metrics);
+  } catch (...) {
+    // A rolled-back transaction may have taken new series with it (or another process deleted the run).
+    series_.clear();
+    throw;
+  }
+}
+
+void HistoryWriter::append_metrics_once(int64_t run, const std::vector<MetricAppend>& metrics) {
   Transaction transaction(db_);
-  Statement last(db_.handle(), "SELECT id, count FROM points WHERE series_id = ? ORDER BY id DESC LIMIT 1");
-  Statement grow(db_.handle(), "UPDATE points SET data = data || ?, count = count + ? WHERE id = ?");
+  Statement last(db_.handle(), "SELECT id, count, data FROM points WHERE series_id = ? ORDER BY id DESC LIMIT 1");
+  // The grown chunk is rebuilt here and bound whole: `data || ?` in SQL would turn the BLOB into TEXT.
+  Statement grow(db_.handle(), "UPDATE points SET data = ?, count = count + ? WHERE id = ?");
   Statement insert(db_.handle(), "INSERT INTO points(series_id, count, data) VALUES(?, ?, ?)");
   std::vector<unsigned char> buffer;
   int64_t max_step = -1;
@@ -138,8 +149,12 @@ void HistoryWriter::append_metrics(int64_t run, const std::vector<MetricAppend>&
       const int64_t room = kChunkPoints - last.integer(1);
       if (room > 0) {
         const size_t n = std::min<size_t>(static_cast<size_t>(room), metric.points.size());
+        size_t old_bytes = 0;
+        const auto* old_data = static_cast<const unsigned char*>(last.blob(2, old_bytes));
+        std::vector<unsigned char> grown(old_data, old_data + old_bytes);
         encode_points(metric.points.data(), n, buffer);
-        grow.bind_blob(1, buffer.data(), buffer.size()).bind(2, static_cast<int64_t>(n)).bind(3, chunk).run();
+        grown.insert(grown.end(), buffer.begin(), buffer.end());
+        grow.bind_blob(1, grown.data(), grown.size()).bind(2, static_cast<int64_t>(n)).bind(3, chunk).run();
         done = n;
       }
     }

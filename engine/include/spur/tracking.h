@@ -75,6 +75,7 @@ struct TrackingOptions {
   /// How often the writer hands records to the trackers (readers see new points about this late).
   std::chrono::milliseconds flush_interval{100};
   /// Values kept while a tracker cannot write (a locked or full disk); beyond, the oldest are dropped, counted.
+  /// Values waiting for the writer thread are bounded too (at least 4 million), for a writer that is stuck.
   std::size_t max_backlog = 1u << 20;
 };
 

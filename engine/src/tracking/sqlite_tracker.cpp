@@ -61,20 +61,23 @@ class SqliteTracker : public Tracker {
     if (run_ != 0) return;
     const char* launched = std::getenv("SPUR_RUN_ID");
     const int64_t id = launched ? std::atoll(launched) : 0;
+    const std::string params = json::write(info_.params.is_null() ? json::Value(json::Object{}) : info_.params);
     if (id > 0 && writer_->has_run(id)) {
+      // Everything set before run_ is: a failure here is retried whole at the next delivery.
+      writer_->set_names(id, info_.project, info_.name);
+      writer_->set_params(id, params);
+      if (info_.total_steps > 0) writer_->set_total_steps(id, info_.total_steps);
       run_ = id;
-      writer_->set_names(run_, info_.project, info_.name);
     } else {
       history::Run run;
       run.project = info_.project;
       run.name = info_.name;
       run.command = own_command_line();
       run.total_steps = info_.total_steps;
+      run.params = params;
       run_ = writer_->create_run(run);
       owns_run_ = true;
     }
-    writer_->set_params(run_, json::write(info_.params.is_null() ? json::Value(json::Object{}) : info_.params));
-    if (info_.total_steps > 0) writer_->set_total_steps(run_, info_.total_steps);
   }
 
   std::string path_;

@@ -3,6 +3,7 @@
 // retried at the next delivery: a locked, read-only or full history never stops training.
 #include "tracking/tracking_hub.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -40,17 +41,22 @@ void TrackingHub::log(const std::pair<std::string_view, double>* values, std::si
   if (small) {
     for (std::size_t i = 0; i < count; ++i) ids[i] = key_id(values[i].first);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (finished_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
   for (std::size_t i = 0; i < count; ++i) {
     // Rare: more than 16 values in one call; key_id takes the lock itself, so release it around the lookup.
     uint32_t id = 0;
     if (small) {
       id = ids[i];
     } else {
-      mutex_.unlock();
+      lock.unlock();
       id = key_id(values[i].first);
-      mutex_.lock();
+      lock.lock();
+    }
+    // After the end, or while the writer is stuck (a tracker blocked on a lock or a full pipe), values are
+    // counted, not queued without bound.
+    if (stop_ || pending_.size() >= std::max<std::size_t>(max_backlog_, std::size_t{1} << 22)) {
+      ++dropped_pending_;
+      continue;
     }
     pending_.push_back(MetricRecord{id, step, values[i].second, wall});
   }
@@ -78,6 +84,11 @@ void TrackingHub::finish(const std::string& status) {
   }
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();
+  if (dropped_pending_) {
+    std::cerr << "spur: tracking: " << dropped_pending_
+              << " logged value(s) were not recorded (logged after end_training, or while the trackers could not keep up)"
+              << std::endl;
+  }
   for (auto& slot : slots_) {
     const auto left = slot.backlog.size();
     if (slot.dropped || left) {

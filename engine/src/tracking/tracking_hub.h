@@ -59,6 +59,7 @@ class TrackingHub {
   int64_t total_steps_ = -1;  // -1: unchanged since the last delivery
   uint64_t requested_ = 0, delivered_ = 0;
   bool stop_ = false, finished_ = false;
+  uint64_t dropped_pending_ = 0;
   std::string final_status_ = "finished";
   std::thread thread_;
 };

@@ -48,7 +48,9 @@ class Database {
   static constexpr int kSchemaVersion = 2;
 
   /// Opens (creating the file and its folder unless read_only) and migrates. Throws HistoryError naming the file.
-  explicit Database(const std::string& path, bool read_only = false);
+  /// `busy_timeout_ms`: how long a write waits for another process's transaction before failing.
+  /// A file the process may not write is opened read-only (reading works; writing throws).
+  explicit Database(const std::string& path, bool read_only = false, int busy_timeout_ms = 5000);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -20,7 +20,7 @@ class HistoryWriter {
   static constexpr int64_t kConsoleLinesPerRun = 100000;
 
   /// Opens (creating and migrating) the history. Throws HistoryError.
-  explicit HistoryWriter(const std::string& path = default_history_path());
+  explicit HistoryWriter(const std::string& path = default_history_path(), int busy_timeout_ms = 5000);
 
   /// A new run; its id. `run.created` and `run.started` default to now.
   int64_t create_run(Run run);
@@ -46,6 +46,7 @@ class HistoryWriter {
 
  private:
   int64_t series_id(int64_t run, const std::string& key);
+  void append_metrics_once(int64_t run, const std::vector<MetricAppend>& metrics);
 
   Database db_;
   std::map<std::pair<int64_t, std::string>, int64_t> series_;
