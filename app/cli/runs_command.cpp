@@ -19,6 +19,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "runs/run_status.h"
 
 namespace spur::cli {
 namespace {
@@ -34,51 +35,13 @@ const char* kUsage =
     "  tag ID TAG [--remove]                   add (or remove) a tag\n"
     "  note ID TEXT                            set the run's notes\n";
 
-QString time_text(double seconds) {
-  return seconds > 0 ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
-                     : QString("-");
-}
-
-QString duration_text(double seconds) {
-  if (seconds < 0) return "-";
-  const auto s = static_cast<qint64>(seconds);
-  return s >= 3600 ? QString("%1h%2m").arg(s / 3600).arg((s / 60) % 60, 2, 10, QChar('0'))
-                   : QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
-}
-
-QString this_host() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString();
-}
-
-// A run still marked running whose process on this machine is gone crashed without saying so.
-QString shown_status(const history::Run& run) {
-  if ((run.status == "running" || run.status == "queued") && run.pid > 0 &&
-      QString::fromStdString(run.host) == this_host() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH) {
-    return "failed";
-  }
-  return QString::fromStdString(run.status);
-}
-
-QString progress_text(const history::Run& run) {
-  if (run.last_step < 0) return "-";
-  if (run.total_steps <= 0) return QString("step %1").arg(run.last_step);
-  const double fraction = std::min(1.0, static_cast<double>(run.last_step) / static_cast<double>(run.total_steps));
-  QString text = QString("%1/%2 %3%").arg(run.last_step).arg(run.total_steps).arg(std::lround(fraction * 100));
-  if (run.status == "running" && run.started > 0 && fraction > 0 && fraction < 1) {
-    const double elapsed = history::now_seconds() - run.started;
-    text += " eta " + duration_text(elapsed / fraction - elapsed);
-  }
-  return text;
-}
-
 QJsonObject run_json(const history::Run& run) {
   QJsonArray tags;
   for (const auto& tag : run.tags) tags.append(QString::fromStdString(tag));
   QJsonObject object{{"id", static_cast<qint64>(run.id)},
                      {"name", QString::fromStdString(run.name)},
                      {"project", QString::fromStdString(run.project)},
-                     {"status", shown_status(run)},
+                     {"status", app::effective_status(run)},
                      {"started", run.started > 0 ? QJsonValue(run.started) : QJsonValue()},
                      {"ended", run.ended > 0 ? QJsonValue(run.ended) : QJsonValue()},
                      {"exit_code", run.exit_code ? QJsonValue(*run.exit_code) : QJsonValue()},
@@ -122,8 +85,8 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
     const double end = run.ended > 0 ? run.ended : history::now_seconds();
     out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
                .arg(run.id, 4).arg(QString::fromStdString(run.name), -20).arg(QString::fromStdString(run.project), -12)
-               .arg(shown_status(run), -9).arg(progress_text(run), -22).arg(time_text(run.started), -19)
-               .arg(run.started > 0 ? duration_text(end - run.started) : QString("-"), -9)
+               .arg(app::effective_status(run), -9).arg(app::progress_text(run), -22).arg(app::time_text(run.started), -19)
+               .arg(run.started > 0 ? app::duration_text(end - run.started) : QString("-"), -9)
                .arg(run.exit_code ? QString::number(*run.exit_code) : QString("-"));
   }
   return 0;
@@ -135,10 +98,10 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
     out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
   }
   out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact) << "\n";
-  out << QString("%1").arg("started", -12) << time_text(run.started) << "\n";
-  out << QString("%1").arg("ended", -12) << time_text(run.ended) << "\n";
+  out << QString("%1").arg("started", -12) << app::time_text(run.started) << "\n";
+  out << QString("%1").arg("ended", -12) << app::time_text(run.ended) << "\n";
   out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-")) << "\n";
-  out << QString("%1").arg("progress", -12) << progress_text(run) << "\n";
+  out << QString("%1").arg("progress", -12) << app::progress_text(run) << "\n";
   out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
   out << "metrics:\n";
   for (const auto& key : reader.metric_keys(run.id)) {
@@ -155,7 +118,7 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   }
   out << "events:\n";
   for (const auto& event : reader.events(run.id)) {
-    out << "  " << time_text(event.wall) << "  " << QString::fromStdString(event.status)
+    out << "  " << app::time_text(event.wall) << "  " << QString::fromStdString(event.status)
         << (event.detail.empty() ? QString() : "  " + QString::fromStdString(event.detail).split('\n').front()) << "\n";
   }
   return 0;
@@ -227,7 +190,7 @@ int logs(history::HistoryReader& reader, const history::Run& run, const Argument
   if (!args.has("follow")) return 0;
   for (;;) {
     const auto now = reader.run(run.id);
-    const bool over = !now || (shown_status(*now) != "running" && shown_status(*now) != "queued");
+    const bool over = !now || (app::effective_status(*now) != "running" && app::effective_status(*now) != "queued");
     QThread::msleep(200);
     print();
     if (over) return 0;

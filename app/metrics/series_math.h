@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a metric plot does to a series before drawing it: TensorBoard's debiased exponential smoothing, and
+// min/max bucketing that keeps every spike while drawing a million points as a few thousand.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace spur::app {
+
+/// TensorBoard's smoothing: last = last*w + (1-w)*y; n += 1; shown = last / (1 - w^n), over finite values only
+/// (NaN and infinities pass through and do not count). A constant series is returned as it is. w in [0, 1).
+std::vector<double> smooth(const std::vector<double>& values, double weight);
+
+/// Indices of the points to draw for x in [x_begin, x_end] split into `buckets` equal spans: per span the first,
+/// lowest, highest and last point, in order; plus the nearest point on each side, so lines reach the edges.
+/// `xs` must ascend. Series with at most 4 points per bucket are returned whole.
+std::vector<std::size_t> downsample(const std::vector<double>& xs, const std::vector<double>& ys, double x_begin,
+                                    double x_end, std::size_t buckets);
+
+}  // namespace spur::app

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// Run records as text; see run_status.h.
+#include "runs/run_status.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <QDateTime>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+
+namespace spur::app {
+namespace {
+
+QString this_host() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString();
+}
+
+}  // namespace
+
+QString effective_status(const history::Run& run) {
+  if ((run.status == "running" || run.status == "queued") && run.pid > 0 &&
+      QString::fromStdString(run.host) == this_host() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 &&
+      errno == ESRCH) {
+    return "failed";
+  }
+  return QString::fromStdString(run.status);
+}
+
+double progress_fraction(const history::Run& run) {
+  if (run.total_steps <= 0 || run.last_step < 0) return -1;
+  return std::min(1.0, static_cast<double>(run.last_step) / static_cast<double>(run.total_steps));
+}
+
+QString time_text(double seconds) {
+  return seconds > 0 ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
+                     : QString("-");
+}
+
+QString duration_text(double seconds) {
+  if (seconds < 0) return "-";
+  const auto s = static_cast<qint64>(seconds);
+  return s >= 3600 ? QString("%1h%2m").arg(s / 3600).arg((s / 60) % 60, 2, 10, QChar('0'))
+                   : QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
+}
+
+double run_duration(const history::Run& run) {
+  if (run.started <= 0) return -1;
+  return (run.ended > 0 ? run.ended : history::now_seconds()) - run.started;
+}
+
+QString progress_text(const history::Run& run) {
+  if (run.last_step < 0) return "-";
+  const double fraction = progress_fraction(run);
+  if (fraction < 0) return QString("step %1").arg(run.last_step);
+  QString text = QString("%1/%2 %3%").arg(run.last_step).arg(run.total_steps).arg(std::lround(fraction * 100));
+  if (effective_status(run) == "running" && run.started > 0 && fraction > 0 && fraction < 1) {
+    const double elapsed = history::now_seconds() - run.started;
+    text += " eta " + duration_text(elapsed / fraction - elapsed);
+  }
+  return text;
+}
+
+}  // namespace spur::app

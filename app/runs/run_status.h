@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+// How a run's record reads to a person: its status (a "running" run whose process here is gone has failed),
+// progress with an ETA, times and durations. Shared by `spur runs` and the Studio's runs table.
+#pragma once
+
+#include <QString>
+
+#include <spur/history/records.h>
+
+namespace spur::app {
+
+/// The stored status, except that a queued or running run whose process on this machine no longer exists is
+/// "failed" (it was killed without a chance to say so).
+QString effective_status(const history::Run& run);
+/// "120/500 24% eta 3m10s", "step 120" without a total, "-" before the first value.
+QString progress_text(const history::Run& run);
+/// 0..1, or -1 when the total is unknown.
+double progress_fraction(const history::Run& run);
+/// "2026-11-29 18:43:03", "-" for 0.
+QString time_text(double seconds_since_epoch);
+/// "12m05s", "3h04m".
+QString duration_text(double seconds);
+/// Seconds from start to end (or to now while running); -1 before it started.
+double run_duration(const history::Run& run);
+
+}  // namespace spur::app

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runs table model; see runs_model.h. Rows are runs in id order; a refresh merges the new list into the
+// old one so that views keep their selection and scroll position.
+#include "runs/runs_model.h"
+
+#include <QFileInfo>
+
+#include <spur/history/reader.h>
+
+#include "runs/run_status.h"
+
+namespace spur::app {
+namespace {
+
+bool same(const history::Run& a, const history::Run& b) {
+  return a.name == b.name && a.project == b.project && a.status == b.status && a.started == b.started &&
+         a.ended == b.ended && a.exit_code == b.exit_code && a.last_step == b.last_step &&
+         a.total_steps == b.total_steps && a.tags == b.tags && a.notes == b.notes && a.target == b.target;
+}
+
+}  // namespace
+
+RunsModel::RunsModel(QString history_path, QObject* parent) : QAbstractTableModel(parent), path_(std::move(history_path)) {}
+
+int RunsModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(runs_.size());
+}
+
+int RunsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant RunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[ColumnCount] = {"ID", "Name", "Project", "Status", "Progress", "Started",
+                                          "Duration", "Exit", "Target", "Tags"};
+  return section >= 0 && section < ColumnCount ? QVariant(QString(names[section])) : QVariant();
+}
+
+QVariant RunsModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const auto& run = runs_[static_cast<size_t>(index.row())];
+  if (role == RunIdRole) return static_cast<qlonglong>(run.id);
+  QStringList tags;
+  for (const auto& tag : run.tags) tags << QString::fromStdString(tag);
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case Id: return static_cast<qlonglong>(run.id);
+      case Name: return QString::fromStdString(run.name);
+      case Project: return QString::fromStdString(run.project);
+      case Status: return effective_status(run);
+      case Progress: return progress_text(run);
+      case Started: return time_text(run.started);
+      case Duration: return duration_text(run_duration(run));
+      case ExitCode: return run.exit_code ? QVariant(*run.exit_code) : QVariant(QString("-"));
+      case Target: return QString::fromStdString(run.target);
+      case Tags: return tags.join(", ");
+    }
+  }
+  if (role == SortRole) {
+    switch (index.column()) {
+      case Id: return static_cast<qlonglong>(run.id);
+      case Progress: return progress_fraction(run);
+      case Started: return run.started;
+      case Duration: return run_duration(run);
+      case ExitCode: return run.exit_code ? *run.exit_code : -1;
+      default: return data(index, Qt::DisplayRole);
+    }
+  }
+  if (role == Qt::ToolTipRole) {
+    return QString::fromStdString(run.command) + (run.notes.empty() ? QString() : "\n" + QString::fromStdString(run.notes));
+  }
+  return {};
+}
+
+int RunsModel::row_of(int64_t id) const {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (runs_[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool RunsModel::refresh() {
+  std::vector<history::Run> fresh;
+  try {
+    if (QFileInfo::exists(path_)) fresh = history::HistoryReader(path_.toStdString()).runs();
+    error_.clear();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+  // Merge by id (both lists ascend): remove the gone, update the changed, insert the new.
+  size_t old_row = 0, next = 0;
+  while (old_row < runs_.size() || next < fresh.size()) {
+    if (old_row < runs_.size() && (next >= fresh.size() || runs_[old_row].id < fresh[next].id)) {
+      const int row = static_cast<int>(old_row);
+      beginRemoveRows({}, row, row);
+      runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(old_row));
+      endRemoveRows();
+    } else if (old_row >= runs_.size() || fresh[next].id < runs_[old_row].id) {
+      const int row = static_cast<int>(old_row);
+      beginInsertRows({}, row, row);
+      runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), fresh[next]);
+      endInsertRows();
+      ++old_row;
+      ++next;
+    } else {
+      // Running rows change every refresh (duration, ETA) even when the record does not.
+      const bool changed = !same(runs_[old_row], fresh[next]) || fresh[next].status == "running";
+      runs_[old_row] = fresh[next];
+      if (changed) {
+        const int row = static_cast<int>(old_row);
+        emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
+      }
+      ++old_row;
+      ++next;
+    }
+  }
+  return true;
+}
+
+}  // namespace spur::app

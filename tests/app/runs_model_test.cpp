@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the Studio's dashboard and runs table stand on: the runs model over a live history (checked by
+// QAbstractItemModelTester while runs appear, change and go), TensorBoard's smoothing, spike-keeping
+// downsampling.
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <spur/history/writer.h>
+
+#include "metrics/series_math.h"
+#include "runs/runs_model.h"
+#include "test_main.h"
+
+Q_DECLARE_METATYPE(std::vector<double>)
+
+class RunsModelTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void follows_the_history_in_place() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());  // no file yet: no runs, no error
+    QCOMPARE(model.rowCount(), 0);
+
+    spur::history::HistoryWriter writer(path.toStdString());
+    spur::history::Run first;
+    first.name = "first";
+    first.total_steps = 100;
+    const int64_t a = writer.create_run(first);
+    spur::history::Run second;
+    second.name = "second";
+    const int64_t b = writer.create_run(second);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(model.data(model.index(0, spur::app::RunsModel::Name)).toString(), QString("first"));
+    QCOMPARE(model.data(model.index(1, spur::app::RunsModel::Status)).toString(), QString("running"));
+
+    // A change updates its row without a reset: a view's selection stays.
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    writer.append_metrics(a, {{"loss", {{25, 1.0, 0}}}});
+    writer.set_status(b, "finished", 0);
+    writer.add_tag(b, "best");
+    QVERIFY(model.refresh());
+    QCOMPARE(reset.count(), 0);
+    QVERIFY(changed.count() >= 2);
+    QVERIFY2(model.data(model.index(0, spur::app::RunsModel::Progress)).toString().startsWith("25/100 25%"),
+             qPrintable(model.data(model.index(0, spur::app::RunsModel::Progress)).toString()));
+    QCOMPARE(model.data(model.index(0, spur::app::RunsModel::Progress), spur::app::RunsModel::SortRole).toDouble(), 0.25);
+    QCOMPARE(model.data(model.index(1, spur::app::RunsModel::Status)).toString(), QString("finished"));
+    QCOMPARE(model.data(model.index(1, spur::app::RunsModel::ExitCode)).toInt(), 0);
+    QCOMPARE(model.data(model.index(1, spur::app::RunsModel::Tags)).toString(), QString("best"));
+    QCOMPARE(model.data(model.index(1, 0), spur::app::RunsModel::RunIdRole).toLongLong(), b);
+
+    // A deleted run goes, a new one comes, in id order.
+    writer.delete_run(a);
+    spur::history::Run third;
+    third.name = "third";
+    const int64_t c = writer.create_run(third);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(model.row_of(a), -1);
+    QCOMPARE(model.row_of(b), 0);
+    QCOMPARE(model.row_of(c), 1);
+  }
+
+  void an_unreadable_history_is_an_error_not_a_wipe() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      writer.create_run({});
+    }
+    spur::app::RunsModel model(path);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 1);
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      writer.database().exec("PRAGMA user_version = 99");  // from a newer Spur
+    }
+    QVERIFY(!model.refresh());
+    QVERIFY2(model.error().contains("newer Spur"), qPrintable(model.error()));
+    QCOMPARE(model.rowCount(), 1);
+  }
+
+  void smoothing_follows_tensorboard_data() {
+    QTest::addColumn<std::vector<double>>("values");
+    QTest::addColumn<double>("weight");
+    QTest::addColumn<std::vector<double>>("expected");
+    // By hand: w = 0.6 on 1, 2, 3: last 0.4, 1.04, 1.824; debiased by 0.4, 0.64, 0.784.
+    QTest::newRow("debiased") << std::vector<double>{1, 2, 3} << 0.6
+                              << std::vector<double>{1.0, 1.04 / 0.64, 1.824 / 0.784};
+    QTest::newRow("weight 0") << std::vector<double>{5, 1} << 0.0 << std::vector<double>{5, 1};
+    QTest::newRow("constant") << std::vector<double>{2, 2, 2} << 0.9 << std::vector<double>{2, 2, 2};
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    // NaN passes through and does not count: the next point is the second accumulated one.
+    QTest::newRow("nan") << std::vector<double>{1, nan, 2} << 0.6 << std::vector<double>{1, nan, 1.04 / 0.64};
+  }
+
+  void smoothing_follows_tensorboard() {
+    QFETCH(std::vector<double>, values);
+    QFETCH(double, weight);
+    QFETCH(std::vector<double>, expected);
+    const auto smoothed = spur::app::smooth(values, weight);
+    QCOMPARE(smoothed.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (std::isnan(expected[i])) {
+        QVERIFY(std::isnan(smoothed[i]));
+      } else {
+        QVERIFY2(std::abs(smoothed[i] - expected[i]) < 1e-12, qPrintable(QString::number(smoothed[i], 'g', 17)));
+      }
+    }
+  }
+
+  // A million points become at most 4 per bucket (plus the edges), every spike survives, order is kept.
+  void downsampling_keeps_spikes() {
+    std::vector<double> xs(1000000), ys(1000000);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      xs[i] = static_cast<double>(i);
+      ys[i] = std::sin(static_cast<double>(i) * 1e-4);
+    }
+    ys[123457] = 50;   // one-point spikes, up and down
+    ys[876543] = -50;
+    const auto keep = spur::app::downsample(xs, ys, 0, 999999, 1000);
+    QVERIFY2(keep.size() <= 4000 + 2, qPrintable(QString::number(keep.size())));
+    QVERIFY(std::is_sorted(keep.begin(), keep.end()));
+    QVERIFY(std::adjacent_find(keep.begin(), keep.end()) == keep.end());
+    QVERIFY(std::find(keep.begin(), keep.end(), 123457u) != keep.end());
+    QVERIFY(std::find(keep.begin(), keep.end(), 876543u) != keep.end());
+    QCOMPARE(keep.front(), size_t{0});
+    QCOMPARE(keep.back(), size_t{999999});
+    // A zoomed window keeps one neighbour outside on each side, so lines reach the plot's edges.
+    const auto window = spur::app::downsample(xs, ys, 1000.5, 2000.5, 1000);
+    QCOMPARE(window.front(), size_t{1000});
+    QCOMPARE(window.back(), size_t{2001});
+    QCOMPARE(window.size(), size_t{1002});
+  }
+};
+
+SPUR_TEST_CLASS(RunsModelTest)
+#include "runs_model_test.moc"
