@@ -82,6 +82,7 @@ def main():
     parser.add_argument("--loader-samples", type=int, default=40000)
     parser.add_argument("--tracking-bench", help="path to the tracking_bench binary")
     parser.add_argument("--tracking-values", type=int, default=2000000)
+    parser.add_argument("--plot-bench", help="path to the plot_bench binary (Spur Studio)")
     parser.add_argument("--spur", help="path to the spur command (launch latency against torchrun)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -138,6 +139,13 @@ def main():
               f"{'meets' if t['read_ms'] < 100 else 'MISSES'} < 100 ms (best of 5 more: {t['read_best_ms']:.2f} ms)")
         print(f"track  log -> seen by a reader, worst of 10         {t['visible_ms']:8.1f} ms  "
               f"{'meets' if t['visible_ms'] < 250 else 'MISSES'} < 250 ms")
+
+    if args.plot_bench:
+        out = subprocess.run([args.plot_bench, "1000000"], check=True, capture_output=True, text=True,
+                             timeout=300).stdout
+        p = json_lines(out)[0]
+        print(f"studio replot one plot of {p['points']} points (offscreen 800x500) {p['replot_ms']:8.2f} ms  "
+              f"{'meets' if p['replot_ms'] < 16 else 'MISSES'} < 16 ms")
 
     if args.spur:
         import launch_bench

@@ -4,6 +4,9 @@
 
 #include <QCoreApplication>
 #include <QTemporaryDir>
+#ifdef SPUR_TEST_GUI
+#include <QApplication>  // widget tests: compiled into their binary with SPUR_TEST_GUI
+#endif
 #include <QTest>
 
 #include <cstring>
@@ -19,7 +22,11 @@ std::vector<TestClass>& registry() {
 }  // namespace spur::test
 
 int main(int argc, char** argv) {
+#ifdef SPUR_TEST_GUI
+  QApplication app(argc, argv);
+#else
   QCoreApplication app(argc, argv);
+#endif
   // Every program the tests start records its runs in a throw-away history, never the user's.
   QTemporaryDir history;
   qputenv("SPUR_HISTORY", (history.path() + "/history.db").toUtf8());

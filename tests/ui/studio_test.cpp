@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Spur Studio offscreen: another process writes a run into the history; the runs table shows it, the newest run
+// is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
+#include <QProcess>
+#include <QSlider>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "dashboard/dashboard.h"
+#include "dashboard/metric_plot.h"
+#include "main/main_window.h"
+#include "runs/runs_model.h"
+#include "test_main.h"
+
+class StudioTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void a_run_written_elsewhere_appears_live() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::studio::MainWindow window(path);
+    window.show();
+    QCOMPARE(window.runs()->rowCount(), 0);
+
+    QProcess writer;
+    // 20,000 points of "x" in commits of 500, 20 ms apart: about a second of "training".
+    writer.start(SPUR_HISTORY_RIG, {path, "from-elsewhere", "20000", "500", "20000"});
+    QVERIFY(writer.waitForStarted());
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("x") != nullptr, 10000);
+    auto* plot = window.dashboard()->plot("x");
+    const qint64 run = window.runs()->run(0).id;
+    // Points arrive while the writer is still writing, then all of them.
+    QTRY_VERIFY_WITH_TIMEOUT(plot->point_count(run) > 0, 10000);
+    QVERIFY(writer.waitForFinished(30000));
+    QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 20000, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString(),
+                              QString("finished"), 5000);
+
+    // Deselecting the run clears its lines; the smoothing slider works on what is shown.
+    window.findChild<QSlider*>("smoothing")->setValue(900);
+    window.runs_view()->clearSelection();
+    QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 0, 5000);
+  }
+};
+
+SPUR_TEST_CLASS(StudioTest)
+#include "studio_test.moc"

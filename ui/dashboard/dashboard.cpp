@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The grid of metric plots; see dashboard.h.
+#include "dashboard/dashboard.h"
+
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSlider>
+#include <QVBoxLayout>
+
+#include "dashboard/metric_plot.h"
+
+namespace spur::studio {
+
+Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  smoothing_label_ = new QLabel(this);
+  smoothing_ = new QSlider(Qt::Horizontal, this);
+  smoothing_->setObjectName("smoothing");
+  smoothing_->setRange(0, 999);
+  smoothing_->setValue(600);  // TensorBoard's default
+  smoothing_->setMaximumWidth(240);
+  bar->addWidget(new QLabel(tr("Smoothing"), this));
+  bar->addWidget(smoothing_);
+  bar->addWidget(smoothing_label_);
+  bar->addStretch();
+  layout->addLayout(bar);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  auto* area = new QWidget(scroll);
+  grid_ = new QGridLayout(area);
+  empty_ = new QLabel(tr("Select runs on the left: their metrics appear here as they are logged."), area);
+  empty_->setAlignment(Qt::AlignCenter);
+  grid_->addWidget(empty_, 0, 0);
+  scroll->setWidget(area);
+  layout->addWidget(scroll, 1);
+  auto show_weight = [this](int value) {
+    smoothing_label_->setText(QString::number(value / 1000.0, 'f', 3));
+    for (auto* plot : plots_) plot->set_smoothing(value / 1000.0);
+  };
+  connect(smoothing_, &QSlider::valueChanged, this, show_weight);
+  show_weight(smoothing_->value());
+}
+
+void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
+  for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+    if (!runs.contains(it.key())) {
+      for (auto* plot : plots_) plot->remove_run(it.key());
+    }
+  }
+  runs_ = runs;
+}
+
+void Dashboard::apply(const QVector<SeriesDelta>& deltas) {
+  bool added = false;
+  for (const auto& delta : deltas) {
+    if (!runs_.contains(delta.run)) continue;  // deselected while the read was under way
+    auto* plot = plots_.value(delta.key, nullptr);
+    if (!plot) {
+      plot = new MetricPlot(delta.key, this);
+      plot->set_smoothing(smoothing_->value() / 1000.0);
+      plots_.insert(delta.key, plot);
+      added = true;
+    }
+    plot->append(delta.run, runs_.value(delta.run), delta.steps, delta.values);
+  }
+  if (added) relayout();
+}
+
+void Dashboard::relayout() {
+  empty_->setVisible(plots_.isEmpty());
+  int i = 0;
+  for (auto* plot : plots_) {  // QMap: alphabetical, so plots keep their places
+    grid_->addWidget(plot, i / 2, i % 2);
+    ++i;
+  }
+}
+
+}  // namespace spur::studio

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Dashboard: one MetricPlot per metric key, in a grid, for the selected runs, with the smoothing slider. It only
+// draws: the points come from a SeriesLoader on another thread.
+#pragma once
+
+#include <QMap>
+#include <QWidget>
+
+#include "dashboard/series_loader.h"
+
+class QGridLayout;
+class QLabel;
+class QSlider;
+
+namespace spur::studio {
+
+class MetricPlot;
+
+class Dashboard : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit Dashboard(QWidget* parent = nullptr);
+
+  /// The runs shown, with their names for the legends.
+  void set_runs(const QMap<qint64, QString>& runs);
+  MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
+  QStringList keys() const { return plots_.keys(); }
+
+ public slots:
+  void apply(const QVector<spur::studio::SeriesDelta>& deltas);
+
+ private:
+  void relayout();
+
+  QMap<qint64, QString> runs_;
+  QMap<QString, MetricPlot*> plots_;
+  QGridLayout* grid_;
+  QSlider* smoothing_;
+  QLabel* smoothing_label_;
+  QLabel* empty_;
+};
+
+}  // namespace spur::studio
