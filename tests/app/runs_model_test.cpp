@@ -14,6 +14,7 @@
 #include <spur/history/writer.h>
 
 #include "metrics/series_math.h"
+#include "runs/console_model.h"
 #include "runs/runs_model.h"
 #include "test_main.h"
 
@@ -90,6 +91,47 @@ class RunsModelTest : public QObject {
     QVERIFY(!model.refresh());
     QVERIFY2(model.error().contains("newer Spur"), qPrintable(model.error()));
     QCOMPARE(model.rowCount(), 1);
+  }
+
+  // A run's console: fetched incrementally, filtered by rank and text, labelled by host for remote runs.
+  void console_lines_by_rank_and_search() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    spur::history::Run run;
+    run.target = "ssh";
+    const int64_t id = writer.create_run(run);
+    auto line = [&](int rank, const char* host, const char* text) {
+      spur::history::ConsoleLine l;
+      l.run_id = id;
+      l.rank = rank;
+      l.host = host;
+      l.text = text;
+      return l;
+    };
+    writer.append_console({line(0, "a", "step 1 loss 0.9"), line(1, "b", "rank 1 ready"), line(-1, "", "launching")});
+    spur::app::ConsoleModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.set_run(id);
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 3);
+    QCOMPARE(model.data(model.index(0)).toString(), QString("[a rank0] step 1 loss 0.9"));
+    QCOMPARE(model.data(model.index(2)).toString(), QString("[launcher] launching"));
+    // Only new lines come in, appended.
+    QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
+    writer.append_console({line(1, "b", "step 2 loss 0.5")});
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 4);
+    QCOMPARE(inserted.count(), 1);
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 4);
+    model.set_rank(1);
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 2);
+    model.set_search("LOSS");
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.data(model.index(0)).toString(), QString("[b rank1] step 2 loss 0.5"));
   }
 
   void smoothing_follows_tensorboard_data() {

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Spur Studio offscreen: another process writes a run into the history; the runs table shows it, the newest run
 // is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
+#include <QComboBox>
+#include <QLineEdit>
 #include <QProcess>
+
+#include <spur/history/writer.h>
 #include <QSlider>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "console/console_view.h"
 #include "dashboard/dashboard.h"
+#include "runs/console_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
 #include "runs/runs_model.h"
@@ -38,6 +44,27 @@ class StudioTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 20000, 10000);
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString(),
                               QString("finished"), 5000);
+
+    // The console tab shows the run's lines as they are written, filtered by rank from the combo box.
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      std::vector<spur::history::ConsoleLine> lines;
+      for (int rank : {0, 1}) {
+        spur::history::ConsoleLine line;
+        line.run_id = run;
+        line.rank = rank;
+        line.text = "hello from rank " + std::to_string(rank);
+        lines.push_back(line);
+      }
+      history.append_console(lines);
+    }
+    auto* console = window.console()->model();
+    QTRY_COMPARE_WITH_TIMEOUT(console->rowCount(), 2, 5000);
+    auto* ranks = window.console()->findChild<QComboBox*>("ranks");
+    QTRY_COMPARE_WITH_TIMEOUT(ranks->count(), 4, 5000);  // all, launcher, rank 0, rank 1
+    ranks->setCurrentIndex(ranks->findData(1));
+    QTRY_COMPARE_WITH_TIMEOUT(console->rowCount(), 1, 5000);
+    QCOMPARE(console->data(console->index(0)).toString(), QString("[rank1] hello from rank 1"));
 
     // Deselecting the run clears its lines; the smoothing slider works on what is shown.
     window.findChild<QSlider*>("smoothing")->setValue(900);

@@ -6,9 +6,11 @@
 #include <QHeaderView>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
 
+#include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "dashboard/series_loader.h"
 #include "runs/runs_model.h"
@@ -17,7 +19,8 @@ namespace spur::studio {
 
 MainWindow::MainWindow(QString history_path, QWidget* parent)
     : QMainWindow(parent), path_(std::move(history_path)), runs_(new app::RunsModel(path_, this)),
-      table_(new QTableView(this)), dashboard_(new Dashboard(this)), timer_(new QTimer(this)),
+      table_(new QTableView(this)), dashboard_(new Dashboard(this)), console_(new ConsoleView(path_, this)),
+      timer_(new QTimer(this)),
       loader_(new SeriesLoader(path_)) {
   setWindowTitle(tr("Spur Studio"));
   table_->setModel(runs_);
@@ -30,7 +33,10 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   }
   auto* splitter = new QSplitter(this);
   splitter->addWidget(table_);
-  splitter->addWidget(dashboard_);
+  auto* tabs = new QTabWidget(this);
+  tabs->addTab(dashboard_, tr("&Metrics"));
+  tabs->addTab(console_, tr("&Console"));
+  splitter->addWidget(tabs);
   splitter->setStretchFactor(1, 3);
   splitter->setSizes({420, 860});
   setCentralWidget(splitter);
@@ -73,6 +79,7 @@ void MainWindow::refresh() {
     }
   }
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
+  console_->refresh();
 }
 
 void MainWindow::selection_changed() {
@@ -84,6 +91,8 @@ void MainWindow::selection_changed() {
     ids << run.id;
   }
   dashboard_->set_runs(shown);
+  // The console follows the newest selected run.
+  console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
   QMetaObject::invokeMethod(loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
 }

@@ -15,6 +15,7 @@ class RunsModel;
 
 namespace spur::studio {
 
+class ConsoleView;
 class Dashboard;
 class SeriesLoader;
 
@@ -28,6 +29,7 @@ class MainWindow : public QMainWindow {
   app::RunsModel* runs() const { return runs_; }
   QTableView* runs_view() const { return table_; }
   Dashboard* dashboard() const { return dashboard_; }
+  ConsoleView* console() const { return console_; }
   /// Runs to show first (instead of the newest), as soon as they are in the history.
   void show_runs(const QList<qint64>& ids) { wanted_ = ids; selected_once_ = false; }
 
@@ -39,6 +41,7 @@ class MainWindow : public QMainWindow {
   app::RunsModel* runs_;
   QTableView* table_;
   Dashboard* dashboard_;
+  ConsoleView* console_;
   QTimer* timer_;
   QThread reader_thread_;
   SeriesLoader* loader_;

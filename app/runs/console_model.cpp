@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// A run's console as a list model; see console_model.h.
+#include "runs/console_model.h"
+
+#include <QFileInfo>
+
+#include <spur/history/reader.h>
+
+namespace spur::app {
+
+ConsoleModel::ConsoleModel(QString history_path, QObject* parent)
+    : QAbstractListModel(parent), path_(std::move(history_path)) {}
+
+int ConsoleModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(lines_.size());
+}
+
+QVariant ConsoleModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const auto& line = lines_[static_cast<size_t>(index.row())];
+  if (role == Qt::DisplayRole) {
+    QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
+    if (remote_ && !line.host.empty()) label = QString::fromStdString(line.host) + " " + label;
+    return "[" + label + "] " + QString::fromStdString(line.text);
+  }
+  if (role == RankRole) return line.rank;
+  if (role == StreamRole) return QString::fromStdString(line.stream);
+  return {};
+}
+
+void ConsoleModel::clear() {
+  beginResetModel();
+  lines_.clear();
+  after_ = 0;
+  endResetModel();
+}
+
+void ConsoleModel::set_run(int64_t run) {
+  run_ = run;
+  clear();
+}
+
+void ConsoleModel::set_rank(std::optional<int> rank) {
+  rank_ = rank;
+  clear();
+}
+
+void ConsoleModel::set_search(const QString& text) {
+  search_ = text;
+  clear();
+}
+
+bool ConsoleModel::wanted(const history::ConsoleLine& line) const {
+  return search_.isEmpty() || QString::fromStdString(line.text).contains(search_, Qt::CaseInsensitive);
+}
+
+bool ConsoleModel::fetch_new() {
+  if (run_ == 0 || !QFileInfo::exists(path_)) return true;
+  std::vector<history::ConsoleLine> fresh;
+  try {
+    history::HistoryReader reader(path_.toStdString());
+    if (after_ == 0) {
+      const auto run = reader.run(run_);
+      remote_ = run && run->target != "local";
+    }
+    fresh = reader.console(run_, after_, rank_);
+    error_.clear();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+  if (fresh.empty()) return true;
+  after_ = fresh.back().id;
+  std::vector<history::ConsoleLine> kept;
+  for (auto& line : fresh) {
+    if (wanted(line)) kept.push_back(std::move(line));
+  }
+  if (kept.empty()) return true;
+  // Keep the newest kMaxLines: drop from the front first.
+  const auto total = lines_.size() + kept.size();
+  if (total > static_cast<size_t>(kMaxLines)) {
+    const auto drop = std::min(lines_.size(), total - static_cast<size_t>(kMaxLines));
+    if (drop > 0) {
+      beginRemoveRows({}, 0, static_cast<int>(drop) - 1);
+      lines_.erase(lines_.begin(), lines_.begin() + static_cast<std::ptrdiff_t>(drop));
+      endRemoveRows();
+    }
+    if (kept.size() > static_cast<size_t>(kMaxLines)) kept.erase(kept.begin(), kept.end() - kMaxLines);
+  }
+  const int first = static_cast<int>(lines_.size());
+  beginInsertRows({}, first, first + static_cast<int>(kept.size()) - 1);
+  lines_.insert(lines_.end(), kept.begin(), kept.end());
+  endInsertRows();
+  return true;
+}
+
+}  // namespace spur::app
