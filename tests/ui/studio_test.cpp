@@ -2,6 +2,7 @@
 // Spur Studio offscreen: another process writes a run into the history; the runs table shows it, the newest run
 // is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
 #include <QComboBox>
+#include <QFile>
 #include <QLineEdit>
 #include <QProcess>
 
@@ -70,6 +71,39 @@ class StudioTest : public QObject {
     window.findChild<QSlider*>("smoothing")->setValue(900);
     window.runs_view()->clearSelection();
     QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 0, 5000);
+  }
+
+  // The Run menu's actions (the dialogs only collect what these take) change the history and the table.
+  void run_actions() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    int64_t id = 0;
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      spur::history::Run run;
+      run.name = "before";
+      run.status = "finished";
+      run.config = "distributed_type: MULTI_CPU\nnum_processes: 2\n";
+      id = history.create_run(run);
+    }
+    spur::studio::MainWindow window(path);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
+    auto cell = [&](int column) { return window.runs()->data(window.runs()->index(0, column)).toString(); };
+    QCOMPARE(window.rename_run(id, "  after "), QString());
+    QCOMPARE(cell(spur::app::RunsModel::Name), QString("after"));
+    QVERIFY(!window.rename_run(id, " ").isEmpty());
+    QCOMPARE(window.tag_run(id, "baseline"), QString());
+    QCOMPARE(cell(spur::app::RunsModel::Tags), QString("baseline"));
+    QCOMPARE(window.set_notes(id, "lr too high"), QString());
+    QCOMPARE(QString::fromStdString(window.runs()->run(0).notes), QString("lr too high"));
+    const QString file = dir.filePath("again.yaml");
+    QCOMPARE(window.export_config(id, file), QString());
+    QFile exported(file);
+    QVERIFY(exported.open(QIODevice::ReadOnly));
+    QCOMPARE(exported.readAll(), QByteArray("distributed_type: MULTI_CPU\nnum_processes: 2\n"));
+    QVERIFY(window.export_config(id + 1, file).contains("No run"));
+    QCOMPARE(window.delete_run(id), QString());
+    QCOMPARE(window.runs()->rowCount(), 0);
   }
 };
 

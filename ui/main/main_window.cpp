@@ -3,7 +3,14 @@
 // SeriesLoader on its own thread, which hands over new points.
 #include "main/main_window.h"
 
+#include <QAction>
+#include <QFile>
+#include <QFileDialog>
 #include <QHeaderView>
+#include <QInputDialog>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -14,6 +21,8 @@
 #include "dashboard/dashboard.h"
 #include "dashboard/series_loader.h"
 #include "runs/runs_model.h"
+
+#include <spur/history/writer.h>
 
 namespace spur::studio {
 
@@ -50,6 +59,7 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   reader_thread_.start();
 
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { selection_changed(); });
+  build_actions();
   connect(timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_->start(250);
   refresh();
@@ -95,6 +105,121 @@ void MainWindow::selection_changed() {
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
   QMetaObject::invokeMethod(loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
+}
+
+qint64 MainWindow::current_run() const {
+  const auto index = table_->currentIndex();
+  return index.isValid() ? runs_->run(index.row()).id : 0;
+}
+
+void MainWindow::report(const QString& error) {
+  if (!error.isEmpty()) QMessageBox::warning(this, tr("Spur Studio"), error);
+}
+
+namespace {
+
+// One history write; its error as text.
+template <typename F>
+QString with_writer(const QString& path, F&& action) {
+  try {
+    spur::history::HistoryWriter writer(path.toStdString());
+    action(writer);
+    return {};
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
+}
+
+}  // namespace
+
+QString MainWindow::rename_run(qint64 run, const QString& name) {
+  if (name.trimmed().isEmpty()) return tr("A run needs a name.");
+  const QString error = with_writer(path_, [&](auto& w) { w.set_names(run, "", name.trimmed().toStdString()); });
+  refresh();
+  return error;
+}
+
+QString MainWindow::tag_run(qint64 run, const QString& tag) {
+  if (tag.trimmed().isEmpty()) return tr("A tag cannot be empty.");
+  const QString error = with_writer(path_, [&](auto& w) { w.add_tag(run, tag.trimmed().toStdString()); });
+  refresh();
+  return error;
+}
+
+QString MainWindow::set_notes(qint64 run, const QString& notes) {
+  const QString error = with_writer(path_, [&](auto& w) { w.set_notes(run, notes.toStdString()); });
+  refresh();
+  return error;
+}
+
+QString MainWindow::delete_run(qint64 run) {
+  const QString error = with_writer(path_, [&](auto& w) { w.delete_run(run); });
+  refresh();
+  return error;
+}
+
+QString MainWindow::export_config(qint64 run, const QString& file) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return tr("No run %1.").arg(run);
+  const auto& config = runs_->run(row).config;
+  if (config.empty()) return tr("Run %1 was not started by spur launch: it has no configuration.").arg(run);
+  QFile out(file);
+  if (!out.open(QIODevice::WriteOnly) || out.write(config.data(), static_cast<qint64>(config.size())) < 0) {
+    return tr("Cannot write %1: %2").arg(file, out.errorString());
+  }
+  return {};
+}
+
+void MainWindow::build_actions() {
+  auto* menu = menuBar()->addMenu(tr("&Run"));
+  auto add = [this, menu](const QString& text, const QKeySequence& keys, auto slot) {
+    auto* action = new QAction(text, this);
+    action->setShortcut(keys);
+    connect(action, &QAction::triggered, this, slot);
+    menu->addAction(action);
+    table_->addAction(action);
+    return action;
+  };
+  add(tr("&Rename..."), QKeySequence(Qt::Key_F2), [this] {
+    const qint64 run = current_run();
+    if (!run) return;
+    bool ok = false;
+    const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
+                                               QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
+    if (ok) report(rename_run(run, name));
+  });
+  add(tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
+    const qint64 run = current_run();
+    bool ok = false;
+    const QString tag = run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
+    if (ok) report(tag_run(run, tag));
+  });
+  add(tr("&Notes..."), QKeySequence(Qt::CTRL | Qt::Key_N), [this] {
+    const qint64 run = current_run();
+    bool ok = false;
+    const QString notes = run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
+                                                               QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
+                              : QString();
+    if (ok) report(set_notes(run, notes));
+  });
+  add(tr("&Export config..."), QKeySequence(Qt::CTRL | Qt::Key_E), [this] {
+    const qint64 run = current_run();
+    if (!run) return;
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
+                                                      QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
+    if (!file.isEmpty()) report(export_config(run, file));
+  });
+  menu->addSeparator();
+  add(tr("&Delete"), QKeySequence(QKeySequence::Delete), [this] {
+    const qint64 run = current_run();
+    if (!run) return;
+    if (QMessageBox::question(this, tr("Delete run"),
+                              tr("Delete run %1 and everything recorded for it? This cannot be undone.").arg(run)) ==
+        QMessageBox::Yes) {
+      report(delete_run(run));
+    }
+  });
+  table_->setContextMenuPolicy(Qt::ActionsContextMenu);
 }
 
 }  // namespace spur::studio

@@ -30,12 +30,24 @@ class MainWindow : public QMainWindow {
   QTableView* runs_view() const { return table_; }
   Dashboard* dashboard() const { return dashboard_; }
   ConsoleView* console() const { return console_; }
+  // Run actions (menu and context menu ask with dialogs, then call these). Each returns an error, or empty.
+  QString rename_run(qint64 run, const QString& name);
+  QString tag_run(qint64 run, const QString& tag);
+  QString set_notes(qint64 run, const QString& notes);
+  QString delete_run(qint64 run);
+  /// Writes the run's configuration, ready for `spur launch --config_file`.
+  QString export_config(qint64 run, const QString& file);
+
   /// Runs to show first (instead of the newest), as soon as they are in the history.
   void show_runs(const QList<qint64>& ids) { wanted_ = ids; selected_once_ = false; }
 
  private:
   void refresh();
   void selection_changed();
+  void build_actions();
+  /// The run under the cursor in the table (the current row), or 0.
+  qint64 current_run() const;
+  void report(const QString& error);
 
   QString path_;
   app::RunsModel* runs_;
