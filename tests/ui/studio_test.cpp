@@ -73,6 +73,34 @@ class StudioTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 0, 5000);
   }
 
+  // `spur launch` of the 2-rank example from outside the Studio: the run appears running, its loss plot fills,
+  // and it turns finished with exit code 0.
+  void a_launched_run_goes_from_running_to_finished() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::studio::MainWindow window(path);
+    window.show();
+    QProcess launch;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", path);
+    launch.setProcessEnvironment(env);
+    launch.setProcessChannelMode(QProcess::MergedChannels);
+    launch.start(SPUR_CLI, {"launch", "--num_processes", "2", SPUR_EXAMPLE_MLP, "--epochs", "6", "--log_every", "4"});
+    QVERIFY(launch.waitForStarted());
+    auto status = [&] {
+      return window.runs()->rowCount() ? window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString()
+                                       : QString();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(status(), QString("running"), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 30000);
+    QVERIFY2(launch.waitForFinished(120000), launch.readAll().constData());
+    QCOMPARE(launch.exitCode(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(status(), QString("finished"), 10000);
+    QCOMPARE(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::ExitCode)).toInt(), 0);
+    const qint64 run = window.runs()->run(0).id;
+    QTRY_COMPARE_WITH_TIMEOUT(window.dashboard()->plot("loss")->point_count(run), 6 * 32 / 4, 10000);
+  }
+
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.
   void run_actions() {
     QTemporaryDir dir;
