@@ -3,6 +3,7 @@
 // is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
 #include <QComboBox>
 #include <QFile>
+#include <QFileInfo>
 #include <QLineEdit>
 #include <QProcess>
 
@@ -99,6 +100,34 @@ class StudioTest : public QObject {
     QCOMPARE(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::ExitCode)).toInt(), 0);
     const qint64 run = window.runs()->run(0).id;
     QTRY_COMPARE_WITH_TIMEOUT(window.dashboard()->plot("loss")->point_count(run), 6 * 32 / 4, 10000);
+  }
+
+  // A plot's x axis (step, time since the start, wall time), log y, and exports.
+  void plot_axes_and_exports() {
+    QTemporaryDir dir;
+    spur::studio::MetricPlot plot("loss");
+    plot.resize(600, 400);
+    plot.show();
+    plot.append(7, "run", {5, 6, 7}, {1.0, 0.5, 0.25}, {100.0, 101.5, 103.0});
+    QCOMPARE(plot.first_x(7), 5.0);
+    plot.set_x_axis(spur::studio::XAxis::relative_time);
+    QCOMPARE(plot.first_x(7), 0.0);
+    plot.append(7, "run", {8}, {0.125}, {104.0});  // appended in the current axis
+    plot.set_x_axis(spur::studio::XAxis::wall_time);
+    QCOMPARE(plot.first_x(7), 100.0);
+    QCOMPARE(plot.point_count(7), 4);
+    plot.set_log_y(true);
+    QVERIFY(plot.save_image(dir.filePath("loss.png")));
+    QVERIFY(QFileInfo(dir.filePath("loss.png")).size() > 1000);
+    QVERIFY(plot.save_image(dir.filePath("loss.pdf")));
+    QVERIFY(QFileInfo(dir.filePath("loss.pdf")).size() > 1000);
+    QVERIFY(plot.save_csv(dir.filePath("loss.csv")));
+    QFile csv(dir.filePath("loss.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const auto lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
+    QCOMPARE(lines.size(), 5);
+    QCOMPARE(lines[0], QString("run,step,wall_time,value,smoothed"));
+    QVERIFY2(lines[4].startsWith("7,8,104.000000,0.125,"), qPrintable(lines[4]));
   }
 
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.

@@ -2,6 +2,7 @@
 // The grid of metric plots; see dashboard.h.
 #include "dashboard/dashboard.h"
 
+#include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -25,6 +26,15 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   bar->addWidget(new QLabel(tr("Smoothing"), this));
   bar->addWidget(smoothing_);
   bar->addWidget(smoothing_label_);
+  x_axis_ = new QComboBox(this);
+  x_axis_->setObjectName("x_axis");
+  x_axis_->addItems({tr("Step"), tr("Relative time"), tr("Wall time")});
+  bar->addSpacing(16);
+  bar->addWidget(new QLabel(tr("X axis"), this));
+  bar->addWidget(x_axis_);
+  connect(x_axis_, &QComboBox::currentIndexChanged, this, [this](int index) {
+    for (auto* plot : plots_) plot->set_x_axis(static_cast<XAxis>(index));
+  });
   bar->addStretch();
   layout->addLayout(bar);
   auto* scroll = new QScrollArea(this);
@@ -61,10 +71,11 @@ void Dashboard::apply(const QVector<SeriesDelta>& deltas) {
     if (!plot) {
       plot = new MetricPlot(delta.key, this);
       plot->set_smoothing(smoothing_->value() / 1000.0);
+      plot->set_x_axis(static_cast<XAxis>(x_axis_->currentIndex()));
       plots_.insert(delta.key, plot);
       added = true;
     }
-    plot->append(delta.run, runs_.value(delta.run), delta.steps, delta.values);
+    plot->append(delta.run, runs_.value(delta.run), delta.steps, delta.values, delta.walls);
   }
   if (added) relayout();
 }

@@ -8,6 +8,7 @@
 
 #include "dashboard/series_loader.h"
 
+class QComboBox;
 class QGridLayout;
 class QLabel;
 class QSlider;
@@ -37,6 +38,7 @@ class Dashboard : public QWidget {
   QMap<QString, MetricPlot*> plots_;
   QGridLayout* grid_;
   QSlider* smoothing_;
+  QComboBox* x_axis_;
   QLabel* smoothing_label_;
   QLabel* empty_;
 };

@@ -3,6 +3,10 @@
 // column, so a million points draw in milliseconds and spikes survive.
 #include "dashboard/metric_plot.h"
 
+#include <QFile>
+#include <QFileDialog>
+#include <QMenu>
+#include <QTextStream>
 #include <QVBoxLayout>
 
 #include <cmath>
@@ -36,10 +40,103 @@ MetricPlot::MetricPlot(QString key, QWidget* parent) : QWidget(parent), key_(std
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { reset_view(); });
   connect(plot_, &QCustomPlot::mouseWheel, this, [this] { user_moved_ = true; });
   connect(plot_, &QCustomPlot::mousePress, this, [this] { user_moved_ = true; });
+  plot_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { context_menu(at); });
 }
 
-void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values) {
+QVector<double> MetricPlot::keys(const Line& line, std::size_t from) const {
+  QVector<double> keys;
+  keys.reserve(static_cast<qsizetype>(line.steps.size() - from));
+  const double start = line.walls.empty() ? 0 : line.walls.front();
+  for (std::size_t i = from; i < line.steps.size(); ++i) {
+    switch (x_axis_) {
+      case XAxis::step: keys.push_back(line.steps[i]); break;
+      case XAxis::relative_time: keys.push_back(i < line.walls.size() ? line.walls[i] - start : 0); break;
+      case XAxis::wall_time: keys.push_back(i < line.walls.size() ? line.walls[i] : 0); break;
+    }
+  }
+  return keys;
+}
+
+void MetricPlot::rebuild(Line& line) {
+  const QVector<double> x = keys(line, 0);
+  line.raw->setData(x, QVector<double>(line.values.begin(), line.values.end()), /*alreadySorted=*/true);
+  resmooth(line);
+}
+
+void MetricPlot::set_x_axis(XAxis axis) {
+  x_axis_ = axis;
+  if (axis == XAxis::wall_time) {
+    auto ticker = QSharedPointer<QCPAxisTickerDateTime>::create();
+    ticker->setDateTimeFormat("HH:mm:ss\nyyyy-MM-dd");
+    plot_->xAxis->setTicker(ticker);
+    plot_->xAxis->setLabel("time");
+  } else {
+    plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    plot_->xAxis->setLabel(axis == XAxis::step ? "step" : "seconds since the start");
+  }
+  for (auto& [run, line] : lines_) rebuild(line);
+  reset_view();
+}
+
+void MetricPlot::set_log_y(bool log) {
+  plot_->yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (log) {
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  } else {
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  }
+  reset_view();
+}
+
+bool MetricPlot::save_image(const QString& file) {
+  return file.endsWith(".pdf", Qt::CaseInsensitive) ? plot_->savePdf(file) : plot_->savePng(file);
+}
+
+bool MetricPlot::save_csv(const QString& file) const {
+  QFile out(file);
+  if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
+  QTextStream text(&out);
+  text << "run,step,wall_time,value,smoothed\n";
+  for (const auto& [run, line] : lines_) {
+    const auto smoothed = app::smooth(line.values, weight_);
+    for (std::size_t i = 0; i < line.steps.size(); ++i) {
+      text << run << ',' << static_cast<qint64>(line.steps[i]) << ','
+           << QString::number(i < line.walls.size() ? line.walls[i] : 0, 'f', 6) << ','
+           << QString::number(line.values[i], 'g', 17) << ',' << QString::number(smoothed[i], 'g', 17) << '\n';
+    }
+  }
+  return text.status() == QTextStream::Ok;
+}
+
+double MetricPlot::first_x(qint64 run) const {
+  const auto it = lines_.find(run);
+  return it == lines_.end() || it->second.raw->dataCount() == 0 ? 0 : it->second.raw->data()->begin()->key;
+}
+
+void MetricPlot::context_menu(const QPoint& at) {
+  QMenu menu(this);
+  auto* log = menu.addAction(tr("Log scale"));
+  log->setCheckable(true);
+  log->setChecked(plot_->yAxis->scaleType() == QCPAxis::stLogarithmic);
+  connect(log, &QAction::toggled, this, [this](bool on) { set_log_y(on); });
+  menu.addAction(tr("Fit"), this, [this] { reset_view(); });
+  menu.addSeparator();
+  menu.addAction(tr("Export image (PNG, PDF)..."), this, [this] {
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png", tr("Images (*.png *.pdf)"));
+    if (!file.isEmpty()) save_image(file);
+  });
+  menu.addAction(tr("Export data (CSV)..."), this, [this] {
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export data"), key_ + ".csv", tr("CSV (*.csv)"));
+    if (!file.isEmpty()) save_csv(file);
+  });
+  menu.exec(plot_->mapToGlobal(at));
+}
+
+void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
+                        const QVector<double>& walls) {
   auto& line = lines_[run];
+  line.name = name;
   if (!line.raw) {
     const QColor colour = run_colour(run);
     QColor faint = colour;
@@ -51,9 +148,12 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     line.smooth->setPen(QPen(colour, 1.0));  // a 1.6 px pen made a 1M-point replot 8x slower (65 ms)
     line.smooth->setName(name);
   }
-  line.raw->addData(steps, values, /*alreadySorted=*/true);
+  const std::size_t from = line.steps.size();
   line.steps.insert(line.steps.end(), steps.begin(), steps.end());
   line.values.insert(line.values.end(), values.begin(), values.end());
+  line.walls.insert(line.walls.end(), walls.begin(), walls.end());
+  const QVector<double> x = x_axis_ == XAxis::step ? steps : keys(line, from);
+  line.raw->addData(x, values, /*alreadySorted=*/true);
   // Extend the smoothed line from its running state: no need to redo the past.
   QVector<double> smoothed;
   smoothed.reserve(values.size());
@@ -66,7 +166,7 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     ++line.accumulated;
     smoothed.push_back(line.ema / (1 - std::pow(weight_, line.accumulated)));
   }
-  line.smooth->addData(steps, smoothed, /*alreadySorted=*/true);
+  line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
   if (!user_moved_) plot_->rescaleAxes();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -82,8 +182,7 @@ void MetricPlot::remove_run(qint64 run) {
 
 void MetricPlot::resmooth(Line& line) {
   const auto smoothed = app::smooth(line.values, weight_);
-  line.smooth->setData(QVector<double>(line.steps.begin(), line.steps.end()),
-                       QVector<double>(smoothed.begin(), smoothed.end()), /*alreadySorted=*/true);
+  line.smooth->setData(keys(line, 0), QVector<double>(smoothed.begin(), smoothed.end()), /*alreadySorted=*/true);
   line.ema = 0;
   line.accumulated = 0;
   for (const double v : line.values) {

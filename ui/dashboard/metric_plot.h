@@ -15,6 +15,9 @@ class QCPGraph;
 
 namespace spur::studio {
 
+/// What the x axis shows.
+enum class XAxis { step, relative_time, wall_time };
+
 class MetricPlot : public QWidget {
   Q_OBJECT
 
@@ -23,7 +26,8 @@ class MetricPlot : public QWidget {
 
   const QString& key() const { return key_; }
   /// Appends points of `run` (named `name` in the legend); steps must not go back within one call.
-  void append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values);
+  void append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
+              const QVector<double>& walls = {});
   /// Drops a run's lines.
   void remove_run(qint64 run);
   void set_smoothing(double weight);
@@ -32,21 +36,33 @@ class MetricPlot : public QWidget {
   QCustomPlot* plot() const { return plot_; }
   /// Fits the axes to the data.
   void reset_view();
+  void set_x_axis(XAxis axis);
+  void set_log_y(bool log);
+  /// Exports: an image (PNG or PDF by the file's extension) or the data as CSV (run,step,wall_time,value,smoothed).
+  bool save_image(const QString& file);
+  bool save_csv(const QString& file) const;
+  /// The x of a run's first drawn point, for tests.
+  double first_x(qint64 run) const;
 
  private:
   struct Line {
     QCPGraph* raw = nullptr;
     QCPGraph* smooth = nullptr;
-    std::vector<double> steps, values;  // raw, for re-smoothing
+    std::vector<double> steps, values, walls;  // raw, for re-smoothing and other x axes
+    QString name;
     double ema = 0;
     int accumulated = 0;
   };
   void resmooth(Line& line);
+  QVector<double> keys(const Line& line, std::size_t from) const;
+  void rebuild(Line& line);
+  void context_menu(const QPoint& at);
 
   QString key_;
   QCustomPlot* plot_;
   std::map<qint64, Line> lines_;
   double weight_ = 0.6;
+  XAxis x_axis_ = XAxis::step;
   bool user_moved_ = false;
 };
 
