@@ -151,6 +151,13 @@ class StudioTest : public QObject {
     QVERIFY(!window.rename_run(id, " ").isEmpty());
     QCOMPARE(window.tag_run(id, "baseline"), QString());
     QCOMPARE(cell(spur::app::RunsModel::Tags), QString("baseline"));
+    // The search box filters on any column, tags included.
+    window.filter_runs("BASE");
+    QCOMPARE(window.runs_view()->model()->rowCount(), 1);
+    window.filter_runs("nothing like it");
+    QCOMPARE(window.runs_view()->model()->rowCount(), 0);
+    window.filter_runs("");
+    QCOMPARE(window.runs_view()->model()->rowCount(), 1);
     QCOMPARE(window.set_notes(id, "lr too high"), QString());
     QCOMPARE(QString::fromStdString(window.runs()->run(0).notes), QString("lr too high"));
     const QString file = dir.filePath("again.yaml");

@@ -8,6 +8,10 @@
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QLineEdit>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QVBoxLayout>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -28,11 +32,22 @@ namespace spur::studio {
 
 MainWindow::MainWindow(QString history_path, QWidget* parent)
     : QMainWindow(parent), path_(std::move(history_path)), runs_(new app::RunsModel(path_, this)),
-      table_(new QTableView(this)), dashboard_(new Dashboard(this)), console_(new ConsoleView(path_, this)),
+      shown_(new QSortFilterProxyModel(this)), search_(new QLineEdit(this)), table_(new QTableView(this)),
+      dashboard_(new Dashboard(this)), console_(new ConsoleView(path_, this)),
       timer_(new QTimer(this)),
       loader_(new SeriesLoader(path_)) {
   setWindowTitle(tr("Spur Studio"));
-  table_->setModel(runs_);
+  shown_->setSourceModel(runs_);
+  shown_->setSortRole(app::RunsModel::SortRole);
+  shown_->setFilterKeyColumn(-1);  // any column
+  shown_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  table_->setModel(shown_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(app::RunsModel::Id, Qt::AscendingOrder);
+  search_->setObjectName("run_search");
+  search_->setPlaceholderText(tr("Filter runs (name, project, status, tags)"));
+  search_->setClearButtonEnabled(true);
+  connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) { filter_runs(text); });
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->verticalHeader()->hide();
@@ -41,7 +56,12 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
     table_->hideColumn(hidden);
   }
   auto* splitter = new QSplitter(this);
-  splitter->addWidget(table_);
+  auto* left = new QWidget(this);
+  auto* left_layout = new QVBoxLayout(left);
+  left_layout->setContentsMargins(0, 0, 0, 0);
+  left_layout->addWidget(search_);
+  left_layout->addWidget(table_);
+  splitter->addWidget(left);
   auto* tabs = new QTabWidget(this);
   tabs->addTab(dashboard_, tr("&Metrics"));
   tabs->addTab(console_, tr("&Console"));
@@ -78,12 +98,15 @@ void MainWindow::refresh() {
   if (!selected_once_ && runs_->rowCount() > 0) {
     selected_once_ = true;
     if (wanted_.isEmpty()) {
-      table_->selectRow(runs_->rowCount() - 1);
+      table_->selectRow(shown_->mapFromSource(runs_->index(runs_->rowCount() - 1, 0)).row());
     } else {
       QItemSelection selection;
       for (const qint64 id : wanted_) {
         const int row = runs_->row_of(id);
-        if (row >= 0) selection.select(runs_->index(row, 0), runs_->index(row, app::RunsModel::ColumnCount - 1));
+        if (row >= 0) {
+          selection.select(shown_->mapFromSource(runs_->index(row, 0)),
+                           shown_->mapFromSource(runs_->index(row, app::RunsModel::ColumnCount - 1)));
+        }
       }
       table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
     }
@@ -96,7 +119,7 @@ void MainWindow::selection_changed() {
   QMap<qint64, QString> shown;
   QList<qint64> ids;
   for (const auto& index : table_->selectionModel()->selectedRows()) {
-    const auto& run = runs_->run(index.row());
+    const auto& run = runs_->run(shown_->mapToSource(index).row());
     shown.insert(run.id, QString::fromStdString(run.name));
     ids << run.id;
   }
@@ -107,9 +130,14 @@ void MainWindow::selection_changed() {
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
 }
 
+void MainWindow::filter_runs(const QString& text) {
+  shown_->setFilterFixedString(text);
+  if (search_->text() != text) search_->setText(text);
+}
+
 qint64 MainWindow::current_run() const {
   const auto index = table_->currentIndex();
-  return index.isValid() ? runs_->run(index.row()).id : 0;
+  return index.isValid() ? runs_->run(shown_->mapToSource(index).row()).id : 0;
 }
 
 void MainWindow::report(const QString& error) {

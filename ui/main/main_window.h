@@ -6,6 +6,8 @@
 #include <QMainWindow>
 #include <QThread>
 
+class QLineEdit;
+class QSortFilterProxyModel;
 class QTableView;
 class QTimer;
 
@@ -28,6 +30,8 @@ class MainWindow : public QMainWindow {
 
   app::RunsModel* runs() const { return runs_; }
   QTableView* runs_view() const { return table_; }
+  /// Shows only runs whose name, project, status, target or tags contain `text`.
+  void filter_runs(const QString& text);
   Dashboard* dashboard() const { return dashboard_; }
   ConsoleView* console() const { return console_; }
   // Run actions (menu and context menu ask with dialogs, then call these). Each returns an error, or empty.
@@ -51,6 +55,8 @@ class MainWindow : public QMainWindow {
 
   QString path_;
   app::RunsModel* runs_;
+  QSortFilterProxyModel* shown_;  // runs_ sorted and filtered by the search box
+  QLineEdit* search_;
   QTableView* table_;
   Dashboard* dashboard_;
   ConsoleView* console_;
