@@ -79,11 +79,12 @@ class HistoryTest : public QObject {
   void two_writers_and_a_reader() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
-    constexpr long long kPoints = 200000;
+    constexpr long long kPoints = 100000;
     Child a, b;
-    // Both at once on a file that does not exist yet: they also race to create and migrate it.
-    a.process->start(SPUR_HISTORY_RIG, {path, "a", QString::number(kPoints), "100", "200"});
-    b.process->start(SPUR_HISTORY_RIG, {path, "b", QString::number(kPoints), "70", "200"});
+    // Both at once on a file that does not exist yet: they also race to create and migrate it. Paced (1.5 ms
+    // between commits, 1.5 s or more each) so that a slow start of one under load still overlaps the other.
+    a.process->start(SPUR_HISTORY_RIG, {path, "a", QString::number(kPoints), "100", "1500"});
+    b.process->start(SPUR_HISTORY_RIG, {path, "b", QString::number(kPoints), "70", "1500"});
     QVERIFY(a.process->waitForStarted() && b.process->waitForStarted());
 
     std::optional<HistoryReader> reader;
@@ -157,7 +158,7 @@ class HistoryTest : public QObject {
   }
 
   // The same through the engine: a training program logging through accelerator.log, SIGKILLed. Values
-  // logged a second before the kill (ten flush intervals) are in the history.
+  // logged two seconds before the kill (twenty flush intervals) are in the history.
   void a_training_program_killed_keeps_what_it_logged() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
@@ -177,7 +178,7 @@ class HistoryTest : public QObject {
     }
     const long long logged_before = last_count(seen, *worker.process, "logged");
     QVERIFY2(logged_before >= 2000, seen.constData());
-    QThread::msleep(1000);
+    QThread::msleep(2000);
     ::kill(static_cast<pid_t>(worker.process->processId()), SIGKILL);
     worker.process->waitForFinished(5000);
     QCOMPARE(integrity(path), QString("ok"));
@@ -187,7 +188,7 @@ class HistoryTest : public QObject {
     QCOMPARE(QString::fromStdString(runs[0].project), QString("kill-test"));
     const auto points = reader.series(runs[0].id, "x");
     QVERIFY2(static_cast<long long>(points.size()) >= logged_before,
-             qPrintable(QString("%1 points, %2 logged a second before the kill").arg(points.size()).arg(logged_before)));
+             qPrintable(QString("%1 points, %2 logged two seconds before the kill").arg(points.size()).arg(logged_before)));
     for (size_t i = 0; i < points.size(); ++i) QCOMPARE(points[i].step, static_cast<int64_t>(i));
     // Marked running by a process that is gone: `spur runs list` says it failed.
     const auto listed = spur_cli({"runs", "list", "--json"}, path);
