@@ -29,41 +29,11 @@ spur::test::RankResult launch(const QTemporaryDir& dir, const QStringList& argum
   return spur::test::run_process(SPUR_CLI, QStringList{"launch"} + arguments, isolated(dir), timeout_ms);
 }
 
-// Alive and not a zombie.
-bool alive(qint64 pid) {
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
-  QFile stat(QString("/proc/%1/stat").arg(pid));
-  if (!stat.open(QIODevice::ReadOnly)) return false;
-  const QString text = QString::fromLatin1(stat.readAll());
-  return !text.section(')', 1).trimmed().startsWith('Z');
-}
-
-std::vector<qint64> pids(const QTemporaryDir& dir, int count) {
-  std::vector<qint64> out;
-  for (int rank = 0; rank < count; ++rank) {
-    QFile file(dir.path() + QString("/rank%1.pid").arg(rank));
-    if (file.open(QIODevice::ReadOnly)) out.push_back(file.readAll().trimmed().toLongLong());
-  }
-  return out;
-}
-
 bool wait_for_pids(const QTemporaryDir& dir, int count, int timeout_ms) {
   QElapsedTimer timer;
   timer.start();
   while (timer.elapsed() < timeout_ms) {
-    if (static_cast<int>(pids(dir, count).size()) == count) return true;
-    QThread::msleep(20);
-  }
-  return false;
-}
-
-bool all_dead(const std::vector<qint64>& ranks, int timeout_ms) {
-  QElapsedTimer timer;
-  timer.start();
-  while (timer.elapsed() < timeout_ms) {
-    bool any = false;
-    for (auto pid : ranks) any = any || alive(pid);
-    if (!any) return true;
+    if (static_cast<int>(spur::test::rank_pids(dir.path(), count).size()) == count) return true;
     QThread::msleep(20);
   }
   return false;
@@ -194,7 +164,7 @@ class LaunchTest : public QObject {
     QVERIFY2(result.output.contains("[rank1] rank 1 is failing on cue"), qPrintable(result.output));
     QVERIFY2(result.output.contains("  [rank1] rank 1 line 29"), qPrintable(result.output));  // its last lines
     QVERIFY2(result.output.contains("[rank0] rank 0 stopping on signal 15"), qPrintable(result.output));
-    QVERIFY(all_dead(pids(dir, 3), 5000));
+    QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 3), 5000));
   }
 
   void ranks_that_ignore_sigterm_are_killed_after_the_grace_period() {
@@ -205,7 +175,7 @@ class LaunchTest : public QObject {
                                      dir.path(), "--fail_rank", "0", "--sleep", "60", "--ignore_term"});
     QCOMPARE(result.exit_code, 3);
     QVERIFY2(timer.elapsed() < 20000, "SIGKILL did not follow the grace period");
-    QVERIFY(all_dead(pids(dir, 2), 5000));
+    QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 5000));
   }
 
   void ctrl_c_is_forwarded_to_every_rank() {
@@ -223,7 +193,7 @@ class LaunchTest : public QObject {
     QCOMPARE(spur.exitCode(), 130);
     QVERIFY2(output.contains("[rank0] rank 0 stopping on signal 2") && output.contains("[rank1] rank 1 stopping on signal 2"),
              qPrintable(output));
-    QVERIFY(all_dead(pids(dir, 2), 5000));
+    QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 5000));
   }
 
   void no_rank_outlives_a_killed_launcher() {
@@ -234,10 +204,10 @@ class LaunchTest : public QObject {
                           "--ignore_term"});
     QVERIFY(spur.waitForStarted());
     QVERIFY(wait_for_pids(dir, 2, 20000));
-    const auto ranks = pids(dir, 2);
+    const auto ranks = spur::test::rank_pids(dir.path(), 2);
     spur.kill();  // SIGKILL: the launcher gets no chance to clean up
     spur.waitForFinished();
-    QVERIFY2(all_dead(ranks, 5000), "a rank outlived its launcher");
+    QVERIFY2(spur::test::all_dead(ranks, 5000), "a rank outlived its launcher");
   }
 
   void bad_input_is_named() {

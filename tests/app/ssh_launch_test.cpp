@@ -16,36 +16,6 @@
 #include "sshd_rig.h"
 #include "test_main.h"
 
-namespace {
-
-bool alive(qint64 pid) {
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
-  QFile stat(QString("/proc/%1/stat").arg(pid));
-  return stat.open(QIODevice::ReadOnly) && !QString::fromLatin1(stat.readAll()).section(')', 1).trimmed().startsWith('Z');
-}
-
-std::vector<qint64> pids(const QString& dir, int count) {
-  std::vector<qint64> out;
-  for (int rank = 0; rank < count; ++rank) {
-    QFile file(dir + QString("/rank%1.pid").arg(rank));
-    if (file.open(QIODevice::ReadOnly)) out.push_back(file.readAll().trimmed().toLongLong());
-  }
-  return out;
-}
-
-bool all_dead(const std::vector<qint64>& ranks, int timeout_ms) {
-  QElapsedTimer timer;
-  timer.start();
-  while (timer.elapsed() < timeout_ms) {
-    bool any = false;
-    for (auto pid : ranks) any = any || alive(pid);
-    if (!any) return true;
-    QThread::msleep(50);
-  }
-  return false;
-}
-
-}  // namespace
 
 class SshLaunchTest : public QObject {
   Q_OBJECT
@@ -144,7 +114,7 @@ class SshLaunchTest : public QObject {
     QVERIFY2(timer.elapsed() < 40000, "the other machine's ranks were not stopped");
     QVERIFY2(result.output.contains("spur launch: machine2 (pid") && result.output.contains("exit code 7"),
              qPrintable(result.output));
-    QVERIFY(all_dead(pids(dir.path(), 4), 10000));
+    QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 4), 10000));
   }
 
   void ctrl_c_stops_every_machine() {
@@ -159,12 +129,12 @@ class SshLaunchTest : public QObject {
     QVERIFY(spur.waitForStarted());
     QElapsedTimer timer;
     timer.start();
-    while (pids(dir.path(), 2).size() < 2 && timer.elapsed() < 30000) QThread::msleep(50);
-    QCOMPARE(pids(dir.path(), 2).size(), size_t(2));
+    while (spur::test::rank_pids(dir.path(), 2).size() < 2 && timer.elapsed() < 30000) QThread::msleep(50);
+    QCOMPARE(spur::test::rank_pids(dir.path(), 2).size(), size_t(2));
     ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
     QVERIFY(spur.waitForFinished(30000));
     QCOMPARE(spur.exitCode(), 130);
-    QVERIFY2(all_dead(pids(dir.path(), 2), 10000), qPrintable(QString::fromUtf8(spur.readAll())));
+    QVERIFY2(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 10000), qPrintable(QString::fromUtf8(spur.readAll())));
   }
 
   void unreachable_and_refused_hosts_are_named() {

@@ -6,8 +6,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <signal.h>
 
 #include <QDeadlineTimer>
+#include <QThread>
+#include <QFile>
+#include <QElapsedTimer>
 
 namespace spur::test {
 
@@ -131,6 +135,33 @@ RankResult run_process(const QString& program, const QStringList& arguments, con
   result.crashed = process.exitStatus() == QProcess::CrashExit;
   result.exit_code = process.exitCode();
   return result;
+}
+
+bool alive(qint64 pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  return stat.open(QIODevice::ReadOnly) && !QString::fromLatin1(stat.readAll()).section(')', 1).trimmed().startsWith('Z');
+}
+
+std::vector<qint64> rank_pids(const QString& dir, int count) {
+  std::vector<qint64> out;
+  for (int rank = 0; rank < count; ++rank) {
+    QFile file(dir + QString("/rank%1.pid").arg(rank));
+    if (file.open(QIODevice::ReadOnly)) out.push_back(file.readAll().trimmed().toLongLong());
+  }
+  return out;
+}
+
+bool all_dead(const std::vector<qint64>& pids, int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeout_ms) {
+    bool any = false;
+    for (auto pid : pids) any = any || alive(pid);
+    if (!any) return true;
+    QThread::msleep(20);
+  }
+  return false;
 }
 
 }  // namespace spur::test

@@ -54,4 +54,11 @@ class RankGroup {
 RankResult run_process(const QString& program, const QStringList& arguments, const QProcessEnvironment& env,
                        int timeout_ms);
 
+/// The process exists and is not a zombie.
+bool alive(qint64 pid);
+/// The PIDs launch_rig wrote as DIR/rankN.pid for ranks 0..count-1 (those written so far).
+std::vector<qint64> rank_pids(const QString& dir, int count);
+/// Waits until none of `pids` is alive; false after timeout_ms.
+bool all_dead(const std::vector<qint64>& pids, int timeout_ms);
+
 }  // namespace spur::test
