@@ -11,6 +11,8 @@ namespace spur::app {
 ConsoleModel::ConsoleModel(QString history_path, QObject* parent)
     : QAbstractListModel(parent), path_(std::move(history_path)) {}
 
+ConsoleModel::~ConsoleModel() = default;
+
 int ConsoleModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(lines_.size());
 }
@@ -58,14 +60,16 @@ bool ConsoleModel::fetch_new() {
   if (run_ == 0 || !QFileInfo::exists(path_)) return true;
   std::vector<history::ConsoleLine> fresh;
   try {
-    history::HistoryReader reader(path_.toStdString());
+    if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
+    reader_->check_schema();
     if (after_ == 0) {
-      const auto run = reader.run(run_);
+      const auto run = reader_->run(run_);
       remote_ = run && run->target != "local";
     }
-    fresh = reader.console(run_, after_, rank_);
+    fresh = reader_->console(run_, after_, rank_);
     error_.clear();
   } catch (const std::exception& e) {
+    reader_.reset();
     error_ = e.what();
     return false;
   }

@@ -9,7 +9,13 @@
 #include <optional>
 #include <vector>
 
+#include <memory>
+
 #include <spur/history/records.h>
+
+namespace spur::history {
+class HistoryReader;
+}
 
 namespace spur::app {
 
@@ -23,6 +29,7 @@ class ConsoleModel : public QAbstractListModel {
   static constexpr int kMaxLines = 20000;
 
   explicit ConsoleModel(QString history_path, QObject* parent = nullptr);
+  ~ConsoleModel() override;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
@@ -48,6 +55,7 @@ class ConsoleModel : public QAbstractListModel {
   int64_t after_ = 0;
   bool remote_ = false;
   std::vector<history::ConsoleLine> lines_;
+  std::unique_ptr<history::HistoryReader> reader_;  // opened once, again after an error
   QString error_;
 };
 

@@ -22,6 +22,8 @@ bool same(const history::Run& a, const history::Run& b) {
 
 RunsModel::RunsModel(QString history_path, QObject* parent) : QAbstractTableModel(parent), path_(std::move(history_path)) {}
 
+RunsModel::~RunsModel() = default;
+
 int RunsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(runs_.size());
 }
@@ -81,9 +83,14 @@ int RunsModel::row_of(int64_t id) const {
 bool RunsModel::refresh() {
   std::vector<history::Run> fresh;
   try {
-    if (QFileInfo::exists(path_)) fresh = history::HistoryReader(path_.toStdString()).runs();
+    if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
+    if (reader_) {
+      reader_->check_schema();
+      fresh = reader_->runs();
+    }
     error_.clear();
   } catch (const std::exception& e) {
+    reader_.reset();
     error_ = e.what();
     return false;
   }

@@ -8,7 +8,13 @@
 
 #include <vector>
 
+#include <memory>
+
 #include <spur/history/records.h>
+
+namespace spur::history {
+class HistoryReader;
+}
 
 namespace spur::app {
 
@@ -23,6 +29,7 @@ class RunsModel : public QAbstractTableModel {
   static constexpr int RunIdRole = Qt::UserRole + 1;
 
   explicit RunsModel(QString history_path, QObject* parent = nullptr);
+  ~RunsModel() override;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -40,6 +47,7 @@ class RunsModel : public QAbstractTableModel {
   QString path_;
   QString error_;
   std::vector<history::Run> runs_;  // by id, ascending
+  std::unique_ptr<history::HistoryReader> reader_;  // opened once (refresh runs every 250 ms), again after an error
 };
 
 }  // namespace spur::app

@@ -50,6 +50,14 @@ Run read_run(Database& db, Statement& row) {
 
 HistoryReader::HistoryReader(const std::string& path) : db_(open_existing(path)) {}
 
+void HistoryReader::check_schema() {
+  const int version = db_.schema_version();
+  if (version > Database::kSchemaVersion) {
+    throw HistoryError("run history " + db_.path() + " was written by a newer Spur (schema " + std::to_string(version) +
+                       ", this one reads up to " + std::to_string(Database::kSchemaVersion) + ")");
+  }
+}
+
 std::vector<Run> HistoryReader::runs() {
   Statement query(db_.handle(), std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id");
   std::vector<Run> runs;

@@ -23,6 +23,9 @@ class HistoryReader {
   /// Opens the history read-only. Throws HistoryError when it does not exist or cannot be read.
   explicit HistoryReader(const std::string& path = default_history_path());
 
+  /// Throws HistoryError when another process has since moved the file to a newer schema (a reader kept open
+  /// across refreshes checks this first; it costs one header read).
+  void check_schema();
   std::vector<Run> runs();
   std::optional<Run> run(int64_t id);
   std::vector<std::string> metric_keys(int64_t run);
