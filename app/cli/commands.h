@@ -20,9 +20,6 @@ int config_command(const QStringList& arguments);
 int launch_command(const QStringList& arguments);
 /// `spur test [launch flags]`: spur-check launched as `spur launch` would launch a program; says whether it works.
 int test_command(const QStringList& arguments);
-/// The flags `spur launch` (and so `spur test`) accepts: with a value, and switches.
-const QSet<QString>& launch_valued_flags();
-const QSet<QString>& launch_switches();
 /// `spur sagemaker follow|stop|describe JOB`: a SageMaker training job submitted earlier.
 int sagemaker_command(const QStringList& arguments);
 /// `spur launch` with a SageMaker configuration: submits the training job and follows it.

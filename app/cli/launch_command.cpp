@@ -8,7 +8,6 @@
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QRegularExpression>
 #include <QTextStream>
 #include <QThread>
 
@@ -16,11 +15,13 @@
 #include "cli/commands.h"
 #include "config/run_config.h"
 #include "launch/launch_plan.h"
+#include "launch/launch_request.h"
 #include "launch/local_launcher.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
 #include "runs/run_recorder.h"
+#include "runs/run_status.h"
 
 namespace spur::cli {
 namespace {
@@ -53,20 +54,6 @@ const char* kUsage =
     "  [--detach] [--job_name NAME] [--poll_interval S] [--aws_endpoint_url URL]\n"
     "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n";
 
-QString host_name() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString("localhost");
-}
-
-QString shell_words(const QStringList& words) {
-  QStringList quoted;
-  static const QRegularExpression plain("^[A-Za-z0-9_./:=,@%+-]+$");
-  for (const auto& word : words) {
-    quoted << (plain.match(word).hasMatch() ? word : "'" + QString(word).replace("'", "'\\''") + "'");
-  }
-  return quoted.join(' ');
-}
-
 // The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
 // side records) or a SageMaker container (the submitting machine records).
 std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QStringList& given, const QString& target,
@@ -78,7 +65,7 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
   run.target = target.toStdString();
   run.hosts = hosts.toStdString();
   run.config = config_yaml;
-  run.command = ("spur launch " + shell_words(given)).toStdString();
+  run.command = ("cd " + app::shell_quote({QDir::currentPath()}) + " && spur launch " + app::shell_quote(given)).toStdString();
   return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
 }
 
@@ -90,21 +77,6 @@ void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
 
 }  // namespace
 
-const QSet<QString>& launch_valued_flags() {
-  static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
-                                   "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
-                                   "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
-                                   "remote_spur", "connect_timeout", "env", "job_name",
-                                   "aws_endpoint_url", "poll_interval", "run_name"};
-  return flags;
-}
-
-const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config",
-                                   "detach", "no_history"};
-  return flags;
-}
-
 int launch_command(const QStringList& given) {
   QTextStream out(stdout);
   QTextStream err(stderr);
@@ -115,7 +87,7 @@ int launch_command(const QStringList& given) {
     QStringList arguments = given;
     container = app::detect_sagemaker_container();
     if (container) {
-      const Arguments probe(given, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+      const Arguments probe(given, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
       QStringList program = probe.positional();
       QStringList flags = given.mid(0, given.size() - program.size());
       if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
@@ -124,7 +96,7 @@ int launch_command(const QStringList& given) {
       if (program.isEmpty() || program == QStringList{"train"}) program = QStringList{container->program()} + container->arguments();
       arguments = container->launch_flags() + flags + QStringList{"--"} + program;
     }
-    const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+    const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
       return 0;
@@ -253,7 +225,7 @@ int launch_command(const QStringList& given) {
     if (recorder) {
       const auto environment = recorder->environment();
       for (auto& rank : plan.ranks) rank.environment.insert(environment);
-      supervision.on_line = [&recorder, host = host_name()](const app::RankSpec& rank, bool error_stream,
+      supervision.on_line = [&recorder, host = app::local_host_name()](const app::RankSpec& rank, bool error_stream,
                                                              const QString& line) {
         return recorder->line(host, rank.rank, error_stream, line);
       };

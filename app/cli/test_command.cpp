@@ -8,6 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "launch/launch_request.h"
 #include "config/run_config.h"
 
 namespace spur::cli {
@@ -36,7 +37,7 @@ int test_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+    const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
       return 0;
@@ -50,7 +51,7 @@ int test_command(const QStringList& arguments) {
   }
   try {
     // A SageMaker job would be billed for a check whose program path is this machine's, not the image's.
-    const Arguments args(arguments, launch_valued_flags(), launch_switches(), /*stop_at_positional=*/true);
+    const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
     const std::string path = args.value("config_file") ? args.value("config_file")->toStdString()
                              : args.has("no_config")   ? std::string()
                                                        : app::config_in_effect();

@@ -12,18 +12,14 @@
 #include <cmath>
 
 namespace spur::app {
-namespace {
-
-QString this_host() {
+QString local_host_name() {
   char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString();
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString("localhost");
 }
-
-}  // namespace
 
 QString effective_status(const history::Run& run) {
   if ((run.status == "running" || run.status == "queued") && run.pid > 0 &&
-      QString::fromStdString(run.host) == this_host() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 &&
+      QString::fromStdString(run.host) == local_host_name() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 &&
       errno == ESRCH) {
     return "failed";
   }

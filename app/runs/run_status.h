@@ -9,6 +9,8 @@
 
 namespace spur::app {
 
+/// This machine's name, as runs record it.
+QString local_host_name();
 /// The stored status, except that a queued or running run whose process on this machine no longer exists is
 /// "failed" (it was killed without a chance to say so).
 QString effective_status(const history::Run& run);

@@ -13,6 +13,7 @@
 #include <QThread>
 
 #include "rank_group.h"
+#include "launch/launch_request.h"
 #include "test_main.h"
 
 namespace {
@@ -45,6 +46,47 @@ class LaunchTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // The Studio's command lines: written quoted for a shell, read back the same (relaunch reads the history's).
+  void launch_requests_round_trip_data() {
+    QTest::addColumn<QString>("directory");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("program");
+    QTest::addColumn<QStringList>("arguments");
+    QTest::newRow("plain") << "/work" << QStringList{"--num_processes", "2"} << "./train" << QStringList{"--lr", "0.1"};
+    QTest::newRow("spaces and quotes") << "/my runs" << QStringList{"--env", "NOTE=it's \"fine\""} << "/opt/my train"
+                                       << QStringList{"a b", "", "$HOME", "--"};
+    QTest::newRow("switches") << "" << QStringList{"--cpu", "--hosts", "a,b"} << "train" << QStringList{};
+  }
+
+  void launch_requests_round_trip() {
+    QFETCH(QString, directory);
+    QFETCH(QStringList, flags);
+    QFETCH(QString, program);
+    QFETCH(QStringList, arguments);
+    spur::app::LaunchRequest request{directory, "/c/run config.yaml", flags, program, arguments};
+    const auto back = spur::app::LaunchRequest::parse(request.command_line());
+    QCOMPARE(back.working_directory, directory);
+    QCOMPARE(back.config_file, request.config_file);
+    QCOMPARE(back.flags, flags);
+    QCOMPARE(back.program, program);
+    QCOMPARE(back.arguments, arguments);
+    // What bash makes of the line is what was meant.
+    const auto echoed = spur::test::run_process("/bin/bash", {"-c", "printf '%s\\n' " + spur::app::shell_quote(arguments)},
+                                                QProcessEnvironment::systemEnvironment(), 10000);
+    QCOMPARE(echoed.output, arguments.isEmpty() ? QString("\n") : arguments.join('\n') + '\n');
+  }
+
+  void launch_request_errors_name_the_problem() {
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("python train.py"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("spur launch --num_processes"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("spur launch --bogus 1 train"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("spur launch 'train"));
+    const auto old = spur::app::LaunchRequest::parse("spur launch --num-processes=2 --config_file=c.yaml -- ./t x");
+    QCOMPARE(old.flags, (QStringList{"--num_processes", "2"}));
+    QCOMPARE(old.config_file, QString("c.yaml"));
+    QCOMPARE(old.program, QString("./t"));
+  }
+
   void dry_run_prints_each_ranks_environment() {
     QTemporaryDir dir;
     const auto result = launch(dir, {"--num_processes", "2", "--mixed-precision=bf16", "--env", "SPUR_TEST_A=1 2",

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Detached launches; see detached_launch.h.
+#include "launch/detached_launch.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QStandardPaths>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runs/run_status.h"
+
+namespace spur::app {
+QString spur_program() {
+  if (const QString chosen = qEnvironmentVariable("SPUR_PROGRAM"); !chosen.isEmpty()) return chosen;
+  const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath("spur");
+  if (QFileInfo(beside).isExecutable()) return beside;
+  const QString found = QStandardPaths::findExecutable("spur");
+  return found.isEmpty() ? QString("spur") : found;
+}
+
+DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
+                               const QProcessEnvironment& environment, const QString& spur) {
+  DetachedLaunch result;
+  if (request.program.isEmpty()) {
+    result.error = "no program to launch";
+    return result;
+  }
+  if (!request.working_directory.isEmpty() && !QFileInfo(request.working_directory).isDir()) {
+    result.error = "the working directory " + request.working_directory + " does not exist";
+    return result;
+  }
+  const QString resolved = spur.contains('/') ? spur : QStandardPaths::findExecutable(spur);
+  if (resolved.isEmpty() || !QFileInfo(resolved).isExecutable()) {
+    result.error = "cannot find the spur command (" + spur + "): install Spur, or set SPUR_PROGRAM";
+    return result;
+  }
+  if (!log_file.isEmpty()) QDir().mkpath(QFileInfo(log_file).absolutePath());
+  QProcess process;
+  // setsid (util-linux): the launcher leaves the caller's session, so closing the caller's terminal or pressing
+  // Ctrl-C there does not stop the run. It execs spur in place, so the pid is the launcher's.
+  const QString setsid = QStandardPaths::findExecutable("setsid");
+  if (setsid.isEmpty()) {
+    process.setProgram(resolved);
+    process.setArguments(request.spur_arguments());
+  } else {
+    process.setProgram(setsid);
+    process.setArguments(QStringList{resolved} + request.spur_arguments());
+  }
+  if (!request.working_directory.isEmpty()) process.setWorkingDirectory(request.working_directory);
+  process.setProcessEnvironment(environment);
+  process.setStandardInputFile(QProcess::nullDevice());
+  process.setStandardOutputFile(log_file.isEmpty() ? QProcess::nullDevice() : log_file);
+  process.setStandardErrorFile(log_file.isEmpty() ? QProcess::nullDevice() : log_file, QIODevice::Append);
+  if (!process.startDetached(&result.pid)) {
+    result.error = "cannot start " + spur + ": " + process.errorString();
+    result.pid = 0;
+  }
+  return result;
+}
+
+bool process_alive(qint64 pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+QString stop_run(const history::Run& run) {
+  const QString status = effective_status(run);
+  if (status != "running" && status != "queued") {
+    return QString("run %1 is not running (%2)").arg(run.id).arg(status);
+  }
+  if (QString::fromStdString(run.host) != local_host_name()) {
+    return QString("run %1 was launched on %2: stop it there").arg(run.id).arg(QString::fromStdString(run.host));
+  }
+  if (run.pid <= 0 || ::kill(static_cast<pid_t>(run.pid), SIGTERM) != 0) {
+    return QString("cannot signal run %1's launcher (pid %2): %3").arg(run.id).arg(run.pid).arg(std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace spur::app

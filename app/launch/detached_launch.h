@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// Starting `spur launch` so that it outlives the program that asked (the Studio may close, the run goes on and is
+// found again in the history), and asking a run's launcher to stop. The launcher itself does all the work.
+#pragma once
+
+#include <QProcessEnvironment>
+#include <QString>
+
+#include <spur/history/records.h>
+
+#include "launch/launch_request.h"
+
+namespace spur::app {
+
+struct DetachedLaunch {
+  qint64 pid = 0;  // the launcher's: the run it records carries this pid
+  QString error;   // why it did not start; empty when it did
+};
+
+/// The `spur` program: $SPUR_PROGRAM, else next to the running executable (a build tree or an installation), else on PATH.
+QString spur_program();
+/// Starts `spur launch` for `request` in a session of its own (a Ctrl-C meant for the caller's terminal does not
+/// reach it). What the launcher prints itself (a bad configuration before any rank starts) goes to `log_file`.
+DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
+                               const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment(),
+                               const QString& spur = spur_program());
+/// Whether a process with this pid exists on this machine.
+bool process_alive(qint64 pid);
+/// Asks the launcher of a running run to stop it (SIGTERM: it stops every rank, or the SageMaker job, and records
+/// "stopped"). An error saying why not (finished already, launched on another machine) otherwise.
+QString stop_run(const history::Run& run);
+
+}  // namespace spur::app

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// Launch requests and their command lines; see launch_request.h.
+#include "launch/launch_request.h"
+
+#include <QRegularExpression>
+
+#include <stdexcept>
+
+namespace spur::app {
+
+const QSet<QString>& launch_valued_flags() {
+  static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
+                                   "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
+                                   "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
+                                   "remote_spur", "connect_timeout", "env", "job_name",
+                                   "aws_endpoint_url", "poll_interval", "run_name"};
+  return flags;
+}
+
+const QSet<QString>& launch_switches() {
+  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config",
+                                   "detach", "no_history"};
+  return flags;
+}
+
+QString shell_quote(const QStringList& words) {
+  QStringList quoted;
+  static const QRegularExpression plain("^[A-Za-z0-9_./:=,@%+-]+$");
+  for (const auto& word : words) {
+    quoted << (plain.match(word).hasMatch() ? word : "'" + QString(word).replace("'", "'\\''") + "'");
+  }
+  return quoted.join(' ');
+}
+
+QStringList shell_split(const QString& line) {
+  QStringList words;
+  QString word;
+  bool in_word = false;
+  for (qsizetype i = 0; i < line.size(); ++i) {
+    const QChar c = line[i];
+    if (c == '\'') {
+      const qsizetype end = line.indexOf('\'', i + 1);
+      if (end < 0) throw std::invalid_argument("unterminated ' in: " + line.toStdString());
+      word += line.mid(i + 1, end - i - 1);
+      i = end;
+      in_word = true;
+    } else if (c == '"') {
+      for (++i; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\' && i + 1 < line.size()) ++i;
+        word += line[i];
+      }
+      if (i >= line.size()) throw std::invalid_argument("unterminated \" in: " + line.toStdString());
+      in_word = true;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      word += line[++i];
+      in_word = true;
+    } else if (c.isSpace()) {
+      if (in_word) words << word;
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words << word;
+  return words;
+}
+
+QStringList LaunchRequest::spur_arguments() const {
+  QStringList words{"launch"};
+  if (!config_file.isEmpty()) words << "--config_file" << config_file;
+  words << flags << "--" << program << arguments;
+  return words;
+}
+
+QString LaunchRequest::command_line() const {
+  QString line = working_directory.isEmpty() ? QString() : "cd " + shell_quote({working_directory}) + " && ";
+  QStringList words = spur_arguments();
+  words.removeAt(words.indexOf("--"));  // the program is the first word that is not a flag
+  if (program.startsWith('-')) words.insert(words.size() - arguments.size() - 1, "--");
+  return line + "spur " + shell_quote(words);
+}
+
+LaunchRequest LaunchRequest::parse(const QString& command_line) {
+  QStringList words = shell_split(command_line);
+  LaunchRequest request;
+  if (words.size() >= 3 && words[0] == "cd" && words[2] == "&&") {
+    request.working_directory = words[1];
+    words = words.mid(3);
+  }
+  if (words.size() < 2 || !words[0].endsWith("spur") || words[1] != "launch") {
+    throw std::invalid_argument("not a `spur launch` command: " + command_line.toStdString());
+  }
+  qsizetype i = 2;
+  for (; i < words.size(); ++i) {
+    const QString& word = words[i];
+    if (word == "--") {
+      ++i;
+      break;
+    }
+    if (!word.startsWith("--")) break;
+    QString name = word.mid(2);
+    const qsizetype equals = name.indexOf('=');
+    const bool inline_value = equals >= 0;
+    if (inline_value) name.truncate(equals);
+    name.replace('-', '_');
+    const bool valued = launch_valued_flags().contains(name);
+    if (!valued && !launch_switches().contains(name)) {
+      throw std::invalid_argument("unknown launch flag " + word.toStdString() + " in: " + command_line.toStdString());
+    }
+    QString value;
+    if (valued && !inline_value) {
+      if (i + 1 >= words.size()) throw std::invalid_argument(word.toStdString() + " has no value");
+      value = words[++i];
+    } else if (inline_value) {
+      value = word.mid(word.indexOf('=') + 1);
+    }
+    if (name == "config_file") {
+      request.config_file = value;
+    } else {
+      request.flags << "--" + name;
+      if (valued) request.flags << value;
+    }
+  }
+  if (i >= words.size()) throw std::invalid_argument("no program in: " + command_line.toStdString());
+  request.program = words[i];
+  request.arguments = words.mid(i + 1);
+  return request;
+}
+
+}  // namespace spur::app

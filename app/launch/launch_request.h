@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// LaunchRequest: one `spur launch` as a person would type it (directory, configuration file, flags, program).
+// The Studio starts runs from it, shows it as the headless command, and rebuilds it from a run's history.
+#pragma once
+
+#include <QSet>
+#include <QString>
+#include <QStringList>
+
+namespace spur::app {
+
+/// The flags `spur launch` (and so `spur test`) accepts, without dashes: with a value, and switches.
+const QSet<QString>& launch_valued_flags();
+const QSet<QString>& launch_switches();
+
+/// Words quoted for a POSIX shell only where needed ("a b" -> 'a b').
+QString shell_quote(const QStringList& words);
+/// The inverse for what shell_quote writes (and plain '...', "..." and backslashes); throws std::invalid_argument
+/// on an unterminated quote.
+QStringList shell_split(const QString& line);
+
+struct LaunchRequest {
+  QString working_directory;  // empty: the caller's
+  QString config_file;        // empty: the configuration in effect
+  QStringList flags;          // launch flags other than --config_file, as typed ("--hosts", "a,b", ...)
+  QString program;
+  QStringList arguments;
+
+  /// `spur`'s arguments: {"launch", "--config_file", F, flags..., "--", program, arguments...}.
+  QStringList spur_arguments() const;
+  /// The headless command: "cd DIR && spur launch --config_file F ... PROGRAM ARGS" (quoted for a shell).
+  QString command_line() const;
+  /// Reads a command line as command_line() writes it (and as `spur launch` records it in the history).
+  /// std::invalid_argument naming what is wrong when it is not a `spur launch` command.
+  static LaunchRequest parse(const QString& command_line);
+};
+
+}  // namespace spur::app
