@@ -2,11 +2,7 @@
 // `spur config`: the terminal questionnaire (machines without a display), `config default`, `config show` and
 // `config validate`. Files are Accelerate's format: a file written here loads in Accelerate, and back.
 #include <QFileInfo>
-#include <QProcess>
-#include <QRegularExpression>
-#include <QStandardPaths>
 #include <QTextStream>
-#include <QThread>
 
 #include <functional>
 #include <iostream>
@@ -15,18 +11,10 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "config/run_config.h"
+#include "config/setup_answers.h"
 
 namespace spur::cli {
 namespace {
-
-int detected_gpus() {
-  const QString smi = QStandardPaths::findExecutable("nvidia-smi");
-  if (smi.isEmpty()) return 0;
-  QProcess process;
-  process.start(smi, {"-L"});
-  if (!process.waitForFinished(10000) || process.exitCode() != 0) return 0;
-  return static_cast<int>(QString::fromLocal8Bit(process.readAllStandardOutput()).trimmed().split('\n', Qt::SkipEmptyParts).size());
-}
 
 std::string target_path(const Arguments& args) {
   if (auto file = args.value("config_file")) return file->toStdString();
@@ -75,80 +63,51 @@ class Questionnaire {
   }
 };
 
-YAML::Node str(const std::string& s) {
-  YAML::Node node(s);
-  node.SetTag("!");  // a string, whatever it looks like ('NO', '0')
-  return node;
-}
-
 app::RunConfig questionnaire(const std::string& path) {
   Questionnaire q;
-  const int gpus = detected_gpus();
+  const auto hardware = app::DetectedHardware::detect();
   std::cout << "Spur's questions are Accelerate's (`accelerate config`); the file is Accelerate's format.\n"
-            << "Detected: " << QThread::idealThreadCount() << " CPU cores, " << gpus << " GPU(s).\n";
+            << "Detected: " << hardware.cpu_cores << " CPU cores, " << hardware.gpus << " GPU(s).\n";
+  auto a = app::SetupAnswers::defaults(hardware);
   const auto where = q.choose("Where does the run happen?", {"this_machine", "sagemaker"}, "this_machine");
-  auto config = app::RunConfig::defaults("no", gpus);
+  const auto check = [](app::QStringCheck check) {
+    return [check](const std::string& answer) { return check(QString::fromStdString(answer)).toStdString(); };
+  };
   if (where == "sagemaker") {
-    YAML::Node root;
-    root["compute_environment"] = str("AMAZON_SAGEMAKER");
-    root["distributed_type"] = str(q.choose("Distributed mode", {"NO", "DATA_PARALLEL"}, "DATA_PARALLEL"));
-    root["region"] = str(q.ask("AWS region", "us-east-1", [](const std::string& a) { return a.empty() ? "a region" : ""; }));
-    root["iam_role_name"] = str(q.ask("IAM role for the training job", "spur_sagemaker_execution_role",
-                                      [](const std::string& a) { return a.empty() ? "a role name or ARN" : ""; }));
+    a.where = app::SetupAnswers::Where::SageMaker;
+    a.distributed_type = q.choose("Distributed mode", {"NO", "DATA_PARALLEL"}, "DATA_PARALLEL");
+    a.region = q.ask("AWS region", a.region, check(app::check_region));
+    a.iam_role_name = q.ask("IAM role for the training job", a.iam_role_name,
+                            [](const std::string& s) { return s.empty() ? "a role name or ARN" : ""; });
     const auto none = [](const std::string&) { return std::string(); };
-    if (auto profile = q.ask("AWS profile (empty: the AWS CLI's default credentials)", "", none); !profile.empty()) {
-      root["profile"] = str(profile);
-    }
-    if (auto inputs = q.ask("Input channels file (TSV: channel<TAB>s3://uri; empty: none)", "", none); !inputs.empty()) {
-      root["sagemaker_inputs_file"] = str(inputs);
-    }
-    if (auto metrics = q.ask("Metrics file (TSV: name<TAB>regex; empty: none)", "", none); !metrics.empty()) {
-      root["sagemaker_metrics_file"] = str(metrics);
-    }
-    root["image_uri"] = str(q.ask("Training image (your container, with Spur and your program)", "",
-                                  [](const std::string& a) { return a.empty() ? "an ECR image URI" : ""; }));
-    root["ec2_instance_type"] = str(q.ask("Instance type", "ml.p3.2xlarge",
-                                          [](const std::string& a) { return a.rfind("ml.", 0) == 0 ? "" : "an ml.* type"; }));
-    root["num_machines"] = q.integer("How many instances?", 1, 1, 1000);
-    root["mixed_precision"] = str(q.choose("Mixed precision", {"no", "fp16", "bf16"}, "no"));
-    root["debug"] = false;
-    root["use_cpu"] = false;
-    YAML::Emitter out;
-    out << root;
-    config = app::RunConfig::parse(out.c_str(), path);
-  } else {
-    const auto kind = q.choose("Which kind of run?", {"NO", "MULTI_CPU", "MULTI_GPU"},
-                               gpus > 1 ? "MULTI_GPU" : (QThread::idealThreadCount() > 1 ? "MULTI_CPU" : "NO"));
-    config.set("distributed_type", str(kind));
-    if (kind != "NO") {
-      const int machines = q.integer("How many machines?", 1, 1, 10000);
-      config.set("num_machines", YAML::Node(machines));
-      if (machines > 1) {
-        config.set("machine_rank", YAML::Node(q.integer("This machine's rank (0 is the main one)", 0, 0, machines - 1)));
-        config.set("main_process_ip", str(q.ask("Main machine's IP address", "", [](const std::string& a) {
-                     return a.empty() ? "the address the other machines reach it at" : "";
-                   })));
-        config.set("main_process_port", YAML::Node(q.integer("Main machine's port", 29500, 1, 65535)));
-        config.set("same_network", YAML::Node(q.yes("Are all machines on the same local network?", true)));
-      }
-      const int per_machine_default = kind == "MULTI_GPU" ? std::max(1, gpus) : std::max(2, QThread::idealThreadCount() / 2);
-      const int per_machine = q.integer("Processes per machine", per_machine_default, 1, 4096);
-      config.set("num_processes", YAML::Node(per_machine * machines));
-    } else {
-      config.set("num_processes", YAML::Node(1));
-    }
-    const bool cpu = kind == "MULTI_CPU" || gpus == 0 || q.yes("Run on the CPU only?", false);
-    config.set("use_cpu", YAML::Node(cpu));
-    if (!cpu) {
-      config.set("gpu_ids", str(q.ask("Which GPUs (all, or numbers like 0,1)?", "all", [](const std::string& a) {
-                   return a == "all" || QString::fromStdString(a).contains(QRegularExpression("^[0-9]+(,[0-9]+)*$"))
-                              ? ""
-                              : "all, or numbers like 0,1";
-                 })));
-    }
-    config.set("mixed_precision", str(q.choose("Mixed precision", {"no", "fp16", "bf16"}, cpu ? "no" : "bf16")));
+    a.profile = q.ask("AWS profile (empty: the AWS CLI's default credentials)", "", none);
+    a.inputs_file = q.ask("Input channels file (TSV: channel<TAB>s3://uri; empty: none)", "", none);
+    a.metrics_file = q.ask("Metrics file (TSV: name<TAB>regex; empty: none)", "", none);
+    a.image_uri = q.ask("Training image (your container, with Spur and your program)", "", check(app::check_image_uri));
+    a.ec2_instance_type = q.ask("Instance type", a.ec2_instance_type, check(app::check_instance_type));
+    a.num_machines = q.integer("How many instances?", 1, 1, 1000);
+    a.mixed_precision = q.choose("Mixed precision", {"no", "fp16", "bf16"}, "no");
+    return a.to_config(path);
   }
-  return config;
+  a.distributed_type = q.choose("Which kind of run?", {"NO", "MULTI_CPU", "MULTI_GPU"}, a.distributed_type);
+  if (a.distributed_type != "NO") {
+    a.num_machines = q.integer("How many machines?", 1, 1, 10000);
+    if (a.num_machines > 1) {
+      a.machine_rank = q.integer("This machine's rank (0 is the main one)", 0, 0, a.num_machines - 1);
+      a.main_process_ip = QString::fromStdString(q.ask("Main machine's IP address", "", check(app::check_host)));
+      a.main_process_port = q.integer("Main machine's port", 29500, 1, 65535);
+      a.same_network = q.yes("Are all machines on the same local network?", true);
+    }
+    a.processes_per_machine = q.integer("Processes per machine", a.distributed_type == "MULTI_GPU" ? std::max(1, hardware.gpus)
+                                                                                                  : std::max(2, a.processes_per_machine),
+                                        1, 4096);
+  } else {
+    a.processes_per_machine = 1;
+  }
+  a.use_cpu = a.distributed_type == "MULTI_CPU" || hardware.gpus == 0 || q.yes("Run on the CPU only?", false);
+  if (!a.use_cpu) a.gpu_ids = q.ask("Which GPUs (all, or numbers like 0,1)?", "all", check(app::check_gpu_ids));
+  a.mixed_precision = q.choose("Mixed precision", {"no", "fp16", "bf16"}, a.use_cpu ? "no" : "bf16");
+  return a.to_config(path);
 }
 
 }  // namespace
@@ -163,7 +122,7 @@ int config_command(const QStringList& arguments) {
       const Arguments args(rest, {"mixed_precision", "config_file"}, {});
       const auto precision = args.value("mixed_precision").value_or("no").toStdString();
       const auto path = target_path(args);
-      auto config = app::RunConfig::defaults(precision, detected_gpus());
+      auto config = app::RunConfig::defaults(precision, app::DetectedHardware::detect().gpus);
       config.save(path);
       out << "Configuration saved at " << QString::fromStdString(path) << "\n";
       return 0;

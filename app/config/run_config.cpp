@@ -313,6 +313,15 @@ void RunConfig::validate(const std::string& name) const {
   }
 }
 
+RunConfig RunConfig::from_node(const YAML::Node& root, const std::string& name) {
+  if (!root.IsMap()) throw ConfigError(name + ": a configuration is a mapping of keys to values");
+  RunConfig config;
+  config.name_ = name;
+  for (const auto& entry : root) config.values_[entry.first.as<std::string>()] = entry.second;
+  config.validate(name);
+  return config;
+}
+
 RunConfig RunConfig::defaults(const std::string& mixed_precision, int gpus) {
   RunConfig config;
   config.name_ = "defaults";
@@ -404,6 +413,12 @@ void RunConfig::set(const std::string& key, const YAML::Node& value) {
 }
 
 void RunConfig::erase(const std::string& key) { values_.erase(key); }
+
+YAML::Node RunConfig::node() const {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& [key, value] : values_) root[key] = YAML::Clone(value);
+  return root;
+}
 
 std::vector<std::string> RunConfig::unsupported() const {
   std::vector<std::string> notes;

@@ -25,6 +25,8 @@ class RunConfig {
   static RunConfig load(const std::string& path);
   /// Same, from text; `name` is what errors call the file.
   static RunConfig parse(const std::string& text, const std::string& name);
+  /// From a mapping built in code (strings tagged "!" stay strings: 'no', 'NO'); validated as a file would be.
+  static RunConfig from_node(const YAML::Node& root, const std::string& name);
   /// A local configuration for this machine with Accelerate's `config default` values.
   static RunConfig defaults(const std::string& mixed_precision = "no", int gpus = 0);
 
@@ -60,6 +62,8 @@ class RunConfig {
   /// Sets a key (Accelerate's keys only) and re-validates; ConfigError naming the key on a bad value.
   void set(const std::string& key, const YAML::Node& value);
   void erase(const std::string& key);
+  /// Every key as a YAML mapping (tags kept).
+  YAML::Node node() const;
 
   /// Keys that would change the run's behaviour in Accelerate but that Spur does not act on (FSDP, DeepSpeed,
   /// dynamo, TPU...), with why; they are kept as they are in the file.

@@ -207,7 +207,7 @@ class ConfigTest : public QObject {
     QVERIFY(spur.waitForFinished(30000));
     const QString output = QString::fromUtf8(spur.readAll());
     QVERIFY2(spur.exitCode() == 0, qPrintable(output));
-    QVERIFY2(output.contains("an ml.* type"), qPrintable(output));
+    QVERIFY2(output.contains("not a SageMaker instance type (ml.*)"), qPrintable(output));
     const QString text = read(path);
     for (const char* expected : {"compute_environment: AMAZON_SAGEMAKER", "distributed_type: DATA_PARALLEL",
                                  "region: eu-west-1", "iam_role_name: spur-role", "profile: research",

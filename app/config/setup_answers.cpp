@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+// Setup answers to configurations and launches; see setup_answers.h.
+#include "config/setup_answers.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+#include <QThread>
+
+#include <algorithm>
+
+#include "launch/launch_plan.h"
+
+namespace spur::app {
+namespace {
+
+YAML::Node str(const std::string& s) {
+  YAML::Node node(s);
+  node.SetTag("!");  // a string, whatever it looks like ('NO', '0')
+  return node;
+}
+
+QString host_part(const QString& host) { return host.mid(host.indexOf('@') + 1); }
+
+}  // namespace
+
+DetectedHardware DetectedHardware::detect() {
+  DetectedHardware hardware;
+  hardware.cpu_cores = std::max(1, QThread::idealThreadCount());
+  const QString smi = QStandardPaths::findExecutable("nvidia-smi");
+  if (!smi.isEmpty()) {
+    QProcess process;
+    process.start(smi, {"-L"});
+    if (process.waitForFinished(10000) && process.exitCode() == 0) {
+      hardware.gpus = static_cast<int>(
+          QString::fromLocal8Bit(process.readAllStandardOutput()).trimmed().split('\n', Qt::SkipEmptyParts).size());
+    }
+  }
+  return hardware;
+}
+
+SetupAnswers SetupAnswers::defaults(const DetectedHardware& hardware) {
+  SetupAnswers answers;
+  answers.use_cpu = hardware.gpus == 0;
+  answers.distributed_type = hardware.gpus > 1 ? "MULTI_GPU" : (hardware.cpu_cores > 1 ? "MULTI_CPU" : "NO");
+  answers.processes_per_machine =
+      hardware.gpus > 0 ? std::max(1, hardware.gpus) : std::max(1, std::min(hardware.cpu_cores, std::max(2, hardware.cpu_cores / 2)));
+  if (answers.distributed_type == "NO") answers.processes_per_machine = 1;
+  answers.mixed_precision = hardware.gpus > 0 ? "bf16" : "no";
+  answers.working_directory = QDir::currentPath();
+  return answers;
+}
+
+SetupAnswers SetupAnswers::from_config(const RunConfig& config, SetupAnswers base) {
+  SetupAnswers a = std::move(base);
+  a.distributed_type = config.distributed_type();
+  a.mixed_precision = config.mixed_precision();
+  a.use_cpu = config.use_cpu();
+  a.num_machines = std::max(1, config.num_machines());
+  if (config.sagemaker()) {
+    a.where = Where::SageMaker;
+    a.region = config.text("region", a.region);
+    a.iam_role_name = config.text("iam_role_name", a.iam_role_name);
+    a.profile = config.text("profile", "");
+    a.image_uri = config.text("image_uri", "");
+    a.ec2_instance_type = config.text("ec2_instance_type", a.ec2_instance_type);
+    a.inputs_file = config.text("sagemaker_inputs_file", "");
+    a.metrics_file = config.text("sagemaker_metrics_file", "");
+    return a;
+  }
+  if (a.where == Where::SageMaker) a.where = Where::Local;
+  a.machine_rank = config.machine_rank();
+  a.main_process_ip = QString::fromStdString(config.main_process_ip());
+  if (config.main_process_port() > 0) a.main_process_port = config.main_process_port();
+  a.same_network = config.same_network();
+  a.processes_per_machine = config.num_processes() > 0 ? std::max(1, config.num_processes() / a.num_machines) : 1;
+  a.gpu_ids = config.gpu_ids();
+  return a;
+}
+
+RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base) const {
+  if (where == Where::SageMaker) {
+    YAML::Node root;
+    root["compute_environment"] = str("AMAZON_SAGEMAKER");
+    root["distributed_type"] = str(distributed_type == "NO" ? "NO" : "DATA_PARALLEL");
+    root["region"] = str(region);
+    root["iam_role_name"] = str(iam_role_name);
+    if (!profile.empty()) root["profile"] = str(profile);
+    if (!inputs_file.empty()) root["sagemaker_inputs_file"] = str(inputs_file);
+    if (!metrics_file.empty()) root["sagemaker_metrics_file"] = str(metrics_file);
+    root["image_uri"] = str(image_uri);
+    root["ec2_instance_type"] = str(ec2_instance_type);
+    root["num_machines"] = num_machines;
+    root["mixed_precision"] = str(mixed_precision);
+    root["debug"] = false;
+    root["use_cpu"] = false;
+    if (base && base->sagemaker()) {
+      // The opened file's other keys (additional_args, base_job_name...) are kept.
+      YAML::Node merged = YAML::Clone(base->node());
+      for (const char* key : {"profile", "sagemaker_inputs_file", "sagemaker_metrics_file"}) merged.remove(key);
+      for (const auto& entry : root) merged[entry.first.as<std::string>()] = entry.second;
+      return RunConfig::from_node(merged, name);
+    }
+    return RunConfig::from_node(root, name);
+  }
+  // Edited as YAML and checked once at the end: key by key, a half-edited file can be invalid (rank 2 of 1).
+  YAML::Node root = YAML::Clone((base && !base->sagemaker() ? *base : RunConfig::defaults(mixed_precision, 0)).node());
+  const bool ssh = where == Where::Ssh;
+  const int machines = ssh ? std::max(1, static_cast<int>(hosts.size())) : num_machines;
+  std::string kind = distributed_type;
+  // Several processes or machines need a process group: Accelerate's MULTI_* types.
+  if (kind == "NO" && (machines > 1 || processes_per_machine > 1)) kind = use_cpu ? "MULTI_CPU" : "MULTI_GPU";
+  root["compute_environment"] = str("LOCAL_MACHINE");
+  root["distributed_type"] = str(kind);
+  root["mixed_precision"] = str(mixed_precision);
+  root["num_machines"] = machines;
+  root["machine_rank"] = machines > 1 && !ssh ? machine_rank : 0;
+  if (machines > 1) {
+    root["main_process_ip"] = str((ssh ? host_part(hosts.front()) : main_process_ip).toStdString());
+    root["main_process_port"] = main_process_port;
+    root["same_network"] = same_network;
+  }
+  root["num_processes"] = kind == "NO" ? 1 : processes_per_machine * machines;
+  root["use_cpu"] = use_cpu;
+  if (!use_cpu) root["gpu_ids"] = str(gpu_ids);
+  return RunConfig::from_node(root, name);
+}
+
+LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
+  LaunchRequest request;
+  request.config_file = config_file;
+  request.working_directory = working_directory;
+  request.program = program;
+  request.arguments = arguments;
+  if (where == Where::Ssh && !hosts.isEmpty()) request.flags << "--hosts" << hosts.join(',');
+  if (gradient_accumulation_steps > 1) {
+    request.flags << "--gradient_accumulation_steps" << QString::number(gradient_accumulation_steps);
+  }
+  for (const auto& [name, value] : environment) request.flags << "--env" << name + "=" + value;
+  return request;
+}
+
+QString check_host(const QString& host) {
+  static const QRegularExpression user("^[A-Za-z0-9._-]+$");
+  static const QRegularExpression name("^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$");
+  static const QRegularExpression ipv6("^[0-9A-Fa-f:]+$");
+  if (host.isEmpty()) return "a host name is empty";
+  const auto at = host.indexOf('@');
+  if (at >= 0 && !user.match(host.left(at)).hasMatch()) return "'" + host + "': not a user name before @";
+  const QString machine = host.mid(at + 1);
+  if (machine.size() > 253 || !(name.match(machine).hasMatch() || (machine.contains(':') && ipv6.match(machine).hasMatch()))) {
+    return "'" + host + "' is not a host name or address";
+  }
+  return {};
+}
+
+QStringList split_host_list(const QString& hosts) {
+  static const QRegularExpression separators("[,\\s]+");
+  return hosts.split(separators, Qt::SkipEmptyParts);
+}
+
+QString check_host_list(const QString& hosts) {
+  QStringList list = split_host_list(hosts);
+  if (list.isEmpty()) return "list at least one host";
+  for (const auto& host : list) {
+    if (const QString problem = check_host(host); !problem.isEmpty()) return problem;
+  }
+  if (list.removeDuplicates() > 0) return "a host is listed twice";
+  return {};
+}
+
+QString check_port(const QString& port) {
+  bool ok = false;
+  const int value = port.trimmed().toInt(&ok);
+  return ok && value >= 1 && value <= 65535 ? QString() : "'" + port + "' is not a TCP port (1 to 65535)";
+}
+
+QString check_gpu_ids(const QString& ids) {
+  static const QRegularExpression list("^[0-9]+(,[0-9]+)*$");
+  return ids == "all" || list.match(ids).hasMatch() ? QString() : "'" + ids + "': all, or GPU numbers like 0,1";
+}
+
+QString check_directory(const QString& directory) {
+  if (directory.isEmpty()) return "choose a directory";
+  return QFileInfo(directory).isDir() ? QString() : directory + " is not a directory";
+}
+
+QString check_program(const QString& program, const QString& working_directory) {
+  if (program.trimmed().isEmpty()) return "choose the training program";
+  if (!program.contains('/')) {
+    return QStandardPaths::findExecutable(program).isEmpty() ? program + " is not on PATH" : QString();
+  }
+  const QFileInfo file(QDir(working_directory).filePath(program));
+  if (!file.exists()) return file.filePath() + " does not exist";
+  if (!file.isFile() || !file.isExecutable()) return file.filePath() + " is not an executable file";
+  return {};
+}
+
+QList<QPair<QString, QString>> parse_environment(const QString& lines) {
+  QList<QPair<QString, QString>> assignments;
+  for (const auto& line : lines.split('\n')) {
+    if (!line.trimmed().isEmpty()) assignments << parse_environment_assignment(line.trimmed());
+  }
+  return assignments;
+}
+
+QString check_environment(const QString& lines) {
+  int number = 0;
+  for (const auto& line : lines.split('\n')) {
+    ++number;
+    if (line.trimmed().isEmpty()) continue;
+    try {
+      parse_environment_assignment(line.trimmed());
+    } catch (const LaunchError&) {
+      return QString("line %1: '%2' is not NAME=VALUE").arg(number).arg(line.trimmed());
+    }
+  }
+  return {};
+}
+
+QString check_region(const QString& region) {
+  static const QRegularExpression pattern("^[a-z]{2}(-[a-z]+)+-[0-9]+$");
+  return pattern.match(region).hasMatch() ? QString() : "'" + region + "' is not an AWS region (like us-east-1)";
+}
+
+QString check_instance_type(const QString& type) {
+  static const QRegularExpression pattern("^ml\\.[a-z0-9]+\\.[a-z0-9]+$");
+  return pattern.match(type).hasMatch() ? QString() : "'" + type + "' is not a SageMaker instance type (ml.*)";
+}
+
+QString check_image_uri(const QString& uri) {
+  return uri.trimmed().isEmpty() || uri.contains(' ') ? QString("the training image's URI (your container with Spur)")
+                                                      : QString();
+}
+
+}  // namespace spur::app

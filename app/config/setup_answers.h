@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// SetupAnswers: the answers to Accelerate's configuration questions (where, how many, which precision) plus what
+// to run, turned into a run configuration and the `spur launch` that runs it. The wizard and `spur config` share it.
+#pragma once
+
+#include <QList>
+#include <QPair>
+#include <QString>
+#include <QStringList>
+
+#include <string>
+
+#include "config/run_config.h"
+#include "launch/launch_request.h"
+
+namespace spur::app {
+
+/// What this machine has, for the questions' defaults.
+struct DetectedHardware {
+  int cpu_cores = 1;
+  int gpus = 0;  // from `nvidia-smi -L`; 0 without a driver
+  static DetectedHardware detect();
+};
+
+struct SetupAnswers {
+  enum class Where { Local, Ssh, SageMaker };
+  Where where = Where::Local;
+  // Local and SSH.
+  std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU (SageMaker: NO, DATA_PARALLEL)
+  int num_machines = 1;                 // SSH: the number of hosts
+  int machine_rank = 0;
+  QString main_process_ip;
+  int main_process_port = 29500;
+  bool same_network = true;
+  int processes_per_machine = 1;
+  QStringList hosts;  // SSH: [user@]host, the first one is the rendezvous
+  bool use_cpu = true;
+  std::string gpu_ids = "all";
+  std::string mixed_precision = "no";
+  int gradient_accumulation_steps = 1;
+  // SageMaker (bring your own container).
+  std::string region = "us-east-1";
+  std::string iam_role_name = "spur_sagemaker_execution_role";
+  std::string profile;
+  std::string image_uri;
+  std::string ec2_instance_type = "ml.p3.2xlarge";
+  std::string inputs_file, metrics_file;
+  // What to run.
+  QString program;
+  QStringList arguments;
+  QString working_directory;
+  QList<QPair<QString, QString>> environment;
+
+  /// Defaults for this machine: several CPU processes on a CPU-only machine, one per GPU otherwise.
+  static SetupAnswers defaults(const DetectedHardware& hardware);
+  /// The answers a configuration file gives (what to run stays as in `base`). Hosts are not part of the file.
+  static SetupAnswers from_config(const RunConfig& config, SetupAnswers base);
+  /// The configuration to save; ConfigError naming the key when the answers do not make a valid one. Over
+  /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
+  RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
+  /// The launch of `config_file` with these answers' flags (hosts, gradient accumulation, environment).
+  LaunchRequest launch_request(const QString& config_file) const;
+};
+
+/// A field check (below).
+using QStringCheck = QString (*)(const QString&);
+
+// Field checks: empty when the text is acceptable, else what is wrong with it (shown at the field).
+QString check_host(const QString& host);
+/// A list separated by commas or spaces; names the first bad host.
+QString check_host_list(const QString& hosts);
+QStringList split_host_list(const QString& hosts);
+QString check_port(const QString& port);
+QString check_gpu_ids(const QString& ids);
+/// An executable file (relative to `working_directory`, or on PATH for a bare name).
+QString check_program(const QString& program, const QString& working_directory);
+QString check_directory(const QString& directory);
+/// NAME=VALUE per line (blank lines skipped); names the line at fault.
+QString check_environment(const QString& lines);
+QList<QPair<QString, QString>> parse_environment(const QString& lines);
+QString check_region(const QString& region);
+QString check_instance_type(const QString& type);
+QString check_image_uri(const QString& uri);
+
+}  // namespace spur::app
