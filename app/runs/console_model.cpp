@@ -27,6 +27,7 @@ QVariant ConsoleModel::data(const QModelIndex& index, int role) const {
   }
   if (role == RankRole) return line.rank;
   if (role == StreamRole) return QString::fromStdString(line.stream);
+  if (role == HostRole) return QString::fromStdString(line.host);
   return {};
 }
 
@@ -39,6 +40,14 @@ void ConsoleModel::clear() {
 
 void ConsoleModel::set_run(int64_t run) {
   run_ = run;
+  record_.reset();
+  cause_.clear();
+  clear();
+  emit run_changed();
+}
+
+void ConsoleModel::set_host(std::optional<QString> host) {
+  host_ = std::move(host);
   clear();
 }
 
@@ -53,6 +62,7 @@ void ConsoleModel::set_search(const QString& text) {
 }
 
 bool ConsoleModel::wanted(const history::ConsoleLine& line) const {
+  if (host_ && QString::fromStdString(line.host) != *host_) return false;
   return search_.isEmpty() || QString::fromStdString(line.text).contains(search_, Qt::CaseInsensitive);
 }
 
@@ -62,11 +72,25 @@ bool ConsoleModel::fetch_new() {
   try {
     if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
     reader_->check_schema();
-    if (after_ == 0) {
-      const auto run = reader_->run(run_);
-      remote_ = run && run->target != "local";
+    auto record = reader_->run(run_);
+    remote_ = record && record->target != "local";
+    const bool changed = !record_ != !record ||
+                         (record && (record->status != record_->status || record->exit_code != record_->exit_code));
+    record_ = std::move(record);
+    if (changed) {
+      cause_.clear();
+      if (record_ && (record_->status == "failed" || record_->status == "stopped")) {
+        const auto events = reader_->events(run_);
+        for (auto it = events.rbegin(); it != events.rend(); ++it) {
+          if (!it->detail.empty()) {
+            cause_ = QString::fromStdString(it->detail);
+            break;
+          }
+        }
+      }
     }
     fresh = reader_->console(run_, after_, rank_);
+    if (changed) emit run_changed();
     error_.clear();
   } catch (const std::exception& e) {
     reader_.reset();

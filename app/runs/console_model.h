@@ -25,6 +25,7 @@ class ConsoleModel : public QAbstractListModel {
  public:
   static constexpr int RankRole = Qt::UserRole;
   static constexpr int StreamRole = Qt::UserRole + 1;
+  static constexpr int HostRole = Qt::UserRole + 2;
   /// Lines kept in the model: the history keeps 100,000 per run; a view needs fewer to stay quick.
   static constexpr int kMaxLines = 20000;
 
@@ -38,11 +39,22 @@ class ConsoleModel : public QAbstractListModel {
   void set_run(int64_t run);
   /// std::nullopt: every rank; -1: the launcher's own lines.
   void set_rank(std::optional<int> rank);
+  /// std::nullopt: every host; else only lines from this host.
+  void set_host(std::optional<QString> host);
   /// Only lines containing `text` (case-insensitive); empty: all.
   void set_search(const QString& text);
   /// Appends the lines written since the last fetch. False when the history cannot be read (error()).
   bool fetch_new();
   const QString& error() const { return error_; }
+  /// The run's record as of the last fetch.
+  const std::optional<history::Run>& run_record() const { return record_; }
+  /// How the run ended, when it failed or was stopped: the launcher's account (which rank failed, its exit code,
+  /// its last lines). Empty while it runs or when it finished.
+  const QString& cause() const { return cause_; }
+
+ signals:
+  /// The run's status, exit code or cause changed.
+  void run_changed();
 
  private:
   void clear();
@@ -51,6 +63,9 @@ class ConsoleModel : public QAbstractListModel {
   QString path_;
   int64_t run_ = 0;
   std::optional<int> rank_;
+  std::optional<QString> host_;
+  std::optional<history::Run> record_;
+  QString cause_;
   QString search_;
   int64_t after_ = 0;
   bool remote_ = false;

@@ -4,6 +4,9 @@
 #include "runs/runs_model.h"
 
 #include <QFileInfo>
+#include <QSet>
+
+#include <limits>
 
 #include <spur/history/reader.h>
 
@@ -28,10 +31,13 @@ int RunsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(runs_.size());
 }
 
-int RunsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int RunsModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount + static_cast<int>(metric_columns_.size());
+}
 
 QVariant RunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  if (section >= ColumnCount && section < columnCount()) return metric_columns_[section - ColumnCount];
   static const char* names[ColumnCount] = {"ID", "Name", "Project", "Status", "Progress", "Started",
                                           "Duration", "Exit", "Target", "Tags"};
   return section >= 0 && section < ColumnCount ? QVariant(QString(names[section])) : QVariant();
@@ -41,6 +47,13 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
   const auto& run = runs_[static_cast<size_t>(index.row())];
   if (role == RunIdRole) return static_cast<qlonglong>(run.id);
+  if (index.column() >= ColumnCount) {
+    const auto value = last_value(run.id, metric_columns_[index.column() - ColumnCount]);
+    if (role == Qt::DisplayRole) return value ? QVariant(QString::number(*value, 'g', 5)) : QVariant(QString("-"));
+    if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();
+    if (role == Qt::TextAlignmentRole) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    return {};
+  }
   QStringList tags;
   for (const auto& tag : run.tags) tags << QString::fromStdString(tag);
   if (role == Qt::DisplayRole) {
@@ -80,6 +93,37 @@ int RunsModel::row_of(int64_t id) const {
   return -1;
 }
 
+void RunsModel::set_metric_columns(const QStringList& keys) {
+  if (keys == metric_columns_) return;
+  if (!metric_columns_.isEmpty()) {
+    beginRemoveColumns({}, ColumnCount, ColumnCount + static_cast<int>(metric_columns_.size()) - 1);
+    metric_columns_.clear();
+    endRemoveColumns();
+  }
+  if (!keys.isEmpty()) {
+    beginInsertColumns({}, ColumnCount, ColumnCount + static_cast<int>(keys.size()) - 1);
+    metric_columns_ = keys;
+    endInsertColumns();
+  }
+}
+
+QStringList RunsModel::metric_keys() const {
+  QSet<QString> keys;
+  for (const auto& [run, points] : last_points_) {
+    for (const auto& [key, point] : points) keys.insert(QString::fromStdString(key));
+  }
+  QStringList sorted(keys.begin(), keys.end());
+  sorted.sort();
+  return sorted;
+}
+
+std::optional<double> RunsModel::last_value(int64_t run, const QString& key) const {
+  const auto points = last_points_.find(run);
+  if (points == last_points_.end()) return std::nullopt;
+  const auto point = points->second.find(key.toStdString());
+  return point == points->second.end() ? std::nullopt : std::optional<double>(point->second.value);
+}
+
 bool RunsModel::refresh() {
   std::vector<history::Run> fresh;
   try {
@@ -87,6 +131,14 @@ bool RunsModel::refresh() {
     if (reader_) {
       reader_->check_schema();
       fresh = reader_->runs();
+      // Latest values: read again only for runs that logged or changed status since the last read.
+      for (const auto& run : fresh) {
+        auto& seen = last_read_[run.id];
+        if (seen.first != run.last_step || seen.second != run.status || !last_points_.count(run.id)) {
+          last_points_[run.id] = reader_->last_points(run.id);
+          seen = {run.last_step, run.status};
+        }
+      }
     }
     error_.clear();
   } catch (const std::exception& e) {
@@ -100,6 +152,8 @@ bool RunsModel::refresh() {
     if (old_row < runs_.size() && (next >= fresh.size() || runs_[old_row].id < fresh[next].id)) {
       const int row = static_cast<int>(old_row);
       beginRemoveRows({}, row, row);
+      last_points_.erase(runs_[old_row].id);
+      last_read_.erase(runs_[old_row].id);
       runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(old_row));
       endRemoveRows();
     } else if (old_row >= runs_.size() || fresh[next].id < runs_[old_row].id) {
@@ -115,7 +169,7 @@ bool RunsModel::refresh() {
       runs_[old_row] = fresh[next];
       if (changed) {
         const int row = static_cast<int>(old_row);
-        emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
+        emit dataChanged(index(row, 0), index(row, columnCount() - 1));
       }
       ++old_row;
       ++next;

@@ -6,9 +6,12 @@
 #include <QAbstractTableModel>
 #include <QString>
 
-#include <vector>
+#include <QStringList>
 
+#include <map>
+#include <optional>
 #include <memory>
+#include <vector>
 
 #include <spur/history/records.h>
 
@@ -43,10 +46,21 @@ class RunsModel : public QAbstractTableModel {
   /// The row of a run, or -1.
   int row_of(int64_t id) const;
 
+  /// Columns after ColumnCount: each run's latest value of these metrics ("final values" once it ended).
+  void set_metric_columns(const QStringList& keys);
+  const QStringList& metric_columns() const { return metric_columns_; }
+  /// Every metric key of the runs in the table, sorted (what set_metric_columns can show).
+  QStringList metric_keys() const;
+  /// A run's latest value of a metric, if it logged one.
+  std::optional<double> last_value(int64_t run, const QString& key) const;
+
  private:
   QString path_;
   QString error_;
   std::vector<history::Run> runs_;  // by id, ascending
+  QStringList metric_columns_;
+  std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
+  std::map<int64_t, std::pair<int64_t, std::string>> last_read_;        // (last step, status) when read
   std::unique_ptr<history::HistoryReader> reader_;  // opened once (refresh runs every 250 ms), again after an error
 };
 

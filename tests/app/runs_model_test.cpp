@@ -74,6 +74,38 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.row_of(c), 1);
   }
 
+  // Final values of chosen metrics as columns: the latest point of each, across chunks, sortable.
+  void metric_columns_show_the_latest_values() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    const int64_t a = writer.create_run({});
+    const int64_t b = writer.create_run({});
+    std::vector<spur::history::Point> many;
+    for (int step = 0; step < 3000; ++step) many.push_back({step, 1.0 / (step + 1), 0});  // three chunks
+    writer.append_metrics(a, {{"loss", many}, {"accuracy", {{0, 0.5, 0}, {1, 0.75, 0}}}});
+    writer.append_metrics(b, {{"loss", {{0, 2.0, 0}}}});
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.metric_keys(), (QStringList{"accuracy", "loss"}));
+    QCOMPARE(model.columnCount(), int(spur::app::RunsModel::ColumnCount));
+    model.set_metric_columns({"loss", "accuracy"});
+    QCOMPARE(model.columnCount(), spur::app::RunsModel::ColumnCount + 2);
+    const int loss = spur::app::RunsModel::ColumnCount, accuracy = loss + 1;
+    QCOMPARE(model.headerData(loss, Qt::Horizontal).toString(), QString("loss"));
+    QCOMPARE(model.data(model.index(0, loss), spur::app::RunsModel::SortRole).toDouble(), 1.0 / 3000);
+    QCOMPARE(model.data(model.index(0, accuracy)).toString(), QString("0.75"));
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("2"));
+    QCOMPARE(model.data(model.index(1, accuracy)).toString(), QString("-"));
+    // A new point shows at the next refresh.
+    writer.append_metrics(b, {{"loss", {{1, 1.5, 0}}}});
+    QVERIFY(model.refresh());
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("1.5"));
+    model.set_metric_columns({});
+    QCOMPARE(model.columnCount(), int(spur::app::RunsModel::ColumnCount));
+  }
+
   void an_unreadable_history_is_an_error_not_a_wipe() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");

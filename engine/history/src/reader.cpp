@@ -117,6 +117,24 @@ std::vector<Point> HistoryReader::series(int64_t run, const std::string& key, Se
   return points;
 }
 
+std::map<std::string, Point> HistoryReader::last_points(int64_t run) {
+  Statement query(db_.handle(),
+                  "SELECT s.key, p.data FROM series s JOIN points p ON p.id = "
+                  "(SELECT max(id) FROM points WHERE series_id = s.id) WHERE s.run_id = ?");
+  query.bind(1, run);
+  std::map<std::string, Point> last;
+  std::vector<Point> points;
+  while (query.step()) {
+    size_t bytes = 0;
+    const void* data = query.blob(1, bytes);
+    if (bytes < kPointBytes) continue;
+    points.clear();
+    decode_points(data, bytes, bytes / kPointBytes - 1, points);
+    if (!points.empty()) last[query.text(0)] = points.back();
+  }
+  return last;
+}
+
 std::vector<ConsoleLine> HistoryReader::console(int64_t run, int64_t after_id, std::optional<int> rank, int64_t limit) {
   Statement query(db_.handle(),
                   "SELECT id, host, rank, stream, wall, text FROM console WHERE run_id = ?1 AND id > ?2 "

@@ -3,6 +3,7 @@
 // never block writers). Cursors let a viewer fetch only what is new since its last read.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ class HistoryReader {
   std::vector<std::string> metric_keys(int64_t run);
   /// The series' points in the order they were logged; with a cursor, only those after it (and it advances).
   std::vector<Point> series(int64_t run, const std::string& key, SeriesCursor* cursor = nullptr);
+  /// Every series' latest point (the runs table's "final values"); reads one chunk per series.
+  std::map<std::string, Point> last_points(int64_t run);
   /// Console lines with id > after_id, oldest first; `rank` filters (-1: the launcher's own lines).
   std::vector<ConsoleLine> console(int64_t run, int64_t after_id = 0, std::optional<int> rank = std::nullopt,
                                    int64_t limit = -1);
