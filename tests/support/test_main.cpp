@@ -7,6 +7,7 @@
 #ifdef SPUR_TEST_GUI
 #include <QApplication>  // widget tests: compiled into their binary with SPUR_TEST_GUI
 #endif
+#include <QStandardPaths>
 #include <QTest>
 
 #include <cstring>
@@ -24,6 +25,10 @@ std::vector<TestClass>& registry() {
 int main(int argc, char** argv) {
 #ifdef SPUR_TEST_GUI
   QApplication app(argc, argv);
+  // The Studio's settings and files (QSettings, QStandardPaths) go to ~/.qttest, never the user's.
+  QStandardPaths::setTestModeEnabled(true);
+  QApplication::setOrganizationName("Spur");
+  QApplication::setApplicationName("Spur Studio Test");
 #else
   QCoreApplication app(argc, argv);
 #endif

@@ -119,6 +119,11 @@ class StudioTest : public QObject {
     plot.set_log_y(true);
     QVERIFY(plot.save_image(dir.filePath("loss.png")));
     QVERIFY(QFileInfo(dir.filePath("loss.png")).size() > 1000);
+    QVERIFY(plot.save_image(dir.filePath("loss.svg")));
+    QFile svg(dir.filePath("loss.svg"));
+    QVERIFY(svg.open(QIODevice::ReadOnly));
+    const QByteArray svg_text = svg.readAll();
+    QVERIFY2(svg_text.contains("<svg") && svg_text.contains("<polyline") && svg_text.contains(">loss<"), svg_text.left(300));
     QVERIFY(plot.save_image(dir.filePath("loss.pdf")));
     QVERIFY(QFileInfo(dir.filePath("loss.pdf")).size() > 1000);
     QVERIFY(plot.save_csv(dir.filePath("loss.csv")));
@@ -128,6 +133,19 @@ class StudioTest : public QObject {
     QCOMPARE(lines.size(), 5);
     QCOMPARE(lines[0], QString("run,step,wall_time,value,smoothed"));
     QVERIFY2(lines[4].startsWith("7,8,104.000000,0.125,"), qPrintable(lines[4]));
+  }
+
+  // The hover read-out names every run's nearest point to the cursor's x.
+  void hover_reads_out_every_run() {
+    spur::studio::MetricPlot plot("loss");
+    plot.append(1, "first", {0, 10, 20}, {3.0, 2.0, 1.0});
+    plot.append(2, "second", {0, 5}, {9.0, 8.0});
+    plot.set_smoothing(0);
+    const QString at_12 = plot.readout(12);
+    QVERIFY2(at_12.contains("first: <b>2</b>") && at_12.contains("@ step 10"), qPrintable(at_12));
+    QVERIFY2(at_12.contains("second: <b>8</b>") && at_12.contains("@ step 5"), qPrintable(at_12));
+    QVERIFY2(plot.readout(16).contains("first: <b>1</b>"), qPrintable(plot.readout(16)));
+    QVERIFY2(plot.readout(-100).contains("first: <b>3</b>"), qPrintable(plot.readout(-100)));
   }
 
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.

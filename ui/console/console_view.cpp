@@ -10,28 +10,39 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QScrollBar>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
 
 #include "runs/console_model.h"
+#include "runs/run_status.h"
 
 namespace spur::studio {
 
 ConsoleView::ConsoleView(QString history_path, QWidget* parent)
     : QWidget(parent), model_(new app::ConsoleModel(std::move(history_path), this)), list_(new QListView(this)),
-      ranks_(new QComboBox(this)), search_(new QLineEdit(this)), follow_(new QCheckBox(tr("Follow"), this)) {
+      ranks_(new QComboBox(this)), hosts_(new QComboBox(this)), banner_(new QLabel(this)), search_(new QLineEdit(this)), follow_(new QCheckBox(tr("Follow"), this)) {
   auto* layout = new QVBoxLayout(this);
   auto* bar = new QHBoxLayout;
   ranks_->setObjectName("ranks");
   ranks_->addItem(tr("All ranks"), QVariant());
   ranks_->addItem(tr("Launcher"), -1);
+  hosts_->setObjectName("hosts");
+  hosts_->addItem(tr("All hosts"), QVariant());
+  hosts_->hide();  // shown once a second host appears
+  banner_->setObjectName("banner");
+  banner_->setWordWrap(true);
+  banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  banner_->setMargin(6);
   search_->setObjectName("search");
   search_->setPlaceholderText(tr("Search"));
   search_->setClearButtonEnabled(true);
   follow_->setChecked(true);
   bar->addWidget(new QLabel(tr("Show"), this));
   bar->addWidget(ranks_);
+  bar->addWidget(hosts_);
   bar->addWidget(search_, 1);
   bar->addWidget(follow_);
+  layout->addWidget(banner_);
   layout->addLayout(bar);
   list_->setModel(model_);
   list_->setUniformItemSizes(true);  // fast with tens of thousands of lines
@@ -39,6 +50,15 @@ ConsoleView::ConsoleView(QString history_path, QWidget* parent)
   list_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   layout->addWidget(list_, 1);
   connect(ranks_, &QComboBox::currentIndexChanged, this, [this] { filter_changed(); });
+  connect(hosts_, &QComboBox::currentIndexChanged, this, [this] { filter_changed(); });
+  connect(model_, &app::ConsoleModel::run_changed, this, [this] { update_banner(); });
+  connect(follow_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) list_->scrollToBottom();
+  });
+  // Scrolling up pauses following; back at the bottom, it follows again.
+  connect(list_->verticalScrollBar(), &QScrollBar::valueChanged, this, [this](int value) {
+    if (list_->verticalScrollBar()->isSliderDown()) follow_->setChecked(value == list_->verticalScrollBar()->maximum());
+  });
   connect(search_, &QLineEdit::textChanged, this, [this] { filter_changed(); });
   connect(model_, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex&, int first, int last) {
     for (int row = first; row <= last; ++row) {
@@ -48,12 +68,32 @@ ConsoleView::ConsoleView(QString history_path, QWidget* parent)
         while (at < ranks_->count() && ranks_->itemData(at).toInt() < rank) ++at;
         ranks_->insertItem(at, tr("Rank %1").arg(rank), rank);
       }
+      const QString host = model_->data(model_->index(row), app::ConsoleModel::HostRole).toString();
+      if (!host.isEmpty() && known_hosts_.insert(host).second) {
+        hosts_->addItem(host, host);
+        hosts_->setVisible(known_hosts_.size() > 1);
+      }
     }
     if (follow_->isChecked()) list_->scrollToBottom();
   });
 }
 
 void ConsoleView::set_run(qint64 run) {
+  if (run == current_run_) return;
+  current_run_ = run;
+  // Another run has other ranks and hosts.
+  {
+    const QSignalBlocker block_ranks(ranks_), block_hosts(hosts_);
+    while (ranks_->count() > 2) ranks_->removeItem(2);
+    while (hosts_->count() > 1) hosts_->removeItem(1);
+    ranks_->setCurrentIndex(0);
+    hosts_->setCurrentIndex(0);
+    hosts_->hide();
+  }
+  known_ranks_.clear();
+  known_hosts_.clear();
+  model_->set_rank(std::nullopt);
+  model_->set_host(std::nullopt);
   model_->set_run(run);
   refresh();
 }
@@ -61,10 +101,33 @@ void ConsoleView::set_run(qint64 run) {
 void ConsoleView::filter_changed() {
   const QVariant rank = ranks_->currentData();
   model_->set_rank(rank.isValid() ? std::optional<int>(rank.toInt()) : std::nullopt);
+  const QVariant host = hosts_->currentData();
+  model_->set_host(host.isValid() ? std::optional<QString>(host.toString()) : std::nullopt);
   model_->set_search(search_->text());
   refresh();
 }
 
 void ConsoleView::refresh() { model_->fetch_new(); }
+
+QString ConsoleView::banner() const { return banner_->text(); }
+
+void ConsoleView::update_banner() {
+  const auto& run = model_->run_record();
+  if (!run) {
+    banner_->hide();
+    banner_->clear();
+    return;
+  }
+  const QString status = app::effective_status(*run);
+  QString text = tr("Run %1 (%2): %3").arg(run->id).arg(QString::fromStdString(run->name), status);
+  if (run->exit_code) text += tr(", exit code %1").arg(*run->exit_code);
+  if (!model_->cause().isEmpty()) text += "\n" + model_->cause();
+  banner_->setText(text);
+  const bool bad = status == "failed";
+  banner_->setStyleSheet(bad ? "background: rgba(211, 47, 47, 40); border-left: 4px solid #d32f2f;"
+                             : status == "stopped" ? "background: rgba(240, 160, 0, 40); border-left: 4px solid #f0a000;"
+                                                   : "");
+  banner_->show();
+}
 
 }  // namespace spur::studio

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // ConsoleView: one run's console lines (every rank's, as the launcher recorded them), filtered by rank and a
-// search text, following new lines at the bottom unless paused. Thin over app::ConsoleModel.
+// host and search text, following new lines at the bottom unless paused; a banner says how the run ended. Thin over app::ConsoleModel.
 #pragma once
 
 #include <QWidget>
@@ -9,6 +9,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QLabel;
 class QLineEdit;
 class QListView;
 
@@ -28,16 +29,24 @@ class ConsoleView : public QWidget {
   /// Fetches new lines (called by the window's refresh timer).
   void refresh();
   app::ConsoleModel* model() const { return model_; }
+  /// The line above the console: the run's status and exit code, and for a failed run the rank that failed
+  /// with its last lines.
+  QString banner() const;
 
  private:
   void filter_changed();
+  void update_banner();
 
   app::ConsoleModel* model_;
   QListView* list_;
   QComboBox* ranks_;
+  QComboBox* hosts_;
+  QLabel* banner_;
   QLineEdit* search_;
   QCheckBox* follow_;
   std::set<int> known_ranks_;
+  std::set<QString> known_hosts_;
+  qint64 current_run_ = -1;
 };
 
 }  // namespace spur::studio

@@ -6,6 +6,10 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QMenu>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QSvgGenerator>
+#include <QToolTip>
 #include <QTextStream>
 #include <QVBoxLayout>
 
@@ -42,6 +46,64 @@ MetricPlot::MetricPlot(QString key, QWidget* parent) : QWidget(parent), key_(std
   connect(plot_, &QCustomPlot::mousePress, this, [this] { user_moved_ = true; });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { context_menu(at); });
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) { hover(event); });
+  apply_palette();
+}
+
+void MetricPlot::apply_palette() {
+  const QPalette& p = palette();
+  plot_->setBackground(p.color(QPalette::Base));
+  const QColor text = p.color(QPalette::Text);
+  QColor grid = text;
+  grid.setAlpha(40);
+  for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
+    axis->setBasePen(QPen(text));
+    axis->setTickPen(QPen(text));
+    axis->setSubTickPen(QPen(text));
+    axis->setTickLabelColor(text);
+    axis->setLabelColor(text);
+    axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+  }
+  plot_->legend->setBrush(p.color(QPalette::Base));
+  plot_->legend->setTextColor(text);
+  plot_->legend->setBorderPen(QPen(grid));
+  if (auto* title = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) title->setTextColor(text);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricPlot::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) apply_palette();
+  QWidget::changeEvent(event);
+}
+
+QString MetricPlot::readout(double x) const {
+  QStringList rows;
+  for (const auto& [run, line] : lines_) {
+    const auto data = line.raw->data();
+    if (data->isEmpty()) continue;
+    auto it = data->findBegin(x, /*expandedRange=*/false);
+    if (it == data->constEnd()) --it;
+    if (it != data->constBegin()) {
+      const auto before = it - 1;
+      if (std::abs(before->key - x) < std::abs(it->key - x)) it = before;
+    }
+    const auto index = static_cast<std::size_t>(it - data->constBegin());
+    const auto smoothed = line.smooth->data()->at(static_cast<int>(index));
+    rows << QString("<span style='color:%1'>&#9632;</span> %2: <b>%3</b> (smoothed %4) @ step %5")
+                .arg(run_colour(run).name(), line.name.toHtmlEscaped(), QString::number(it->value, 'g', 6),
+                     QString::number(smoothed->value, 'g', 6), QString::number(static_cast<qint64>(line.steps[index])));
+  }
+  return rows.join("<br>");
+}
+
+void MetricPlot::hover(QMouseEvent* event) {
+  if (event->buttons() != Qt::NoButton) return;  // dragging
+  const QString text = readout(plot_->xAxis->pixelToCoord(event->position().x()));
+  if (text.isEmpty()) {
+    QToolTip::hideText();
+  } else {
+    QToolTip::showText(event->globalPosition().toPoint(), "<b>" + key_.toHtmlEscaped() + "</b><br>" + text, plot_);
+  }
 }
 
 QVector<double> MetricPlot::keys(const Line& line, std::size_t from) const {
@@ -90,7 +152,19 @@ void MetricPlot::set_log_y(bool log) {
 }
 
 bool MetricPlot::save_image(const QString& file) {
-  return file.endsWith(".pdf", Qt::CaseInsensitive) ? plot_->savePdf(file) : plot_->savePng(file);
+  if (file.endsWith(".pdf", Qt::CaseInsensitive)) return plot_->savePdf(file);
+  if (file.endsWith(".svg", Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setFileName(file);
+    svg.setSize(plot_->size());
+    svg.setViewBox(plot_->rect());
+    svg.setTitle(key_);
+    QCPPainter painter;
+    if (!painter.begin(&svg)) return false;
+    plot_->toPainter(&painter, plot_->width(), plot_->height());
+    return painter.end();
+  }
+  return plot_->savePng(file);
 }
 
 bool MetricPlot::save_csv(const QString& file) const {
@@ -122,8 +196,9 @@ void MetricPlot::context_menu(const QPoint& at) {
   connect(log, &QAction::toggled, this, [this](bool on) { set_log_y(on); });
   menu.addAction(tr("Fit"), this, [this] { reset_view(); });
   menu.addSeparator();
-  menu.addAction(tr("Export image (PNG, PDF)..."), this, [this] {
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png", tr("Images (*.png *.pdf)"));
+  menu.addAction(tr("Export image (PNG, SVG, PDF)..."), this, [this] {
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png",
+                                                      tr("Images (*.png *.svg *.pdf)"));
     if (!file.isEmpty()) save_image(file);
   });
   menu.addAction(tr("Export data (CSV)..."), this, [this] {

@@ -12,6 +12,7 @@
 
 class QCustomPlot;
 class QCPGraph;
+class QMouseEvent;
 
 namespace spur::studio {
 
@@ -38,7 +39,9 @@ class MetricPlot : public QWidget {
   void reset_view();
   void set_x_axis(XAxis axis);
   void set_log_y(bool log);
-  /// Exports: an image (PNG or PDF by the file's extension) or the data as CSV (run,step,wall_time,value,smoothed).
+  /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
+  QString readout(double x) const;
+  /// Exports: an image (PNG, SVG or PDF by the file's extension) or the data as CSV (run,step,wall_time,value,smoothed).
   bool save_image(const QString& file);
   bool save_csv(const QString& file) const;
   /// The x of a run's first drawn point, for tests.
@@ -57,6 +60,10 @@ class MetricPlot : public QWidget {
   QVector<double> keys(const Line& line, std::size_t from) const;
   void rebuild(Line& line);
   void context_menu(const QPoint& at);
+  void hover(QMouseEvent* event);
+  /// Axes, grid and background from the widget's palette (light or dark theme).
+  void apply_palette();
+  void changeEvent(QEvent* event) override;
 
   QString key_;
   QCustomPlot* plot_;

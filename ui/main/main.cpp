@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// spur-studio: watch the runs of the history live. `spur-studio [--history FILE]`.
+// spur-studio: set up, launch and watch training runs. `spur-studio [--history FILE] [--runs 1,2] [--demo]`.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QSettings>
+#include <QStandardPaths>
 
 #include <spur/history/records.h>
 
+#include "main/demo_workspace.h"
 #include "main/main_window.h"
+#include "main/theme.h"
 
 #include <cstdio>
 #include <cstring>
@@ -30,9 +35,25 @@ int main(int argc, char** argv) {
   parser.addOption(history);
   QCommandLineOption runs("runs", "Runs to show first, by ID (default: the newest).", "1,2,...");
   parser.addOption(runs);
+  QCommandLineOption demo("demo", "Open the demo workspace: the bundled example, its configuration and a history "
+                                  "with one finished run (created on first use).");
+  parser.addOption(demo);
   parser.process(app);
-  const QString path = parser.isSet(history) ? parser.value(history)
-                                             : QString::fromStdString(spur::history::default_history_path());
+  spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
+  QString path = parser.isSet(history) ? parser.value(history)
+                                       : QString::fromStdString(spur::history::default_history_path());
+  if (parser.isSet(demo)) {
+    const QString directory =
+        QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
+    std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));
+    const auto workspace = spur::studio::prepare_demo(directory);
+    if (!workspace.error.isEmpty()) {
+      std::fprintf(stderr, "spur-studio: --demo: %s\n", qPrintable(workspace.error));
+      return 1;
+    }
+    path = workspace.history;
+    std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
+  }
   spur::studio::MainWindow window(path);
   QList<qint64> ids;
   for (const auto& id : parser.value(runs).split(',', Qt::SkipEmptyParts)) ids << id.toLongLong();

@@ -1,32 +1,49 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The Studio's main window; see main_window.h. The GUI thread only paints: the history is read by a
-// SeriesLoader on its own thread, which hands over new points.
+// The Studio's main window; see main_window.h. The GUI thread only paints: metric points are read by a
+// SeriesLoader on its own thread; launching and stopping go through app/ (a detached `spur launch`).
 #include "main/main_window.h"
 
 #include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
 #include <QFile>
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLineEdit>
-#include <QSettings>
-#include <QSortFilterProxyModel>
-#include <QVBoxLayout>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSettings>
+#include <QSlider>
+#include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QStandardPaths>
 #include <QStatusBar>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTextStream>
 #include <QTimer>
+#include <QToolBar>
+#include <QVBoxLayout>
 
+#include <spur/history/reader.h>
+#include <spur/history/writer.h>
+
+#include "config/setup_answers.h"
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "dashboard/series_loader.h"
+#include "launch/detached_launch.h"
+#include "main/theme.h"
+#include "runs/run_status.h"
 #include "runs/runs_model.h"
-
-#include <spur/history/writer.h>
+#include "wizard/setup_wizard.h"
 
 namespace spur::studio {
 
@@ -37,6 +54,7 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
       timer_(new QTimer(this)),
       loader_(new SeriesLoader(path_)) {
   setWindowTitle(tr("Spur Studio"));
+  setObjectName("main_window");
   shown_->setSourceModel(runs_);
   shown_->setSortRole(app::RunsModel::SortRole);
   shown_->setFilterKeyColumn(-1);  // any column
@@ -45,17 +63,20 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   table_->setSortingEnabled(true);
   table_->sortByColumn(app::RunsModel::Id, Qt::AscendingOrder);
   search_->setObjectName("run_search");
-  search_->setPlaceholderText(tr("Filter runs (name, project, status, tags)"));
+  search_->setPlaceholderText(tr("Filter runs (name, project, status, tags)  Ctrl+F"));
   search_->setClearButtonEnabled(true);
   connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) { filter_runs(text); });
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setStretchLastSection(true);
-  for (const int hidden : {app::RunsModel::Project, app::RunsModel::Target, app::RunsModel::Tags}) {
-    table_->hideColumn(hidden);
-  }
+  table_->horizontalHeader()->setContextMenuPolicy(Qt::CustomContextMenu);
+  table_->horizontalHeader()->setToolTip(tr("Right-click: choose the metrics shown as columns"));
+  connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this,
+          [this](const QPoint& at) { choose_metric_columns(at); });
+  for (const int hidden : {app::RunsModel::Project, app::RunsModel::Tags}) table_->hideColumn(hidden);
   auto* splitter = new QSplitter(this);
+  splitter->setObjectName("splitter");
   auto* left = new QWidget(this);
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(0, 0, 0, 0);
@@ -63,11 +84,12 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   left_layout->addWidget(table_);
   splitter->addWidget(left);
   auto* tabs = new QTabWidget(this);
+  tabs->setObjectName("tabs");
   tabs->addTab(dashboard_, tr("&Metrics"));
   tabs->addTab(console_, tr("&Console"));
   splitter->addWidget(tabs);
   splitter->setStretchFactor(1, 3);
-  splitter->setSizes({420, 860});
+  splitter->setSizes({460, 820});
   setCentralWidget(splitter);
   statusBar()->showMessage(tr("History: %1").arg(path_));
   resize(1280, 800);
@@ -79,7 +101,9 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   reader_thread_.start();
 
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { selection_changed(); });
+  connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] { update_actions(); });
   build_actions();
+  restore_settings();
   connect(timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_->start(250);
   refresh();
@@ -90,22 +114,54 @@ MainWindow::~MainWindow() {
   reader_thread_.wait();
 }
 
+QString MainWindow::data_directory() {
+  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+}
+
+void MainWindow::restore_settings() {
+  QSettings settings;
+  if (settings.contains("window/geometry")) restoreGeometry(settings.value("window/geometry").toByteArray());
+  if (auto* splitter = findChild<QSplitter*>("splitter"); splitter && settings.contains("window/splitter")) {
+    splitter->restoreState(settings.value("window/splitter").toByteArray());
+  }
+  if (auto* smoothing = dashboard_->findChild<QSlider*>("smoothing")) {
+    smoothing->setValue(settings.value("dashboard/smoothing", smoothing->value()).toInt());
+  }
+  if (auto* axis = dashboard_->findChild<QComboBox*>("x_axis")) {
+    axis->setCurrentIndex(settings.value("dashboard/x_axis", 0).toInt());
+  }
+  runs_->set_metric_columns(settings.value("runs/metric_columns").toStringList());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  if (auto* splitter = findChild<QSplitter*>("splitter")) settings.setValue("window/splitter", splitter->saveState());
+  if (auto* smoothing = dashboard_->findChild<QSlider*>("smoothing")) {
+    settings.setValue("dashboard/smoothing", smoothing->value());
+  }
+  if (auto* axis = dashboard_->findChild<QComboBox*>("x_axis")) settings.setValue("dashboard/x_axis", axis->currentIndex());
+  settings.setValue("runs/metric_columns", runs_->metric_columns());
+  QMainWindow::closeEvent(event);  // running runs go on: their launchers are detached
+}
+
 void MainWindow::refresh() {
   const int before = runs_->rowCount();
   if (!runs_->refresh()) statusBar()->showMessage(runs_->error());
   if (runs_->rowCount() != before) table_->resizeColumnsToContents();
+  check_pending();
   // The newest run is shown at first, so there is something to watch straight away.
   if (!selected_once_ && runs_->rowCount() > 0) {
     selected_once_ = true;
     if (wanted_.isEmpty()) {
-      table_->selectRow(shown_->mapFromSource(runs_->index(runs_->rowCount() - 1, 0)).row());
+      select_run(runs_->run(runs_->rowCount() - 1).id);
     } else {
       QItemSelection selection;
       for (const qint64 id : wanted_) {
         const int row = runs_->row_of(id);
         if (row >= 0) {
           selection.select(shown_->mapFromSource(runs_->index(row, 0)),
-                           shown_->mapFromSource(runs_->index(row, app::RunsModel::ColumnCount - 1)));
+                           shown_->mapFromSource(runs_->index(row, runs_->columnCount() - 1)));
         }
       }
       table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
@@ -113,6 +169,15 @@ void MainWindow::refresh() {
   }
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
   console_->refresh();
+  update_actions();
+}
+
+void MainWindow::select_run(qint64 run) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return;
+  const QModelIndex index = shown_->mapFromSource(runs_->index(row, 0));
+  table_->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  table_->scrollTo(index);
 }
 
 void MainWindow::selection_changed() {
@@ -128,6 +193,7 @@ void MainWindow::selection_changed() {
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
   QMetaObject::invokeMethod(loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
+  update_actions();
 }
 
 void MainWindow::filter_runs(const QString& text) {
@@ -141,7 +207,22 @@ qint64 MainWindow::current_run() const {
 }
 
 void MainWindow::report(const QString& error) {
-  if (!error.isEmpty()) QMessageBox::warning(this, tr("Spur Studio"), error);
+  if (error.isEmpty()) return;
+  last_error_ = error;
+  statusBar()->showMessage(error, 15000);
+  // Not modal: the dashboard keeps updating behind it.
+  auto* box = new QMessageBox(QMessageBox::Warning, tr("Spur Studio"), error, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
+}
+
+void MainWindow::update_actions() {
+  if (!stop_) return;
+  const qint64 run = current_run();
+  const int row = run ? runs_->row_of(run) : -1;
+  const QString status = row >= 0 ? app::effective_status(runs_->run(row)) : QString();
+  stop_->setEnabled(status == "running" || status == "queued");
+  relaunch_->setEnabled(row >= 0 && !runs_->run(row).config.empty() && !runs_->run(row).command.empty());
 }
 
 namespace {
@@ -156,6 +237,13 @@ QString with_writer(const QString& path, F&& action) {
   } catch (const std::exception& e) {
     return QString::fromUtf8(e.what());
   }
+}
+
+QString last_lines(const QString& file, int count) {
+  QFile in(file);
+  if (!in.open(QIODevice::ReadOnly)) return {};
+  QStringList lines = QString::fromLocal8Bit(in.readAll()).split('\n', Qt::SkipEmptyParts);
+  return lines.mid(std::max<qsizetype>(0, lines.size() - count)).join('\n');
 }
 
 }  // namespace
@@ -198,47 +286,241 @@ QString MainWindow::export_config(qint64 run, const QString& file) {
   return {};
 }
 
+QString MainWindow::export_metrics(qint64 run, const QString& file) {
+  try {
+    history::HistoryReader reader(path_.toStdString());
+    QFile out(file);
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return tr("Cannot write %1: %2").arg(file, out.errorString());
+    QTextStream text(&out);
+    text << "key,step,wall_time,value\n";
+    for (const auto& key : reader.metric_keys(run)) {
+      for (const auto& point : reader.series(run, key)) {
+        text << QString::fromStdString(key) << ',' << point.step << ',' << QString::number(point.wall, 'f', 6) << ','
+             << QString::number(point.value, 'g', 17) << '\n';
+      }
+    }
+    text.flush();
+    return text.status() == QTextStream::Ok ? QString() : tr("Cannot write %1").arg(file);
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
+}
+
+QString MainWindow::launch(const app::LaunchRequest& request) {
+  const QString log = QDir(data_directory())
+                          .filePath("launches/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") + ".log");
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  environment.insert("SPUR_HISTORY", path_);  // the run is recorded where this window looks
+  const auto started = app::launch_detached(request, log, environment);
+  if (!started.error.isEmpty()) return started.error;
+  pending_.push_back({started.pid, log, request.command_line()});
+  statusBar()->showMessage(tr("Launched: %1").arg(request.command_line()), 10000);
+  QSettings().setValue("launch/last_command", request.command_line());
+  return {};
+}
+
+void MainWindow::check_pending() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    qint64 found = 0;
+    for (int row = runs_->rowCount() - 1; row >= 0 && !found; --row) {
+      if (runs_->run(row).pid == it->pid) found = runs_->run(row).id;
+    }
+    if (found) {
+      select_run(found);
+      emit launched(found);
+      it = pending_.erase(it);
+    } else if (!app::process_alive(it->pid)) {
+      // Gone before recording a run: a bad configuration or program, said in its output.
+      const QString output = last_lines(it->log, 15);
+      it = pending_.erase(it);
+      report(tr("The launch did not start a run.\n\n%1").arg(output.isEmpty() ? tr("(no output)") : output));
+    } else {
+      ++it;
+    }
+  }
+}
+
+QString MainWindow::stop_run(qint64 run) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return tr("No run %1.").arg(run);
+  return app::stop_run(runs_->run(row));
+}
+
+QString MainWindow::relaunch(qint64 run) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return tr("No run %1.").arg(run);
+  const auto& record = runs_->run(row);
+  if (record.config.empty() || record.command.empty()) {
+    return tr("Run %1 was not started by spur launch: there is nothing to launch again.").arg(run);
+  }
+  app::LaunchRequest request;
+  try {
+    request = app::LaunchRequest::parse(QString::fromStdString(record.command));
+  } catch (const std::exception& e) {
+    return tr("Run %1's command cannot be launched again: %2").arg(run).arg(QString::fromUtf8(e.what()));
+  }
+  // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
+  const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
+  QDir().mkpath(QFileInfo(file).absolutePath());
+  QFile out(file);
+  if (!out.open(QIODevice::WriteOnly) ||
+      out.write(record.config.data(), static_cast<qint64>(record.config.size())) < 0) {
+    return tr("Cannot write %1: %2").arg(file, out.errorString());
+  }
+  out.close();
+  request.config_file = file;
+  return launch(request);
+}
+
+SetupWizard* MainWindow::make_wizard(const QString& open_file) {
+  QSettings settings;
+  auto answers = app::SetupAnswers::defaults(app::DetectedHardware::detect());
+  // What to run, as last launched.
+  try {
+    const auto last = app::LaunchRequest::parse(settings.value("launch/last_command").toString());
+    answers.program = last.program;
+    answers.arguments = last.arguments;
+    if (!last.working_directory.isEmpty()) answers.working_directory = last.working_directory;
+  } catch (const std::exception&) {
+  }
+  QString file = open_file.isEmpty() ? settings.value("launch/last_config").toString() : open_file;
+  std::optional<app::RunConfig> base;
+  if (!file.isEmpty() && QFileInfo::exists(file)) {
+    try {
+      base = app::RunConfig::load(file.toStdString());
+      answers = app::SetupAnswers::from_config(*base, answers);
+    } catch (const std::exception& e) {
+      if (!open_file.isEmpty()) {
+        report(QString::fromUtf8(e.what()));
+        return nullptr;
+      }
+      file.clear();  // a last-used file that broke since: start afresh
+    }
+  }
+  if (file.isEmpty()) file = QString::fromStdString(app::default_config_path());
+  return new SetupWizard(answers, file, base, this);
+}
+
+void MainWindow::run_wizard(SetupWizard* wizard) {
+  if (!wizard) return;
+  wizard->setAttribute(Qt::WA_DeleteOnClose);
+  connect(wizard, &QWizard::accepted, this, [this, wizard] {
+    QSettings().setValue("launch/last_config", wizard->config_path());
+    statusBar()->showMessage(tr("Saved %1").arg(wizard->config_path()), 10000);
+    if (wizard->launch_now()) report(launch(wizard->launch_request()));
+  });
+  wizard->open();
+}
+
+void MainWindow::choose_metric_columns(const QPoint& at) {
+  QMenu menu(this);
+  const QStringList shown = runs_->metric_columns();
+  const QStringList keys = runs_->metric_keys();
+  if (keys.isEmpty()) menu.addAction(tr("No metrics logged yet"))->setEnabled(false);
+  for (const auto& key : keys) {
+    auto* action = menu.addAction(key);
+    action->setCheckable(true);
+    action->setChecked(shown.contains(key));
+    connect(action, &QAction::toggled, this, [this, key](bool on) {
+      QStringList columns = runs_->metric_columns();
+      if (on) columns << key; else columns.removeAll(key);
+      runs_->set_metric_columns(columns);
+      table_->resizeColumnsToContents();
+    });
+  }
+  menu.exec(table_->horizontalHeader()->mapToGlobal(at));
+}
+
 void MainWindow::build_actions() {
-  auto* menu = menuBar()->addMenu(tr("&Run"));
-  auto add = [this, menu](const QString& text, const QKeySequence& keys, auto slot) {
+  auto* style = QApplication::style();
+  auto* toolbar = addToolBar(tr("Main"));
+  toolbar->setObjectName("toolbar");
+  toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  auto make = [this](QMenu* menu, const QString& text, const QKeySequence& keys, auto slot, bool on_table = false) {
     auto* action = new QAction(text, this);
     action->setShortcut(keys);
     connect(action, &QAction::triggered, this, slot);
     menu->addAction(action);
-    table_->addAction(action);
+    if (on_table) table_->addAction(action);
     return action;
   };
-  add(tr("&Rename..."), QKeySequence(Qt::Key_F2), [this] {
+
+  auto* file = menuBar()->addMenu(tr("&File"));
+  auto* create = make(file, tr("&New run configuration..."), QKeySequence::New, [this] {
+    auto* wizard = make_wizard();
+    if (wizard) wizard->restart();
+    run_wizard(wizard);
+  });
+  create->setIcon(style->standardIcon(QStyle::SP_FileIcon));
+  auto* open = make(file, tr("&Open run configuration..."), QKeySequence::Open, [this] {
+    const QString chosen = QFileDialog::getOpenFileName(
+        this, tr("Open a run configuration (Spur's or Accelerate's)"), QString::fromStdString(app::default_config_path()),
+        tr("Configurations (*.yaml *.yml *.json);;All files (*)"));
+    if (!chosen.isEmpty()) run_wizard(make_wizard(chosen));
+  });
+  open->setIcon(style->standardIcon(QStyle::SP_DialogOpenButton));
+  file->addSeparator();
+  make(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  auto* run_menu = menuBar()->addMenu(tr("&Run"));
+  auto* start = make(run_menu, tr("&Launch..."), QKeySequence(Qt::CTRL | Qt::Key_L), [this] {
+    auto* wizard = make_wizard();
+    if (!wizard) return;
+    wizard->set_launch_now(true);
+    run_wizard(wizard);
+  });
+  start->setIcon(style->standardIcon(QStyle::SP_MediaPlay));
+  stop_ = make(run_menu, tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), [this] {
+    const qint64 run = current_run();
+    if (run && QMessageBox::question(this, tr("Stop run"), tr("Stop run %1? Every rank is stopped.").arg(run)) ==
+                   QMessageBox::Yes) {
+      report(stop_run(run));
+    }
+  }, true);
+  stop_->setIcon(style->standardIcon(QStyle::SP_MediaStop));
+  relaunch_ = make(run_menu, tr("&Relaunch"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
+    if (const qint64 run = current_run()) report(relaunch(run));
+  }, true);
+  relaunch_->setIcon(style->standardIcon(QStyle::SP_BrowserReload));
+  run_menu->addSeparator();
+  make(run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2), [this] {
     const qint64 run = current_run();
     if (!run) return;
     bool ok = false;
     const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
                                                QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
     if (ok) report(rename_run(run, name));
-  });
-  add(tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
+  }, true);
+  make(run_menu, tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
     const qint64 run = current_run();
     bool ok = false;
     const QString tag = run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
     if (ok) report(tag_run(run, tag));
-  });
-  add(tr("&Notes..."), QKeySequence(Qt::CTRL | Qt::Key_N), [this] {
+  }, true);
+  make(run_menu, tr("N&otes..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N), [this] {
     const qint64 run = current_run();
     bool ok = false;
     const QString notes = run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
                                                                QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
                               : QString();
     if (ok) report(set_notes(run, notes));
-  });
-  add(tr("&Export config..."), QKeySequence(Qt::CTRL | Qt::Key_E), [this] {
+  }, true);
+  make(run_menu, tr("&Export config..."), QKeySequence(Qt::CTRL | Qt::Key_E), [this] {
     const qint64 run = current_run();
     if (!run) return;
     const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
                                                       QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
     if (!file.isEmpty()) report(export_config(run, file));
-  });
-  menu->addSeparator();
-  add(tr("&Delete"), QKeySequence(QKeySequence::Delete), [this] {
+  }, true);
+  make(run_menu, tr("Export &metrics..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), [this] {
+    const qint64 run = current_run();
+    if (!run) return;
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's metrics"),
+                                                      QString("run-%1-metrics.csv").arg(run), tr("CSV (*.csv)"));
+    if (!file.isEmpty()) report(export_metrics(run, file));
+  }, true);
+  run_menu->addSeparator();
+  make(run_menu, tr("&Delete"), QKeySequence(QKeySequence::Delete), [this] {
     const qint64 run = current_run();
     if (!run) return;
     if (QMessageBox::question(this, tr("Delete run"),
@@ -246,8 +528,47 @@ void MainWindow::build_actions() {
         QMessageBox::Yes) {
       report(delete_run(run));
     }
-  });
+  }, true);
   table_->setContextMenuPolicy(Qt::ActionsContextMenu);
+
+  auto* view = menuBar()->addMenu(tr("&View"));
+  make(view, tr("&Filter runs"), QKeySequence::Find, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
+  make(view, tr("&Refresh"), QKeySequence::Refresh, [this] { refresh(); });
+  make(view, tr("Metric &columns..."), QKeySequence(), [this] {
+    choose_metric_columns(table_->horizontalHeader()->rect().center());
+  });
+  auto* theme_menu = view->addMenu(tr("&Theme"));
+  auto* themes = new QActionGroup(this);
+  const Theme current = theme_from_name(QSettings().value("view/theme", "system").toString());
+  for (const auto& [theme, label] : {std::pair{Theme::system, tr("Follow the &system")},
+                                     std::pair{Theme::light, tr("&Light")}, std::pair{Theme::dark, tr("&Dark")}}) {
+    auto* action = theme_menu->addAction(label);
+    action->setCheckable(true);
+    action->setChecked(theme == current);
+    themes->addAction(action);
+    connect(action, &QAction::triggered, this, [theme] {
+      QSettings().setValue("view/theme", theme_name(theme));
+      apply_theme(theme);
+    });
+  }
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  make(help, tr("&About Spur Studio"), QKeySequence::HelpContents, [this] {
+    QMessageBox::about(this, tr("About Spur Studio"),
+                       tr("<h3>Spur Studio %1</h3><p>Set up, launch and watch LibTorch training runs.</p>"
+                          "<p>History: %2</p>")
+                           .arg(SPUR_VERSION_STRING, path_.toHtmlEscaped()));
+  });
+
+  toolbar->addAction(create);
+  toolbar->addAction(open);
+  toolbar->addSeparator();
+  toolbar->addAction(start);
+  toolbar->addAction(stop_);
+  toolbar->addAction(relaunch_);
 }
 
 }  // namespace spur::studio

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// MainWindow: the runs of the history on the left (RunsModel), the live dashboard of the selected ones on the
-// right. The history is re-read every 250 ms: runs launched from a terminal show up as well.
+// MainWindow: the runs of the history on the left (RunsModel), the live dashboard and console of the selected
+// ones on the right, and the actions on runs: configure, launch, stop, relaunch, rename, tag, export, delete.
+// The history is re-read every 250 ms, so runs launched from a terminal show up as well.
 #pragma once
 
 #include <QMainWindow>
 #include <QThread>
+
+#include <vector>
+
+#include "launch/launch_request.h"
 
 class QLineEdit;
 class QSortFilterProxyModel;
@@ -13,6 +18,7 @@ class QTimer;
 
 namespace spur::app {
 class RunsModel;
+struct SetupAnswers;
 }
 
 namespace spur::studio {
@@ -20,6 +26,7 @@ namespace spur::studio {
 class ConsoleView;
 class Dashboard;
 class SeriesLoader;
+class SetupWizard;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -34,24 +41,58 @@ class MainWindow : public QMainWindow {
   void filter_runs(const QString& text);
   Dashboard* dashboard() const { return dashboard_; }
   ConsoleView* console() const { return console_; }
-  // Run actions (menu and context menu ask with dialogs, then call these). Each returns an error, or empty.
+  // Run actions (menus ask with dialogs, then call these). Each returns an error, or empty.
   QString rename_run(qint64 run, const QString& name);
   QString tag_run(qint64 run, const QString& tag);
   QString set_notes(qint64 run, const QString& notes);
   QString delete_run(qint64 run);
   /// Writes the run's configuration, ready for `spur launch --config_file`.
   QString export_config(qint64 run, const QString& file);
+  /// Writes every metric of the run as CSV: key,step,wall_time,value.
+  QString export_metrics(qint64 run, const QString& file);
+  /// Starts `spur launch` for the request, detached: the run goes on if the Studio closes. When its run appears
+  /// in the history it is selected (and `launched` is emitted); if the launcher exits before that, its output
+  /// is reported.
+  QString launch(const app::LaunchRequest& request);
+  /// Asks the run's launcher to stop every rank (or its SageMaker job).
+  QString stop_run(qint64 run);
+  /// Launches a past run again with its saved configuration, program and directory.
+  QString relaunch(qint64 run);
+  /// The set-up wizard, from the last configuration used (or this machine's defaults).
+  SetupWizard* make_wizard(const QString& open_file = {});
+  /// The last error reported (also shown in the status bar and a message box).
+  const QString& last_error() const { return last_error_; }
+  /// Where the Studio keeps its own files (launch logs, configurations of relaunched runs).
+  static QString data_directory();
 
   /// Runs to show first (instead of the newest), as soon as they are in the history.
   void show_runs(const QList<qint64>& ids) { wanted_ = ids; selected_once_ = false; }
 
+ signals:
+  void launched(qint64 run);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
  private:
+  struct PendingLaunch {
+    qint64 pid;
+    QString log;
+    QString command;
+  };
+
   void refresh();
   void selection_changed();
   void build_actions();
+  void update_actions();
+  void check_pending();
+  void choose_metric_columns(const QPoint& at);
+  void run_wizard(SetupWizard* wizard);
+  void select_run(qint64 run);
   /// The run under the cursor in the table (the current row), or 0.
   qint64 current_run() const;
   void report(const QString& error);
+  void restore_settings();
 
   QString path_;
   app::RunsModel* runs_;
@@ -65,6 +106,9 @@ class MainWindow : public QMainWindow {
   SeriesLoader* loader_;
   bool selected_once_ = false;
   QList<qint64> wanted_;
+  std::vector<PendingLaunch> pending_;
+  QString last_error_;
+  QAction *stop_ = nullptr, *relaunch_ = nullptr;
 };
 
 }  // namespace spur::studio

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Launching from the Studio, through app/ (a detached `spur launch`): the run goes on when the window closes and
+// is picked up by the next one, Stop stops every rank, a failed rank is shown as the cause with its last lines,
+// a past run relaunches with its saved configuration, and a launch that cannot start says why.
+#include <signal.h>
+
+#include <QDir>
+#include <QFile>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+#include "config/setup_answers.h"
+#include "console/console_view.h"
+#include "launch/detached_launch.h"
+#include "main/main_window.h"
+#include "rank_group.h"
+#include "runs/console_model.h"
+#include "runs/runs_model.h"
+#include "test_main.h"
+
+namespace {
+
+// A configuration for two CPU processes, and a launch of launch_rig with `arguments`.
+spur::app::LaunchRequest rig_launch(const QTemporaryDir& dir, const QStringList& arguments) {
+  spur::app::SetupAnswers answers;
+  answers.distributed_type = "MULTI_CPU";
+  answers.processes_per_machine = 2;
+  answers.working_directory = dir.path();
+  answers.program = SPUR_LAUNCH_RIG;
+  answers.arguments = arguments;
+  const QString file = dir.filePath("two.yaml");
+  answers.to_config(file.toStdString()).save(file.toStdString());
+  auto request = answers.launch_request(file);
+  request.flags << "--grace_period" << "2";
+  return request;
+}
+
+QString status_of(spur::studio::MainWindow& window, qint64 run) {
+  const int row = window.runs()->row_of(run);
+  return row < 0 ? QString() : window.runs()->data(window.runs()->index(row, spur::app::RunsModel::Status)).toString();
+}
+
+// Launches from the window and waits for its run to appear; 0 when it did not.
+qint64 launch_and_wait(spur::studio::MainWindow& window, const spur::app::LaunchRequest& request) {
+  QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
+  const QString error = window.launch(request);
+  if (!error.isEmpty()) {
+    qWarning() << error;
+    return 0;
+  }
+  if (!launched.wait(20000)) return 0;
+  return launched.front().front().toLongLong();
+}
+
+}  // namespace
+
+class LaunchPanelTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { qputenv("SPUR_PROGRAM", SPUR_CLI); }  // the test binary is not next to spur
+
+  void a_run_outlives_the_window_and_stops_from_the_next_one() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const QString pids = dir.filePath("pids");
+    QDir().mkpath(pids);
+    qint64 run = 0, launcher = 0;
+    {
+      spur::studio::MainWindow window(path);
+      window.show();
+      run = launch_and_wait(window, rig_launch(dir, {"--pids", pids, "--sleep", "120"}));
+      QVERIFY2(run > 0, qPrintable(window.last_error()));
+      QTRY_COMPARE_WITH_TIMEOUT(status_of(window, run), QString("running"), 10000);
+      launcher = window.runs()->run(window.runs()->row_of(run)).pid;
+      QCOMPARE(window.runs()->run(window.runs()->row_of(run)).command.rfind("cd ", 0), 0u);
+    }  // the Studio closes
+    auto ranks = spur::test::rank_pids(pids, 2);
+    QTRY_COMPARE_WITH_TIMEOUT(static_cast<int>((ranks = spur::test::rank_pids(pids, 2)).size()), 2, 10000);
+    struct Cleanup {  // never leave the ranks behind, also on failure
+      std::vector<qint64> pids;
+      ~Cleanup() {
+        for (const auto pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+    } cleanup{{launcher, ranks[0], ranks[1]}};
+    QTest::qWait(500);
+    QVERIFY(spur::test::alive(launcher));
+    QVERIFY(spur::test::alive(ranks[0]) && spur::test::alive(ranks[1]));
+
+    spur::studio::MainWindow reopened(path);
+    reopened.show();
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(reopened, run), QString("running"), 10000);
+    QCOMPARE(reopened.stop_run(run), QString());
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(reopened, run), QString("stopped"), 15000);
+    QVERIFY(spur::test::all_dead({launcher, ranks[0], ranks[1]}, 10000));
+    QVERIFY(reopened.stop_run(run).contains("not running"));
+  }
+
+  void a_failed_rank_is_the_cause_and_the_run_relaunches() {
+    QTemporaryDir dir;
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    window.show();
+    const qint64 run =
+        launch_and_wait(window, rig_launch(dir, {"--lines", "3", "--fail_rank", "1", "--code", "7", "--sleep", "30"}));
+    QVERIFY2(run > 0, qPrintable(window.last_error()));
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(window, run), QString("failed"), 20000);
+    // The console shows the run's ranks, and above them which rank failed, how, with its last lines.
+    auto* console = window.console();
+    QTRY_VERIFY_WITH_TIMEOUT(console->banner().contains("rank1 failed: exit code 7"), 10000);
+    QVERIFY2(console->banner().contains("rank 1 line 2"), qPrintable(console->banner()));
+    QVERIFY(console->banner().contains("exit code 7"));
+    QVERIFY(console->findChild<QLabel*>("banner")->isVisibleTo(console));
+
+    // Relaunch: the same program, arguments and directory, with the configuration saved in the history.
+    QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
+    QCOMPARE(window.relaunch(run), QString());
+    QVERIFY(launched.wait(20000));
+    const qint64 again = launched.front().front().toLongLong();
+    QVERIFY(again != run);
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(window, again), QString("failed"), 20000);
+    const auto before = spur::app::LaunchRequest::parse(QString::fromStdString(window.runs()->run(window.runs()->row_of(run)).command));
+    const auto after = spur::app::LaunchRequest::parse(QString::fromStdString(window.runs()->run(window.runs()->row_of(again)).command));
+    QCOMPARE(after.program, before.program);
+    QCOMPARE(after.arguments, before.arguments);
+    QCOMPARE(after.working_directory, before.working_directory);
+    QCOMPARE(after.flags, before.flags);
+    QVERIFY(after.config_file.endsWith(QString("configs/run-%1.yaml").arg(run)));
+    QCOMPARE(window.runs()->run(window.runs()->row_of(again)).config, window.runs()->run(window.runs()->row_of(run)).config);
+  }
+
+  void a_launch_that_cannot_start_says_why() {
+    QTemporaryDir dir;
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    auto request = rig_launch(dir, {});
+    request.config_file = dir.filePath("missing.yaml");
+    QCOMPARE(window.launch(request), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(window.last_error().contains("missing.yaml"), 20000);
+    request.working_directory = dir.filePath("nowhere");
+    QVERIFY(window.launch(request).contains("does not exist"));
+  }
+};
+
+SPUR_TEST_CLASS(LaunchPanelTest)
+#include "launch_panel_test.moc"

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The set-up wizard driven with key and mouse events, as a person fills it: each compute environment writes the
+// YAML expected (and Accelerate's loader rules accept it), a bad field keeps Next disabled and says why under
+// the field, an Accelerate file opens and saves unchanged, and the command shown runs headless as it is.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QFileInfo>
+#include <QProcessEnvironment>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <memory>
+
+#include "config/setup_answers.h"
+#include "main/main_window.h"
+#include "rank_group.h"
+#include "test_main.h"
+#include "wizard/setup_wizard.h"
+
+namespace {
+
+using spur::studio::SetupWizard;
+
+QByteArray read_file(const QString& path) {
+  QFile file(path);
+  return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+void click_next(SetupWizard& wizard) { QTest::mouseClick(wizard.button(QWizard::NextButton), Qt::LeftButton); }
+
+// Replaces a field's text by typing, as a person would (Ctrl+A, then the keys).
+void type_into(QWidget* field, const QString& text) {
+  QVERIFY2(field, "no such field");
+  QTest::keyClick(field, Qt::Key_A, Qt::ControlModifier);
+  if (text.isEmpty()) {
+    QTest::keyClick(field, Qt::Key_Delete);
+  } else {
+    QTest::keyClicks(field, text);
+  }
+}
+
+// "name=value": a line edit, spin box or combo box of the current page, typed into; "name" alone: a click.
+void apply_edit(SetupWizard& wizard, const QString& edit) {
+  const QString name = edit.section('=', 0, 0);
+  const QString value = edit.section('=', 1);
+  QWidget* field = wizard.currentPage()->findChild<QWidget*>(name);
+  QVERIFY2(field, qPrintable("no field " + name + " on page " + QString::number(wizard.currentId())));
+  if (auto* box = qobject_cast<QComboBox*>(field)) {
+    QTest::keyClicks(box, value);
+    QCOMPARE(box->currentText(), value);
+  } else if (auto* text = qobject_cast<QPlainTextEdit*>(field)) {
+    text->selectAll();
+    const QStringList lines = value.split('\n');
+    for (qsizetype i = 0; i < lines.size(); ++i) {
+      if (i > 0) QTest::keyClick(text, Qt::Key_Return);
+      QTest::keyClicks(text, lines[i]);
+    }
+  } else if (qobject_cast<QAbstractButton*>(field)) {
+    QTest::mouseClick(field, Qt::LeftButton, {}, QPoint(4, field->height() / 2));
+  } else {
+    type_into(field, value);
+  }
+}
+
+bool accelerate_accepts(const QString& path, QString* output) {
+  const auto result = spur::test::run_process("/usr/bin/python3", {SPUR_RIGS_DIR "/accelerate_loader.py", path}, {}, 30000);
+  *output = result.output;
+  return result.exit_code == 0;
+}
+
+}  // namespace
+
+class WizardTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Pages are listed as edits to make before pressing Next on each; the last page saves to the file.
+  void fills_and_writes_the_configuration_data() {
+    QTest::addColumn<QStringList>("where");
+    QTest::addColumn<QStringList>("machines");
+    QTest::addColumn<QStringList>("training");
+    QTest::addColumn<QStringList>("program");
+    QTest::addColumn<QString>("yaml");
+    QTest::addColumn<QString>("command_flags");
+
+    QTest::newRow("this machine, 3 CPU processes, bf16")
+        << QStringList{"where_local"} << QStringList{"processes=3"}
+        << QStringList{"mixed_precision=bf16", "gradient_accumulation=4"}
+        << QStringList{"program=" SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7"}
+        << QString("compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
+                   "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
+                   "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
+                   "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
+        << QString("--gradient_accumulation_steps 4 --env SEED=7");
+    QTest::newRow("two machines over SSH")
+        << QStringList{"where_ssh"} << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555",
+                                                   "processes=1"}
+        << QStringList{} << QStringList{"program=./train", "arguments='a b' c"}
+        << QString("compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
+                   "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_process_ip: 127.0.0.1\n"
+                   "main_process_port: 29555\nmain_training_function: main\nmixed_precision: 'no'\nnum_machines: 2\n"
+                   "num_processes: 2\nrdzv_backend: static\nsame_network: true\ntpu_use_cluster: false\n"
+                   "tpu_use_sudo: false\nuse_cpu: true\n")
+        << QString("--hosts 127.0.0.1,me@localhost");
+    QTest::newRow("Amazon SageMaker, 2 instances, fp16")
+        << QStringList{"where_sagemaker"}
+        << QStringList{"region=eu-west-1", "image_uri=123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1",
+                       "instance_type=ml.g5.xlarge", "instance_count=2"}
+        << QStringList{"mixed_precision=fp16"} << QStringList{"program=/opt/train", "arguments=--epochs 3"}
+        << QString("compute_environment: AMAZON_SAGEMAKER\ndebug: false\ndistributed_type: DATA_PARALLEL\n"
+                   "ec2_instance_type: ml.g5.xlarge\niam_role_name: spur_sagemaker_execution_role\n"
+                   "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1\nmixed_precision: fp16\n"
+                   "num_machines: 2\nregion: eu-west-1\nuse_cpu: false\n")
+        << QString();
+  }
+
+  void fills_and_writes_the_configuration() {
+    QFETCH(QStringList, where);
+    QFETCH(QStringList, machines);
+    QFETCH(QStringList, training);
+    QFETCH(QStringList, program);
+    QFETCH(QString, yaml);
+    QFETCH(QString, command_flags);
+    QTemporaryDir dir;
+    spur::app::DetectedHardware hardware;
+    hardware.cpu_cores = 4;
+    auto answers = spur::app::SetupAnswers::defaults(hardware);
+    answers.working_directory = dir.path();
+    const QString file = dir.filePath("conf/run.yaml");
+    SetupWizard wizard(answers, dir.filePath("elsewhere.yaml"));
+    wizard.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&wizard));
+    for (const auto& edit : where) apply_edit(wizard, edit);
+    click_next(wizard);
+    for (const auto& edit : machines) apply_edit(wizard, edit);
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::TrainingPage));
+    for (const auto& edit : training) apply_edit(wizard, edit);
+    click_next(wizard);
+    for (const auto& edit : program) apply_edit(wizard, edit);
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::SummaryPage));
+    apply_edit(wizard, "config_path=" + file);
+    // The last page shows what will be written and how to run it without the Studio.
+    QCOMPARE(wizard.findChild<QPlainTextEdit*>("yaml")->toPlainText(), yaml);
+    const QString command = wizard.findChild<QLineEdit*>("command")->text();
+    QVERIFY2(command.startsWith("cd " + spur::app::shell_quote({dir.path()}) + " && spur launch --config_file " +
+                                spur::app::shell_quote({file})),
+             qPrintable(command));
+    QVERIFY2(command.contains(command_flags), qPrintable(command));
+    QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(wizard.result(), int(QDialog::Accepted));
+    QCOMPARE(QString::fromUtf8(read_file(file)), yaml);
+    QString output;
+    QVERIFY2(accelerate_accepts(file, &output), qPrintable(output));
+  }
+
+  // A bad field is named under itself and keeps Next disabled until it is put right.
+  void bad_fields_keep_next_disabled_data() {
+    QTest::addColumn<QString>("where");
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("bad");
+    QTest::addColumn<QString>("says");
+    QTest::addColumn<QString>("good");
+    QTest::newRow("host") << "where_ssh" << "hosts" << "gpu1, bad_host!" << "'bad_host!' is not" << "gpu1, gpu2";
+    QTest::newRow("host listed twice") << "where_ssh" << "hosts" << "gpu1,gpu1" << "listed twice" << "gpu1";
+    QTest::newRow("port") << "where_ssh" << "main_process_port" << "70000" << "not a TCP port" << "29500";
+    QTest::newRow("region") << "where_sagemaker" << "region" << "mars" << "not an AWS region" << "us-west-2";
+    QTest::newRow("instance type") << "where_sagemaker" << "instance_type" << "p3.2xlarge" << "ml.*" << "ml.p3.2xlarge";
+  }
+
+  void bad_fields_keep_next_disabled() {
+    QFETCH(QString, where);
+    QFETCH(QString, field);
+    QFETCH(QString, bad);
+    QFETCH(QString, says);
+    QFETCH(QString, good);
+    spur::app::SetupAnswers answers;
+    answers.image_uri = "image";
+    answers.hosts = {"gpu1"};
+    SetupWizard wizard(answers, "/tmp/unused.yaml");
+    wizard.show();
+    apply_edit(wizard, where);
+    click_next(wizard);
+    auto* next = wizard.button(QWizard::NextButton);
+    apply_edit(wizard, field + "=" + bad);
+    QVERIFY(!next->isEnabled());
+    auto* error = wizard.currentPage()->findChild<QLabel*>(field + "_error");
+    QVERIFY(error && error->isVisible());
+    QVERIFY2(error->text().contains(says), qPrintable(error->text()));
+    apply_edit(wizard, field + "=" + good);
+    QVERIFY(next->isEnabled());
+    QVERIFY(!error->isVisible());
+  }
+
+  void a_missing_program_keeps_next_disabled() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.working_directory = dir.path();
+    SetupWizard wizard(answers, dir.filePath("run.yaml"));
+    wizard.show();
+    for (int page = 0; page < 3; ++page) click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::ProgramPage));
+    auto* next = wizard.button(QWizard::NextButton);
+    apply_edit(wizard, "program=./no_such_program");
+    QVERIFY(!next->isEnabled());
+    QVERIFY(wizard.findChild<QLabel*>("program_error")->text().contains("does not exist"));
+    apply_edit(wizard, "program=" SPUR_LAUNCH_RIG);
+    apply_edit(wizard, "environment=GOOD=1\n2BAD=x");
+    QVERIFY(!next->isEnabled());
+    QVERIFY2(wizard.findChild<QLabel*>("environment_error")->text().contains("line 2"),
+             qPrintable(wizard.findChild<QLabel*>("environment_error")->text()));
+    apply_edit(wizard, "environment=GOOD=1");
+    QVERIFY(next->isEnabled());
+  }
+
+  // A file Accelerate wrote opens with its values in the fields and saves back unchanged; a broken one is named.
+  void opens_an_accelerate_file() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("accelerate.yaml");
+    QVERIFY(QFile::copy(SPUR_FIXTURES_DIR "/configs/multi_gpu_2nodes_rank0_fp16.yaml", file));
+    const QByteArray before = read_file(file);
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    std::unique_ptr<SetupWizard> wizard(window.make_wizard(file));
+    QVERIFY(wizard);
+    wizard->show();
+    QVERIFY(wizard->findChild<QRadioButton*>("where_local")->isChecked());
+    click_next(*wizard);
+    QCOMPARE(wizard->findChild<QSpinBox*>("num_machines")->value(), 2);
+    QCOMPARE(wizard->findChild<QSpinBox*>("processes")->value(), 4);
+    QCOMPARE(wizard->findChild<QLineEdit*>("main_process_ip")->text(), QString("10.0.0.1"));
+    click_next(*wizard);
+    QCOMPARE(wizard->findChild<QComboBox*>("mixed_precision")->currentText(), QString("fp16"));
+    QVERIFY(!wizard->findChild<QCheckBox*>("use_cpu")->isChecked());
+    click_next(*wizard);
+    apply_edit(*wizard, "program=/bin/true");
+    click_next(*wizard);
+    QCOMPARE(wizard->config_path(), file);
+    QTest::mouseClick(wizard->button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(read_file(file), before);
+
+    const QString broken = dir.filePath("broken.yaml");
+    QFile out(broken);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write("distributed_type: MULTI_CPU\nnum_processes: two\n");
+    out.close();
+    QVERIFY(!window.make_wizard(broken));
+    QVERIFY2(window.last_error().contains(broken + ":2") && window.last_error().contains("num_processes"),
+             qPrintable(window.last_error()));
+  }
+
+  // The command on the last page, run in a shell as it is shown, launches the configuration headless.
+  void the_command_shown_runs_headless() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.distributed_type = "MULTI_CPU";
+    answers.processes_per_machine = 2;
+    answers.working_directory = dir.path();
+    answers.program = SPUR_LAUNCH_RIG;
+    answers.arguments = {"--lines", "1", "--sleep", "0"};
+    SetupWizard wizard(answers, dir.filePath("my config.yaml"));
+    wizard.show();
+    for (int page = 0; page < 4; ++page) click_next(wizard);
+    const QString command = wizard.findChild<QLineEdit*>("command")->text();
+    QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+    QVERIFY(QFileInfo::exists(dir.filePath("my config.yaml")));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("PATH", QFileInfo(SPUR_CLI).absolutePath() + ":" + env.value("PATH"));
+    const auto result = spur::test::run_process("/bin/bash", {"-c", command}, env, 60000);
+    QVERIFY2(result.exit_code == 0, qPrintable(command + "\n" + result.output));
+    QVERIFY2(result.output.contains("hello from rank 1 of 2"), qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(WizardTest)
+#include "wizard_test.moc"

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The demo workspace; see demo_workspace.h.
+#include "main/demo_workspace.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QSettings>
+
+#include <spur/history/reader.h>
+
+#include "config/setup_answers.h"
+#include "launch/detached_launch.h"
+
+namespace spur::studio {
+
+QString bundled_example() {
+  const QDir here(QCoreApplication::applicationDirPath());
+  for (const QString& candidate : {QString("../examples/train_mlp"), QString("../libexec/spur/examples/train_mlp")}) {
+    const QFileInfo file(here.filePath(candidate));
+    if (file.isExecutable()) return file.canonicalFilePath();
+  }
+  return {};
+}
+
+DemoWorkspace prepare_demo(const QString& directory) {
+  DemoWorkspace demo;
+  demo.directory = directory;
+  demo.history = QDir(directory).filePath("history.db");
+  demo.config = QDir(directory).filePath("spur_config.yaml");
+  demo.program = bundled_example();
+  if (demo.program.isEmpty()) {
+    demo.error = "the example program train_mlp is not next to spur-studio (build the examples, or install Spur)";
+    return demo;
+  }
+  QDir().mkpath(directory);
+  app::SetupAnswers answers;
+  answers.distributed_type = "MULTI_CPU";
+  answers.processes_per_machine = 2;
+  answers.use_cpu = true;
+  answers.program = demo.program;
+  answers.arguments = QStringList{"--epochs", "30", "--log_every", "2"};
+  answers.working_directory = directory;
+  try {
+    if (!QFileInfo::exists(demo.config)) answers.to_config(demo.config.toStdString()).save(demo.config.toStdString());
+  } catch (const std::exception& e) {
+    demo.error = QString::fromUtf8(e.what());
+    return demo;
+  }
+  bool has_run = false;
+  if (QFileInfo::exists(demo.history)) {
+    try {
+      has_run = !history::HistoryReader(demo.history.toStdString()).runs().empty();
+    } catch (const std::exception&) {
+    }
+  }
+  if (!has_run) {
+    // One short, finished run of the example, recorded the way any launch is.
+    app::LaunchRequest first = answers.launch_request(demo.config);
+    first.arguments = QStringList{"--epochs", "4"};
+    first.flags << "--run_name" << "demo: first run";
+    QProcess launcher;
+    auto environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("SPUR_HISTORY", demo.history);
+    launcher.setProcessEnvironment(environment);
+    launcher.setWorkingDirectory(directory);
+    launcher.setProcessChannelMode(QProcess::MergedChannels);
+    launcher.start(app::spur_program(), first.spur_arguments());
+    if (!launcher.waitForFinished(180000) || launcher.exitCode() != 0) {
+      launcher.kill();
+      launcher.waitForFinished(5000);
+      demo.error = "the demo's first run failed:\n" + QString::fromLocal8Bit(launcher.readAll()).right(2000);
+      return demo;
+    }
+  }
+  QSettings settings;
+  settings.setValue("launch/last_config", demo.config);
+  settings.setValue("launch/last_command", answers.launch_request(demo.config).command_line());
+  return demo;
+}
+
+}  // namespace spur::studio

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The set-up wizard; see setup_wizard.h. The questions' rules (defaults, checks, the file written) live in
+// app::SetupAnswers; the pages only lay out fields and show what a check says under the field at fault.
+#include "wizard/setup_wizard.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <stdexcept>
+#include <vector>
+
+namespace spur::studio {
+
+// A page whose fields each have a check; Next (or Finish) stays disabled while a visible field's check fails,
+// and the failing check's text is shown under its field.
+class SetupWizard::Page : public QWizardPage {
+ public:
+  explicit Page(QWidget* parent) : QWizardPage(parent), form_(new QFormLayout(this)) {
+    form_->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  }
+
+  QFormLayout* form() const { return form_; }
+
+  /// A labelled row; `check` (may be empty) says what is wrong with the field's value.
+  void add(const QString& label, QWidget* field, std::function<QString()> check = {}) {
+    auto* box = new QWidget(this);
+    auto* column = new QVBoxLayout(box);
+    column->setContentsMargins(0, 0, 0, 0);
+    column->setSpacing(2);
+    column->addWidget(field);
+    auto* error = new QLabel(box);
+    QString name = field->objectName();  // a field with a Browse button is named "<field>_row"
+    if (name.endsWith("_row")) name.chop(4);
+    error->setObjectName(name + "_error");
+    error->setStyleSheet("color: #d32f2f;");
+    error->setWordWrap(true);
+    error->hide();
+    column->addWidget(error);
+    form_->addRow(label, box);
+    rows_.push_back({box, field, error, std::move(check)});
+  }
+  void show_row(QWidget* field, bool shown) {
+    for (auto& row : rows_) {
+      if (row.field == field) form_->setRowVisible(row.box, shown);
+    }
+  }
+  /// Re-checks every field (call on any edit).
+  void recheck() {
+    for (auto& row : rows_) {
+      const QString problem = row.check && form_->isRowVisible(row.box) ? row.check() : QString();
+      row.error->setText(problem);
+      row.error->setVisible(!problem.isEmpty());
+    }
+    emit completeChanged();
+  }
+  bool isComplete() const override {
+    for (const auto& row : rows_) {
+      if (row.check && form_->isRowVisible(row.box) && !row.check().isEmpty()) return false;
+    }
+    return extra_check ? extra_check() : true;
+  }
+  void initializePage() override {
+    if (on_enter) on_enter();
+    recheck();
+  }
+  bool validatePage() override { return on_leave ? on_leave() : true; }
+
+  std::function<void()> on_enter;
+  std::function<bool()> on_leave;
+  std::function<bool()> extra_check;
+
+ private:
+  struct Row {
+    QWidget* box;
+    QWidget* field;
+    QLabel* error;
+    std::function<QString()> check;
+  };
+  QFormLayout* form_;
+  std::vector<Row> rows_;
+};
+
+namespace {
+
+QLineEdit* line(QWidget* parent, const char* name, const QString& placeholder = {}) {
+  auto* edit = new QLineEdit(parent);
+  edit->setObjectName(name);
+  edit->setPlaceholderText(placeholder);
+  return edit;
+}
+
+QSpinBox* spin(QWidget* parent, const char* name, int minimum, int maximum) {
+  auto* box = new QSpinBox(parent);
+  box->setObjectName(name);
+  box->setRange(minimum, maximum);
+  return box;
+}
+
+QComboBox* combo(QWidget* parent, const char* name, const QStringList& items) {
+  auto* box = new QComboBox(parent);
+  box->setObjectName(name);
+  box->addItems(items);
+  return box;
+}
+
+// A line edit with a "Browse..." button beside it.
+QWidget* with_browse(QLineEdit* edit, std::function<QString()> choose) {
+  auto* box = new QWidget(edit->parentWidget());
+  box->setObjectName(edit->objectName() + "_row");
+  auto* row = new QHBoxLayout(box);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->addWidget(edit, 1);
+  auto* button = new QPushButton(QObject::tr("Browse..."), box);
+  QObject::connect(button, &QPushButton::clicked, edit, [edit, choose] {
+    const QString chosen = choose();
+    if (!chosen.isEmpty()) edit->setText(chosen);
+  });
+  row->addWidget(button);
+  return box;
+}
+
+}  // namespace
+
+SetupWizard::Page* SetupWizard::new_page(const QString& title, const QString& subtitle) {
+  auto* p = new Page(this);
+  p->setTitle(title);
+  p->setSubTitle(subtitle);
+  return p;
+}
+
+SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config_path,
+                         std::optional<app::RunConfig> base, QWidget* parent)
+    : QWizard(parent), base_(std::move(base)), start_(answers) {
+  setWindowTitle(tr("Run configuration"));
+  setWizardStyle(QWizard::ModernStyle);
+  setOption(QWizard::NoBackButtonOnStartPage);
+  setOption(QWizard::HaveHelpButton, false);
+  const auto hardware = app::DetectedHardware::detect();
+
+  // --- Where ------------------------------------------------------------------------------------------------
+  auto* where = new_page(tr("Where does the run happen?"),
+                     tr("Detected here: %1 CPU cores, %2 GPU(s).").arg(hardware.cpu_cores).arg(hardware.gpus));
+  local_ = new QRadioButton(tr("On this machine (or machines you start by hand)"), where);
+  local_->setObjectName("where_local");
+  ssh_ = new QRadioButton(tr("On several machines over SSH"), where);
+  ssh_->setObjectName("where_ssh");
+  sagemaker_ = new QRadioButton(tr("On Amazon SageMaker (your container)"), where);
+  sagemaker_->setObjectName("where_sagemaker");
+  where->form()->addRow(local_);
+  where->form()->addRow(ssh_);
+  where->form()->addRow(sagemaker_);
+  setPage(WherePage, where);
+
+  // --- Machines ---------------------------------------------------------------------------------------------
+  auto* machines = new_page(tr("Machines and processes"), tr("How many processes, on which machines."));
+  distributed_type_ = combo(machines, "distributed_type", {"NO", "MULTI_CPU", "MULTI_GPU"});
+  distributed_type_->setToolTip(tr("NO: one process. MULTI_CPU / MULTI_GPU: a process group (Gloo / NCCL)."));
+  machines_ = spin(machines, "num_machines", 1, 10000);
+  machine_rank_ = spin(machines, "machine_rank", 0, 9999);
+  main_ip_ = line(machines, "main_process_ip", tr("the address the other machines reach machine 0 at"));
+  main_port_ = line(machines, "main_process_port");
+  same_network_ = new QCheckBox(tr("All machines are on the same local network"), machines);
+  same_network_->setObjectName("same_network");
+  hosts_ = line(machines, "hosts", tr("gpu1, gpu2, user@gpu3 (the first one is the rendezvous)"));
+  processes_ = spin(machines, "processes", 1, 4096);
+  machines->add(tr("Kind of run:"), distributed_type_);
+  machines->add(tr("Hosts:"), hosts_, [this] { return app::check_host_list(hosts_->text()); });
+  machines->add(tr("Machines:"), machines_);
+  machines->add(tr("This machine's rank:"), machine_rank_, [this] {
+    return machine_rank_->value() < machines_->value() ? QString() : tr("a rank from 0 to %1").arg(machines_->value() - 1);
+  });
+  machines->add(tr("Main machine's address:"), main_ip_, [this] { return app::check_host(main_ip_->text().trimmed()); });
+  machines->add(tr("Main machine's port:"), main_port_, [this] { return app::check_port(main_port_->text()); });
+  machines->add(QString(), same_network_);
+  machines->add(tr("Processes per machine:"), processes_, [this] {
+    return distributed_type_->currentText() == "NO" && processes_->value() > 1 && machines_->value() == 1 && !ssh_->isChecked()
+               ? tr("one process without a process group: choose MULTI_CPU or MULTI_GPU for more")
+               : QString();
+  });
+  machines->on_enter = [this] { update_visibility(); };
+  setPage(MachinesPage, machines);
+
+  // --- SageMaker --------------------------------------------------------------------------------------------
+  auto* sm = new_page(tr("Amazon SageMaker"), tr("A training job with your container image; credentials come from your AWS "
+                                              "configuration."));
+  sagemaker_type_ = combo(sm, "sagemaker_distributed_type", {"DATA_PARALLEL", "NO"});
+  region_ = line(sm, "region");
+  role_ = line(sm, "iam_role");
+  profile_ = line(sm, "profile", tr("empty: the AWS CLI's default credentials"));
+  image_ = line(sm, "image_uri", tr("123456789012.dkr.ecr.us-east-1.amazonaws.com/train:latest"));
+  instance_type_ = line(sm, "instance_type");
+  instances_ = spin(sm, "instance_count", 1, 1000);
+  inputs_ = line(sm, "inputs_file", tr("optional TSV: channel<TAB>s3://uri"));
+  metrics_ = line(sm, "metrics_file", tr("optional TSV: name<TAB>regex"));
+  const auto optional_file = [](QLineEdit* edit) {
+    return [edit]() -> QString {
+      const QString file = edit->text().trimmed();
+      return file.isEmpty() || QFileInfo(file).isFile() ? QString() : file + tr(" does not exist");
+    };
+  };
+  sm->add(tr("Distributed mode:"), sagemaker_type_);
+  sm->add(tr("Region:"), region_, [this] { return app::check_region(region_->text().trimmed()); });
+  sm->add(tr("IAM role:"), role_, [this] { return role_->text().trimmed().isEmpty() ? tr("a role name or ARN") : QString(); });
+  sm->add(tr("AWS profile:"), profile_);
+  sm->add(tr("Training image:"), image_, [this] { return app::check_image_uri(image_->text()); });
+  sm->add(tr("Instance type:"), instance_type_, [this] { return app::check_instance_type(instance_type_->text().trimmed()); });
+  sm->add(tr("Instances:"), instances_);
+  sm->add(tr("Input channels:"), inputs_, optional_file(inputs_));
+  sm->add(tr("Metrics:"), metrics_, optional_file(metrics_));
+  setPage(SageMakerPage, sm);
+
+  // --- Training ---------------------------------------------------------------------------------------------
+  auto* training = new_page(tr("Devices and precision"), tr("What each process computes on."));
+  use_cpu_ = new QCheckBox(tr("CPU only"), training);
+  use_cpu_->setObjectName("use_cpu");
+  gpu_ids_ = line(training, "gpu_ids", tr("all, or GPU numbers like 0,1"));
+  precision_ = combo(training, "mixed_precision", {"no", "fp16", "bf16"});
+  accumulation_ = spin(training, "gradient_accumulation", 1, 1'000'000);
+  training->add(QString(), use_cpu_);
+  training->add(tr("GPUs:"), gpu_ids_, [this] { return app::check_gpu_ids(gpu_ids_->text().trimmed()); });
+  training->add(tr("Mixed precision:"), precision_);
+  training->add(tr("Gradient accumulation steps:"), accumulation_);
+  training->on_enter = [this] { update_visibility(); };
+  setPage(TrainingPage, training);
+
+  // --- Program ----------------------------------------------------------------------------------------------
+  auto* program = new_page(tr("What to run"), tr("Your training program (built against Spur), as you would start it."));
+  program_ = line(program, "program", tr("./train"));
+  arguments_ = line(program, "arguments", tr("--epochs 3 --lr 0.01"));
+  directory_ = line(program, "working_directory");
+  environment_ = new QPlainTextEdit(program);
+  environment_->setObjectName("environment");
+  environment_->setPlaceholderText(tr("NAME=VALUE, one per line"));
+  environment_->setMaximumHeight(90);
+  program->add(tr("Program:"), with_browse(program_, [this] {
+                 return QFileDialog::getOpenFileName(this, tr("Training program"), directory_->text());
+               }),
+               [this] {
+                 if (ssh_->isChecked() || sagemaker_->isChecked()) {
+                   return program_->text().trimmed().isEmpty() ? tr("the program the machines run") : QString();
+                 }
+                 return app::check_program(program_->text().trimmed(), directory_->text().trimmed());
+               });
+  program->add(tr("Arguments:"), arguments_, [this] {
+    try {
+      app::shell_split(arguments_->text());
+      return QString();
+    } catch (const std::invalid_argument&) {
+      return tr("an unterminated quote");
+    }
+  });
+  program->add(tr("Working directory:"), with_browse(directory_, [this] {
+                 return QFileDialog::getExistingDirectory(this, tr("Working directory"), directory_->text());
+               }),
+               [this] { return app::check_directory(directory_->text().trimmed()); });
+  program->add(tr("Environment:"), environment_, [this] { return app::check_environment(environment_->toPlainText()); });
+  setPage(ProgramPage, program);
+
+  // --- Summary ----------------------------------------------------------------------------------------------
+  auto* summary = new_page(tr("Save and launch"), tr("The file is Accelerate's format; the command runs it without the "
+                                                  "Studio."));
+  path_ = line(summary, "config_path");
+  yaml_ = new QPlainTextEdit(summary);
+  yaml_->setObjectName("yaml");
+  yaml_->setReadOnly(true);
+  yaml_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  command_ = line(summary, "command");
+  command_->setReadOnly(true);
+  command_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  summary_error_ = new QLabel(summary);
+  summary_error_->setObjectName("summary_error");
+  summary_error_->setStyleSheet("color: #d32f2f;");
+  summary_error_->setWordWrap(true);
+  launch_now_ = new QCheckBox(tr("Launch it when I press Finish"), summary);
+  launch_now_->setObjectName("launch_now");
+  auto copy_button = [summary](const char* name, std::function<QString()> text) {
+    auto* button = new QPushButton(tr("Copy"), summary);
+    button->setObjectName(name);
+    connect(button, &QPushButton::clicked, summary, [text] { QGuiApplication::clipboard()->setText(text()); });
+    return button;
+  };
+  summary->add(tr("Save as:"), with_browse(path_, [this] {
+                 return QFileDialog::getSaveFileName(this, tr("Save the run configuration"), path_->text(),
+                                                     tr("YAML (*.yaml *.yml);;JSON (*.json)"));
+               }),
+               [this] {
+                 const QFileInfo file(path_->text().trimmed());
+                 if (path_->text().trimmed().isEmpty()) return tr("where to save the configuration");
+                 return file.isDir() ? tr("%1 is a directory").arg(file.filePath()) : QString();
+               });
+  auto* yaml_row = new QWidget(summary);
+  auto* yaml_layout = new QVBoxLayout(yaml_row);
+  yaml_layout->setContentsMargins(0, 0, 0, 0);
+  yaml_layout->addWidget(yaml_);
+  yaml_layout->addWidget(copy_button("copy_yaml", [this] { return yaml_->toPlainText(); }), 0, Qt::AlignRight);
+  summary->form()->addRow(tr("Configuration:"), yaml_row);
+  auto* command_row = new QWidget(summary);
+  auto* command_layout = new QHBoxLayout(command_row);
+  command_layout->setContentsMargins(0, 0, 0, 0);
+  command_layout->addWidget(command_, 1);
+  command_layout->addWidget(copy_button("copy_command", [this] { return command_->text(); }));
+  summary->form()->addRow(tr("Headless:"), command_row);
+  summary->form()->addRow(summary_error_);
+  summary->form()->addRow(launch_now_);
+  summary->on_enter = [this] { update_summary(); };
+  summary->extra_check = [this] { return summary_error_->text().isEmpty(); };
+  summary->on_leave = [this] { return save(); };
+  setPage(SummaryPage, summary);
+
+  // Any edit re-checks the page it is on.
+  const auto recheck_all = [this] {
+    for (const int id : pageIds()) static_cast<Page*>(this->page(id))->recheck();
+  };
+  for (auto* edit : findChildren<QLineEdit*>()) {
+    if (edit != command_) connect(edit, &QLineEdit::textChanged, this, recheck_all);
+  }
+  for (auto* box : findChildren<QSpinBox*>()) connect(box, &QSpinBox::valueChanged, this, [this, recheck_all] {
+    update_visibility();
+    recheck_all();
+  });
+  for (auto* box : findChildren<QComboBox*>()) connect(box, &QComboBox::currentIndexChanged, this, recheck_all);
+  for (auto* box : {local_, ssh_, sagemaker_}) connect(box, &QRadioButton::toggled, this, [this] { update_visibility(); });
+  connect(use_cpu_, &QCheckBox::toggled, this, [this, recheck_all] {
+    update_visibility();
+    recheck_all();
+  });
+  connect(environment_, &QPlainTextEdit::textChanged, this, recheck_all);
+  connect(path_, &QLineEdit::textChanged, this, [this] { update_summary(); });
+
+  show_answers(answers);
+  path_->setText(config_path);
+  resize(760, 620);
+}
+
+void SetupWizard::show_answers(const app::SetupAnswers& a) {
+  using Where = app::SetupAnswers::Where;
+  (a.where == Where::Ssh ? ssh_ : a.where == Where::SageMaker ? sagemaker_ : local_)->setChecked(true);
+  if (a.where == Where::SageMaker) {
+    sagemaker_type_->setCurrentText(QString::fromStdString(a.distributed_type == "NO" ? "NO" : "DATA_PARALLEL"));
+  } else {
+    distributed_type_->setCurrentText(QString::fromStdString(a.distributed_type));
+  }
+  machines_->setValue(a.num_machines);
+  machine_rank_->setValue(a.machine_rank);
+  main_ip_->setText(a.main_process_ip);
+  main_port_->setText(QString::number(a.main_process_port));
+  same_network_->setChecked(a.same_network);
+  hosts_->setText(a.hosts.join(", "));
+  processes_->setValue(a.processes_per_machine);
+  region_->setText(QString::fromStdString(a.region));
+  role_->setText(QString::fromStdString(a.iam_role_name));
+  profile_->setText(QString::fromStdString(a.profile));
+  image_->setText(QString::fromStdString(a.image_uri));
+  instance_type_->setText(QString::fromStdString(a.ec2_instance_type));
+  instances_->setValue(a.num_machines);
+  inputs_->setText(QString::fromStdString(a.inputs_file));
+  metrics_->setText(QString::fromStdString(a.metrics_file));
+  use_cpu_->setChecked(a.use_cpu);
+  gpu_ids_->setText(QString::fromStdString(a.gpu_ids));
+  precision_->setCurrentText(QString::fromStdString(a.mixed_precision));
+  accumulation_->setValue(a.gradient_accumulation_steps);
+  program_->setText(a.program);
+  arguments_->setText(app::shell_quote(a.arguments));
+  directory_->setText(a.working_directory);
+  QStringList environment;
+  for (const auto& [name, value] : a.environment) environment << name + "=" + value;
+  environment_->setPlainText(environment.join('\n'));
+  update_visibility();
+}
+
+app::SetupAnswers SetupWizard::answers() const {
+  using Where = app::SetupAnswers::Where;
+  app::SetupAnswers a = start_;
+  a.where = ssh_->isChecked() ? Where::Ssh : sagemaker_->isChecked() ? Where::SageMaker : Where::Local;
+  if (a.where == Where::SageMaker) {
+    a.distributed_type = sagemaker_type_->currentText().toStdString();
+    a.num_machines = instances_->value();
+  } else {
+    a.distributed_type = distributed_type_->currentText().toStdString();
+    a.num_machines = machines_->value();
+  }
+  a.machine_rank = machine_rank_->value();
+  a.main_process_ip = main_ip_->text().trimmed();
+  a.main_process_port = main_port_->text().trimmed().toInt();
+  a.same_network = same_network_->isChecked();
+  a.hosts = app::split_host_list(hosts_->text());
+  a.processes_per_machine = processes_->value();
+  a.region = region_->text().trimmed().toStdString();
+  a.iam_role_name = role_->text().trimmed().toStdString();
+  a.profile = profile_->text().trimmed().toStdString();
+  a.image_uri = image_->text().trimmed().toStdString();
+  a.ec2_instance_type = instance_type_->text().trimmed().toStdString();
+  a.inputs_file = inputs_->text().trimmed().toStdString();
+  a.metrics_file = metrics_->text().trimmed().toStdString();
+  a.use_cpu = a.where != Where::SageMaker && use_cpu_->isChecked();
+  a.gpu_ids = gpu_ids_->text().trimmed().toStdString();
+  a.mixed_precision = precision_->currentText().toStdString();
+  a.gradient_accumulation_steps = accumulation_->value();
+  a.program = program_->text().trimmed();
+  try {
+    a.arguments = app::shell_split(arguments_->text());
+  } catch (const std::invalid_argument&) {
+    a.arguments.clear();  // the page does not let an unterminated quote through
+  }
+  a.working_directory = directory_->text().trimmed();
+  try {
+    a.environment = app::parse_environment(environment_->toPlainText());
+  } catch (const std::exception&) {
+    a.environment.clear();
+  }
+  return a;
+}
+
+QString SetupWizard::config_path() const { return path_->text().trimmed(); }
+
+app::RunConfig SetupWizard::config() const {
+  const auto& base = base_ && base_->sagemaker() == sagemaker_->isChecked() ? &*base_ : nullptr;
+  return answers().to_config(config_path().toStdString(), base);
+}
+
+app::LaunchRequest SetupWizard::launch_request() const { return answers().launch_request(config_path()); }
+
+bool SetupWizard::launch_now() const { return launch_now_->isChecked(); }
+void SetupWizard::set_launch_now(bool launch) { launch_now_->setChecked(launch); }
+
+int SetupWizard::nextId() const {
+  switch (currentId()) {
+    case WherePage: return sagemaker_->isChecked() ? SageMakerPage : MachinesPage;
+    case MachinesPage: return TrainingPage;
+    case SageMakerPage: return TrainingPage;
+    case TrainingPage: return ProgramPage;
+    case ProgramPage: return SummaryPage;
+    default: return -1;
+  }
+}
+
+void SetupWizard::update_visibility() {
+  auto* machines = static_cast<Page*>(page(MachinesPage));
+  const bool ssh = ssh_->isChecked();
+  const bool several = !ssh && machines_->value() > 1;
+  machines->show_row(hosts_, ssh);
+  machines->show_row(machines_, !ssh);
+  machines->show_row(machine_rank_, several);
+  machines->show_row(main_ip_, several);
+  machines->show_row(main_port_, several || ssh);
+  machines->show_row(same_network_, several);
+  machines->show_row(distributed_type_, !ssh);
+  auto* training = static_cast<Page*>(page(TrainingPage));
+  training->show_row(use_cpu_, !sagemaker_->isChecked());
+  training->show_row(gpu_ids_, !sagemaker_->isChecked() && !use_cpu_->isChecked());
+}
+
+void SetupWizard::update_summary() {
+  if (currentId() != SummaryPage) return;
+  try {
+    yaml_->setPlainText(QString::fromStdString(config().to_yaml()));
+    command_->setText(launch_request().command_line());
+    summary_error_->clear();
+  } catch (const std::exception& e) {
+    yaml_->clear();
+    command_->clear();
+    summary_error_->setText(QString::fromUtf8(e.what()));
+  }
+  static_cast<Page*>(page(SummaryPage))->recheck();
+}
+
+bool SetupWizard::save() {
+  try {
+    config().save(config_path().toStdString());
+    return true;
+  } catch (const std::exception& e) {
+    summary_error_->setText(tr("Not saved: %1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+}
+
+}  // namespace spur::studio

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// SetupWizard: Accelerate's configuration questions as wizard pages (where, machines, precision, program), each
+// field checked as it is typed; the last page shows the YAML to be written and the headless `spur launch`.
+#pragma once
+
+#include <QWizard>
+
+#include <functional>
+#include <optional>
+
+#include "config/run_config.h"
+#include "config/setup_answers.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QRadioButton;
+class QSpinBox;
+
+namespace spur::studio {
+
+class SetupWizard : public QWizard {
+  Q_OBJECT
+
+ public:
+  enum PageId { WherePage, MachinesPage, SageMakerPage, TrainingPage, ProgramPage, SummaryPage };
+
+  /// Starts from `answers`; `base` (an opened file) keeps the keys the questions do not cover (FSDP, DeepSpeed...).
+  SetupWizard(const app::SetupAnswers& answers, const QString& config_path, std::optional<app::RunConfig> base = {},
+              QWidget* parent = nullptr);
+
+  /// The answers as the fields hold them now.
+  app::SetupAnswers answers() const;
+  QString config_path() const;
+  /// The configuration the fields make, or ConfigError.
+  app::RunConfig config() const;
+  app::LaunchRequest launch_request() const;
+  /// The user asked to launch the run when the file is saved.
+  bool launch_now() const;
+  void set_launch_now(bool launch);
+
+  int nextId() const override;
+
+ private:
+  class Page;
+  Page* new_page(const QString& title, const QString& subtitle);
+  void show_answers(const app::SetupAnswers& answers);
+  void update_visibility();
+  void update_summary();
+  bool save();
+
+  std::optional<app::RunConfig> base_;
+  app::SetupAnswers start_;
+  // Where
+  QRadioButton *local_, *ssh_, *sagemaker_;
+  // Machines
+  QComboBox* distributed_type_;
+  QSpinBox *machines_, *machine_rank_, *processes_;
+  QLineEdit *main_ip_, *main_port_, *hosts_;
+  QCheckBox* same_network_;
+  // SageMaker
+  QLineEdit *region_, *role_, *profile_, *image_, *instance_type_, *inputs_, *metrics_;
+  QSpinBox* instances_;
+  QComboBox* sagemaker_type_;
+  // Training
+  QCheckBox* use_cpu_;
+  QLineEdit* gpu_ids_;
+  QComboBox* precision_;
+  QSpinBox* accumulation_;
+  // Program
+  QLineEdit *program_, *arguments_, *directory_;
+  QPlainTextEdit* environment_;
+  // Summary
+  QLineEdit *path_, *command_;
+  QPlainTextEdit* yaml_;
+  QLabel* summary_error_;
+  QCheckBox* launch_now_;
+};
+
+}  // namespace spur::studio
