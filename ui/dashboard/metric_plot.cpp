@@ -242,7 +242,8 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     smoothed.push_back(line.ema / (1 - std::pow(weight_, line.accumulated)));
   }
   line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
-  if (!user_moved_) plot_->rescaleAxes();
+  grow_extent(x, values);
+  if (!user_moved_) fit_extent();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -252,6 +253,7 @@ void MetricPlot::remove_run(qint64 run) {
   plot_->removeGraph(it->second.raw);
   plot_->removeGraph(it->second.smooth);
   lines_.erase(it);
+  if (!user_moved_) reset_view();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -278,9 +280,50 @@ int MetricPlot::point_count(qint64 run) const {
   return it == lines_.end() ? 0 : it->second.raw->dataCount();
 }
 
+void MetricPlot::grow_extent(const QVector<double>& keys, const QVector<double>& values) {
+  for (qsizetype i = 0; i < keys.size(); ++i) {
+    const double k = keys[i], v = values[i];
+    if (!std::isfinite(k) || !std::isfinite(v)) continue;
+    if (!have_extent_) {
+      key_lo_ = key_hi_ = k;
+      value_lo_ = value_hi_ = v;
+      have_extent_ = true;
+    }
+    key_lo_ = std::min(key_lo_, k);
+    key_hi_ = std::max(key_hi_, k);
+    value_lo_ = std::min(value_lo_, v);
+    value_hi_ = std::max(value_hi_, v);
+  }
+}
+
+void MetricPlot::fit_extent() {
+  // A log axis needs positive bounds: QCustomPlot's own scan knows which points to leave out.
+  if (!have_extent_ || plot_->yAxis->scaleType() == QCPAxis::stLogarithmic) {
+    plot_->rescaleAxes();
+    return;
+  }
+  const auto widen = [](double lo, double hi) {
+    return lo == hi ? QCPRange(lo - 0.5, hi + 0.5) : QCPRange(lo, hi);  // one point: a unit around it
+  };
+  plot_->xAxis->setRange(widen(key_lo_, key_hi_));
+  plot_->yAxis->setRange(widen(value_lo_, value_hi_));
+}
+
 void MetricPlot::reset_view() {
   user_moved_ = false;
-  plot_->rescaleAxes();
+  // Recomputed from the data: runs may have gone, or the x axis changed.
+  have_extent_ = false;
+  for (const auto& [run, line] : lines_) {
+    QVector<double> keys, values;
+    keys.reserve(line.raw->dataCount());
+    values.reserve(line.raw->dataCount());
+    for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it) {
+      keys.push_back(it->key);
+      values.push_back(it->value);
+    }
+    grow_extent(keys, values);
+  }
+  fit_extent();
   plot_->replot();
 }
 

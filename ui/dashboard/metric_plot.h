@@ -71,6 +71,12 @@ class MetricPlot : public QWidget {
   double weight_ = 0.6;
   XAxis x_axis_ = XAxis::step;
   bool user_moved_ = false;
+  // The data's extent, grown with each append: rescaling by scanning every point of every line made a live
+  // update O(all points) (17 ms per update with 10 runs of 30,000 points).
+  double key_lo_ = 0, key_hi_ = 0, value_lo_ = 0, value_hi_ = 0;
+  bool have_extent_ = false;
+  void grow_extent(const QVector<double>& keys, const QVector<double>& values);
+  void fit_extent();
 };
 
 /// The colour of a run, the same on every plot and every time.

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Spur Studio while 10 runs stream at once: the main window (offscreen) shows all of them, fed from the history
+// by 10 writer processes; a 10 ms timer measures how late the GUI thread answers (event-loop lag), against the
+// same window idle in the same process. One JSON line. `studio_stream_bench HISTORY_RIG [RUNS] [POINTS]`
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "dashboard/dashboard.h"
+#include "dashboard/metric_plot.h"
+#include "main/main_window.h"
+#include "runs/runs_model.h"
+
+namespace {
+
+struct Lag {
+  double p50 = 0, p99 = 0, max = 0;
+};
+
+// Runs the event loop for `ms` (or until `done`), timing a 10 ms timer's ticks.
+Lag measure(int ms, const std::function<bool()>& done = {}) {
+  std::vector<double> lags;
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last = clock.nsecsElapsed();
+  QTimer tick;
+  tick.setTimerType(Qt::PreciseTimer);
+  QEventLoop loop;
+  QObject::connect(&tick, &QTimer::timeout, [&] {
+    const qint64 now = clock.nsecsElapsed();
+    lags.push_back(std::max(0.0, (now - last) / 1e6 - 10.0));
+    last = now;
+    if (clock.elapsed() > ms || (done && done())) loop.quit();
+  });
+  tick.start(10);
+  loop.exec();
+  std::sort(lags.begin(), lags.end());
+  Lag lag;
+  if (!lags.empty()) {
+    lag.p50 = lags[lags.size() / 2];
+    lag.p99 = lags[std::min(lags.size() - 1, lags.size() * 99 / 100)];
+    lag.max = lags.back();
+  }
+  return lag;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: studio_stream_bench HISTORY_RIG [RUNS] [POINTS]\n");
+    return 2;
+  }
+  const QString rig = argv[1];
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int points = argc > 3 ? std::atoi(argv[3]) : 30000;
+  QTemporaryDir dir;
+  const QString path = dir.filePath("history.db");
+  spur::studio::MainWindow window(path);
+  window.resize(1280, 800);
+  window.show();
+  const Lag idle = measure(3000);
+
+  // Each writer: `points` points in commits of 100, 30 ms apart (about 10 s at 30,000 points).
+  std::vector<std::unique_ptr<QProcess>> writers;
+  for (int i = 0; i < runs; ++i) {
+    auto writer = std::make_unique<QProcess>();
+    writer->start(rig, {path, QString("stream %1").arg(i), QString::number(points), "100", "30000"});
+    writers.push_back(std::move(writer));
+  }
+  // Compare all of them, as a person would once they appear.
+  QTimer select_all;
+  QObject::connect(&select_all, &QTimer::timeout, [&] {
+    if (window.runs()->rowCount() > window.runs_view()->selectionModel()->selectedRows().size()) {
+      window.runs_view()->selectAll();
+    }
+  });
+  select_all.start(200);
+  QElapsedTimer wall;
+  wall.start();
+  const auto finished = [&] {
+    return std::all_of(writers.begin(), writers.end(), [](const auto& w) { return w->state() == QProcess::NotRunning; });
+  };
+  const Lag streaming = measure(120000, finished);
+  const double stream_seconds = wall.elapsed() / 1000.0;
+  // Then until every point is drawn.
+  auto plot = [&] { return window.dashboard()->plot("x"); };
+  const auto all_drawn = [&] {
+    if (!plot()) return false;
+    for (int row = 0; row < window.runs()->rowCount(); ++row) {
+      if (plot()->point_count(window.runs()->run(row).id) < points) return false;
+    }
+    return window.runs()->rowCount() == runs;
+  };
+  QElapsedTimer catch_up;
+  catch_up.start();
+  measure(30000, all_drawn);
+  std::printf("{\"runs\": %d, \"points_per_run\": %d, \"stream_s\": %.1f, \"idle_lag_p99_ms\": %.2f, "
+              "\"stream_lag_p50_ms\": %.2f, \"stream_lag_p99_ms\": %.2f, \"stream_lag_max_ms\": %.2f, "
+              "\"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
+              runs, points, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
+              all_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
+  return all_drawn() ? 0 : 1;
+}
