@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
+#   installer/setup.sh studio install what is missing, build, open Spur Studio on the demo workspace
 #   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
 #   installer/setup.sh test   install what is missing, build, run the whole test suite (non-zero on any failure)
 #   installer/setup.sh deps | build   just those steps
@@ -50,6 +51,16 @@ build() {
 }
 
 case "${1:-}" in
+  studio)
+    install_packages
+    build
+    say "opening Spur Studio on the demo workspace: build/app/spur-studio --demo"
+    if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+      say "no display (DISPLAY/WAYLAND_DISPLAY unset): run build/app/spur-studio --demo from a desktop session"
+      exit 1
+    fi
+    build/app/spur-studio --demo
+    ;;
   run)
     install_packages
     build
@@ -65,7 +76,7 @@ case "${1:-}" in
   deps) install_packages ;;
   build) install_packages; build ;;
   *)
-    echo "usage: installer/setup.sh run|test|deps|build" >&2
+    echo "usage: installer/setup.sh studio|run|test|deps|build" >&2
     exit 2
     ;;
 esac

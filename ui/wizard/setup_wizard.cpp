@@ -469,6 +469,7 @@ void SetupWizard::update_summary() {
   try {
     yaml_->setPlainText(QString::fromStdString(config().to_yaml()));
     command_->setText(launch_request().command_line());
+    command_->setCursorPosition(0);  // the start (directory, configuration) says most
     summary_error_->clear();
   } catch (const std::exception& e) {
     yaml_->clear();

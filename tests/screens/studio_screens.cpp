@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The README's screenshots, from real runs: trains the example (two finished runs and one that fails), launches a
+// live one from the Studio, and photographs each screen with ImageMagick's `import -window root`. Run it under
+// xvfb-run through take_screenshots.sh; `studio_screens SPUR TRAIN_MLP OUT_DIR`.
+#include <QApplication>
+#include <QDir>
+#include <QLineEdit>
+#include <QProcess>
+#include <QRadioButton>
+#include <QSignalSpy>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QWizard>
+
+#include <cstdio>
+
+#include "config/setup_answers.h"
+#include "dashboard/dashboard.h"
+#include "dashboard/metric_plot.h"
+#include "main/main_window.h"
+#include "main/theme.h"
+#include "runs/runs_model.h"
+#include "wizard/setup_wizard.h"
+
+#undef QT_NO_FOREACH
+#include <qcustomplot.h>
+
+namespace {
+
+QString out_dir;
+
+void shoot(const QString& name) {
+  QTest::qWait(600);  // let the window paint
+  const QString file = QDir(out_dir).filePath(name);
+  if (QProcess::execute("import", {"-window", "root", file}) != 0) std::fprintf(stderr, "import failed: %s\n", qPrintable(file));
+  std::fprintf(stderr, "wrote %s\n", qPrintable(file));
+}
+
+int train(const QString& spur, const QString& history, const QString& directory, const QString& name,
+          const QStringList& program) {
+  QProcess launcher;
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("SPUR_HISTORY", history);
+  launcher.setProcessEnvironment(env);
+  launcher.setWorkingDirectory(directory);
+  launcher.setProcessChannelMode(QProcess::MergedChannels);
+  launcher.start(spur, QStringList{"launch", "--config_file", QDir(directory).filePath("spur_config.yaml"), "--run_name",
+                                   name, "--"} + program);
+  launcher.waitForFinished(300000);
+  return launcher.exitCode();
+}
+
+void select_rows(spur::studio::MainWindow& window, const QList<qint64>& runs) {
+  auto* view = window.runs_view();
+  view->clearSelection();
+  for (const qint64 run : runs) {
+    for (int row = 0; row < view->model()->rowCount(); ++row) {
+      if (view->model()->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong() == run) {
+        view->selectionModel()->select(view->model()->index(row, 0),
+                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        view->selectionModel()->setCurrentIndex(view->model()->index(row, 0), QItemSelectionModel::NoUpdate);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: studio_screens SPUR TRAIN_MLP OUT_DIR (under xvfb-run)\n");
+    return 2;
+  }
+  QApplication::setOrganizationName("Spur");
+  QApplication::setApplicationName("Spur Studio Screens");
+  QStandardPaths::setTestModeEnabled(true);  // its settings never touch the user's
+  const QString spur = argv[1], example = argv[2];
+  out_dir = argv[3];
+  qputenv("SPUR_PROGRAM", spur.toUtf8());
+  spur::studio::apply_theme(spur::studio::Theme::light);
+  QTemporaryDir dir;
+  const QString history = dir.filePath("history.db");
+  spur::app::SetupAnswers answers;
+  answers.distributed_type = "MULTI_CPU";
+  answers.processes_per_machine = 2;
+  answers.working_directory = dir.path();
+  answers.program = example;
+  const QString config = dir.filePath("spur_config.yaml");
+  answers.to_config(config.toStdString()).save(config.toStdString());
+
+  std::fprintf(stderr, "training the example: two runs to compare, one that fails\n");
+  train(spur, history, dir.path(), "lr 0.05", {example, "--epochs", "10", "--lr", "0.05", "--log_every", "4"});
+  train(spur, history, dir.path(), "lr 0.2", {example, "--epochs", "10", "--lr", "0.2", "--log_every", "4"});
+  train(spur, history, dir.path(), "typo in the flags", {example, "--epochs", "10", "--learning_rate", "0.1"});
+
+  spur::studio::MainWindow window(history);
+  window.resize(1400, 860);
+  if (auto* splitter = window.findChild<QSplitter*>("splitter")) splitter->setSizes({620, 780});
+  window.move(0, 0);
+  window.show();
+  QTest::qWait(1000);
+  window.runs()->set_metric_columns({"loss", "accuracy"});
+  auto request = answers.launch_request(config);
+  request.arguments = {"--epochs", "400", "--lr", "0.1", "--log_every", "2"};
+  QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
+  window.launch(request);
+  launched.wait(30000);
+  const qint64 live = launched.isEmpty() ? 0 : launched.front().front().toLongLong();
+  QTest::qWait(5000);
+  // Room for the final-value columns in the picture (the user scrolls, or hides columns).
+  window.runs_view()->hideColumn(spur::app::RunsModel::Started);
+  window.runs_view()->hideColumn(spur::app::RunsModel::Target);
+  window.runs_view()->resizeColumnsToContents();
+  select_rows(window, {1, 2, live});
+  QTest::qWait(1500);
+  if (auto* loss = window.dashboard()->plot("loss")) {
+    loss->set_log_y(true);
+    auto* plot = loss->plot();
+    const QPoint at(plot->xAxis->coordToPixel(plot->xAxis->range().center()), plot->height() / 2);
+    QTest::mouseMove(plot, at);
+  }
+  shoot("studio-dashboard.png");
+
+  select_rows(window, {3});
+  window.findChild<QTabWidget*>("tabs")->setCurrentIndex(1);
+  shoot("studio-console-failed.png");
+
+  auto* wizard = window.make_wizard(config);
+  wizard->move(120, 60);
+  wizard->show();
+  wizard->findChild<QRadioButton*>("where_ssh")->setChecked(true);
+  wizard->next();
+  wizard->findChild<QLineEdit*>("hosts")->setText("gpu-a, gpu-b, me@gpu/c");
+  shoot("studio-wizard-machines.png");
+  wizard->findChild<QLineEdit*>("hosts")->setText("gpu-a, gpu-b, me@gpu-c");
+  wizard->next();
+  wizard->next();
+  wizard->next();
+  shoot("studio-wizard-summary.png");
+  wizard->reject();
+
+  window.findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
+  spur::studio::apply_theme(spur::studio::Theme::dark);
+  select_rows(window, {1, 2, live});
+  QTest::qWait(2000);
+  shoot("studio-dark.png");
+
+  if (live) window.stop_run(live);
+  QTest::qWait(2000);
+  return 0;
+}

@@ -1,0 +1,10 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Remakes the Studio screenshots in docs/ from real runs, on a virtual display (Debian: xvfb, imagemagick).
+#   tests/screens/take_screenshots.sh [BUILD_DIR]
+set -e
+build=${1:-build}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+cmake --build "$build" --target studio_screens spur_cli train_mlp
+xvfb-run -a -s "-screen 0 1400x860x24" "$build/tests/screens/studio_screens" \
+  "$(realpath "$build/app/spur")" "$(realpath "$build/examples/train_mlp")" "$here/docs"
