@@ -94,7 +94,7 @@ RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base
     root["ec2_instance_type"] = str(ec2_instance_type);
     root["num_machines"] = num_machines;
     root["mixed_precision"] = str(mixed_precision);
-    root["debug"] = false;
+    root["debug"] = base && base->sagemaker() ? base->debug() : false;
     root["use_cpu"] = false;
     if (base && base->sagemaker()) {
       // The opened file's other keys (additional_args, base_job_name...) are kept.
@@ -126,6 +126,29 @@ RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base
   root["use_cpu"] = use_cpu;
   if (!use_cpu) root["gpu_ids"] = str(gpu_ids);
   return RunConfig::from_node(root, name);
+}
+
+void SetupAnswers::take_launch(const LaunchRequest& request) {
+  program = request.program;
+  arguments = request.arguments;
+  // A directory removed since is not offered again.
+  if (QFileInfo(request.working_directory).isDir()) working_directory = request.working_directory;
+  environment.clear();
+  for (qsizetype i = 0; i + 1 < request.flags.size(); ++i) {
+    const QString& flag = request.flags[i];
+    const QString& value = request.flags[i + 1];
+    if (flag == "--hosts") {
+      where = Where::Ssh;
+      hosts = split_host_list(value);
+    } else if (flag == "--env") {
+      try {
+        environment << parse_environment_assignment(value);
+      } catch (const LaunchError&) {
+      }
+    } else if (flag == "--gradient_accumulation_steps") {
+      gradient_accumulation_steps = std::max(1, value.toInt());
+    }
+  }
 }
 
 LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {

@@ -58,6 +58,9 @@ struct SetupAnswers {
   /// The configuration to save; ConfigError naming the key when the answers do not make a valid one. Over
   /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
   RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
+  /// What to run, as a past launch ran it: program, arguments, directory, and the flags the questions cover
+  /// (--hosts: SSH; --env; --gradient_accumulation_steps).
+  void take_launch(const LaunchRequest& request);
   /// The launch of `config_file` with these answers' flags (hosts, gradient accumulation, environment).
   LaunchRequest launch_request(const QString& config_file) const;
 };

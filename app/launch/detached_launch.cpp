@@ -56,7 +56,9 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
   if (!request.working_directory.isEmpty()) process.setWorkingDirectory(request.working_directory);
   process.setProcessEnvironment(environment);
   process.setStandardInputFile(QProcess::nullDevice());
-  process.setStandardOutputFile(log_file.isEmpty() ? QProcess::nullDevice() : log_file);
+  // Ranks' lines are in the history; the launcher's own account (a bad configuration, a failed rank) is on
+  // stderr, kept in the log.
+  process.setStandardOutputFile(QProcess::nullDevice());
   process.setStandardErrorFile(log_file.isEmpty() ? QProcess::nullDevice() : log_file, QIODevice::Append);
   if (!process.startDetached(&result.pid)) {
     result.error = "cannot start " + spur + ": " + process.errorString();
@@ -76,6 +78,9 @@ QString stop_run(const history::Run& run) {
   }
   if (QString::fromStdString(run.host) != local_host_name()) {
     return QString("run %1 was launched on %2: stop it there").arg(run.id).arg(QString::fromStdString(run.host));
+  }
+  if (!owns_run(run)) {
+    return QString("run %1's launcher (pid %2) is gone; the pid now belongs to another process").arg(run.id).arg(run.pid);
   }
   if (run.pid <= 0 || ::kill(static_cast<pid_t>(run.pid), SIGTERM) != 0) {
     return QString("cannot signal run %1's launcher (pid %2): %3").arg(run.id).arg(run.pid).arg(std::strerror(errno));

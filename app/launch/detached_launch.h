@@ -20,7 +20,7 @@ struct DetachedLaunch {
 /// The `spur` program: $SPUR_PROGRAM, else next to the running executable (a build tree or an installation), else on PATH.
 QString spur_program();
 /// Starts `spur launch` for `request` in a session of its own (a Ctrl-C meant for the caller's terminal does not
-/// reach it). What the launcher prints itself (a bad configuration before any rank starts) goes to `log_file`.
+/// reach it). What the launcher says on stderr (a bad configuration, a failed rank) is appended to `log_file`.
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
                                const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment(),
                                const QString& spur = spur_program());

@@ -77,8 +77,8 @@ QStringList LaunchRequest::spur_arguments() const {
 QString LaunchRequest::command_line() const {
   QString line = working_directory.isEmpty() ? QString() : "cd " + shell_quote({working_directory}) + " && ";
   QStringList words = spur_arguments();
-  words.removeAt(words.indexOf("--"));  // the program is the first word that is not a flag
-  if (program.startsWith('-')) words.insert(words.size() - arguments.size() - 1, "--");
+  // The separator goes (the program is the first word that is not a flag) unless the program looks like one.
+  if (!program.startsWith('-')) words.removeAt(words.size() - arguments.size() - 2);
   return line + "spur " + shell_quote(words);
 }
 

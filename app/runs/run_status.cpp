@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <QDateTime>
+#include <QFile>
+
+#include <optional>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,10 +20,37 @@ QString local_host_name() {
   return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString("localhost");
 }
 
+namespace {
+
+// When a process started, in seconds since the epoch (Linux /proc); nullopt when unknown.
+std::optional<double> process_start(int64_t pid) {
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  QFile system("/proc/stat");
+  if (!stat.open(QIODevice::ReadOnly) || !system.open(QIODevice::ReadOnly)) return std::nullopt;
+  const QByteArray line = stat.readAll();
+  // Field 22 (starttime, clock ticks since boot) comes after the command name, which may hold spaces: ")" ends it.
+  const QList<QByteArray> fields = line.mid(line.lastIndexOf(')') + 2).split(' ');
+  if (fields.size() < 20) return std::nullopt;
+  const double ticks = fields[19].toDouble();
+  for (const QByteArray& entry : system.readAll().split('\n')) {
+    if (entry.startsWith("btime ")) return entry.mid(6).trimmed().toDouble() + ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool owns_run(const history::Run& run) {
+  if (run.pid <= 0 || QString::fromStdString(run.host) != local_host_name()) return false;
+  if (::kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH) return false;
+  const auto started = process_start(run.pid);
+  // Clock ticks and btime are coarse (1 s): allow that much.
+  return !started || run.created <= 0 || *started <= run.created + 2.0;
+}
+
 QString effective_status(const history::Run& run) {
   if ((run.status == "running" || run.status == "queued") && run.pid > 0 &&
-      QString::fromStdString(run.host) == local_host_name() && ::kill(static_cast<pid_t>(run.pid), 0) != 0 &&
-      errno == ESRCH) {
+      QString::fromStdString(run.host) == local_host_name() && !owns_run(run)) {
     return "failed";
   }
   return QString::fromStdString(run.status);

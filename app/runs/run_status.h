@@ -11,6 +11,9 @@ namespace spur::app {
 
 /// This machine's name, as runs record it.
 QString local_host_name();
+/// Whether the run's process (pid on this machine) is still the one that created it: alive, and started no
+/// later than the run was created (a reused pid is not).
+bool owns_run(const history::Run& run);
 /// The stored status, except that a queued or running run whose process on this machine no longer exists is
 /// "failed" (it was killed without a chance to say so).
 QString effective_status(const history::Run& run);

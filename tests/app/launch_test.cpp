@@ -13,7 +13,9 @@
 #include <QThread>
 
 #include "rank_group.h"
+#include "launch/detached_launch.h"
 #include "launch/launch_request.h"
+#include "runs/run_status.h"
 #include "test_main.h"
 
 namespace {
@@ -46,6 +48,27 @@ class LaunchTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // A run whose pid now belongs to a later process (its launcher died, the pid was reused) is not stopped.
+  void stop_refuses_a_reused_pid() {
+    QProcess other;
+    other.start("/bin/sleep", {"30"});
+    QVERIFY(other.waitForStarted());
+    spur::history::Run run;
+    run.id = 9;
+    run.status = "running";
+    run.pid = other.processId();
+    run.host = spur::app::local_host_name().toStdString();
+    run.created = spur::history::now_seconds() - 3600;  // an hour before `other` started
+    QVERIFY(!spur::app::owns_run(run));
+    QCOMPARE(spur::app::effective_status(run), QString("failed"));
+    QVERIFY(spur::app::stop_run(run).contains("not running"));
+    QCOMPARE(other.state(), QProcess::Running);
+    run.created = spur::history::now_seconds();
+    QVERIFY(spur::app::owns_run(run));
+    QCOMPARE(spur::app::stop_run(run), QString());
+    QVERIFY(other.waitForFinished(5000));  // SIGTERM
+  }
+
   // The Studio's command lines: written quoted for a shell, read back the same (relaunch reads the history's).
   void launch_requests_round_trip_data() {
     QTest::addColumn<QString>("directory");

@@ -70,23 +70,25 @@ class LaunchPanelTest : public QObject {
     const QString pids = dir.filePath("pids");
     QDir().mkpath(pids);
     qint64 run = 0, launcher = 0;
+    struct Cleanup {  // never leave the launcher or ranks behind, also on failure
+      std::vector<qint64> pids;
+      ~Cleanup() {
+        for (const auto pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+    } cleanup;
     {
       spur::studio::MainWindow window(path);
       window.show();
       run = launch_and_wait(window, rig_launch(dir, {"--pids", pids, "--sleep", "120"}));
       QVERIFY2(run > 0, qPrintable(window.last_error()));
-      QTRY_COMPARE_WITH_TIMEOUT(status_of(window, run), QString("running"), 10000);
       launcher = window.runs()->run(window.runs()->row_of(run)).pid;
+      cleanup.pids.push_back(launcher);  // its ranks die with it (PDEATHSIG)
+      QTRY_COMPARE_WITH_TIMEOUT(status_of(window, run), QString("running"), 10000);
       QCOMPARE(window.runs()->run(window.runs()->row_of(run)).command.rfind("cd ", 0), 0u);
     }  // the Studio closes
     auto ranks = spur::test::rank_pids(pids, 2);
     QTRY_COMPARE_WITH_TIMEOUT(static_cast<int>((ranks = spur::test::rank_pids(pids, 2)).size()), 2, 10000);
-    struct Cleanup {  // never leave the ranks behind, also on failure
-      std::vector<qint64> pids;
-      ~Cleanup() {
-        for (const auto pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
-      }
-    } cleanup{{launcher, ranks[0], ranks[1]}};
+    cleanup.pids.insert(cleanup.pids.end(), ranks.begin(), ranks.end());
     QTest::qWait(500);
     QVERIFY(spur::test::alive(launcher));
     QVERIFY(spur::test::alive(ranks[0]) && spur::test::alive(ranks[1]));

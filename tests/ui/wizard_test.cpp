@@ -4,7 +4,11 @@
 // the field, an Accelerate file opens and saves unchanged, and the command shown runs headless as it is.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QApplication>
 #include <QFile>
+#include <QMessageBox>
+#include <QSettings>
+#include <QTimer>
 #include <QFileInfo>
 #include <QProcessEnvironment>
 #include <QLabel>
@@ -18,6 +22,7 @@
 
 #include <memory>
 
+#include "config/run_config.h"
 #include "config/setup_answers.h"
 #include "main/main_window.h"
 #include "rank_group.h"
@@ -209,6 +214,10 @@ class WizardTest : public QObject {
     for (int page = 0; page < 3; ++page) click_next(wizard);
     QCOMPARE(wizard.currentId(), int(SetupWizard::ProgramPage));
     auto* next = wizard.button(QWizard::NextButton);
+    wizard.set_launch_now(true);
+    apply_edit(wizard, "program=");
+    QVERIFY(!next->isEnabled());
+    QVERIFY(wizard.findChild<QLabel*>("program_error")->text().contains("choose the training program"));
     apply_edit(wizard, "program=./no_such_program");
     QVERIFY(!next->isEnabled());
     QVERIFY(wizard.findChild<QLabel*>("program_error")->text().contains("does not exist"));
@@ -243,8 +252,36 @@ class WizardTest : public QObject {
     apply_edit(*wizard, "program=/bin/true");
     click_next(*wizard);
     QCOMPARE(wizard->config_path(), file);
+    QVERIFY2(wizard->first_problem().isEmpty(), qPrintable(wizard->first_problem()));
     QTest::mouseClick(wizard->button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(wizard->result(), int(QDialog::Accepted));
     QCOMPARE(read_file(file), before);
+
+    // Values the questions do not offer (FSDP, fp8) and keys they do not ask about survive, from the first page.
+    const QString fsdp = dir.filePath("fsdp.yaml");
+    QFile fsdp_file(fsdp);
+    QVERIFY(fsdp_file.open(QIODevice::WriteOnly));
+    fsdp_file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: "
+                    "FULL_SHARD\nmixed_precision: fp8\nnum_machines: 1\nnum_processes: 8\nuse_cpu: false\n");
+    fsdp_file.close();
+    const auto fsdp_before = spur::app::RunConfig::load(fsdp.toStdString()).to_yaml();
+    std::unique_ptr<SetupWizard> again(window.make_wizard(fsdp));
+    QVERIFY(again);
+    again->show();
+    QVERIFY(again->button(QWizard::FinishButton)->isVisible());
+    QTest::mouseClick(again->button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(again->result(), int(QDialog::Accepted));
+    const auto after = spur::app::RunConfig::load(fsdp.toStdString());
+    QCOMPARE(after.distributed_type(), std::string("FSDP"));
+    QCOMPARE(after.mixed_precision(), std::string("fp8"));
+    QCOMPARE(after.num_processes(), 8);
+    QVERIFY(after.find("fsdp_config") &&
+            (*after.find("fsdp_config"))["fsdp_sharding_strategy"].as<std::string>() == "FULL_SHARD");
+    // Keys are only added (with Accelerate's defaults), never changed or dropped.
+    const YAML::Node was = YAML::Load(fsdp_before), now = YAML::Load(after.to_yaml());
+    for (const auto& entry : was) {
+      QCOMPARE(YAML::Dump(now[entry.first.as<std::string>()]), YAML::Dump(entry.second));
+    }
 
     const QString broken = dir.filePath("broken.yaml");
     QFile out(broken);
@@ -254,6 +291,50 @@ class WizardTest : public QObject {
     QVERIFY(!window.make_wizard(broken));
     QVERIFY2(window.last_error().contains(broken + ":2") && window.last_error().contains("num_processes"),
              qPrintable(window.last_error()));
+  }
+
+  // Launch (Ctrl+L) starts from the last launch: an SSH launch comes back with its hosts and environment.
+  void launch_starts_from_the_last_launch() {
+    QTemporaryDir dir;
+    QSettings().setValue("launch/last_command",
+                         "cd /tmp && spur launch --config_file c.yaml --hosts a,b --env K=v --gradient_accumulation_steps 3 ./t x");
+    QSettings().remove("launch/last_config");
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    std::unique_ptr<SetupWizard> wizard(window.make_wizard());
+    QVERIFY(wizard);
+    const auto answers = wizard->answers();
+    QCOMPARE(answers.where, spur::app::SetupAnswers::Where::Ssh);
+    QCOMPARE(answers.hosts, (QStringList{"a", "b"}));
+    QCOMPARE(answers.gradient_accumulation_steps, 3);
+    QCOMPARE(answers.program, QString("./t"));
+    QCOMPARE(answers.arguments, QStringList{"x"});
+    QCOMPARE(answers.working_directory, QString("/tmp"));
+    QCOMPARE(wizard->launch_request().flags, (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v"}));
+    QSettings().remove("launch/last_command");
+  }
+
+  // Finish on an early page checks every page: to launch, a missing program is named and nothing is saved.
+  void finish_early_names_what_is_missing() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.working_directory = dir.path();
+    SetupWizard wizard(answers, dir.filePath("run.yaml"));
+    wizard.set_launch_now(true);
+    wizard.show();
+    QVERIFY(wizard.button(QWizard::FinishButton)->isEnabled());
+    QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+    auto* box = wizard.findChild<QMessageBox*>();
+    QVERIFY(box && box->isVisible());
+    QVERIFY2(box->text().contains("What to run: choose the training program"), qPrintable(box->text()));
+    box->accept();
+    QVERIFY(!QFileInfo::exists(dir.filePath("run.yaml")));
+    QVERIFY(wizard.isVisible());
+    QCOMPARE(wizard.result(), 0);
+    // Only saving: a configuration needs no program yet.
+    wizard.set_launch_now(false);
+    QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(wizard.result(), int(QDialog::Accepted));
+    QVERIFY(QFileInfo::exists(dir.filePath("run.yaml")));
   }
 
   // The command on the last page, run in a shell as it is shown, launches the configuration headless.

@@ -56,8 +56,9 @@ ConsoleView::ConsoleView(QString history_path, QWidget* parent)
     if (on) list_->scrollToBottom();
   });
   // Scrolling up pauses following; back at the bottom, it follows again.
-  connect(list_->verticalScrollBar(), &QScrollBar::valueChanged, this, [this](int value) {
-    if (list_->verticalScrollBar()->isSliderDown()) follow_->setChecked(value == list_->verticalScrollBar()->maximum());
+  connect(list_->verticalScrollBar(), &QAbstractSlider::actionTriggered, this, [this](int) {
+    auto* bar = list_->verticalScrollBar();
+    follow_->setChecked(bar->sliderPosition() >= bar->maximum());
   });
   connect(search_, &QLineEdit::textChanged, this, [this] { filter_changed(); });
   connect(model_, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex&, int first, int last) {

@@ -91,7 +91,8 @@ QString MetricPlot::readout(double x) const {
     const auto smoothed = line.smooth->data()->at(static_cast<int>(index));
     rows << QString("<span style='color:%1'>&#9632;</span> %2: <b>%3</b> (smoothed %4) @ step %5")
                 .arg(run_colour(run).name(), line.name.toHtmlEscaped(), QString::number(it->value, 'g', 6),
-                     QString::number(smoothed->value, 'g', 6), QString::number(static_cast<qint64>(line.steps[index])));
+                     QString::number(smoothed->value, 'g', 6),
+                     QString::number(static_cast<qint64>(x_axis_ == XAxis::step ? it->key : line.steps[index])));
   }
   return rows.join("<br>");
 }

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   if (parser.isSet(demo)) {
     const QString directory =
         QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
+    // The demo's settings (last configuration and command: the example's) stay apart from the user's own.
+    QApplication::setApplicationName("Spur Studio Demo");
     std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));
     const auto workspace = spur::studio::prepare_demo(directory);
     if (!workspace.error.isEmpty()) {

@@ -48,7 +48,7 @@
 namespace spur::studio {
 
 MainWindow::MainWindow(QString history_path, QWidget* parent)
-    : QMainWindow(parent), path_(std::move(history_path)), runs_(new app::RunsModel(path_, this)),
+    : QMainWindow(parent), path_(QFileInfo(history_path).absoluteFilePath()), runs_(new app::RunsModel(path_, this)),
       shown_(new QSortFilterProxyModel(this)), search_(new QLineEdit(this)), table_(new QTableView(this)),
       dashboard_(new Dashboard(this)), console_(new ConsoleView(path_, this)),
       timer_(new QTimer(this)),
@@ -74,7 +74,7 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   table_->horizontalHeader()->setToolTip(tr("Right-click: choose the metrics shown as columns"));
   connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this,
           [this](const QPoint& at) { choose_metric_columns(at); });
-  for (const int hidden : {app::RunsModel::Project, app::RunsModel::Tags}) table_->hideColumn(hidden);
+  table_->hideColumn(app::RunsModel::Project);  // most histories hold one project
   auto* splitter = new QSplitter(this);
   splitter->setObjectName("splitter");
   auto* left = new QWidget(this);
@@ -313,7 +313,9 @@ QString MainWindow::launch(const app::LaunchRequest& request) {
   environment.insert("SPUR_HISTORY", path_);  // the run is recorded where this window looks
   const auto started = app::launch_detached(request, log, environment);
   if (!started.error.isEmpty()) return started.error;
-  pending_.push_back({started.pid, log, request.command_line()});
+  qint64 newest = 0;
+  for (int row = 0; row < runs_->rowCount(); ++row) newest = std::max<qint64>(newest, runs_->run(row).id);
+  pending_.push_back({started.pid, newest, log, request.command_line()});
   statusBar()->showMessage(tr("Launched: %1").arg(request.command_line()), 10000);
   QSettings().setValue("launch/last_command", request.command_line());
   return {};
@@ -323,9 +325,14 @@ void MainWindow::check_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     qint64 found = 0;
     for (int row = runs_->rowCount() - 1; row >= 0 && !found; --row) {
-      if (runs_->run(row).pid == it->pid) found = runs_->run(row).id;
+      const auto& run = runs_->run(row);
+      // Only a run created after the launch, by this launcher here: pids are reused.
+      if (run.id > it->newest_before && run.pid == it->pid && QString::fromStdString(run.host) == app::local_host_name()) {
+        found = run.id;
+      }
     }
     if (found) {
+      QFile::remove(it->log);  // from here on the history has the run's account
       select_run(found);
       emit launched(found);
       it = pending_.erase(it);
@@ -359,6 +366,10 @@ QString MainWindow::relaunch(qint64 run) {
   } catch (const std::exception& e) {
     return tr("Run %1's command cannot be launched again: %2").arg(run).arg(QString::fromUtf8(e.what()));
   }
+  if (request.working_directory.isEmpty()) {
+    return tr("Run %1 does not say which directory it ran in (an older Spur recorded it): export its configuration "
+              "(Ctrl+E) and launch it from there.").arg(run);
+  }
   // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
   const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
   QDir().mkpath(QFileInfo(file).absolutePath());
@@ -375,15 +386,14 @@ QString MainWindow::relaunch(qint64 run) {
 SetupWizard* MainWindow::make_wizard(const QString& open_file) {
   QSettings settings;
   auto answers = app::SetupAnswers::defaults(app::DetectedHardware::detect());
-  // What to run, as last launched.
+  // What to run, as last launched (program, arguments, directory, hosts, environment).
   try {
-    const auto last = app::LaunchRequest::parse(settings.value("launch/last_command").toString());
-    answers.program = last.program;
-    answers.arguments = last.arguments;
-    if (!last.working_directory.isEmpty()) answers.working_directory = last.working_directory;
+    answers.take_launch(app::LaunchRequest::parse(settings.value("launch/last_command").toString()));
   } catch (const std::exception&) {
   }
   QString file = open_file.isEmpty() ? settings.value("launch/last_config").toString() : open_file;
+  // The default file, when it exists, is read too: saving must not replace what it holds unseen.
+  if (file.isEmpty() || !QFileInfo::exists(file)) file = QString::fromStdString(app::default_config_path());
   std::optional<app::RunConfig> base;
   if (!file.isEmpty() && QFileInfo::exists(file)) {
     try {
@@ -394,10 +404,10 @@ SetupWizard* MainWindow::make_wizard(const QString& open_file) {
         report(QString::fromUtf8(e.what()));
         return nullptr;
       }
-      file.clear();  // a last-used file that broke since: start afresh
+      // A last-used file that broke since: say so, and start from the questions' defaults.
+      statusBar()->showMessage(QString::fromUtf8(e.what()), 15000);
     }
   }
-  if (file.isEmpty()) file = QString::fromStdString(app::default_config_path());
   return new SetupWizard(answers, file, base, this);
 }
 

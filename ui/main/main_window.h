@@ -77,6 +77,7 @@ class MainWindow : public QMainWindow {
  private:
   struct PendingLaunch {
     qint64 pid;
+    qint64 newest_before;  // the newest run id when it was launched
     QString log;
     QString command;
   };

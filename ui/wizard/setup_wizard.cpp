@@ -14,6 +14,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRadioButton>
@@ -55,23 +56,28 @@ class SetupWizard::Page : public QWizardPage {
   }
   void show_row(QWidget* field, bool shown) {
     for (auto& row : rows_) {
-      if (row.field == field) form_->setRowVisible(row.box, shown);
+      if (row.field != field) continue;
+      row.shown = shown;  // kept here: isRowVisible is false for every row of a page not on screen
+      form_->setRowVisible(row.box, shown);
     }
   }
   /// Re-checks every field (call on any edit).
   void recheck() {
     for (auto& row : rows_) {
-      const QString problem = row.check && form_->isRowVisible(row.box) ? row.check() : QString();
+      const QString problem = row.check && row.shown ? row.check() : QString();
       row.error->setText(problem);
       row.error->setVisible(!problem.isEmpty());
     }
     emit completeChanged();
   }
-  bool isComplete() const override {
+  bool isComplete() const override { return problem().isEmpty() && (!extra_check || extra_check()); }
+  /// The first visible field's problem, empty when every field is fine.
+  QString problem() const {
     for (const auto& row : rows_) {
-      if (row.check && form_->isRowVisible(row.box) && !row.check().isEmpty()) return false;
+      if (!row.check || !row.shown) continue;
+      if (const QString text = row.check(); !text.isEmpty()) return text;
     }
-    return extra_check ? extra_check() : true;
+    return {};
   }
   void initializePage() override {
     if (on_enter) on_enter();
@@ -89,6 +95,7 @@ class SetupWizard::Page : public QWizardPage {
     QWidget* field;
     QLabel* error;
     std::function<QString()> check;
+    bool shown = true;
   };
   QFormLayout* form_;
   std::vector<Row> rows_;
@@ -137,6 +144,9 @@ QWidget* with_browse(QLineEdit* edit, std::function<QString()> choose) {
 
 SetupWizard::Page* SetupWizard::new_page(const QString& title, const QString& subtitle) {
   auto* p = new Page(this);
+  // Finish on every page (beside Next): a configuration opened to launch again needs no walk through the
+  // questions. accept() checks every page before saving.
+  p->setFinalPage(true);
   p->setTitle(title);
   p->setSubTitle(subtitle);
   return p;
@@ -149,6 +159,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   setWizardStyle(QWizard::ModernStyle);
   setOption(QWizard::NoBackButtonOnStartPage);
   setOption(QWizard::HaveHelpButton, false);
+
   const auto hardware = app::DetectedHardware::detect();
 
   // --- Where ------------------------------------------------------------------------------------------------
@@ -250,10 +261,11 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
                  return QFileDialog::getOpenFileName(this, tr("Training program"), directory_->text());
                }),
                [this] {
-                 if (ssh_->isChecked() || sagemaker_->isChecked()) {
-                   return program_->text().trimmed().isEmpty() ? tr("the program the machines run") : QString();
-                 }
-                 return app::check_program(program_->text().trimmed(), directory_->text().trimmed());
+                 const QString program = program_->text().trimmed();
+                 // A configuration can be saved before there is a program; launching needs one.
+                 if (program.isEmpty()) return launch_now_->isChecked() ? tr("choose the training program") : QString();
+                 if (ssh_->isChecked() || sagemaker_->isChecked()) return QString();  // it runs on the machines
+                 return app::check_program(program, directory_->text().trimmed());
                });
   program->add(tr("Arguments:"), arguments_, [this] {
     try {
@@ -318,7 +330,6 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   summary->form()->addRow(launch_now_);
   summary->on_enter = [this] { update_summary(); };
   summary->extra_check = [this] { return summary_error_->text().isEmpty(); };
-  summary->on_leave = [this] { return save(); };
   setPage(SummaryPage, summary);
 
   // Any edit re-checks the page it is on.
@@ -339,6 +350,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
     recheck_all();
   });
   connect(environment_, &QPlainTextEdit::textChanged, this, recheck_all);
+  connect(launch_now_, &QCheckBox::toggled, this, recheck_all);
   connect(path_, &QLineEdit::textChanged, this, [this] { update_summary(); });
 
   show_answers(answers);
@@ -346,13 +358,23 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   resize(760, 620);
 }
 
+namespace {
+
+// Selects `value`, adding it first when the list lacks it: an opened file's FSDP or fp8 is kept, not replaced.
+void choose(QComboBox* box, const QString& value) {
+  if (box->findText(value) < 0) box->addItem(value);
+  box->setCurrentText(value);
+}
+
+}  // namespace
+
 void SetupWizard::show_answers(const app::SetupAnswers& a) {
   using Where = app::SetupAnswers::Where;
   (a.where == Where::Ssh ? ssh_ : a.where == Where::SageMaker ? sagemaker_ : local_)->setChecked(true);
   if (a.where == Where::SageMaker) {
-    sagemaker_type_->setCurrentText(QString::fromStdString(a.distributed_type == "NO" ? "NO" : "DATA_PARALLEL"));
+    choose(sagemaker_type_, QString::fromStdString(a.distributed_type));
   } else {
-    distributed_type_->setCurrentText(QString::fromStdString(a.distributed_type));
+    choose(distributed_type_, QString::fromStdString(a.distributed_type));
   }
   machines_->setValue(a.num_machines);
   machine_rank_->setValue(a.machine_rank);
@@ -371,7 +393,7 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
   metrics_->setText(QString::fromStdString(a.metrics_file));
   use_cpu_->setChecked(a.use_cpu);
   gpu_ids_->setText(QString::fromStdString(a.gpu_ids));
-  precision_->setCurrentText(QString::fromStdString(a.mixed_precision));
+  choose(precision_, QString::fromStdString(a.mixed_precision));
   accumulation_->setValue(a.gradient_accumulation_steps);
   program_->setText(a.program);
   arguments_->setText(app::shell_quote(a.arguments));
@@ -425,7 +447,11 @@ app::SetupAnswers SetupWizard::answers() const {
   return a;
 }
 
-QString SetupWizard::config_path() const { return path_->text().trimmed(); }
+QString SetupWizard::config_path() const {
+  // Absolute: the launcher runs in the run's working directory, not the Studio's.
+  const QString path = path_->text().trimmed();
+  return path.isEmpty() ? path : QFileInfo(path).absoluteFilePath();
+}
 
 app::RunConfig SetupWizard::config() const {
   const auto& base = base_ && base_->sagemaker() == sagemaker_->isChecked() ? &*base_ : nullptr;
@@ -468,7 +494,9 @@ void SetupWizard::update_summary() {
   if (currentId() != SummaryPage) return;
   try {
     yaml_->setPlainText(QString::fromStdString(config().to_yaml()));
-    command_->setText(launch_request().command_line());
+    auto request = launch_request();
+    if (request.program.isEmpty()) request.program = "PROGRAM";
+    command_->setText(request.command_line());
     command_->setCursorPosition(0);  // the start (directory, configuration) says most
     summary_error_->clear();
   } catch (const std::exception& e) {
@@ -477,6 +505,29 @@ void SetupWizard::update_summary() {
     summary_error_->setText(QString::fromUtf8(e.what()));
   }
   static_cast<Page*>(page(SummaryPage))->recheck();
+}
+
+QString SetupWizard::first_problem() const {
+  for (const int id : pageIds()) {
+    if (id == SageMakerPage ? !sagemaker_->isChecked() : id == MachinesPage ? sagemaker_->isChecked() : false) continue;
+    auto* p = static_cast<Page*>(page(id));
+    p->recheck();
+    if (const QString problem = p->problem(); !problem.isEmpty()) return p->title() + ": " + problem;
+  }
+  return {};
+}
+
+void SetupWizard::accept() {
+  QString problem = first_problem();
+  if (problem.isEmpty() && !save()) problem = summary_error_->text();
+  if (!problem.isEmpty()) {
+    // Window-modal, not a nested event loop: the wizard stays as it was, to be put right.
+    auto* box = new QMessageBox(QMessageBox::Warning, windowTitle(), problem, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+    return;
+  }
+  QWizard::accept();
 }
 
 bool SetupWizard::save() {

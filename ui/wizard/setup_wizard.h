@@ -42,6 +42,10 @@ class SetupWizard : public QWizard {
   void set_launch_now(bool launch);
 
   int nextId() const override;
+  /// Finish, from any page: every question's field must be fine (else it says which), then the file is saved.
+  void accept() override;
+  /// "Page: what is wrong" for the first field that is not fine, over every page that applies.
+  QString first_problem() const;
 
  private:
   class Page;
