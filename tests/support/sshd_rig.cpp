@@ -34,7 +34,8 @@ bool ThrowawaySshd::run(const QString& program, const QStringList& arguments) {
   return true;
 }
 
-ThrowawaySshd::ThrowawaySshd() {
+// sshd's configuration cannot name paths with spaces, which the default template (the application's name) may hold.
+ThrowawaySshd::ThrowawaySshd() : dir_(QDir::tempPath() + "/spur-sshd-XXXXXX") {
   if (!QFile::exists("/usr/sbin/sshd")) {
     problem_ = "/usr/sbin/sshd is missing (Debian's openssh-server)";
     return;

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <QDir>
+#include <QComboBox>
 #include <QFile>
 #include <QLabel>
 #include <QSignalSpy>
@@ -18,6 +19,7 @@
 #include "launch/detached_launch.h"
 #include "main/main_window.h"
 #include "rank_group.h"
+#include "sshd_rig.h"
 #include "runs/console_model.h"
 #include "runs/runs_model.h"
 #include "test_main.h"
@@ -100,6 +102,48 @@ class LaunchPanelTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(status_of(reopened, run), QString("stopped"), 15000);
     QVERIFY(spur::test::all_dead({launcher, ranks[0], ranks[1]}, 10000));
     QVERIFY(reopened.stop_run(run).contains("not running"));
+  }
+
+  // Over SSH (a real sshd on a loopback port, two "machines"): the console tells the hosts apart, and Stop
+  // reaches the ranks on both.
+  void an_ssh_launch_shows_hosts_and_stops_every_machine() {
+    spur::test::ThrowawaySshd sshd;
+    if (!sshd.problem().isEmpty()) QFAIL(qPrintable(sshd.problem()));
+    QTemporaryDir dir;
+    const QString pids = dir.filePath("pids");
+    QDir().mkpath(pids);
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    window.show();
+    auto request = rig_launch(dir, {"--pids", pids, "--lines", "2", "--sleep", "120"});
+    request.flags << "--hosts" << "machine1,machine2" << "--ssh_config" << sshd.client_config() << "--num_processes" << "2"
+                  << "--main_process_ip" << "127.0.0.1" << "--main_process_port"
+                  << QString::number(spur::test::free_port()) << "--connect_timeout" << "5";
+    const qint64 run = launch_and_wait(window, request);
+    QVERIFY2(run > 0, qPrintable(window.last_error()));
+    std::vector<qint64> ranks;
+    struct Cleanup {
+      std::vector<qint64>* pids;
+      ~Cleanup() {
+        for (const auto pid : *pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+    } cleanup{&ranks};
+    ranks.push_back(window.runs()->run(window.runs()->row_of(run)).pid);
+    QTRY_COMPARE_WITH_TIMEOUT(spur::test::rank_pids(pids, 2).size(), size_t(2), 30000);
+    for (const auto pid : spur::test::rank_pids(pids, 2)) ranks.push_back(pid);
+    QCOMPARE(QString::fromStdString(window.runs()->run(window.runs()->row_of(run)).target), QString("ssh"));
+    auto* hosts = window.console()->findChild<QComboBox*>("hosts");
+    QTRY_VERIFY_WITH_TIMEOUT(hosts->findText("machine1") >= 0 && hosts->findText("machine2") >= 0, 20000);
+    QVERIFY(hosts->isVisibleTo(window.console()));
+    hosts->setCurrentIndex(hosts->findText("machine2"));
+    auto* lines = window.console()->model();
+    QTRY_VERIFY_WITH_TIMEOUT(lines->rowCount() > 0, 10000);
+    for (int row = 0; row < lines->rowCount(); ++row) {
+      QVERIFY2(lines->data(lines->index(row)).toString().startsWith("[machine2"),
+               qPrintable(lines->data(lines->index(row)).toString()));
+    }
+    QCOMPARE(window.stop_run(run), QString());
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(window, run), QString("stopped"), 30000);
+    QVERIFY(spur::test::all_dead(ranks, 15000));
   }
 
   void a_failed_rank_is_the_cause_and_the_run_relaunches() {
