@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QIcon>
 #include <QSettings>
 #include <QStandardPaths>
 
@@ -15,11 +16,38 @@
 #include <cstdio>
 #include <cstring>
 
+namespace {
+
+struct Options {
+  QCommandLineOption history{"history", "The run history database (default: $SPUR_HISTORY, else "
+                                        "$XDG_DATA_HOME/spur/history.db).", "file"};
+  QCommandLineOption runs{"runs", "Runs to show first, by ID (default: the newest).", "1,2,..."};
+  QCommandLineOption demo{"demo", "Open the demo workspace: the bundled example, its configuration and a history "
+                                  "with one finished run (created on first use)."};
+  QCommandLineOption version{QStringList{"v", "version"}, "Print the version."};
+  void add_to(QCommandLineParser& parser) const {
+    parser.setApplicationDescription("Spur Studio: set up, launch and watch LibTorch training runs");
+    parser.addHelpOption();
+    parser.addOptions({history, runs, demo, version});
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // Answered without a display, as a command-line tool should.
+  const Options options;
+  // --version and --help are answered without a display, as a command-line tool's are.
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--version") == 0 || std::strcmp(argv[i], "-v") == 0) {
       std::printf("spur-studio %s\n", SPUR_VERSION_STRING);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      QCoreApplication core(argc, argv);
+      QCoreApplication::setApplicationName("spur-studio");
+      QCommandLineParser parser;
+      options.add_to(parser);
+      std::printf("%s", qPrintable(parser.helpText()));
       return 0;
     }
   }
@@ -27,17 +55,13 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("Spur Studio");
   QApplication::setOrganizationName("Spur");
   QApplication::setApplicationVersion(SPUR_VERSION_STRING);
+  QApplication::setWindowIcon(QIcon::fromTheme("dev.spur.Studio", QIcon(":/icons/dev.spur.Studio.svg")));
+  QApplication::setDesktopFileName("dev.spur.Studio");
   QCommandLineParser parser;
-  parser.setApplicationDescription("Spur Studio: live metrics and the history of training runs");
-  parser.addHelpOption();
-  QCommandLineOption history("history", "The run history database (default: $SPUR_HISTORY, else "
-                                        "$XDG_DATA_HOME/spur/history.db).", "file");
-  parser.addOption(history);
-  QCommandLineOption runs("runs", "Runs to show first, by ID (default: the newest).", "1,2,...");
-  parser.addOption(runs);
-  QCommandLineOption demo("demo", "Open the demo workspace: the bundled example, its configuration and a history "
-                                  "with one finished run (created on first use).");
-  parser.addOption(demo);
+  options.add_to(parser);
+  const auto& history = options.history;
+  const auto& runs = options.runs;
+  const auto& demo = options.demo;
   parser.process(app);
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   QString path = parser.isSet(history) ? parser.value(history)
