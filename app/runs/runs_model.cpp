@@ -61,7 +61,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       case Id: return static_cast<qlonglong>(run.id);
       case Name: return QString::fromStdString(run.name);
       case Project: return QString::fromStdString(run.project);
-      case Status: return effective_status(run);
+      case Status: return statuses_[static_cast<size_t>(index.row())];
       case Progress: return progress_text(run);
       case Started: return time_text(run.started);
       case Duration: return duration_text(run_duration(run));
@@ -157,11 +157,13 @@ bool RunsModel::refresh() {
       last_points_.erase(runs_[old_row].id);
       last_read_.erase(runs_[old_row].id);
       runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(old_row));
+      statuses_.erase(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row));
       endRemoveRows();
     } else if (old_row >= runs_.size() || fresh[next].id < runs_[old_row].id) {
       const int row = static_cast<int>(old_row);
       beginInsertRows({}, row, row);
       runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), fresh[next]);
+      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), effective_status(fresh[next]));
       endInsertRows();
       ++old_row;
       ++next;
@@ -169,6 +171,7 @@ bool RunsModel::refresh() {
       // Running rows change every refresh (duration, ETA) even when the record does not.
       const bool changed = !same(runs_[old_row], fresh[next]) || fresh[next].status == "running";
       runs_[old_row] = fresh[next];
+      statuses_[old_row] = effective_status(fresh[next]);
       if (changed) {
         const int row = static_cast<int>(old_row);
         emit dataChanged(index(row, 0), index(row, columnCount() - 1));

@@ -45,6 +45,8 @@ class RunsModel : public QAbstractTableModel {
   const history::Run& run(int row) const { return runs_.at(static_cast<size_t>(row)); }
   /// The row of a run, or -1.
   int row_of(int64_t id) const;
+  /// effective_status() of a row as of the last refresh (it looks at /proc: once per refresh, not per paint).
+  const QString& status(int row) const { return statuses_.at(static_cast<size_t>(row)); }
 
   /// Columns after ColumnCount: each run's latest value of these metrics ("final values" once it ended).
   void set_metric_columns(const QStringList& keys);
@@ -58,6 +60,7 @@ class RunsModel : public QAbstractTableModel {
   QString path_;
   QString error_;
   std::vector<history::Run> runs_;  // by id, ascending
+  std::vector<QString> statuses_;    // effective_status of each row
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;        // (last step, status) when read

@@ -220,7 +220,7 @@ void MainWindow::update_actions() {
   if (!stop_) return;
   const qint64 run = current_run();
   const int row = run ? runs_->row_of(run) : -1;
-  const QString status = row >= 0 ? app::effective_status(runs_->run(row)) : QString();
+  const QString status = row >= 0 ? runs_->status(row) : QString();
   stop_->setEnabled(status == "running" || status == "queued");
   relaunch_->setEnabled(row >= 0 && !runs_->run(row).config.empty() && !runs_->run(row).command.empty());
 }
