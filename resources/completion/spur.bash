@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # bash completion for spur: sub-commands, their actions and flags, files where a flag takes one.
+_spur_files() {
+  compopt -o filenames 2>/dev/null  # directories get their "/", names with spaces stay whole
+  COMPREPLY=($(compgen -f -- "$1"))
+}
+
 _spur() {
-  local cur prev command
+  local cur prev command action word i
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   command="${COMP_WORDS[1]}"
@@ -10,35 +15,56 @@ _spur() {
     return
   fi
   case "$prev" in
-    --config_file|--hostfile|--ssh_config|--remote_spur|--history|--output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --config_file|--hostfile|--ssh_config|--remote_spur|--history|--output) _spur_files "$cur"; return ;;
     --mixed_precision) COMPREPLY=($(compgen -W "no fp16 bf16" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
+    --even_batches) COMPREPLY=($(compgen -W "true false" -- "$cur")); return ;;
   esac
+  # The sub-command's action: its first word that is neither a flag nor a flag's value.
+  action=""
+  for ((i = 2; i < COMP_CWORD; i++)); do
+    word="${COMP_WORDS[i]}"
+    case "$word" in
+      --history|--config_file|--region|--profile|--aws_endpoint_url|--poll_interval) ((i++)) ;;
+      -*) ;;
+      *) action="$word"; break ;;
+    esac
+  done
   local launch_flags="--config_file --num_processes --num_machines --machine_rank --main_process_ip
     --main_process_port --mixed_precision --cpu --gpu_ids --gradient_accumulation_steps
     --num_cpu_threads_per_process --env --dry_run --grace_period --run_name --hosts --hostfile --ssh_config
-    --remote_spur --connect_timeout --detach --job_name --poll_interval --help"
+    --remote_spur --connect_timeout --detach --job_name --poll_interval --aws_endpoint_url --help"
   case "$command" in
     config)
-      if [ "$COMP_CWORD" -eq 2 ]; then
-        COMPREPLY=($(compgen -W "default show validate --config_file" -- "$cur"))
+      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
+        COMPREPLY=($(compgen -W "default show validate" -- "$cur"))
+      elif [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "--config_file --mixed_precision" -- "$cur"))
       else
-        COMPREPLY=($(compgen -f -- "$cur"))
+        _spur_files "$cur"
       fi ;;
     launch|test)
       if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$launch_flags" -- "$cur"))
       else
-        COMPREPLY=($(compgen -f -- "$cur"))
+        _spur_files "$cur"
       fi ;;
     runs)
-      if [ "$COMP_CWORD" -eq 2 ]; then
+      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
         COMPREPLY=($(compgen -W "list show export config logs rm tag note" -- "$cur"))
       else
         COMPREPLY=($(compgen -W "--history --json --format --metrics --output --rank --follow --remove" -- "$cur"))
       fi ;;
     sagemaker)
-      [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "follow stop describe" -- "$cur")) ;;
+      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
+        COMPREPLY=($(compgen -W "follow stop describe" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -W "--config_file --region --profile --aws_endpoint_url --poll_interval" -- "$cur"))
+      fi ;;
+    env) COMPREPLY=($(compgen -W "--json --config_file" -- "$cur")) ;;
+    shard-plan)
+      COMPREPLY=($(compgen -W "--dataset_len --batch_size --num_processes --split_batches --even_batches --drop_last
+        --iterable --help" -- "$cur")) ;;
     *) COMPREPLY=() ;;
   esac
 }
