@@ -164,6 +164,27 @@ class RunsModelTest : public QObject {
     QVERIFY(model.fetch_new());
     QCOMPARE(model.rowCount(), 1);
     QCOMPARE(model.data(model.index(0)).toString(), QString("[b rank1] step 2 loss 0.5"));
+    // By host.
+    model.set_rank(std::nullopt);
+    model.set_search("");
+    model.set_host(QString("a"));
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.data(model.index(0), spur::app::ConsoleModel::HostRole).toString(), QString("a"));
+    model.set_host(std::nullopt);
+    QVERIFY(model.fetch_new());
+    QCOMPARE(model.rowCount(), 4);
+
+    // How the run ended: status, exit code and the launcher's account of the failed rank.
+    QSignalSpy changed(&model, &spur::app::ConsoleModel::run_changed);
+    QVERIFY(model.cause().isEmpty());
+    writer.set_status(id, "failed", 7, "rank1 failed: exit code 7.\nTraceback: boom");
+    QVERIFY(model.fetch_new());
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(model.run_record()->exit_code, std::optional<int>(7));
+    QCOMPARE(model.cause(), QString("rank1 failed: exit code 7.\nTraceback: boom"));
+    QVERIFY(model.fetch_new());
+    QCOMPARE(changed.count(), 1);  // nothing new
   }
 
   void smoothing_follows_tensorboard_data() {
