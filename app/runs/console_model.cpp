@@ -9,7 +9,7 @@
 namespace spur::app {
 
 ConsoleModel::ConsoleModel(QString history_path, QObject* parent)
-    : QAbstractListModel(parent), path_(std::move(history_path)) {}
+    : QAbstractListModel(parent), path_(history_path), source_(std::move(history_path)) {}
 
 ConsoleModel::~ConsoleModel() = default;
 
@@ -35,6 +35,7 @@ void ConsoleModel::clear() {
   beginResetModel();
   lines_.clear();
   after_ = 0;
+  ++generation_;  // answers to earlier queries no longer fit
   endResetModel();
 }
 
@@ -66,42 +67,73 @@ bool ConsoleModel::wanted(const history::ConsoleLine& line) const {
   return search_.isEmpty() || QString::fromStdString(line.text).contains(search_, Qt::CaseInsensitive);
 }
 
-bool ConsoleModel::fetch_new() {
-  if (run_ == 0 || !QFileInfo::exists(path_)) return true;
-  std::vector<history::ConsoleLine> fresh;
+ConsoleSource::ConsoleSource(QString history_path) : path_(std::move(history_path)) {}
+
+ConsoleSource::~ConsoleSource() = default;
+
+ConsoleBatch ConsoleSource::read(const ConsoleQuery& query) {
+  ConsoleBatch batch;
+  batch.query = query;
+  if (query.run == 0 || !QFileInfo::exists(path_)) return batch;
   try {
     if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
     reader_->check_schema();
-    auto record = reader_->run(run_);
-    remote_ = record && record->target != "local";
-    const bool changed = !record_ != !record ||
-                         (record && (record->status != record_->status || record->exit_code != record_->exit_code));
-    record_ = std::move(record);
-    if (changed) {
-      cause_.clear();
-      if (record_ && (record_->status == "failed" || record_->status == "stopped")) {
-        const auto events = reader_->events(run_);
-        for (auto it = events.rbegin(); it != events.rend(); ++it) {
-          if (!it->detail.empty()) {
-            cause_ = QString::fromStdString(it->detail);
-            break;
-          }
+    batch.record = reader_->run(query.run);
+    const auto& known = query.known;
+    batch.record_changed = !known != !batch.record ||
+                           (batch.record && (batch.record->status != known->status || batch.record->exit_code != known->exit_code));
+    if (batch.record_changed && batch.record && (batch.record->status == "failed" || batch.record->status == "stopped")) {
+      const auto events = reader_->events(query.run);
+      for (auto it = events.rbegin(); it != events.rend(); ++it) {
+        if (!it->detail.empty()) {
+          batch.cause = QString::fromStdString(it->detail);
+          break;
         }
       }
     }
-    fresh = reader_->console(run_, after_, rank_);
-    if (changed) emit run_changed();
-    error_.clear();
+    batch.lines = reader_->console(query.run, query.after, query.rank);
   } catch (const std::exception& e) {
-    reader_.reset();
-    error_ = e.what();
+    reader_.reset();  // opened again at the next read
+    batch.error = QString::fromUtf8(e.what());
+  }
+  return batch;
+}
+
+ConsoleQuery ConsoleModel::next_query() const {
+  ConsoleQuery query;
+  query.generation = generation_;
+  query.run = run_;
+  query.after = after_;
+  query.rank = rank_;
+  query.known = record_;
+  return query;
+}
+
+bool ConsoleModel::fetch_new() { return apply(source_.read(next_query())); }
+
+bool ConsoleModel::apply(const ConsoleBatch& batch) {
+  // Filters changed, or lines were appended since this was asked: a newer query follows.
+  if (batch.query.generation != generation_ || batch.query.after != after_) return true;
+  if (!batch.error.isEmpty()) {
+    error_ = batch.error;
     return false;
   }
+  error_.clear();
+  if (run_ == 0) return true;
+  if (batch.record_changed) {
+    record_ = batch.record;
+    cause_ = batch.cause;
+    emit run_changed();
+  } else {
+    record_ = batch.record;
+  }
+  remote_ = record_ && record_->target != "local";
+  const auto& fresh = batch.lines;
   if (fresh.empty()) return true;
   after_ = fresh.back().id;
   std::vector<history::ConsoleLine> kept;
-  for (auto& line : fresh) {
-    if (wanted(line)) kept.push_back(std::move(line));
+  for (const auto& line : fresh) {
+    if (wanted(line)) kept.push_back(line);
   }
   if (kept.empty()) return true;
   // Keep the newest kMaxLines: drop from the front first.

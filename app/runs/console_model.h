@@ -19,6 +19,37 @@ class HistoryReader;
 
 namespace spur::app {
 
+/// What a console fetch asks of the history: lines of `run` after `after` (for `rank`), and the run's record.
+struct ConsoleQuery {
+  uint64_t generation = 0;  // the model's filters when asked; a stale answer is dropped
+  int64_t run = 0;
+  int64_t after = 0;
+  std::optional<int> rank;
+  std::optional<history::Run> known;  // the record as the model has it: the cause is read when it changes
+};
+
+/// The history's answer to a ConsoleQuery.
+struct ConsoleBatch {
+  ConsoleQuery query;
+  std::vector<history::ConsoleLine> lines;
+  std::optional<history::Run> record;
+  bool record_changed = false;
+  QString cause;  // read when record_changed
+  QString error;  // the history could not be read
+};
+
+/// Reads ConsoleBatches; one per thread (it keeps its history reader open between reads).
+class ConsoleSource {
+ public:
+  explicit ConsoleSource(QString history_path);
+  ~ConsoleSource();
+  ConsoleBatch read(const ConsoleQuery& query);
+
+ private:
+  QString path_;
+  std::unique_ptr<history::HistoryReader> reader_;
+};
+
 class ConsoleModel : public QAbstractListModel {
   Q_OBJECT
 
@@ -43,8 +74,13 @@ class ConsoleModel : public QAbstractListModel {
   void set_host(std::optional<QString> host);
   /// Only lines containing `text` (case-insensitive); empty: all.
   void set_search(const QString& text);
-  /// Appends the lines written since the last fetch. False when the history cannot be read (error()).
+  /// Appends the lines written since the last fetch, read on this thread. False when the history cannot be read
+  /// (error()).
   bool fetch_new();
+  /// The same in two halves, for reading on another thread: what to read next, and applying what was read
+  /// (dropped when the filters or the position changed meanwhile). apply() returns false on a read error.
+  ConsoleQuery next_query() const;
+  bool apply(const ConsoleBatch& batch);
   const QString& error() const { return error_; }
   /// The run's record as of the last fetch.
   const std::optional<history::Run>& run_record() const { return record_; }
@@ -70,7 +106,8 @@ class ConsoleModel : public QAbstractListModel {
   int64_t after_ = 0;
   bool remote_ = false;
   std::vector<history::ConsoleLine> lines_;
-  std::unique_ptr<history::HistoryReader> reader_;  // opened once, again after an error
+  ConsoleSource source_;  // for fetch_new()
+  uint64_t generation_ = 0;
   QString error_;
 };
 

@@ -19,8 +19,12 @@
 namespace spur::studio {
 
 ConsoleView::ConsoleView(QString history_path, QWidget* parent)
-    : QWidget(parent), model_(new app::ConsoleModel(std::move(history_path), this)), list_(new QListView(this)),
+    : QWidget(parent), model_(new app::ConsoleModel(history_path, this)), list_(new QListView(this)),
       ranks_(new QComboBox(this)), hosts_(new QComboBox(this)), banner_(new QLabel(this)), search_(new QLineEdit(this)), follow_(new QCheckBox(tr("Follow"), this)) {
+  worker_ = new QObject;
+  source_ = std::make_unique<app::ConsoleSource>(history_path);
+  worker_->moveToThread(&thread_);
+  thread_.start();
   auto* layout = new QVBoxLayout(this);
   auto* bar = new QHBoxLayout;
   ranks_->setObjectName("ranks");
@@ -108,7 +112,32 @@ void ConsoleView::filter_changed() {
   refresh();
 }
 
-void ConsoleView::refresh() { model_->fetch_new(); }
+ConsoleView::~ConsoleView() {
+  thread_.quit();
+  thread_.wait();  // no read is under way or will call back after this
+  delete worker_;
+}
+
+void ConsoleView::refresh() {
+  if (in_flight_) {
+    again_ = true;
+    return;
+  }
+  in_flight_ = true;
+  QMetaObject::invokeMethod(worker_, [this, query = model_->next_query()] {
+    auto batch = source_->read(query);  // on thread_
+    QMetaObject::invokeMethod(this, [this, batch = std::move(batch)] { received(batch); }, Qt::QueuedConnection);
+  }, Qt::QueuedConnection);
+}
+
+void ConsoleView::received(const app::ConsoleBatch& batch) {
+  in_flight_ = false;
+  model_->apply(batch);
+  if (again_) {
+    again_ = false;
+    refresh();
+  }
+}
 
 QString ConsoleView::banner() const { return banner_->text(); }
 

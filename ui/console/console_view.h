@@ -3,8 +3,10 @@
 // host and search text, following new lines at the bottom unless paused; a banner says how the run ended. Thin over app::ConsoleModel.
 #pragma once
 
+#include <QThread>
 #include <QWidget>
 
+#include <memory>
 #include <set>
 
 class QCheckBox;
@@ -15,6 +17,8 @@ class QListView;
 
 namespace spur::app {
 class ConsoleModel;
+class ConsoleSource;
+struct ConsoleBatch;
 }
 
 namespace spur::studio {
@@ -24,9 +28,10 @@ class ConsoleView : public QWidget {
 
  public:
   explicit ConsoleView(QString history_path, QWidget* parent = nullptr);
+  ~ConsoleView() override;
 
   void set_run(qint64 run);
-  /// Fetches new lines (called by the window's refresh timer).
+  /// Fetches new lines (called by the window's refresh timer), read on the console's own thread.
   void refresh();
   app::ConsoleModel* model() const { return model_; }
   /// The line above the console: the run's status and exit code, and for a failed run the rank that failed
@@ -35,6 +40,7 @@ class ConsoleView : public QWidget {
 
  private:
   void filter_changed();
+  void received(const app::ConsoleBatch& batch);
   void update_banner();
 
   app::ConsoleModel* model_;
@@ -47,6 +53,12 @@ class ConsoleView : public QWidget {
   std::set<int> known_ranks_;
   std::set<QString> known_hosts_;
   qint64 current_run_ = -1;
+  // The history is read on thread_ (a busy database never stalls painting); one read at a time.
+  QThread thread_;
+  QObject* worker_;
+  std::unique_ptr<app::ConsoleSource> source_;
+  bool in_flight_ = false;
+  bool again_ = false;
 };
 
 }  // namespace spur::studio
