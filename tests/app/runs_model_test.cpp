@@ -185,6 +185,20 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.cause(), QString("rank1 failed: exit code 7.\nTraceback: boom"));
     QVERIFY(model.fetch_new());
     QCOMPARE(changed.count(), 1);  // nothing new
+
+    // Read on another thread: an answer to a query made before the filters changed is dropped, as is a
+    // second answer for the same position.
+    spur::app::ConsoleSource source(path);
+    const auto before_filter = model.next_query();
+    model.set_rank(0);
+    QVERIFY(model.apply(source.read(before_filter)));
+    QCOMPARE(model.rowCount(), 0);
+    const auto query = model.next_query();
+    const auto answer = source.read(query);
+    QVERIFY(model.apply(answer));
+    QCOMPARE(model.rowCount(), 1);
+    QVERIFY(model.apply(answer));
+    QCOMPARE(model.rowCount(), 1);
   }
 
   void smoothing_follows_tensorboard_data() {
