@@ -65,7 +65,7 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
   run.target = target.toStdString();
   run.hosts = hosts.toStdString();
   run.config = config_yaml;
-  run.command = ("cd " + app::shell_quote({QDir::currentPath()}) + " && spur launch " + app::shell_quote(given)).toStdString();
+  run.command = app::launch_command_line(QDir::currentPath(), given).toStdString();
   return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
 }
 

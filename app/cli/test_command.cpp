@@ -8,6 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "launch/companion.h"
 #include "launch/launch_request.h"
 #include "config/run_config.h"
 
@@ -21,15 +22,7 @@ const char* kUsage =
     "Takes the flags of `spur launch` (see spur launch --help), without a program.\n";
 
 // $SPUR_CHECK_PROGRAM, else next to `spur` (the build tree), else the installed libexec/spur/spur-check.
-QString check_program() {
-  const QString overridden = QProcessEnvironment::systemEnvironment().value("SPUR_CHECK_PROGRAM");
-  if (!overridden.isEmpty()) return overridden;
-  const QString here = QCoreApplication::applicationDirPath();
-  for (const QString& candidate : {here + "/spur-check", here + "/../libexec/spur/spur-check"}) {
-    if (QFileInfo(candidate).isExecutable()) return QFileInfo(candidate).canonicalFilePath();
-  }
-  return {};
-}
+QString check_program() { return app::find_companion("SPUR_CHECK_PROGRAM", {"spur-check", "../libexec/spur/spur-check"}); }
 
 }  // namespace
 

@@ -26,7 +26,9 @@ QString host_part(const QString& host) { return host.mid(host.indexOf('@') + 1);
 
 }  // namespace
 
-DetectedHardware DetectedHardware::detect() {
+namespace {
+
+DetectedHardware probe_hardware() {
   DetectedHardware hardware;
   hardware.cpu_cores = std::max(1, QThread::idealThreadCount());
   const QString smi = QStandardPaths::findExecutable("nvidia-smi");
@@ -39,6 +41,14 @@ DetectedHardware DetectedHardware::detect() {
     }
   }
   return hardware;
+}
+
+}  // namespace
+
+DetectedHardware DetectedHardware::detect() {
+  // Probed once per process: nvidia-smi can take seconds, and the wizard asks each time it opens.
+  static const DetectedHardware probed = probe_hardware();
+  return probed;
 }
 
 SetupAnswers SetupAnswers::defaults(const DetectedHardware& hardware) {

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
 #include <QProcess>
@@ -14,15 +13,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launch/companion.h"
 #include "runs/run_status.h"
 
 namespace spur::app {
 QString spur_program() {
-  if (const QString chosen = qEnvironmentVariable("SPUR_PROGRAM"); !chosen.isEmpty()) return chosen;
-  const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath("spur");
-  if (QFileInfo(beside).isExecutable()) return beside;
-  const QString found = QStandardPaths::findExecutable("spur");
-  return found.isEmpty() ? QString("spur") : found;
+  const QString found = find_companion("SPUR_PROGRAM", {"spur"}, "spur");
+  return found.isEmpty() ? QString("spur") : found;  // launch_detached says it cannot be found
 }
 
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,

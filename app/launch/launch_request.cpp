@@ -74,12 +74,16 @@ QStringList LaunchRequest::spur_arguments() const {
   return words;
 }
 
+QString launch_command_line(const QString& directory, const QStringList& launch_arguments) {
+  return (directory.isEmpty() ? QString() : "cd " + shell_quote({directory}) + " && ") + "spur launch " +
+         shell_quote(launch_arguments);
+}
+
 QString LaunchRequest::command_line() const {
-  QString line = working_directory.isEmpty() ? QString() : "cd " + shell_quote({working_directory}) + " && ";
-  QStringList words = spur_arguments();
+  QStringList words = spur_arguments().mid(1);  // without "launch"
   // The separator goes (the program is the first word that is not a flag) unless the program looks like one.
   if (!program.startsWith('-')) words.removeAt(words.size() - arguments.size() - 2);
-  return line + "spur " + shell_quote(words);
+  return launch_command_line(working_directory, words);
 }
 
 LaunchRequest LaunchRequest::parse(const QString& command_line) {

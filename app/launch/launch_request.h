@@ -19,6 +19,10 @@ QString shell_quote(const QStringList& words);
 /// on an unterminated quote.
 QStringList shell_split(const QString& line);
 
+/// The shell line that runs `spur launch ARGUMENTS` in `directory` ("cd DIR && spur launch ...", quoted; no
+/// "cd" when empty): what the history records for a run and what LaunchRequest::parse reads back.
+QString launch_command_line(const QString& directory, const QStringList& launch_arguments);
+
 struct LaunchRequest {
   QString working_directory;  // empty: the caller's
   QString config_file;        // empty: the configuration in effect

@@ -9,7 +9,7 @@
 namespace spur::app {
 
 ConsoleModel::ConsoleModel(QString history_path, QObject* parent)
-    : QAbstractListModel(parent), path_(history_path), source_(std::move(history_path)) {}
+    : QAbstractListModel(parent), source_(std::move(history_path)) {}
 
 ConsoleModel::~ConsoleModel() = default;
 

@@ -96,7 +96,6 @@ class ConsoleModel : public QAbstractListModel {
   void clear();
   bool wanted(const history::ConsoleLine& line) const;
 
-  QString path_;
   int64_t run_ = 0;
   std::optional<int> rank_;
   std::optional<QString> host_;

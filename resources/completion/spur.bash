@@ -5,6 +5,25 @@ _spur_files() {
   COMPREPLY=($(compgen -f -- "$1"))
 }
 
+# The words of $1 that complete $cur.
+_spur_offer() {
+  COMPREPLY=($(compgen -W "$1" -- "$cur"))
+}
+
+# A sub-command with actions: its action first (before one is given), flags for a "-" word, and after the action
+# files when $3 is "files", else the flags again.
+_spur_action_or() {
+  if [[ "$cur" == -* ]]; then
+    _spur_offer "$2"
+  elif [ -z "$action" ]; then
+    _spur_offer "$1"
+  elif [ "${3:-}" = files ]; then
+    _spur_files "$cur"
+  else
+    _spur_offer "$2"
+  fi
+}
+
 _spur() {
   local cur prev command action word i
   cur="${COMP_WORDS[COMP_CWORD]}"
@@ -35,36 +54,15 @@ _spur() {
     --num_cpu_threads_per_process --env --dry_run --grace_period --run_name --hosts --hostfile --ssh_config
     --remote_spur --connect_timeout --detach --job_name --poll_interval --aws_endpoint_url --help"
   case "$command" in
-    config)
-      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
-        COMPREPLY=($(compgen -W "default show validate" -- "$cur"))
-      elif [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--config_file --mixed_precision" -- "$cur"))
-      else
-        _spur_files "$cur"
-      fi ;;
+    config) _spur_action_or "default show validate" "--config_file --mixed_precision" files ;;
     launch|test)
-      if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "$launch_flags" -- "$cur"))
-      else
-        _spur_files "$cur"
-      fi ;;
-    runs)
-      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
-        COMPREPLY=($(compgen -W "list show export config logs rm tag note" -- "$cur"))
-      else
-        COMPREPLY=($(compgen -W "--history --json --format --metrics --output --rank --follow --remove" -- "$cur"))
-      fi ;;
-    sagemaker)
-      if [ -z "$action" ] && [[ "$cur" != -* ]]; then
-        COMPREPLY=($(compgen -W "follow stop describe" -- "$cur"))
-      else
-        COMPREPLY=($(compgen -W "--config_file --region --profile --aws_endpoint_url --poll_interval" -- "$cur"))
-      fi ;;
-    env) COMPREPLY=($(compgen -W "--json --config_file" -- "$cur")) ;;
+      if [[ "$cur" == -* ]]; then _spur_offer "$launch_flags"; else _spur_files "$cur"; fi ;;
+    runs) _spur_action_or "list show export config logs rm tag note" \
+            "--history --json --format --metrics --output --rank --follow --remove" ;;
+    sagemaker) _spur_action_or "follow stop describe" "--config_file --region --profile --aws_endpoint_url --poll_interval" ;;
+    env) _spur_offer "--json --config_file" ;;
     shard-plan)
-      COMPREPLY=($(compgen -W "--dataset_len --batch_size --num_processes --split_batches --even_batches --drop_last
-        --iterable --help" -- "$cur")) ;;
+      _spur_offer "--dataset_len --batch_size --num_processes --split_batches --even_batches --drop_last --iterable --help" ;;
     *) COMPREPLY=() ;;
   esac
 }

@@ -58,6 +58,14 @@ qint64 launch_and_wait(spur::studio::MainWindow& window, const spur::app::Launch
   return launched.front().front().toLongLong();
 }
 
+// Kills the processes it was given when the test ends, passing or failing: no launcher or rank is left behind.
+struct KillOnExit {
+  std::vector<qint64> pids;
+  ~KillOnExit() {
+    for (const auto pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+};
+
 }  // namespace
 
 class LaunchPanelTest : public QObject {
@@ -72,12 +80,7 @@ class LaunchPanelTest : public QObject {
     const QString pids = dir.filePath("pids");
     QDir().mkpath(pids);
     qint64 run = 0, launcher = 0;
-    struct Cleanup {  // never leave the launcher or ranks behind, also on failure
-      std::vector<qint64> pids;
-      ~Cleanup() {
-        for (const auto pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
-      }
-    } cleanup;
+    KillOnExit cleanup;
     {
       spur::studio::MainWindow window(path);
       window.show();
@@ -120,13 +123,8 @@ class LaunchPanelTest : public QObject {
                   << QString::number(spur::test::free_port()) << "--connect_timeout" << "5";
     const qint64 run = launch_and_wait(window, request);
     QVERIFY2(run > 0, qPrintable(window.last_error()));
-    std::vector<qint64> ranks;
-    struct Cleanup {
-      std::vector<qint64>* pids;
-      ~Cleanup() {
-        for (const auto pid : *pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
-      }
-    } cleanup{&ranks};
+    KillOnExit cleanup;
+    auto& ranks = cleanup.pids;
     ranks.push_back(window.runs()->run(window.runs()->row_of(run)).pid);
     QTRY_COMPARE_WITH_TIMEOUT(spur::test::rank_pids(pids, 2).size(), size_t(2), 30000);
     for (const auto pid : spur::test::rank_pids(pids, 2)) ranks.push_back(pid);

@@ -135,6 +135,26 @@ class StudioTest : public QObject {
     QVERIFY2(lines[4].startsWith("7,8,104.000000,0.125,"), qPrintable(lines[4]));
   }
 
+  // The dashboard's smoothing and x axis, and the metric columns, come back in the next window (QSettings).
+  void settings_outlive_the_window() {
+    QTemporaryDir dir;
+    {
+      spur::studio::MainWindow window(dir.filePath("history.db"));
+      window.findChild<QSlider*>("smoothing")->setValue(850);
+      window.findChild<QComboBox*>("x_axis")->setCurrentIndex(2);
+      window.runs()->set_metric_columns({"loss"});
+      window.close();
+    }
+    spur::studio::MainWindow again(dir.filePath("history.db"));
+    QCOMPARE(again.findChild<QSlider*>("smoothing")->value(), 850);
+    QCOMPARE(again.findChild<QComboBox*>("x_axis")->currentIndex(), 2);
+    QCOMPARE(again.runs()->metric_columns(), QStringList{"loss"});
+    again.findChild<QSlider*>("smoothing")->setValue(600);
+    again.findChild<QComboBox*>("x_axis")->setCurrentIndex(0);
+    again.runs()->set_metric_columns({});
+    again.close();
+  }
+
   // The hover read-out names every run's nearest point to the cursor's x.
   void hover_reads_out_every_run() {
     spur::studio::MetricPlot plot("loss");

@@ -6,6 +6,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSettings>
 #include <QScrollArea>
 #include <QSlider>
 #include <QVBoxLayout>
@@ -52,6 +53,16 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   };
   connect(smoothing_, &QSlider::valueChanged, this, show_weight);
   show_weight(smoothing_->value());
+}
+
+void Dashboard::save_settings(QSettings& settings) const {
+  settings.setValue("dashboard/smoothing", smoothing_->value());
+  settings.setValue("dashboard/x_axis", x_axis_->currentIndex());
+}
+
+void Dashboard::restore_settings(const QSettings& settings) {
+  smoothing_->setValue(settings.value("dashboard/smoothing", smoothing_->value()).toInt());
+  x_axis_->setCurrentIndex(settings.value("dashboard/x_axis", x_axis_->currentIndex()).toInt());
 }
 
 void Dashboard::set_runs(const QMap<qint64, QString>& runs) {

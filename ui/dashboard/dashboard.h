@@ -11,6 +11,7 @@
 class QComboBox;
 class QGridLayout;
 class QLabel;
+class QSettings;
 class QSlider;
 
 namespace spur::studio {
@@ -27,6 +28,9 @@ class Dashboard : public QWidget {
   void set_runs(const QMap<qint64, QString>& runs);
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }
+  /// The smoothing weight and x axis, kept between sessions under "dashboard/".
+  void save_settings(QSettings& settings) const;
+  void restore_settings(const QSettings& settings);
 
  public slots:
   void apply(const QVector<spur::studio::SeriesDelta>& deltas);

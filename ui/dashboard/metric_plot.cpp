@@ -243,7 +243,7 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     smoothed.push_back(line.ema / (1 - std::pow(weight_, line.accumulated)));
   }
   line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
-  grow_extent(x, values);
+  for (qsizetype i = 0; i < x.size(); ++i) grow_extent(x[i], values[i]);
   if (!user_moved_) fit_extent();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -281,20 +281,17 @@ int MetricPlot::point_count(qint64 run) const {
   return it == lines_.end() ? 0 : it->second.raw->dataCount();
 }
 
-void MetricPlot::grow_extent(const QVector<double>& keys, const QVector<double>& values) {
-  for (qsizetype i = 0; i < keys.size(); ++i) {
-    const double k = keys[i], v = values[i];
-    if (!std::isfinite(k) || !std::isfinite(v)) continue;
-    if (!have_extent_) {
-      key_lo_ = key_hi_ = k;
-      value_lo_ = value_hi_ = v;
-      have_extent_ = true;
-    }
-    key_lo_ = std::min(key_lo_, k);
-    key_hi_ = std::max(key_hi_, k);
-    value_lo_ = std::min(value_lo_, v);
-    value_hi_ = std::max(value_hi_, v);
+void MetricPlot::grow_extent(double key, double value) {
+  if (!std::isfinite(key) || !std::isfinite(value)) return;
+  if (!have_extent_) {
+    key_lo_ = key_hi_ = key;
+    value_lo_ = value_hi_ = value;
+    have_extent_ = true;
   }
+  key_lo_ = std::min(key_lo_, key);
+  key_hi_ = std::max(key_hi_, key);
+  value_lo_ = std::min(value_lo_, value);
+  value_hi_ = std::max(value_hi_, value);
 }
 
 void MetricPlot::fit_extent() {
@@ -315,14 +312,7 @@ void MetricPlot::reset_view() {
   // Recomputed from the data: runs may have gone, or the x axis changed.
   have_extent_ = false;
   for (const auto& [run, line] : lines_) {
-    QVector<double> keys, values;
-    keys.reserve(line.raw->dataCount());
-    values.reserve(line.raw->dataCount());
-    for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it) {
-      keys.push_back(it->key);
-      values.push_back(it->value);
-    }
-    grow_extent(keys, values);
+    for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it) grow_extent(it->key, it->value);
   }
   fit_extent();
   plot_->replot();

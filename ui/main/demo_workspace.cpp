@@ -2,7 +2,6 @@
 // The demo workspace; see demo_workspace.h.
 #include "main/demo_workspace.h"
 
-#include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
 #include <QProcess>
@@ -11,17 +10,13 @@
 #include <spur/history/reader.h>
 
 #include "config/setup_answers.h"
+#include "launch/companion.h"
 #include "launch/detached_launch.h"
 
 namespace spur::studio {
 
 QString bundled_example() {
-  const QDir here(QCoreApplication::applicationDirPath());
-  for (const QString& candidate : {QString("../examples/train_mlp"), QString("../libexec/spur/examples/train_mlp")}) {
-    const QFileInfo file(here.filePath(candidate));
-    if (file.isExecutable()) return file.canonicalFilePath();
-  }
-  return {};
+  return app::find_companion(nullptr, {"../examples/train_mlp", "../libexec/spur/examples/train_mlp"});
 }
 
 DemoWorkspace prepare_demo(const QString& directory) {

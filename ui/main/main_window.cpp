@@ -7,7 +7,6 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QComboBox>
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
@@ -19,7 +18,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
-#include <QSlider>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardPaths>
@@ -75,7 +73,7 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this,
           [this](const QPoint& at) { choose_metric_columns(at); });
   table_->hideColumn(app::RunsModel::Project);  // most histories hold one project
-  auto* splitter = new QSplitter(this);
+  auto* splitter = splitter_ = new QSplitter(this);
   splitter->setObjectName("splitter");
   auto* left = new QWidget(this);
   auto* left_layout = new QVBoxLayout(left);
@@ -121,26 +119,16 @@ QString MainWindow::data_directory() {
 void MainWindow::restore_settings() {
   QSettings settings;
   if (settings.contains("window/geometry")) restoreGeometry(settings.value("window/geometry").toByteArray());
-  if (auto* splitter = findChild<QSplitter*>("splitter"); splitter && settings.contains("window/splitter")) {
-    splitter->restoreState(settings.value("window/splitter").toByteArray());
-  }
-  if (auto* smoothing = dashboard_->findChild<QSlider*>("smoothing")) {
-    smoothing->setValue(settings.value("dashboard/smoothing", smoothing->value()).toInt());
-  }
-  if (auto* axis = dashboard_->findChild<QComboBox*>("x_axis")) {
-    axis->setCurrentIndex(settings.value("dashboard/x_axis", 0).toInt());
-  }
+  if (settings.contains("window/splitter")) splitter_->restoreState(settings.value("window/splitter").toByteArray());
+  dashboard_->restore_settings(settings);
   runs_->set_metric_columns(settings.value("runs/metric_columns").toStringList());
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());
-  if (auto* splitter = findChild<QSplitter*>("splitter")) settings.setValue("window/splitter", splitter->saveState());
-  if (auto* smoothing = dashboard_->findChild<QSlider*>("smoothing")) {
-    settings.setValue("dashboard/smoothing", smoothing->value());
-  }
-  if (auto* axis = dashboard_->findChild<QComboBox*>("x_axis")) settings.setValue("dashboard/x_axis", axis->currentIndex());
+  settings.setValue("window/splitter", splitter_->saveState());
+  dashboard_->save_settings(settings);
   settings.setValue("runs/metric_columns", runs_->metric_columns());
   QMainWindow::closeEvent(event);  // running runs go on: their launchers are detached
 }

@@ -13,6 +13,7 @@
 
 class QLineEdit;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTableView;
 class QTimer;
 
@@ -100,6 +101,7 @@ class MainWindow : public QMainWindow {
   QSortFilterProxyModel* shown_;  // runs_ sorted and filtered by the search box
   QLineEdit* search_;
   QTableView* table_;
+  QSplitter* splitter_;
   Dashboard* dashboard_;
   ConsoleView* console_;
   QTimer* timer_;

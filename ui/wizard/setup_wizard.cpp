@@ -83,10 +83,8 @@ class SetupWizard::Page : public QWizardPage {
     if (on_enter) on_enter();
     recheck();
   }
-  bool validatePage() override { return on_leave ? on_leave() : true; }
 
   std::function<void()> on_enter;
-  std::function<bool()> on_leave;
   std::function<bool()> extra_check;
 
  private:
@@ -509,7 +507,9 @@ void SetupWizard::update_summary() {
 
 QString SetupWizard::first_problem() const {
   for (const int id : pageIds()) {
-    if (id == SageMakerPage ? !sagemaker_->isChecked() : id == MachinesPage ? sagemaker_->isChecked() : false) continue;
+    // A SageMaker run has no machines page to answer; any other run, no SageMaker page.
+    const bool skipped = id == (sagemaker_->isChecked() ? MachinesPage : SageMakerPage);
+    if (skipped) continue;
     auto* p = static_cast<Page*>(page(id));
     p->recheck();
     if (const QString problem = p->problem(); !problem.isEmpty()) return p->title() + ": " + problem;
