@@ -70,8 +70,12 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
 }
 
 void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
-  if (recorder && recorder->recording()) {
+  if (!recorder || !recorder->recording()) return;
+  if (recorder->complete()) {
     err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id() << ")\n";
+  } else {
+    err << "spur launch: warning: run " << recorder->run_id() << "'s record is incomplete: "
+        << recorder->incomplete_reason() << "\n";
   }
 }
 
@@ -168,7 +172,7 @@ int launch_command(const QStringList& given) {
       options.machine_rank = 0;
       // The ranks' metrics come back as "@spur" lines through ssh and are recorded here.
       options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
-      if (!options.main_process_ip) options.main_process_ip = hosts.front().name;
+      if (!options.main_process_ip) options.main_process_ip = hosts.front().name.mid(hosts.front().name.lastIndexOf('@') + 1);
       machine.resolve_program = false;  // it runs on the hosts
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
       app::SshOptions ssh;

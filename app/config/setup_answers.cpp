@@ -175,20 +175,6 @@ LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
   return request;
 }
 
-QString check_host(const QString& host) {
-  static const QRegularExpression user("^[A-Za-z0-9._-]+$");
-  static const QRegularExpression name("^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$");
-  static const QRegularExpression ipv6("^[0-9A-Fa-f:]+$");
-  if (host.isEmpty()) return "a host name is empty";
-  const auto at = host.indexOf('@');
-  if (at >= 0 && !user.match(host.left(at)).hasMatch()) return "'" + host + "': not a user name before @";
-  const QString machine = host.mid(at + 1);
-  if (machine.size() > 253 || !(name.match(machine).hasMatch() || (machine.contains(':') && ipv6.match(machine).hasMatch()))) {
-    return "'" + host + "' is not a host name or address";
-  }
-  return {};
-}
-
 QStringList split_host_list(const QString& hosts) {
   static const QRegularExpression separators("[,\\s]+");
   return hosts.split(separators, Qt::SkipEmptyParts);

@@ -12,6 +12,7 @@
 
 #include "config/run_config.h"
 #include "launch/launch_request.h"
+#include "launch/ssh_fanout.h"
 
 namespace spur::app {
 
@@ -69,7 +70,7 @@ struct SetupAnswers {
 using QStringCheck = QString (*)(const QString&);
 
 // Field checks: empty when the text is acceptable, else what is wrong with it (shown at the field).
-QString check_host(const QString& host);
+// check_host (a [user@]host for ssh): launch/ssh_fanout.h, shared with `spur launch --hosts`.
 /// A list separated by commas or spaces; names the first bad host.
 QString check_host_list(const QString& hosts);
 QStringList split_host_list(const QString& hosts);

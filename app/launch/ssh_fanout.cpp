@@ -13,12 +13,28 @@
 
 namespace spur::app {
 
+QString check_host(const QString& host) {
+  static const QRegularExpression user("^[A-Za-z0-9_][A-Za-z0-9._-]*$");
+  static const QRegularExpression name(
+      "^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\\.?$");
+  static const QRegularExpression ipv6("^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$");
+  if (host.isEmpty()) return "a host name is empty";
+  const auto at = host.lastIndexOf('@');
+  if (at >= 0 && !user.match(host.left(at)).hasMatch()) return "'" + host + "': not a user name before @";
+  const QString machine = host.mid(at + 1);
+  if (machine.size() > 253 || !(name.match(machine).hasMatch() || ipv6.match(machine).hasMatch())) {
+    return "'" + host + "' is not a host name or address";
+  }
+  return {};
+}
+
 std::vector<Host> parse_host_list(const QString& list) {
   std::vector<Host> hosts;
   QSet<QString> seen;
   for (const auto& part : list.split(',')) {
     const QString name = part.trimmed();
     if (name.isEmpty()) throw LaunchError("--hosts '" + list + "' has an empty host name");
+    if (const QString problem = check_host(name); !problem.isEmpty()) throw LaunchError("--hosts: " + problem);
     if (seen.contains(name)) throw LaunchError("--hosts names " + name + " twice");
     seen.insert(name);
     hosts.push_back({name, 0});
@@ -41,6 +57,7 @@ std::vector<Host> read_hostfile(const QString& path) {
     const QString where = QString("%1:%2: ").arg(path).arg(number);
     if (!match.hasMatch()) throw LaunchError(where + "expected 'host slots=N', not '" + line.trimmed() + "'");
     const QString name = match.captured(1);
+    if (const QString problem = check_host(name); !problem.isEmpty()) throw LaunchError(where + problem);
     if (seen.contains(name)) throw LaunchError(where + "host " + name + " is listed twice");
     seen.insert(name);
     const int count = match.captured(2).isEmpty() ? 0 : match.captured(2).toInt();
@@ -62,7 +79,7 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
   if (!options.config_file.isEmpty()) args << "-F" << options.config_file;
   // Never a password prompt; a dead peer is noticed within 45 s.
   args << "-o" << "BatchMode=yes" << "-o" << QString("ConnectTimeout=%1").arg(options.connect_timeout) << "-o"
-       << "ServerAliveInterval=15" << "-o" << "ServerAliveCountMax=3" << host << remote_command;
+       << "ServerAliveInterval=15" << "-o" << "ServerAliveCountMax=3" << "--" << host << remote_command;
   return args;
 }
 

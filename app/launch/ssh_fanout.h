@@ -17,9 +17,14 @@ struct Host {
   int processes = 0;  // slots=N; 0: not given (the process count is split evenly)
 };
 
-/// "a,b,c" -> hosts. Throws LaunchError for an empty or duplicate name.
+/// Empty when `host` is `[user@]name` with a DNS name, an IPv4 or an IPv6 address (ssh's own syntax); otherwise
+/// why not. Nothing that could reach ssh as an option (a leading '-') or a shell word passes.
+QString check_host(const QString& host);
+
+/// "a,b,c" -> hosts. Throws LaunchError for an empty, malformed (check_host) or duplicate name.
 std::vector<Host> parse_host_list(const QString& list);
-/// DeepSpeed's hostfile: "host slots=N" per line, # comments; a duplicate host is an error naming the line.
+/// DeepSpeed's hostfile: "host slots=N" per line, # comments; a malformed or duplicate host is an error naming
+/// the line.
 std::vector<Host> read_hostfile(const QString& path);
 
 /// Single-quotes `argument` for a POSIX shell: what arrives is exactly `argument`, whatever it holds.
@@ -33,7 +38,8 @@ struct SshOptions {
   QString remote_directory;        // where the ranks start (default: this directory)
 };
 
-/// The ssh argument vector that runs `remote_command` (one shell string) on `host`.
+/// The ssh argument vector that runs `remote_command` (one shell string) on `host`. Options end with "--", so
+/// the host can never be read as one.
 QStringList ssh_arguments(const SshOptions& options, const QString& host, const QString& remote_command);
 
 /// Checks that every host answers over SSH (`ssh host true`, in parallel, BatchMode). Throws LaunchError naming

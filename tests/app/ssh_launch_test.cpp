@@ -150,11 +150,52 @@ class SshLaunchTest : public QObject {
     QVERIFY2(!result.output.contains("machine1: "), qPrintable(result.output));
   }
 
+  // A host that ssh would read as an option ran its ProxyCommand before the fix (issue 12, defect 1). Every way
+  // a host reaches ssh is refused before ssh runs, with the host named; nothing is executed.
+  void hosts_that_look_like_options_are_refused_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("host");
+    QTest::newRow("--hosts ProxyCommand") << "hosts" << "-oProxyCommand=touch MARK";
+    QTest::newRow("--hosts in a list") << "hosts" << "machine1,-oProxyCommand=touch MARK";
+    QTest::newRow("--hosts user@ option") << "hosts" << "-oProxyCommand=touch@MARK";
+    QTest::newRow("--hosts shell word") << "hosts" << "machine1;touch MARK";
+    QTest::newRow("hostfile ProxyCommand") << "hostfile" << "-oProxyCommand=touch${IFS}MARK slots=1";
+    QTest::newRow("hostfile -F") << "hostfile" << "-FMARK";
+  }
+  void hosts_that_look_like_options_are_refused() {
+    QFETCH(QString, kind);
+    QFETCH(QString, host);
+    QTemporaryDir dir;
+    const QString mark = dir.filePath("executed");
+    host.replace("MARK", mark);
+    QStringList flags;
+    if (kind == "hosts") {
+      flags << "--hosts" << host;
+    } else {
+      QFile file(dir.filePath("hostfile"));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(("machine1 slots=1\n" + host + "\n").toUtf8());
+      file.close();
+      flags << "--hostfile" << file.fileName();
+    }
+    for (const bool dry : {true, false}) {
+      const auto result = run(hosts_launch(flags + (dry ? QStringList{"--dry_run"} : QStringList{}) +
+                                           QStringList{"/bin/true"}), 30000);
+      QCOMPARE(result.exit_code, 2);
+      QVERIFY2(result.output.contains("is not a host name or address") ||
+                   result.output.contains("not a user name before @"),
+               qPrintable(result.output));
+      if (kind == "hostfile") QVERIFY2(result.output.contains(":2: "), qPrintable(result.output));
+      QVERIFY2(!QFile::exists(mark), "a host name ran a command");
+    }
+  }
+
   void dry_run_shows_the_quoted_ssh_commands() {
     const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--dry_run",
                                           "/bin/echo", "a b"}));
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
-    QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("'--machine_rank' '1'") &&
+    QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("-- machine2 cd ") &&
+                 result.output.contains("'--machine_rank' '1'") &&
                  result.output.contains("'a b'") && result.output.contains("'--env' 'SEED=1; id'"),
              qPrintable(result.output));
   }
