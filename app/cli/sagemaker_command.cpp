@@ -176,7 +176,12 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   }
   if (recorder) {
     recorder->finish(code, follower.final_status() == "Stopped");
-    if (recorder->recording()) err << "spur launch: recorded as run " << recorder->run_id() << "\n";
+    if (recorder->recording() && recorder->complete()) {
+      err << "spur launch: recorded as run " << recorder->run_id() << "\n";
+    } else if (recorder->recording()) {
+      err << "spur launch: warning: run " << recorder->run_id() << "'s record is incomplete: "
+          << recorder->incomplete_reason() << "\n";
+    }
   }
   return code;
 }

@@ -400,6 +400,78 @@ class HistoryTest : public QObject {
     QCOMPARE(result.output.count("the run history cannot be written"), 1);
     QVERIFY2(result.output.contains("spur: tracking: sqlite"), qPrintable(result.output));
   }
+
+  // Issue 12, defect 2: four launches at once, each printing 40,000 lines, while another connection holds the
+  // history's write lock for longer than any busy timeout, from their first lines until after their ranks have
+  // ended. Before the fix, runs stayed "running" without an exit code and lost their console lines, yet said
+  // "recorded". Now every run ends "finished" with exit code 0 and every line, in order, and each launcher says
+  // "recorded" only once it is true.
+  void concurrent_launches_lose_nothing() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("history.db");
+    spur::history::HistoryWriter(history.toStdString());  // created (and migrated) before the race
+    constexpr int kLaunches = 4;
+    constexpr int kLines = 40000;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", history);
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    std::vector<Child> launches(kLaunches);
+    std::vector<QByteArray> seen(kLaunches);
+    for (auto& launch : launches) {
+      launch.process->setProcessEnvironment(env);
+      launch.process->setProcessChannelMode(QProcess::MergedChannels);
+      launch.process->start(SPUR_CLI, {"launch", "--num_processes", "1", "/bin/sh", "-c",
+                                       QString("seq 1 %1; sleep 3").arg(kLines)});
+      QVERIFY(launch.process->waitForStarted());
+    }
+    // Waits until every launch printed `line` (its runs exist once the ranks print anything).
+    auto wait_for_line = [&](const QByteArray& line) {
+      QElapsedTimer timer;
+      timer.start();
+      for (int i = 0; i < kLaunches; ++i) {
+        while (!seen[i].contains(line) && timer.elapsed() < 120000) {
+          launches[i].process->waitForReadyRead(100);
+          seen[i] += launches[i].process->readAll();
+        }
+        if (!seen[i].contains(line)) return false;
+      }
+      return true;
+    };
+    QVERIFY(wait_for_line("[rank0] 1\n"));
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(history.toUtf8().constData(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 30000);
+    QCOMPARE(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    const bool printed = wait_for_line(QByteArray("[rank0] ") + QByteArray::number(kLines) + "\n");
+    QThread::msleep(5000);  // the ranks sleep 3 s, then exit: the launchers end while the lock is held
+    QCOMPARE(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    QVERIFY(printed);
+    QStringList outputs;
+    for (auto& launch : launches) {
+      QVERIFY(launch.process->waitForFinished(180000));
+      const QString output = QString::fromUtf8(seen[&launch - &launches[0]] + launch.process->readAll());
+      QVERIFY2(launch.process->exitCode() == 0, qPrintable(output));
+      QVERIFY2(output.contains("recorded as run") && !output.contains("incomplete"), qPrintable(output));
+      outputs << output;
+    }
+    QCOMPARE(integrity(history), QString("ok"));
+    HistoryReader reader(history.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(static_cast<int>(runs.size()), kLaunches);
+    for (const auto& run : runs) {
+      QCOMPARE(QString::fromStdString(run.status), QString("finished"));
+      QVERIFY(run.exit_code.has_value());
+      QCOMPARE(*run.exit_code, 0);
+      const auto console = reader.console(run.id);
+      QCOMPARE(static_cast<int>(console.size()), kLines);
+      for (int i = 0; i < kLines; ++i) {
+        if (console[i].text != std::to_string(i + 1)) {
+          QFAIL(qPrintable(QString("run %1, line %2: '%3'").arg(run.id).arg(i).arg(QString::fromStdString(console[i].text))));
+        }
+      }
+    }
+  }
 };
 
 SPUR_TEST_CLASS(HistoryTest)

@@ -97,7 +97,8 @@ bool Statement::step() {
   if (rc == SQLITE_DONE) return false;
   const std::string message = sqlite3_errmsg(db_);
   sqlite3_reset(stmt_);
-  throw HistoryError("run history: " + message);
+  const int primary = rc & 0xff;
+  throw HistoryError("run history: " + message, primary == SQLITE_BUSY || primary == SQLITE_LOCKED);
 }
 
 void Statement::run() {
@@ -175,10 +176,11 @@ Database::~Database() { sqlite3_close(db_); }
 
 void Database::exec(std::string_view sql) {
   char* error = nullptr;
-  if (sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+  if (const int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error); rc != SQLITE_OK) {
     const std::string message = error ? error : sqlite3_errmsg(db_);
     sqlite3_free(error);
-    throw HistoryError("run history " + path_ + ": " + message);
+    const int primary = rc & 0xff;
+    throw HistoryError("run history " + path_ + ": " + message, primary == SQLITE_BUSY || primary == SQLITE_LOCKED);
   }
 }
 

@@ -11,10 +11,15 @@
 
 namespace spur::history {
 
-/// A history that cannot be opened, read or written; the message names the file.
+/// A history that cannot be opened, read or written; the message names the file. busy(): another connection
+/// held the lock past the busy timeout (the same call may succeed later).
 class HistoryError : public std::runtime_error {
  public:
-  explicit HistoryError(const std::string& message) : std::runtime_error(message) {}
+  explicit HistoryError(const std::string& message, bool busy = false) : std::runtime_error(message), busy_(busy) {}
+  bool busy() const { return busy_; }
+
+ private:
+  bool busy_ = false;
 };
 
 /// One run: what was launched, where, and how it went. Times are seconds since the epoch (0: not yet).
