@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <thread>
+
+#include <spur/history/records.h>
 
 namespace spur::detail {
 
@@ -118,6 +121,18 @@ void TrackingHub::loop() {
     deliver(batch, keys, total);
     batch.clear();
     if (stopping) {
+      // The run's last values wait for a history that another process is writing (several launches at once),
+      // for up to a minute, rather than being dropped.
+      using namespace std::chrono_literals;
+      const auto deadline = std::chrono::steady_clock::now() + 60s;
+      for (auto pause = 50ms; std::chrono::steady_clock::now() < deadline; pause = std::min<std::chrono::milliseconds>(pause * 2, 1s)) {
+        const bool waiting = std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
+          return slot.busy && (!slot.backlog.empty() || !slot.started);
+        });
+        if (!waiting) break;
+        std::this_thread::sleep_for(pause);
+        deliver(batch, keys, -1);
+      }
       for (auto& slot : slots_) {
         try {
           if (slot.started) slot.tracker->finish(final_status_);
@@ -153,12 +168,15 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, const std::vector<st
       if (total_steps >= 0) slot.tracker->set_total_steps(total_steps);
       if (!records->empty()) slot.tracker->write(MetricBatch{keys, *records});
       slot.backlog.clear();
+      slot.busy = false;
       if (slot.warned) {
         std::cerr << "spur: tracking: " << slot.tracker->name() << " writes again" << std::endl;
         slot.warned = false;
       }
     } catch (const std::exception& e) {
       slot.error = e.what();
+      const auto* history_error = dynamic_cast<const history::HistoryError*>(&e);
+      slot.busy = history_error && history_error->busy();
       if (records == &batch) slot.backlog = batch;
       if (slot.backlog.size() > max_backlog_) {
         const auto excess = slot.backlog.size() - max_backlog_;

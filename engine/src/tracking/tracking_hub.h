@@ -39,6 +39,7 @@ class TrackingHub {
     uint64_t dropped = 0;
     bool warned = false;
     std::string error;
+    bool busy = false;  // the last failure was a history busy with another process's writes
   };
 
   uint32_t key_id(std::string_view key);

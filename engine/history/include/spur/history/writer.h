@@ -20,7 +20,9 @@ class HistoryWriter {
   static constexpr int64_t kConsoleLinesPerRun = 100000;
 
   /// Opens (creating and migrating) the history. Throws HistoryError.
-  explicit HistoryWriter(const std::string& path = default_history_path(), int busy_timeout_ms = 5000);
+  /// `busy_timeout_ms`: how long a write waits for other processes' writes (several launches, a training
+  /// program and its launcher share the file) before failing with HistoryError::busy(). Default: 30 s.
+  explicit HistoryWriter(const std::string& path = default_history_path(), int busy_timeout_ms = 30000);
 
   /// A new run; its id. `run.created` and `run.started` default to now.
   int64_t create_run(Run run);
