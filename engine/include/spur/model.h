@@ -25,8 +25,11 @@ class ModelSync {
   virtual ~ModelSync() = default;
   /// Before forward: broadcasts buffers, re-orders buckets after the first step, returns the autocast scope.
   virtual std::optional<AutocastScope> begin_forward() = 0;
-  /// After forward: arms the reducer for the coming backward when gradients are to be synchronised.
-  virtual void end_forward(const std::vector<torch::Tensor>& outputs) = 0;
+  /// After forward: arms the reducer for the coming backward when gradients are to be synchronised. With
+  /// find_unused_parameters it routes the outputs through one autograd node (as DDP's _DDPSink), so backward
+  /// reaches every parameter behind any output, also outputs the loss ignores; then it replaces `outputs` and
+  /// returns true.
+  virtual bool end_forward(std::vector<torch::Tensor>& outputs) = 0;
   /// True when forward ran under autocast, so floating outputs are returned as fp32.
   virtual bool converts_outputs() const = 0;
   virtual void set_require_backward_grad_sync(bool sync) = 0;
@@ -50,6 +53,25 @@ void collect_tensors(const std::pair<A, B>& pair, std::vector<torch::Tensor>& ou
 }
 template <typename T>
 void collect_tensors(const T&, std::vector<torch::Tensor>&) {}
+
+// The inverse of collect_tensors: puts `from[next...]` back where collect_tensors found the tensors.
+inline void replace_tensors(torch::Tensor& t, const std::vector<torch::Tensor>& from, size_t& next) {
+  if (t.defined()) t = from.at(next++);
+}
+inline void replace_tensors(std::vector<torch::Tensor>& ts, const std::vector<torch::Tensor>& from, size_t& next) {
+  for (auto& t : ts) replace_tensors(t, from, next);
+}
+template <typename... Ts>
+void replace_tensors(std::tuple<Ts...>& tuple, const std::vector<torch::Tensor>& from, size_t& next) {
+  std::apply([&](auto&... items) { (replace_tensors(items, from, next), ...); }, tuple);
+}
+template <typename A, typename B>
+void replace_tensors(std::pair<A, B>& pair, const std::vector<torch::Tensor>& from, size_t& next) {
+  replace_tensors(pair.first, from, next);
+  replace_tensors(pair.second, from, next);
+}
+template <typename T>
+void replace_tensors(T&, const std::vector<torch::Tensor>&, size_t&) {}
 
 inline torch::Tensor to_fp32(torch::Tensor t) {
   if (t.defined() && (t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16)) {
@@ -92,10 +114,14 @@ class PreparedModel {
       auto autocast = sync_->begin_forward();
       return module_->forward(std::forward<Args>(args)...);
     }();
+    // Accelerate converts to fp32 inside DDP's forward, so the reducer sees the fp32 outputs.
+    if (sync_->converts_outputs()) out = detail::to_fp32(std::move(out));
     std::vector<torch::Tensor> outputs;
     detail::collect_tensors(out, outputs);
-    sync_->end_forward(outputs);
-    if (sync_->converts_outputs()) return detail::to_fp32(std::move(out));
+    if (sync_->end_forward(outputs)) {
+      size_t next = 0;
+      detail::replace_tensors(out, outputs, next);
+    }
     return out;
   }
 

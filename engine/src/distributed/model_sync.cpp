@@ -3,10 +3,12 @@
 // every parameter's gradient accumulator and all-reduces full buckets while the rest of backward still runs.
 #include <unordered_set>
 
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/nn/module.h>
 
+#include <spur/collectives.h>
 #include <spur/error.h>
 #include <spur/model.h>
 
@@ -18,6 +20,25 @@ namespace {
 
 // DDP's broadcast bucket for parameters and buffers.
 constexpr size_t kBroadcastBucketBytes = 250u << 20;
+
+// PyTorch DDP's _DDPSink: the outputs pass through one autograd node, so when the loss uses any of them the
+// backward pass also walks the graphs behind the others (with undefined gradients). Their parameters' hooks
+// then fire, and the Reducer, which prepare_for_backward told to expect every parameter reachable from any
+// output, finishes every bucket instead of waiting for gradients that never come. Outputs are cloned, as DDP
+// does, so that a caller's in-place change to one is not a change to a view made inside a custom function.
+struct OutputSink : torch::autograd::Function<OutputSink> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList outputs) {
+    ctx->set_materialize_grads(false);
+    torch::autograd::variable_list passed;
+    passed.reserve(outputs.size());
+    for (const auto& output : outputs) passed.push_back(output.clone());
+    return passed;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return grads;
+  }
+};
 
 class ReducerModelSync final : public ModelSync {
  public:
@@ -43,12 +64,30 @@ class ReducerModelSync final : public ModelSync {
     }
 
     const auto& group = core_->comm->group();
-    try {
-      // Same number, shapes and dtypes of parameters on every rank, or a clear error now (not a hang later).
-      c10d::verify_params_across_processes(group, all_params, c10::nullopt);
-    } catch (const std::exception& e) {
-      throw Error("prepare(model) on " + core_->comm->describe() +
-                  ": the model differs between ranks (every rank must build the same model): " + e.what());
+    // The parameter and buffer counts first (one small gather): c10d's check below reads the first parameter
+    // unguarded, and ranks that disagree on whether there is one would not even meet in the same collective.
+    const auto counts = detail::gather_tensor(
+        core_->comm.get(),
+        torch::tensor({static_cast<int64_t>(all_params.size()), static_cast<int64_t>(buffers_.size())}, torch::kLong)
+            .unsqueeze(0));
+    for (int64_t r = 1; r < counts.size(0); ++r) {
+      if (!counts[r].equal(counts[0])) {
+        throw Error("prepare(model) on " + core_->comm->describe() +
+                    ": the model differs between ranks (every rank must build the same model): rank 0 has " +
+                    std::to_string(counts[0][0].item<int64_t>()) + " parameter(s) and " +
+                    std::to_string(counts[0][1].item<int64_t>()) + " buffer(s), rank " + std::to_string(r) + " " +
+                    std::to_string(counts[r][0].item<int64_t>()) + " and " +
+                    std::to_string(counts[r][1].item<int64_t>()));
+      }
+    }
+    if (!all_params.empty()) {
+      try {
+        // Same shapes and dtypes of parameters on every rank, or a clear error now (not a hang later).
+        c10d::verify_params_across_processes(group, all_params, c10::nullopt);
+      } catch (const std::exception& e) {
+        throw Error("prepare(model) on " + core_->comm->describe() +
+                    ": the model differs between ranks (every rank must build the same model): " + e.what());
+      }
     }
     try {
       // Every rank starts from rank 0's weights, frozen ones included.
@@ -91,15 +130,30 @@ class ReducerModelSync final : public ModelSync {
     return std::optional<AutocastScope>(std::in_place, core_->device, core_->precision);
   }
 
-  void end_forward(const std::vector<torch::Tensor>& outputs) override {
+  bool end_forward(std::vector<torch::Tensor>& outputs) override {
     const bool sync = torch::GradMode::is_enabled() && require_sync_;
     require_forward_param_sync_ = sync;
-    if (!reducer_ || !sync) return;
-    if (core_->options.find_unused_parameters && outputs.empty()) {
+    if (!reducer_ || !sync) return false;
+    const bool find_unused = core_->options.find_unused_parameters;
+    if (find_unused && outputs.empty()) {
       throw Error("find_unused_parameters needs the model's outputs, but forward returned no tensor Spur can "
                   "see (a Tensor, or vectors, pairs and tuples of them)");
     }
-    reducer_->prepare_for_backward(core_->options.find_unused_parameters ? outputs : std::vector<torch::Tensor>{});
+    reducer_->prepare_for_backward(find_unused ? outputs : std::vector<torch::Tensor>{});
+    if (!find_unused) return false;
+    // Only outputs that autograd produced go through the sink (DDP leaves the others alone: pytorch#60733).
+    std::vector<size_t> routed;
+    std::vector<torch::Tensor> inputs;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].grad_fn()) {
+        routed.push_back(i);
+        inputs.push_back(outputs[i]);
+      }
+    }
+    if (inputs.empty()) return false;
+    auto passed = OutputSink::apply(at::TensorList(inputs));
+    for (size_t i = 0; i < routed.size(); ++i) outputs[routed[i]] = std::move(passed[i]);
+    return true;
   }
 
   bool converts_outputs() const override { return core_->precision != Precision::no; }
