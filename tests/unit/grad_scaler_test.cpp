@@ -127,6 +127,70 @@ class GradScalerTest : public QObject {
     QCOMPARE(scaler.growth_tracker(), int64_t(0));
   }
 
+  // Issue 19, defect 2: a checkpoint taken between step() and update() (Spur applies update() at the next
+  // backward) must carry the step's finding. Resumed at every possible point of a pattern with overflows and
+  // growth, the scale and growth tracker equal the uninterrupted run's, step for step; without the finding (what
+  // load_state did before) the first overflow or growth after the resume is missed.
+  void resume_between_step_and_update_is_exact_data() {
+    QTest::addColumn<QString>("pattern");
+    QTest::newRow("growth") << "GGGGGGG";
+    QTest::newRow("overflow then growth") << "GGIGGIIGGG";
+  }
+  void resume_between_step_and_update_is_exact() {
+    QFETCH(QString, pattern);
+    const spur::GradScalerOptions options{.init_scale = 8.0, .growth_interval = 2};
+    auto feed = [&](Fixture& f, spur::GradScaler& scaler, QChar kind) {
+      if (kind == 'G') {
+        f.set_grad(1.0f, scaler);
+      } else {
+        f.set_grad_raw(std::numeric_limits<float>::infinity());
+      }
+      scaler.step(f.sgd);
+    };
+    int missed_without_finding = 0;
+    for (int save = 0; save < pattern.size(); ++save) {
+      Fixture whole, resumed, lossy;
+      spur::GradScaler uninterrupted(options), restored(options), old_load(options);
+      for (int i = 0; i < pattern.size(); ++i) {
+        feed(whole, uninterrupted, pattern[i]);
+        if (i < save) {
+          uninterrupted.update();
+          continue;
+        }
+        if (i == save) {
+          // The checkpoint: saved here, loaded into fresh scalers (with and without the finding).
+          restored.load(uninterrupted.get_scale(), uninterrupted.growth_tracker(), uninterrupted.pending_found_inf());
+          old_load.load(uninterrupted.get_scale(), uninterrupted.growth_tracker());
+        } else {
+          feed(resumed, restored, pattern[i]);
+          feed(lossy, old_load, pattern[i]);
+        }
+        uninterrupted.update();
+        restored.update();
+        old_load.update();
+        QCOMPARE(restored.get_scale(), uninterrupted.get_scale());
+        QCOMPARE(restored.growth_tracker(), uninterrupted.growth_tracker());
+        if (old_load.get_scale() != uninterrupted.get_scale() ||
+            old_load.growth_tracker() != uninterrupted.growth_tracker()) {
+          ++missed_without_finding;
+        }
+      }
+    }
+    QVERIFY2(missed_without_finding > 0, "the pattern never exposes a lost update: it tests nothing");
+  }
+
+  void pending_found_inf_reports_the_step() {
+    Fixture f;
+    spur::GradScaler scaler;
+    QVERIFY(!scaler.pending_found_inf().has_value());
+    f.set_grad_raw(std::numeric_limits<float>::infinity());
+    scaler.step(f.sgd);
+    QCOMPARE(scaler.pending_found_inf(), std::optional<bool>(true));
+    scaler.update();
+    QVERIFY(!scaler.pending_found_inf().has_value());
+    QVERIFY_THROWS_EXCEPTION(spur::Error, scaler.load(8.0, 2000));  // tracker outside [0, growth_interval)
+  }
+
   void bad_options_are_errors() {
     QVERIFY_THROWS_EXCEPTION(spur::Error, spur::GradScaler({.init_scale = 0.0}));
     QVERIFY_THROWS_EXCEPTION(spur::Error, spur::GradScaler({.backoff_factor = 1.5}));

@@ -66,8 +66,12 @@ class GradScaler {
   double get_scale() const { return scale_; }
   int64_t growth_tracker() const { return growth_tracker_; }
   const GradScalerOptions& options() const { return options_; }
-  /// For checkpoints: restores scale and growth tracker.
-  void load(double scale, int64_t growth_tracker);
+  /// What update() would apply now: std::nullopt when nothing was unscaled since the last update(), else
+  /// whether an inf/nan was found. A checkpoint taken between step() and update() must keep it.
+  std::optional<bool> pending_found_inf() const;
+  /// For checkpoints: restores scale, growth tracker and, when given, the pending step's finding, so that the
+  /// next update() backs off or grows exactly as it would have without the save.
+  void load(double scale, int64_t growth_tracker, std::optional<bool> pending_found_inf = std::nullopt);
 
  private:
   struct OptimizerState {

@@ -85,11 +85,33 @@ void GradScaler::update() {
   }
 }
 
-void GradScaler::load(double scale, int64_t growth_tracker) {
+std::optional<bool> GradScaler::pending_found_inf() const {
+  std::optional<bool> found;
+  for (const auto& [optimizer, state] : per_optimizer_) {
+    if (!state.found_inf.defined()) continue;
+    const bool inf = state.found_inf_host ? *state.found_inf_host : state.found_inf.item<float>() != 0.0f;
+    found = found.value_or(false) || inf;
+  }
+  return found;
+}
+
+void GradScaler::load(double scale, int64_t growth_tracker, std::optional<bool> pending_found_inf) {
   if (!(scale > 0)) throw Error("GradScaler::load: scale must be positive");
+  if (growth_tracker < 0 || growth_tracker >= options_.growth_interval) {
+    throw Error("GradScaler::load: growth tracker " + std::to_string(growth_tracker) + " is outside [0, " +
+                std::to_string(options_.growth_interval) + ")");
+  }
   scale_ = scale;
   growth_tracker_ = growth_tracker;
   per_optimizer_.clear();
+  if (pending_found_inf) {
+    // The saved step's finding, under a key no optimizer has: update() applies it with the next real ones.
+    auto& pending = per_optimizer_[nullptr];
+    pending.unscaled = true;
+    pending.stepped = true;
+    pending.found_inf = torch::full({1}, *pending_found_inf ? 1.0f : 0.0f);
+    pending.found_inf_host = *pending_found_inf;
+  }
 }
 
 }  // namespace spur
