@@ -127,6 +127,8 @@ void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
     core_->scaler->update();
     core_->scaler_update_pending = false;
   }
+  core_->backwards_since_step += 1;
+  core_->backward_this_micro_step = true;
   auto scaled = loss;
   if (core_->accumulation_steps > 1) scaled = scaled / static_cast<double>(core_->accumulation_steps);
   if (core_->scaler) scaled = core_->scaler->scale(scaled);
@@ -148,6 +150,7 @@ AutocastScope Accelerator::autocast() const {
 }
 
 void Accelerator::begin_accumulation_step() {
+  core_->backward_this_micro_step = false;
   auto& gradient = core_->gradient;
   if (core_->end_of_dataloader()) {
     gradient.step = 0;
@@ -215,12 +218,12 @@ sharding::Layout Accelerator::data_layout() const {
 void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& loader) {
   sharding::check(loader->options.batch_size, loader->layout);
   auto comm = core_->comm;  // shared: hooks may outlive this Accelerator
-  if (comm && !loader->stream && !loader->user_sampler && loader->options.shuffle) {
-    // Every rank shuffles with rank 0's seed, whatever each one seeded torch with.
+  if (comm) {
+    // Every rank shuffles (and seeds its per-batch generators) with rank 0's seed, whatever each one seeded
+    // torch with.
     auto seed = torch::tensor({static_cast<int64_t>(*loader->options.seed)}, torch::kLong);
     seed = detail::broadcast_tensor(comm.get(), seed, 0);
-    loader->options.seed = static_cast<uint64_t>(seed.item<int64_t>());
-    loader->sampler = std::make_shared<RandomSampler>(loader->dataset_size, *loader->options.seed);
+    loader->reseed(static_cast<uint64_t>(seed.item<int64_t>()));
   }
   if (comm && loader->user_sampler) {
     // Built-in samplers agree by construction (rank 0's seed); a user's sampler is checked, one 8-byte

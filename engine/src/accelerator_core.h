@@ -44,6 +44,10 @@ class AcceleratorCore {
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
+  // backward() calls since gradients were last stepped or zeroed, and whether this micro-step had one: a
+  // zero_grad() on a synchronising micro-step before its backward would discard accumulated gradients.
+  int64_t backwards_since_step = 0;
+  bool backward_this_micro_step = false;
   // Loaders being iterated, innermost last (an evaluation loop inside a training epoch): the end-of-data
   // signal and gather_for_metrics' cut come from the innermost one, as Accelerate's GradientState does.
   std::vector<LoaderState*> active_loaders;

@@ -6,6 +6,8 @@
 
 #include <torch/serialize/archive.h>
 
+#include <spur/error.h>
+
 #include "accelerator_core.h"
 
 namespace spur {
@@ -39,6 +41,15 @@ PreparedOptimizer::PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> op
 
 void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
   if (!core_->gradient.sync_gradients) return;
+  if (core_->accumulation_steps > 1 && !core_->backward_this_micro_step && core_->backwards_since_step > 0) {
+    // The loop zeroes before backward: on this synchronising micro-step it would wipe what the previous ones
+    // accumulated, and every optimizer step would see only the last micro-batch (silently).
+    throw Error("optimizer.zero_grad() on the micro-step that synchronises would discard the gradients of the " +
+                std::to_string(core_->backwards_since_step) +
+                " micro-step(s) accumulated since the last optimizer step: with gradient accumulation, call it "
+                "after optimizer.step() (backward, step, zero_grad), as Accelerate documents");
+  }
+  core_->backwards_since_step = 0;
   const bool set_to_none = set_to_none_option.value_or(core_->device.is_cuda());
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
@@ -56,6 +67,7 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
 
 void PreparedOptimizer::step() {
   if (!core_->gradient.sync_gradients) return;
+  core_->backwards_since_step = 0;
   if (core_->scaler) {
     step_was_skipped_ = !core_->scaler->step(*optimizer_);
     core_->scaler_update_pending = true;  // applied by the next backward, once for all optimizers

@@ -92,10 +92,12 @@ int main(int argc, char** argv) try {
   for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
     model->train();
     for (auto& batch : train_loader) {
-      optimizer.zero_grad();
+      // Gradient accumulation as configured (spur launch --gradient_accumulation_steps K): backward, step, zero_grad.
+      auto scope = accelerator.accumulate(model);
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       accelerator.backward(loss);
       optimizer.step();
+      optimizer.zero_grad();
 
       loss_sum += loss.detach();
       ++since_log;

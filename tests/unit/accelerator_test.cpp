@@ -129,6 +129,36 @@ class AcceleratorTest : public QObject {
     QVERIFY(accelerator.sync_gradients());
   }
 
+  // Issue 19, defect 3: the README's old loop (zero_grad before backward) wiped, on the synchronising
+  // micro-step, what the earlier micro-steps accumulated. It is now an error that names the fix; zero_grad after
+  // backward (discarding a bad step on purpose) and before any backward stay allowed.
+  void zero_grad_before_backward_on_the_sync_step_is_an_error() {
+    spur::Accelerator accelerator({.gradient_accumulation_steps = 2});
+    auto net = make_net();
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+    optimizer.zero_grad();  // before anything: fine
+    {
+      auto scope = accelerator.accumulate(model);
+      optimizer.zero_grad();  // a micro-step: a no-op
+      accelerator.backward(model(torch::ones({1, 6})).sum());
+    }
+    {
+      auto scope = accelerator.accumulate(model);  // synchronises
+      QString error;
+      try {
+        optimizer.zero_grad();
+      } catch (const spur::Error& e) {
+        error = e.what();
+      }
+      QVERIFY2(error.contains("would discard the gradients of the 1 micro-step(s)") &&
+                   error.contains("backward, step, zero_grad"),
+               qPrintable(error));
+      accelerator.backward(model(torch::ones({1, 6})).sum());
+      optimizer.zero_grad();  // after backward: a deliberate discard, allowed
+    }
+  }
+
   void backward_divides_by_accumulation_steps() {
     spur::Accelerator accelerator({.gradient_accumulation_steps = 4});
     auto w = torch::ones({1}, torch::requires_grad());
@@ -149,6 +179,8 @@ class AcceleratorTest : public QObject {
     }
     {
       auto scope = accelerator.accumulate(model);  // sync step
+      accelerator.backward(model(torch::ones({1, 6})).sum());
+      optimizer.step();
       const auto grad = net->parameters()[0].grad();
       optimizer.zero_grad();  // on CPU: zeroed in place, the buffer kept
       QCOMPARE(net->parameters()[0].grad().data_ptr(), grad.data_ptr());
