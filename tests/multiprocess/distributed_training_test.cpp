@@ -123,6 +123,92 @@ class DistributedTrainingTest : public QObject {
     QVERIFY2(survivor.exit_code != 0, qPrintable(survivor.output));
     QVERIFY2(survivor.output.contains("failed on rank 0 of 2"), qPrintable(survivor.output));
   }
+
+  // Issue 19, defect 1: a model returning (logits, aux) with the loss on logits only, find_unused_parameters on.
+  // Before the fix the aux head's bucket was never reduced: the ranks diverged, then the second forward failed
+  // ("Expected to have finished reduction in the prior iteration").
+  void unused_outputs_with_find_unused_parameters() {
+    QTemporaryDir single, multi;
+    const QStringList args{"unused_outputs", "--steps", "3", "--rows", "12"};
+    RankGroup one(SPUR_TEST_WORKER, args + QStringList{"--out", single.path()}, 1);
+    QVERIFY(one.start());
+    QVERIFY2(one.wait(120000) && one.result(0).exit_code == 0, qPrintable(one.transcript()));
+    QVERIFY(QFile::copy(single.filePath("rank0.bin"), multi.filePath("reference.bin")));
+    RankGroup two(SPUR_TEST_WORKER, args + QStringList{"--out", multi.path()}, 2);
+    QVERIFY(two.start());
+    verify_ranks(two, 2, multi.path(), 2e-5);
+  }
+
+  // Issue 19, defect 4: a multi-process prepare of models without trainable parameters (none at all, or all
+  // frozen) segfaulted reading the first parameter.
+  void models_without_trainable_parameters() {
+    RankGroup ranks(SPUR_TEST_WORKER, {"no_trainable"}, 2);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto result = ranks.result(rank);
+      QVERIFY2(result.exit_code == 0 && !result.crashed && !result.output.contains("FAIL"), qPrintable(ranks.transcript()));
+    }
+  }
+
+  // Issue 19, item 11 (reviewed and right; pinned): DDP's buffer broadcast before forwards that follow a
+  // synchronised training forward, and not after an evaluation forward.
+  void buffers_follow_rank_0_as_in_ddp() {
+    RankGroup ranks(SPUR_TEST_WORKER, {"buffers"}, 3);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 3; ++rank) {
+      const auto result = ranks.result(rank);
+      QVERIFY2(result.exit_code == 0 && !result.output.contains("FAIL"), qPrintable(ranks.transcript()));
+    }
+  }
+
+  // Issue 19, defect 7: save_model failing on the main process is an error on every rank at once, not a
+  // 30-minute wait at a barrier (the collective timeout is 60 s here, so a wait shows as a slow rank).
+  void save_model_failure_reaches_every_rank() {
+    QTemporaryDir out;
+    RankGroup ranks(SPUR_TEST_WORKER, {"save_model_failure", "--out", out.path()}, 2);
+    ranks.set_env("SPUR_COLLECTIVE_TIMEOUT", "60");
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto result = ranks.result(rank);
+      QVERIFY2(result.exit_code == 0 && !result.output.contains("FAIL"), qPrintable(ranks.transcript()));
+    }
+  }
+
+  // Issue 19, defect 3: the README's loops, compiled from README.md as written, on 2 ranks with gradient
+  // accumulation, equal one plain LibTorch process stepping on the whole large batch. The README used to call
+  // zero_grad() before backward, which trained on the last micro-batch only.
+  void readme_loops_match_the_large_batch_data() {
+    QTest::addColumn<QString>("scenario");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("batch");
+    QTest::addColumn<int>("hidden");
+    QTest::newRow("quick start, k from the launcher") << "readme_quick_start" << 2 << 64 << 128;
+    QTest::newRow("accumulation, k = 4 in the code") << "readme_accumulation" << 4 << 16 << 64;
+  }
+  void readme_loops_match_the_large_batch() {
+    QFETCH(QString, scenario);
+    QFETCH(int, k);
+    QFETCH(int, batch);
+    QFETCH(int, hidden);
+    const int world = 2;
+    const int rows = 3 * world * k * batch;  // three optimizer steps
+    QTemporaryDir out;
+    auto env = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) env.remove(name);
+    const auto reference = spur::test::run_process(
+        SPUR_TEST_WORKER,
+        {"large_batch", "--out", out.path(), "--rows", QString::number(rows), "--k", QString::number(world * k),
+         "--batch", QString::number(batch), "--hidden", QString::number(hidden)},
+        env, 120000);
+    QVERIFY2(reference.exit_code == 0, qPrintable(reference.output));
+    RankGroup ranks(SPUR_TEST_WORKER, {scenario, "--out", out.path(), "--rows", QString::number(rows)}, world);
+    if (scenario == "readme_quick_start") ranks.set_env("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(k));
+    QVERIFY(ranks.start());
+    verify_ranks(ranks, world, out.path(), 1e-4);
+  }
 };
 
 SPUR_TEST_CLASS(DistributedTrainingTest)

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct Args {
   int64_t save_at = -1;
   bool load = false;
   int64_t big = 0;  // save_loop: parameters of the model, in millions
+  int64_t accumulate = 1;  // resume: micro-steps per optimizer step
+  int64_t workers = 0;     // resume: loader threads (with augmentation drawn from spur::loader_generator())
+  bool random_seed = false;  // resume: seed torch from the clock before building the loader (no fixed seed)
+  int64_t batch = 64;      // large_batch: the README loop's batch size
+  int64_t hidden = 128;    // large_batch: the README model's width
 };
 
 Args parse(int argc, char** argv) {
@@ -58,6 +64,11 @@ Args parse(int argc, char** argv) {
     else if (key == "--save_at") args.save_at = std::stoll(value);
     else if (key == "--load") args.load = value == "1";
     else if (key == "--big") args.big = std::stoll(value);
+    else if (key == "--accumulate") args.accumulate = std::stoll(value);
+    else if (key == "--workers") args.workers = std::stoll(value);
+    else if (key == "--random_seed") args.random_seed = value == "1";
+    else if (key == "--batch") args.batch = std::stoll(value);
+    else if (key == "--hidden") args.hidden = std::stoll(value);
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -496,11 +507,34 @@ int metrics(const Args&) {
 // Training with everything a checkpoint must carry: a shuffled loader, dropout (RNG), Adam, a StepLR schedule
 // and a registered step counter. Without --load: trains --steps steps, saving at --save_at. With --load 1:
 // restores the checkpoint and trains on to --steps. Prints "loss RANK STEP HEXFLOAT" for every step.
+// Samples of x with noise drawn from the loader's per-batch generator (an augmentation).
+struct NoisyDataset {
+  torch::Tensor x, y;
+  torch::data::Example<> get(size_t i) const {
+    return {x[static_cast<int64_t>(i)] + 0.1 * torch::randn({x.size(1)}, spur::loader_generator()),
+            y[static_cast<int64_t>(i)]};
+  }
+  size_t size() const { return static_cast<size_t>(x.size(0)); }
+};
+
+// Trains with dropout, Adam, StepLR and a registered counter, printing every step's loss exactly; saves the state
+// at step --save_at, or (--load 1) resumes from it. With --accumulate K the loop accumulates K micro-steps (the
+// save may fall in the middle of one); --workers N loads on N threads with noise from spur::loader_generator();
+// --random_seed 1 seeds torch from the clock first, so the loader's shuffling seed differs between runs.
 int resume(const Args& args) {
-  spur::Accelerator accelerator;
+  spur::AcceleratorOptions options;
+  options.gradient_accumulation_steps = args.accumulate;
+  spur::Accelerator accelerator(options);
   torch::manual_seed(3);
   auto x = torch::randn({64, 8});
   auto y = torch::randint(0, 4, {64});
+  if (args.random_seed) {
+    accelerator.set_seed(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  }
+  std::optional<uint64_t> seed;
+  if (!args.random_seed) seed = 11;
+  auto loader = spur::make_data_loader(NoisyDataset{x, y}, {.batch_size = 4, .shuffle = true,
+                                                            .num_workers = args.workers, .seed = seed});
   torch::manual_seed(4 + accelerator.process_index());
   torch::nn::Sequential net(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
                             torch::nn::Linear(32, 4));
@@ -509,20 +543,19 @@ int resume(const Args& args) {
   auto counter = torch::zeros({}, torch::kLong);
   accelerator.register_for_checkpointing([&](torch::serialize::OutputArchive& a) { a.write("step", counter); },
                                          [&](torch::serialize::InputArchive& a) { a.read("step", counter); });
-  auto [model, optimizer, scheduler, loader] = accelerator.prepare(
-      net, adam, schedule,
-      spur::make_data_loader(spur::TensorDataset(x, y), {.batch_size = 4, .shuffle = true, .seed = 11}));
+  auto [model, optimizer, scheduler, train_loader] = accelerator.prepare(net, adam, schedule, loader);
   const std::string dir = args.out + "/checkpoint";
   if (args.load) accelerator.load_state(dir);
   model->train();
   int64_t step = counter.item<int64_t>();
   while (step < args.steps) {
-    for (auto& batch : loader) {
-      optimizer.zero_grad();
+    for (auto& batch : train_loader) {
+      auto scope = accelerator.accumulate(model);
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       accelerator.backward(loss);
       optimizer.step();
       scheduler.step();
+      optimizer.zero_grad();
       counter.fill_(++step);
       std::printf("loss %lld %lld %a\n", static_cast<long long>(accelerator.process_index()),
                   static_cast<long long>(step), loss.item<double>());
@@ -531,8 +564,202 @@ int resume(const Args& args) {
       if (step == args.steps) break;
     }
   }
+  write_flat(args.out + "/resume" + std::to_string(args.load) + "_rank" + std::to_string(accelerator.process_index()) +
+                 ".bin",
+             flat(*net));
   return 0;
 }
+
+// Two heads; the loss uses the first only. With find_unused_parameters the second head's parameters must not
+// leave a bucket unreduced (issue 19, defect 1): 3 steps on --rows rows, every rank its share.
+struct TwoHeadsImpl : torch::nn::Module {
+  TwoHeadsImpl() {
+    body = register_module("body", torch::nn::Linear(8, 16));
+    head = register_module("head", torch::nn::Linear(16, 4));
+    aux = register_module("aux", torch::nn::Linear(16, 4));
+  }
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+    auto h = torch::tanh(body(x));
+    return {head(h), aux(h)};
+  }
+  torch::nn::Linear body{nullptr}, head{nullptr}, aux{nullptr};
+};
+TORCH_MODULE(TwoHeads);
+
+int unused_outputs(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.find_unused_parameters = true;
+  spur::Accelerator accelerator(options);
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  const int64_t rows = args.rows / world;
+  auto [x, y] = make_data(args.steps, args.rows);
+  torch::manual_seed(1000 + rank);
+  TwoHeads net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    auto [logits, aux] = model(x[step].narrow(0, rank * rows, rows));
+    accelerator.backward(torch::nn::functional::mse_loss(logits, y[step].narrow(0, rank * rows, rows)));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
+// Models without trainable parameters prepare on every rank (issue 19, defect 4): one with no parameters at all
+// (a buffer only) and one whose parameters are all frozen; their forward runs, and frozen weights follow rank 0.
+struct ScaleImpl : torch::nn::Module {
+  ScaleImpl() { factor = register_buffer("factor", torch::full({1}, 2.0f)); }
+  torch::Tensor forward(const torch::Tensor& x) { return x * factor; }
+  torch::Tensor factor;
+};
+TORCH_MODULE(Scale);
+
+int no_trainable(const Args&) {
+  spur::Accelerator accelerator;
+  const int64_t rank = accelerator.process_index();
+  Scale scale;
+  auto prepared_scale = accelerator.prepare(scale);
+  check(prepared_scale(torch::ones({2})).equal(torch::full({2}, 2.0f)), "a model without parameters runs");
+  torch::manual_seed(50 + rank);
+  torch::nn::Linear frozen(4, 4);
+  for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+  auto prepared_frozen = accelerator.prepare(frozen);
+  auto all = accelerator.gather(frozen->weight.detach().reshape({1, -1}));
+  bool same_weights = true;
+  for (int64_t r = 1; r < all.size(0); ++r) same_weights = same_weights && all[r].equal(all[0]);
+  check(same_weights, "frozen weights follow rank 0");
+  check(prepared_frozen(torch::ones({1, 4})).size(1) == 4, "a frozen model runs");
+  return 0;
+}
+
+// save_model into a directory the main process cannot create (issue 19, defect 7): every rank gets an error
+// at once (the main one its own, the others "failed on another rank"), and the ranks stay in step after it.
+int save_model_failure(const Args& args) {
+  spur::Accelerator accelerator;
+  torch::nn::Linear net(4, 4);
+  auto model = accelerator.prepare(net);
+  const std::string blocker = args.out + "/not-a-directory";
+  if (accelerator.is_main_process()) std::ofstream(blocker) << "a file";
+  accelerator.wait_for_everyone();
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    accelerator.save_model(model, blocker + "/model");
+  } catch (const spur::Error& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "save_model error: " << error << std::endl;
+  check(!error.empty(), "save_model failed on rank " + std::to_string(accelerator.process_index()));
+  check(accelerator.is_main_process() ? error.find(blocker) != std::string::npos
+                                      : error.find("failed on another rank") != std::string::npos,
+        "the error names the cause or the failed peer");
+  check(seconds < 10, "no rank waited for the failed one (" + std::to_string(seconds) + " s)");
+  // In step: a gather after the failure works and sees every rank.
+  auto ranks = accelerator.gather(torch::tensor({accelerator.process_index()}));
+  check(ranks.size(0) == accelerator.num_processes(), "the ranks are still in step");
+  return 0;
+}
+
+// DDP's buffer rule, pinned (issue 19, item 11): before a forward that follows a synchronised training forward,
+// every rank takes rank 0's buffers. The buffer counts forwards, rank r adding r + 1 each time.
+struct CounterImpl : torch::nn::Module {
+  explicit CounterImpl(int64_t rank) : step(static_cast<float>(rank + 1)) {
+    fc = register_module("fc", torch::nn::Linear(2, 1));
+    count = register_buffer("count", torch::zeros({1}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    count.add_(step);
+    return fc(x);
+  }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor count;
+  float step;
+};
+TORCH_MODULE(Counter);
+
+int buffers(const Args&) {
+  spur::Accelerator accelerator;
+  const int64_t rank = accelerator.process_index();
+  Counter net(rank);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  for (int i = 0; i < 3; ++i) {
+    accelerator.backward(model(torch::ones({2, 2})).sum());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  // After 3 training forwards: rank 0 holds 3, rank r holds 2 + (r + 1).
+  check(net->count.item<float>() == static_cast<float>(rank == 0 ? 3 : 3 + rank), "buffers after training");
+  torch::NoGradGuard no_grad;
+  model(torch::ones({2, 2}));  // follows a synchronised forward: takes rank 0's 3 first
+  check(net->count.item<float>() == static_cast<float>(3 + rank + 1), "buffers synchronised before evaluation");
+  model(torch::ones({2, 2}));  // follows an evaluation forward: no synchronisation
+  check(net->count.item<float>() == static_cast<float>(3 + 2 * (rank + 1)), "no synchronisation after evaluation");
+  return 0;
+}
+
+// --- The README's training loops, compiled from README.md (tests/rigs/extract_readme.py) --------------------------
+namespace readme {
+
+// What the README's snippets assume: `train_set`, `make_mlp`, and for the accumulation loop `net`, `adam`,
+// `loader` and `loss_fn`. The reference below builds the same objects in the same order.
+torch::nn::Sequential make_mlp(int64_t hidden) {
+  torch::manual_seed(21);
+  return torch::nn::Sequential(torch::nn::Linear(8, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, 4));
+}
+
+spur::TensorDataset make_set(int64_t samples) {
+  torch::manual_seed(22);
+  return spur::TensorDataset(torch::randn({samples, 8}), torch::randint(0, 4, {samples}));
+}
+
+int quick_start(const Args& args) {
+  auto train_set = make_set(args.rows);
+#include "readme_quick_start.inc"
+  write_flat(args.out + "/rank" + std::to_string(accelerator.process_index()) + ".bin", flat(*net));
+  return 0;
+}
+
+int accumulation(const Args& args) {
+  auto train_set = make_set(args.rows);
+  auto net = make_mlp(64);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(3e-3));
+  auto loader = spur::make_data_loader(train_set, {.batch_size = 16, .shuffle = true});
+  auto loss_fn = [](const torch::Tensor& output, const torch::Tensor& target) {
+    return torch::nn::functional::cross_entropy(output, target);
+  };
+#include "readme_accumulation.inc"
+  write_flat(args.out + "/rank" + std::to_string(accelerator.process_index()) + ".bin", flat(*net));
+  return 0;
+}
+
+// One process, plain LibTorch, one Adam step on every --k consecutive batches of the same (unprepared) loader at
+// once: what N ranks x K micro-steps must equal.
+int large_batch(const Args& args) {
+  auto train_set = make_set(args.rows);
+  auto net = make_mlp(args.hidden);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(3e-3));
+  auto loader = spur::make_data_loader(train_set, {.batch_size = args.batch, .shuffle = true});
+  std::vector<torch::Tensor> xs, ys;
+  for (auto& batch : loader) {
+    xs.push_back(batch.data);
+    ys.push_back(batch.target);
+    if (static_cast<int64_t>(xs.size()) < args.k) continue;
+    adam.zero_grad();
+    torch::nn::functional::cross_entropy(net->forward(torch::cat(xs)), torch::cat(ys)).backward();
+    adam.step();
+    xs.clear();
+    ys.clear();
+  }
+  write_flat(args.out + "/reference.bin", flat(*net));
+  return 0;
+}
+
+}  // namespace readme
 
 // Saves a large model's state ("saved 1"), then saves again with other weights ("saving 2"): the test kills
 // this process during the second save. With --load 1: loads the checkpoint and prints the first weight.
@@ -611,6 +838,20 @@ int main(int argc, char** argv) try {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {
     code = reference(args);
+  } else if (args.scenario == "buffers") {
+    code = buffers(args);
+  } else if (args.scenario == "unused_outputs") {
+    code = unused_outputs(args);
+  } else if (args.scenario == "no_trainable") {
+    code = no_trainable(args);
+  } else if (args.scenario == "save_model_failure") {
+    code = save_model_failure(args);
+  } else if (args.scenario == "readme_quick_start") {
+    code = readme::quick_start(args);
+  } else if (args.scenario == "readme_accumulation") {
+    code = readme::accumulation(args);
+  } else if (args.scenario == "large_batch") {
+    code = readme::large_batch(args);
   } else {
     std::cerr << "test_worker: unknown scenario " << args.scenario << "\n";
   }

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
@@ -282,6 +283,142 @@ class CheckpointTest : public QObject {
     spur::Accelerator accelerator;
     const QString error = expect_error([&] { accelerator.load_state(out); });
     QVERIFY2(error.contains("holds 1 data loader(s), this run prepared 0"), qPrintable(error));
+  }
+
+  // Issue 19, defect 9: where the file system has no atomic exchange a save is two renames; a crash between
+  // them left no checkpoint at its path. Both states a crash can leave are repaired by the next load_state (the
+  // complete new copy preferred), and said so; the next save cleans up.
+  void a_save_interrupted_between_its_renames_is_recovered_data() {
+    QTest::addColumn<bool>("new_copy_left");
+    QTest::newRow("crash after the old copy moved aside") << true;
+    QTest::newRow("only the old copy left") << false;
+  }
+  void a_save_interrupted_between_its_renames_is_recovered() {
+    QFETCH(bool, new_copy_left);
+    namespace fs = std::filesystem;
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    spur::Accelerator accelerator;
+    torch::nn::Linear net(4, 2);
+    auto model = accelerator.prepare(net);
+    {
+      torch::NoGradGuard no_grad;
+      net->weight.fill_(1.0);
+    }
+    accelerator.save_state(out);  // the old checkpoint: weights 1
+    {
+      torch::NoGradGuard no_grad;
+      net->weight.fill_(2.0);
+    }
+    // The second save, by the two-rename path, stopped after moving the old copy aside.
+    fs::remove_all(out + ".spur-tmp");
+    accelerator.save_state(out + ".spur-scratch");  // a complete copy with weights 2
+    fs::rename(out, out + ".spur-old");
+    if (new_copy_left) {
+      fs::rename(out + ".spur-scratch", out + ".spur-new");
+    } else {
+      fs::remove_all(out + ".spur-scratch");
+    }
+    QVERIFY(!fs::exists(out));
+    {
+      torch::NoGradGuard no_grad;
+      net->weight.fill_(0.0);
+    }
+    accelerator.load_state(out);
+    QVERIFY(fs::exists(out));
+    QCOMPARE(net->weight.mean().item<float>(), new_copy_left ? 2.0f : 1.0f);
+    accelerator.save_state(out);
+    QVERIFY(!fs::exists(out + ".spur-new") && !fs::exists(out + ".spur-old") && !fs::exists(out + ".spur-tmp"));
+  }
+
+  // The two-rename commit itself (used where renameat2's exchange is refused) leaves only the new checkpoint.
+  void commit_by_renames_replaces_the_checkpoint() {
+    namespace fs = std::filesystem;
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/ckpt").toStdString();
+    fs::create_directories(out);
+    std::ofstream(out + "/file") << "old";
+    fs::create_directories(out + ".spur-tmp");
+    std::ofstream(out + ".spur-tmp/file") << "new";
+    spur::detail::commit_by_renames(out);
+    std::ifstream in(out + "/file");
+    std::string text;
+    in >> text;
+    QCOMPARE(QString::fromStdString(text), QString("new"));
+    QVERIFY(!fs::exists(out + ".spur-new") && !fs::exists(out + ".spur-old") && !fs::exists(out + ".spur-tmp"));
+  }
+
+  // Issue 19, defect 8: a loader whose shuffling seed came from torch's current seed (a clock, say) resumes in
+  // the saved order, whatever the resumed process was seeded with.
+  void the_shuffle_seed_is_saved() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    auto x = torch::arange(32).to(torch::kFloat).unsqueeze(1);
+    auto order = [&](uint64_t torch_seed, bool load, int64_t* first_after) {
+      torch::manual_seed(torch_seed);
+      spur::Accelerator accelerator;
+      auto loader = accelerator.prepare(spur::make_data_loader(spur::TensorDataset(x, x), {.batch_size = 4, .shuffle = true}));
+      if (load) accelerator.load_state(out);
+      int64_t seen = 0;
+      for (auto& batch : loader) {
+        if (++seen == 3 && !load) {
+          accelerator.save_state(out);
+          continue;
+        }
+        if ((load && seen == 1) || (!load && seen == 4)) *first_after = batch.target[0].item<int64_t>();
+        if (seen == 4 || load) break;
+      }
+    };
+    int64_t uninterrupted = -1, resumed = -1;
+    order(1234, false, &uninterrupted);
+    order(98765, true, &resumed);
+    QVERIFY(uninterrupted >= 0);
+    QCOMPARE(resumed, uninterrupted);
+  }
+
+  // Issue 19, defect 2, through save_state/load_state: resumed right after an overflowing step and right after a
+  // growth step, the loss scale and growth tracker equal the uninterrupted run's, step for step. Needs fp16 on
+  // the CPU (LibTorch 2.x); LibTorch 1.13 runs the scaler unit test (GradScalerTest) instead.
+  void fp16_resume_keeps_the_pending_scaler_update() {
+    try {
+      spur::check_precision_supported(spur::Precision::fp16, torch::Device(torch::kCPU));
+    } catch (const spur::Error& e) {
+      QSKIP(e.what());
+    }
+    const std::string pattern = "GGIGGGIG";  // I: an overflowing step
+    QTemporaryDir dir;
+    using Trace = std::vector<std::pair<double, int64_t>>;
+    auto run = [&](int from, int save_after, Trace& trace) {
+      spur::AcceleratorOptions options;
+      options.mixed_precision = spur::Precision::fp16;
+      options.scaler.init_scale = 8.0;
+      options.scaler.growth_interval = 2;
+      spur::Accelerator accelerator(options);
+      torch::manual_seed(1);
+      torch::nn::Linear net(4, 2);
+      torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
+      auto [model, optimizer] = accelerator.prepare(net, sgd);
+      if (from > 0) accelerator.load_state((dir.path() + QString("/after%1").arg(from - 1)).toStdString());
+      for (int i = from; i < static_cast<int>(pattern.size()); ++i) {
+        auto loss = model(torch::ones({3, 4})).sum();
+        if (pattern[i] == 'I') loss = loss * std::numeric_limits<float>::infinity();
+        accelerator.backward(loss);  // applies the previous step's pending scale update first
+        trace.emplace_back(accelerator.scaler()->get_scale(), accelerator.scaler()->growth_tracker());
+        optimizer.step();
+        optimizer.zero_grad();
+        if (i == save_after) accelerator.save_state((dir.path() + QString("/after%1").arg(i)).toStdString());
+      }
+    };
+    for (const int save_after : {2, 4, 5}) {  // after an overflow, after a growth, after a plain step
+      Trace whole, resumed;
+      run(0, save_after, whole);
+      run(save_after + 1, -1, resumed);
+      QCOMPARE(resumed.size(), whole.size() - save_after - 1);
+      for (size_t i = 0; i < resumed.size(); ++i) {
+        QCOMPARE(resumed[i].first, whole[save_after + 1 + i].first);
+        QCOMPARE(resumed[i].second, whole[save_after + 1 + i].second);
+      }
+    }
   }
 
   void a_crashed_save_leaves_no_trace_in_the_checkpoint() {

@@ -27,6 +27,26 @@ struct IndexDataset {
   size_t size() const { return static_cast<size_t>(n); }
 };
 
+// Sample i plus noise drawn from the loader's per-batch generator (an augmentation); the training thread draws
+// from torch's default generator meanwhile.
+struct NoisyDataset {
+  torch::data::Example<> get(size_t i) const {
+    return {torch::full({3}, static_cast<float>(i)) + torch::randn({3}, spur::loader_generator()),
+            torch::tensor(static_cast<int64_t>(i))};
+  }
+  size_t size() const { return 40; }
+};
+
+template <typename Loader>
+std::vector<torch::Tensor> data_of(Loader& loader) {
+  std::vector<torch::Tensor> out;
+  for (auto& batch : loader) {
+    out.push_back(batch.data);
+    torch::rand({16});  // the training thread's own draws (dropout) must not change the data
+  }
+  return out;
+}
+
 template <typename Loader>
 std::vector<std::vector<int64_t>> indices_of(Loader& loader) {
   std::vector<std::vector<int64_t>> out;
@@ -150,6 +170,38 @@ class DataLoaderTest : public QObject {
     auto threaded = spur::make_data_loader(IndexDataset{.n = 103},
                                            {.batch_size = 4, .shuffle = true, .num_workers = workers, .seed = 1});
     QVERIFY(indices_of(inline_loader) == indices_of(threaded));
+  }
+
+  // Issue 19, defect 6: augmentation drawn from spur::loader_generator() gives the same batches with 0 or 3
+  // worker threads, whatever the training thread draws, and a loader resumed at batch 4 gives the uninterrupted
+  // run's batches 4.. exactly; each epoch draws anew.
+  void augmentation_is_reproducible_with_workers() {
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const int64_t workers : {0, 3, 3}) {
+      auto loader = spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = workers,
+                                                            .seed = 5});
+      auto first = data_of(loader);
+      auto second = data_of(loader);
+      QCOMPARE(first.size(), size_t{10});
+      QVERIFY2(!first[0].equal(second[0]), "the second epoch repeated the first one's noise");
+      first.insert(first.end(), second.begin(), second.end());
+      runs.push_back(first);
+    }
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      QVERIFY2(runs[1][i].equal(runs[0][i]) && runs[2][i].equal(runs[0][i]),
+               qPrintable(QString("batch %1 differs between worker counts or runs").arg(i)));
+    }
+    auto resumed = spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = 2,
+                                                           .seed = 5});
+    resumed.skip_first_batches(4);
+    const auto rest = data_of(resumed);
+    QCOMPARE(rest.size(), size_t{6});
+    for (size_t i = 0; i < rest.size(); ++i) QVERIFY(rest[i].equal(runs[0][4 + i]));
+    // Outside a loader it is torch's default generator.
+    torch::manual_seed(3);
+    const auto a = torch::rand({2}, spur::loader_generator());
+    torch::manual_seed(3);
+    QVERIFY(a.equal(torch::rand({2})));
   }
 
   void worker_errors_reach_the_training_thread() {

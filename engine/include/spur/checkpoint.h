@@ -58,6 +58,13 @@ void replace_directory(const std::string& path, const std::function<void(const s
 std::string temporary_directory(const std::string& path);
 /// Swaps a fully written temporary directory into place (the second half of replace_directory).
 void commit_directory(const std::string& path);
+/// The two-rename replacement used where the file system has no atomic exchange: `path`.spur-tmp becomes
+/// `path`.spur-new, `path` becomes `path`.spur-old, `path`.spur-new becomes `path`, `path`.spur-old goes.
+void commit_by_renames(const std::string& path);
+/// When `path` is missing because a save stopped between those renames, moves `path`.spur-new (else
+/// `path`.spur-old) back to `path` and returns where it came from; else returns "". load_state and every
+/// save call it first.
+std::string recover_directory(const std::string& path);
 
 }  // namespace detail
 }  // namespace spur

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <torch/data/example.h>
 #include <torch/types.h>
 
@@ -42,9 +43,19 @@ struct DataLoaderOptions {
   int64_t prefetch_factor = 2;
   /// Copy batches into page-locked memory (CUDA builds with a GPU only) for faster host-to-device copies.
   bool pin_memory = false;
-  /// Shuffling seed. Default: torch's current seed (set_seed); prepare() makes every rank use rank 0's.
+  /// Shuffling seed, also the seed of the per-batch generators (loader_generator()). Default: torch's current
+  /// seed (set_seed); prepare() makes every rank use rank 0's, and save_state keeps it.
   std::optional<uint64_t> seed;
 };
+
+/// The random generator for data randomness (augmentation) inside a dataset's get(), a stream's next() or a
+/// collate function: a fresh one per batch, seeded from (the loader's seed, epoch, rank, batch position). What a
+/// batch holds therefore does not depend on num_workers, on the training thread's own draws (dropout), or on where
+/// a resumed run starts. Draw from it explicitly: `torch::rand({1}, spur::loader_generator())`. Outside a loader
+/// it is torch's default CPU generator. (PyTorch seeds each worker process instead, so its batches depend on the
+/// worker count; Spur's workers are threads, which share torch's default generator: draws from it in get() with
+/// num_workers > 0 interleave, as they would with the training thread.)
+at::Generator loader_generator();
 
 /// A stream (iterable) dataset: next() until std::nullopt; reset(epoch) starts the stream again.
 template <typename Sample>
@@ -104,7 +115,29 @@ class LoaderState {
   void finish_epoch();
   /// The iteration was left early (break): the same epoch starts again next time.
   void abandon();
+  /// A new seed (load_state restores the saved one): the built-in shuffling sampler follows it.
+  void reseed(uint64_t seed);
 };
+
+// The generator of batch `position` of `epoch` on `rank` (see loader_generator()).
+at::Generator batch_generator(uint64_t seed, int64_t epoch, int64_t rank, int64_t position);
+
+// Makes `generator` this thread's loader_generator() while alive.
+class LoaderGeneratorScope {
+ public:
+  explicit LoaderGeneratorScope(at::Generator generator);
+  ~LoaderGeneratorScope();
+  LoaderGeneratorScope(const LoaderGeneratorScope&) = delete;
+  LoaderGeneratorScope& operator=(const LoaderGeneratorScope&) = delete;
+
+ private:
+  at::Generator generator_;
+  at::Generator* previous_;
+};
+
+// Says once, on rank 0, that a stream resumes by reading and discarding its first batches (their next() runs
+// again, with the same per-batch generators).
+void note_stream_skip(int64_t rank, int64_t epoch, int64_t batches);
 
 // Applies fn to every tensor of a batch (Tensor, torch::data::Example, pair, tuple, vector, map); other
 // types pass through.
@@ -367,14 +400,21 @@ class DataLoader {
       if (!finished_) state_->abandon();
     }
 
-    explicit Epoch(DataLoader& loader) : state_(loader.state_), fetch_(loader.fetch_) {
+    explicit Epoch(DataLoader& loader)
+        : state_(loader.state_),
+          fetch_(loader.fetch_),
+          seed_(loader.state_->options.seed.value_or(0)),
+          rank_(loader.state_->rank) {
       auto& state = *state_;
       const int64_t skip = std::exchange(state.skip_next, 0);
       state.begin_epoch();
+      epoch_ = state.epoch;  // the workers read these copies, not the shared state
       const int64_t workers = state.options.num_workers;
       const int64_t window = workers * state.options.prefetch_factor;
       if (state.stream) {
-        auto stream = loader.open_(state.epoch, state.layout, state.rank, state.prepared);
+        auto stream = std::make_unique<SeededStream>(loader.open_(state.epoch, state.layout, state.rank, state.prepared),
+                                                     seed_, state.epoch, state.rank);
+        if (skip > 0) detail::note_stream_skip(state.rank, state.epoch, skip);
         for (int64_t i = 0; i < skip && stream->next(); ++i) state.position++;
         if (workers > 0) {
           stream_prefetcher_ = std::make_unique<detail::StreamPrefetcher<Batch>>(std::move(stream), window);
@@ -388,8 +428,8 @@ class DataLoader {
         state.position = next_;
         if (workers > 0 && next_ < static_cast<int64_t>(plan_.batches.size())) {
           prefetcher_ = std::make_unique<detail::Prefetcher<Batch>>(
-              [this](int64_t i) { return fetch_(plan_.batches[i]); }, next_,
-              static_cast<int64_t>(plan_.batches.size()), workers, window);
+              [this](int64_t i) { return produce(i); }, next_, static_cast<int64_t>(plan_.batches.size()), workers,
+              window);
         }
       }
     }
@@ -415,12 +455,34 @@ class DataLoader {
       const int64_t count = static_cast<int64_t>(plan_.batches.size());
       if (next_ >= count) return finish();
       const int64_t i = next_++;
-      auto batch = prefetcher_ ? prefetcher_->get(i) : fetch_(plan_.batches[i]);
+      auto batch = prefetcher_ ? prefetcher_->get(i) : produce(i);
       state.handed_out(i == count - 1, plan_.remainder);
       return place(std::move(batch));
     }
 
    private:
+    // Batch i of this epoch, with its own generator (on whichever thread loads it).
+    Batch produce(int64_t i) {
+      detail::LoaderGeneratorScope generator(detail::batch_generator(seed_, epoch_, rank_, i));
+      return fetch_(plan_.batches[i]);
+    }
+    // A stream whose batch n is produced under batch n's generator.
+    class SeededStream final : public detail::BatchStream<Batch> {
+     public:
+      SeededStream(std::unique_ptr<detail::BatchStream<Batch>> inner, uint64_t seed, int64_t epoch, int64_t rank)
+          : inner_(std::move(inner)), seed_(seed), epoch_(epoch), rank_(rank) {}
+      std::optional<Batch> next() override {
+        detail::LoaderGeneratorScope generator(detail::batch_generator(seed_, epoch_, rank_, position_++));
+        return inner_->next();
+      }
+      int64_t remainder() const override { return inner_->remainder(); }
+
+     private:
+      std::unique_ptr<detail::BatchStream<Batch>> inner_;
+      uint64_t seed_;
+      int64_t epoch_, rank_, position_ = 0;
+    };
+
     Batch place(Batch batch) const {
       const auto& device = state_->device;
       if (!device || device->is_cpu()) return batch;
@@ -438,6 +500,9 @@ class DataLoader {
 
     std::shared_ptr<detail::LoaderState> state_;
     Fetch fetch_;
+    uint64_t seed_;
+    int64_t rank_;
+    int64_t epoch_ = 0;
     detail::LoaderState::EpochPlan plan_;
     int64_t next_ = 0;
     bool finished_ = false;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -168,10 +169,29 @@ std::string attempt(F&& f) {
 // The saved view of a loader: at the end of an epoch (its last batch out), the next epoch from its start.
 json::Value loader_record(const detail::LoaderState& loader) {
   const bool done = loader.at_end;
-  return json::Object{{"epoch", done ? loader.epoch + 1 : loader.epoch},
+  json::Object record{{"epoch", done ? loader.epoch + 1 : loader.epoch},
                       {"position", done ? 0 : loader.position},
                       {"stream", loader.stream},
                       {"dataset_size", loader.dataset_size}};
+  // The shuffling (and per-batch generator) seed: a run seeded from a clock resumes with the saved order.
+  if (loader.options.seed) record.emplace_back("seed", static_cast<int64_t>(*loader.options.seed));
+  return record;
+}
+
+std::string gradients_file(int64_t rank) { return "gradients_" + std::to_string(rank) + ".safetensors"; }
+
+// Every model's accumulated gradients, under "<model index>.<parameter name>" (tied tensors once).
+NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  NamedTensors grads;
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::set<const void*> seen;
+    for (const auto& item : models[i]->named_parameters(true)) {
+      if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+      const auto& grad = item.value().grad();
+      if (grad.defined()) grads.emplace_back(std::to_string(i) + "." + item.key(), grad.detach());
+    }
+  }
+  return grads;
 }
 
 }  // namespace
@@ -217,6 +237,9 @@ void Accelerator::save_state(const std::string& dir) {
         archive.write("scale", torch::tensor(core.scaler->get_scale(), torch::kDouble));
         archive.write("growth_tracker", torch::tensor(core.scaler->growth_tracker()));
         archive.write("update_pending", torch::tensor(static_cast<int64_t>(core.scaler_update_pending)));
+        // The step's finding that the pending update() will apply: -1 none, 0 finite, 1 inf/nan.
+        const auto pending = core.scaler->pending_found_inf();
+        archive.write("pending_found_inf", torch::tensor(static_cast<int64_t>(pending ? (*pending ? 1 : 0) : -1)));
         record("scaler.pt", write_archive(tmp + "/scaler.pt", archive));
       }
       for (size_t i = 0; i < core.custom.size(); ++i) {
@@ -228,8 +251,11 @@ void Accelerator::save_state(const std::string& dir) {
     });
   }
 
-  // Every rank: its RNG states. Main learns each file's size and hash through one gather.
-  std::pair<int64_t, uint64_t> written{-1, 0};
+  // Every rank: its RNG states and, when saved in the middle of a gradient accumulation, the gradients it has
+  // accumulated so far (they differ per rank until the synchronising micro-step). Main learns each file's size
+  // and hash through one gather.
+  std::pair<int64_t, uint64_t> written{-1, 0}, grads_written{0, 0};
+  const bool mid_accumulation = core.accumulation_steps > 1 && core.gradient.step % core.accumulation_steps != 0;
   const std::string rng_failure = attempt([&] {
     torch::serialize::OutputArchive rng;
     {
@@ -239,10 +265,20 @@ void Accelerator::save_state(const std::string& dir) {
     }
     compat::save_cuda_rng(rng);
     written = write_archive(tmp + "/random_states_" + std::to_string(process_index()) + ".pt", rng);
+    if (mid_accumulation) {
+      const auto grads = gradients(core.models);
+      if (!grads.empty()) {
+        grads_written = save_safetensors(tmp + "/" + gradients_file(process_index()), grads, {{"format", "pt"}});
+      }
+    }
   });
   if (failure.empty()) failure = rng_failure;
+  if (!rng_failure.empty()) written.first = -1;
   const auto all = detail::gather_tensor(
-      comm(), torch::tensor({written.first, static_cast<int64_t>(written.second)}, torch::kLong).unsqueeze(0));
+      comm(), torch::tensor({written.first, static_cast<int64_t>(written.second), grads_written.first,
+                             static_cast<int64_t>(grads_written.second)},
+                            torch::kLong)
+                  .unsqueeze(0));
 
   if (is_main_process() && failure.empty()) {
     failure = attempt([&] {
@@ -250,6 +286,9 @@ void Accelerator::save_state(const std::string& dir) {
         if (all[r][0].item<int64_t>() < 0) return;  // that rank failed; agree() reports it
         record("random_states_" + std::to_string(r) + ".pt",
                {all[r][0].item<int64_t>(), static_cast<uint64_t>(all[r][1].item<int64_t>())});
+        if (all[r][2].item<int64_t>() > 0) {
+          record(gradients_file(r), {all[r][2].item<int64_t>(), static_cast<uint64_t>(all[r][3].item<int64_t>())});
+        }
       }
       json::Array loaders;
       for (const auto& weak : core.loaders) {
@@ -283,6 +322,20 @@ void Accelerator::load_state(const std::string& dir) {
     if (auto loader = weak.lock()) loaders.push_back(loader);
   }
 
+  // A save that stopped between its two renames (file systems without an atomic exchange) left the checkpoint
+  // under another name: the main process puts it back first, and says so.
+  std::string failure;
+  if (is_main_process()) {
+    failure = attempt([&] {
+      const std::string from = detail::recover_directory(dir);
+      if (!from.empty()) {
+        std::cerr << "spur: checkpoint " << dir << " was missing after an interrupted save; restored it from "
+                  << from << std::endl;
+      }
+    });
+  }
+  agree(comm(), failure, "load_state(" + dir + ")");
+
   // Phase 1, on every rank: read the state file and check every file this rank will read, before touching
   // anything, so a bad checkpoint leaves the run as it was.
   json::Value state;
@@ -300,6 +353,7 @@ void Accelerator::load_state(const std::string& dir) {
     return path;
   };
   std::vector<std::string> to_read;
+  bool restore_gradients = false;
   for (size_t i = 0; i < core.models.size(); ++i) to_read.push_back(model_file(i));
   for (size_t i = 0; i < core.optimizers.size(); ++i) to_read.push_back(indexed("optimizer", i));
   for (size_t i = 0; i < core.schedulers.size(); ++i) to_read.push_back(indexed("scheduler", i));
@@ -307,7 +361,7 @@ void Accelerator::load_state(const std::string& dir) {
   for (size_t i = 0; i < core.custom.size(); ++i) to_read.push_back("custom_checkpoint_" + std::to_string(i) + ".pt");
   to_read.push_back("random_states_" + std::to_string(process_index()) + ".pt");
 
-  std::string failure = attempt([&] {
+  failure = attempt([&] {
     if (!fs::is_directory(dir)) throw Error("checkpoint directory " + dir + " does not exist");
     try {
       state = json::parse(read_text(state_path));
@@ -354,6 +408,10 @@ void Accelerator::load_state(const std::string& dir) {
       throw Error("cannot load checkpoint " + dir + ": " + e.what());
     }
     for (const auto& name : to_read) verified_path(name);
+    if (state.at("files", state_path).find(gradients_file(process_index()))) {
+      verified_path(gradients_file(process_index()));
+      restore_gradients = true;
+    }
   });
   agree(comm(), failure, "load_state(" + dir + ")");
 
@@ -393,9 +451,18 @@ void Accelerator::load_state(const std::string& dir) {
   if (core.scaler) {
     const auto path = base + "scaler.pt";
     auto archive = read_archive(path, torch::kCPU);
-    core.scaler->load(read_tensor(archive, "scale", path).item<double>(),
-                      read_tensor(archive, "growth_tracker", path).item<int64_t>());
     core.scaler_update_pending = read_tensor(archive, "update_pending", path).item<int64_t>() != 0;
+    std::optional<bool> pending;
+    torch::Tensor found;
+    if (core.scaler_update_pending && archive.try_read("pending_found_inf", found) && found.item<int64_t>() >= 0) {
+      pending = found.item<int64_t>() != 0;
+    }
+    try {
+      core.scaler->load(read_tensor(archive, "scale", path).item<double>(),
+                        read_tensor(archive, "growth_tracker", path).item<int64_t>(), pending);
+    } catch (const Error& e) {
+      throw Error("checkpoint file " + path + ": " + e.what());
+    }
   }
   for (size_t i = 0; i < core.custom.size(); ++i) {
     const auto path = base + "custom_checkpoint_" + std::to_string(i) + ".pt";
@@ -424,13 +491,36 @@ void Accelerator::load_state(const std::string& dir) {
   for (size_t i = 0; i < loaders.size(); ++i) {
     loaders[i]->epoch = saved_loaders[i].at("epoch").as_int();
     loaders[i]->skip_next = saved_loaders[i].at("position").as_int();
+    if (const auto* seed = saved_loaders[i].find("seed")) loaders[i]->reseed(static_cast<uint64_t>(seed->as_int()));
   }
   core.gradient.step = state.at("accumulation_step").as_int();
+  core.backwards_since_step = 0;
+  if (restore_gradients) {
+    const auto path = base + gradients_file(process_index());
+    std::map<std::string, torch::Tensor> saved;
+    for (auto& [name, tensor] : load_safetensors(path).tensors) saved.emplace(name, tensor);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < core.models.size(); ++i) {
+      for (const auto& item : core.models[i]->named_parameters(true)) {
+        const auto it = saved.find(std::to_string(i) + "." + item.key());
+        if (it == saved.end()) continue;
+        auto param = item.value();
+        if (it->second.sizes() != param.sizes()) {
+          throw Error("checkpoint file " + path + ": gradient of '" + item.key() + "' has another shape");
+        }
+        param.mutable_grad() = it->second.to(param.device(), param.scalar_type()).clone();
+      }
+    }
+    core.backwards_since_step = core.gradient.step % std::max<int64_t>(1, core.accumulation_steps);
+  }
   core.step_was_skipped = state.at("step_was_skipped").as_bool();
 }
 
 void Accelerator::save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options) {
-  if (is_main_process()) {
+  // Only the main process writes; every rank learns whether it failed (a bad shard size, an unwritable
+  // directory, a dtype safetensors cannot hold), instead of waiting at a barrier for the collective timeout.
+  std::string failure;
+  if (is_main_process()) failure = attempt([&] {
     const int64_t limit = parse_size(options.max_shard_size);
     const auto dict = state_dict(module);
     // Greedy in parameter order, as Accelerate: a new shard when the next tensor would overflow this one.
@@ -462,8 +552,8 @@ void Accelerator::save_module(torch::nn::Module& module, const std::string& dir,
       json::Object index{{"metadata", json::Object{{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
       detail::write_file(tmp + "/model.safetensors.index.json", json::write(json::Value(std::move(index))) + "\n");
     });
-  }
-  wait_for_everyone();
+  });
+  agree(comm(), failure, "save_model(" + dir + ")");
 }
 
 void load_model(torch::nn::Module& module, const std::string& dir) {

@@ -6,6 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 
+#include <iostream>
+
 namespace spur {
 
 TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets)
@@ -16,7 +18,54 @@ TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets)
   }
 }
 
+namespace {
+
+thread_local at::Generator* current_loader_generator = nullptr;
+
+// splitmix64's finaliser: nearby inputs give unrelated seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+at::Generator loader_generator() {
+  return current_loader_generator ? *current_loader_generator : at::detail::getDefaultCPUGenerator();
+}
+
 namespace detail {
+
+at::Generator batch_generator(uint64_t seed, int64_t epoch, int64_t rank, int64_t position) {
+  uint64_t h = mix(seed);
+  h = mix(h ^ static_cast<uint64_t>(epoch));
+  h = mix(h ^ static_cast<uint64_t>(rank));
+  h = mix(h ^ static_cast<uint64_t>(position));
+  return at::make_generator<at::CPUGeneratorImpl>(h);
+}
+
+LoaderGeneratorScope::LoaderGeneratorScope(at::Generator generator)
+    : generator_(std::move(generator)), previous_(current_loader_generator) {
+  current_loader_generator = &generator_;
+}
+
+LoaderGeneratorScope::~LoaderGeneratorScope() { current_loader_generator = previous_; }
+
+void note_stream_skip(int64_t rank, int64_t epoch, int64_t batches) {
+  if (rank != 0) return;
+  std::cerr << "spur: data loader: resuming a stream at batch " << batches << " of epoch " << epoch
+            << ": its first " << batches << " batch(es) are read again and discarded (the stream's next() runs "
+            << "for them, with the same per-batch generators)" << std::endl;
+}
+
+void LoaderState::reseed(uint64_t seed) {
+  options.seed = seed;
+  if (!stream && !user_sampler && options.shuffle && dataset_size >= 0) {
+    sampler = std::make_shared<RandomSampler>(dataset_size, seed);
+  }
+}
 
 std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_t dataset_size,
                                         std::shared_ptr<Sampler> sampler) {
@@ -26,11 +75,12 @@ std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_
   auto state = std::make_shared<LoaderState>();
   state->options = options;
   state->dataset_size = dataset_size;
+  // Every loader has a seed: its shuffling order and its per-batch generators (loader_generator()) follow it.
+  const uint64_t seed = options.seed.value_or(at::detail::getDefaultCPUGenerator().current_seed());
+  state->options.seed = seed;
   if (dataset_size >= 0) {
     state->user_sampler = sampler != nullptr;
     if (!sampler) {
-      const uint64_t seed = options.seed.value_or(at::detail::getDefaultCPUGenerator().current_seed());
-      state->options.seed = seed;
       sampler = options.shuffle ? std::shared_ptr<Sampler>(std::make_shared<RandomSampler>(dataset_size, seed))
                                 : std::make_shared<SequentialSampler>(dataset_size);
     }

@@ -149,7 +149,11 @@ void Communicator::broadcast_(torch::Tensor& tensor, int root) {
 }
 
 void Communicator::barrier() {
-  wait(group_->barrier(), "barrier");
+  c10d::BarrierOptions options;
+  // NCCL's barrier is an all-reduce on a device: without one named it guesses from the rank, which is the wrong
+  // GPU (and a hang) when a node runs fewer processes than it has GPUs, or CUDA_VISIBLE_DEVICES reorders them.
+  if (device_.is_cuda() && device_.has_index()) options.device_ids = {static_cast<int64_t>(device_.index())};
+  wait(group_->barrier(options), "barrier");
 }
 
 }  // namespace spur::detail
