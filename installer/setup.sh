@@ -3,8 +3,13 @@
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
 #   installer/setup.sh studio install what is missing, build, open Spur Studio on the demo workspace
 #   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
-#   installer/setup.sh test   install what is missing, build, run the whole test suite (non-zero on any failure)
+#   installer/setup.sh test   install what is missing, build both trees, run the whole test suite on both
+#                             (non-zero on any failure)
 #   installer/setup.sh deps | build   just those steps
+# Two builds: build/ against the pinned torch wheel (LibTorch 2.x, a CUDA build; the main target) and build-debian/
+# against Debian's libtorch-dev (LibTorch 1.13, CPU; the Debian packages). The wheel, Accelerate, safetensors and
+# TensorBoard live in a virtual environment outside the tree, $XDG_CACHE_HOME/spur/python, made from
+# installer/python-requirements.txt and remade when that file changes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,15 +49,38 @@ install_packages() {
   esac
 }
 
+python_environment() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/spur"
+  local venv="$cache/python" stamp want
+  want=$(sha256sum "$here/python-requirements.txt" | cut -c1-16)
+  stamp="$venv/.spur-requirements"
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    say "Python environment ready: $venv"
+    return
+  fi
+  say "making the Python environment $venv (installer/python-requirements.txt: torch, accelerate, safetensors, tensorboard)"
+  rm -rf "$venv"
+  mkdir -p "$cache"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -r "$here/python-requirements.txt"
+  "$venv/bin/python" -c "import torch, accelerate, safetensors, tensorboard; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+  echo "$want" > "$stamp"  # written last: a half-made environment is made again
+}
+
 build() {
-  say "building (cmake --preset default)"
+  say "building against the torch wheel (cmake --preset default, build/)"
   cmake --preset default
   cmake --build --preset default
+  say "building against Debian's libtorch-dev (cmake --preset debian, build-debian/)"
+  cmake --preset debian
+  cmake --build --preset debian
 }
 
 case "${1:-}" in
   studio)
     install_packages
+    python_environment
     build
     say "opening Spur Studio on the demo workspace: build/app/spur-studio --demo"
     if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
@@ -63,18 +91,24 @@ case "${1:-}" in
     ;;
   run)
     install_packages
+    python_environment
     build
     say "running the example on 2 processes: build/app/spur launch --num_processes 2 build/examples/train_mlp"
     build/app/spur launch --num_processes 2 build/examples/train_mlp
     ;;
   test)
     install_packages
+    python_environment
     build
-    say "running the test suite (ctest --preset default)"
-    ctest --preset default
+    status=0
+    say "running the test suite against the torch wheel (ctest --preset default)"
+    ctest --preset default || status=1
+    say "running the test suite against Debian's LibTorch (ctest --preset debian)"
+    ctest --preset debian || status=1
+    exit "$status"
     ;;
-  deps) install_packages ;;
-  build) install_packages; build ;;
+  deps) install_packages; python_environment ;;
+  build) install_packages; python_environment; build ;;
   *)
     echo "usage: installer/setup.sh studio|run|test|deps|build" >&2
     exit 2

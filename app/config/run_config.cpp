@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reading, checking and writing run configurations with Accelerate's loader rules (reference: Accelerate 1.14):
+// Reading, checking and writing run configurations with Accelerate's loader rules (Accelerate 1.15, the version
+// installer/python-requirements.txt pins and the tests judge with):
 // unknown top-level keys are errors, distributed_type is required, legacy fp16: true is mixed_precision fp16,
 // unquoted NO is YAML 1.1's false. Where Accelerate is wrong, Spur is stricter or keeps what it breaks.
 #include "config/run_config.h"
@@ -20,7 +21,7 @@ namespace {
 const std::vector<std::string> kLocalKeys = {
     "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
     "num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_ip", "main_process_port",
-    "rdzv_backend", "same_network", "main_training_function", "downcast_bf16", "fp8_config", "ipex_config",
+    "rdzv_backend", "same_network", "main_training_function", "downcast_bf16", "fp8_config",
     "mpirun_config", "deepspeed_config", "fsdp_config", "parallelism_config", "megatron_lm_config", "dynamo_config",
     "tpu_name", "tpu_zone", "tpu_vm", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "command_file", "commands"};
 const std::vector<std::string> kSageMakerKeys = {
@@ -32,6 +33,9 @@ const std::vector<std::string> kLocalTypes = {"NO", "MULTI_CPU", "MULTI_GPU", "M
                                               "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU", "MULTI_NEURON", "DEEPSPEED",
                                               "FSDP", "XLA", "MEGATRON_LM"};
 const std::vector<std::string> kSageMakerTypes = {"NO", "DATA_PARALLEL", "MODEL_PARALLEL"};
+// Keys older Accelerate versions accepted and the one Spur follows refuses ("had unknown keys"): named with the
+// version that dropped them, since a file from an older `accelerate config` is the usual cause.
+const std::vector<std::pair<std::string, std::string>> kDroppedKeys = {{"ipex_config", "1.15"}};
 const std::vector<std::string> kPrecisions = {"no", "fp16", "bf16", "fp8"};
 
 // YAML 1.1 (PyYAML, Accelerate's loader) reads these plain words as booleans.
@@ -266,6 +270,14 @@ void RunConfig::validate(const std::string& name) const {
   for (const auto& [key, value] : values_) {
     if (std::find(known.begin(), known.end(), key) == known.end()) unknown.push_back(key);
   }
+  for (const auto& key : unknown) {
+    for (const auto& [dropped, version] : kDroppedKeys) {
+      if (key == dropped) {
+        check.fail(key, "Accelerate " + version + " no longer accepts this key (its loader rejects it as unknown): "
+                        "remove it, as `accelerate config` " + version + " would not write it");
+      }
+    }
+  }
   if (!unknown.empty()) {
     check.fail(unknown.front(), std::string("unknown key (Accelerate's loader rejects unknown keys") +
                                     (unknown.size() > 1 ? "; also unknown: " + join({unknown.begin() + 1, unknown.end()})
@@ -428,7 +440,7 @@ std::vector<std::string> RunConfig::unsupported() const {
     notes.push_back("distributed_type " + type + ": Spur runs data parallel (DDP) instead");
   }
   for (const char* key : {"deepspeed_config", "fsdp_config", "megatron_lm_config", "parallelism_config", "fp8_config",
-                          "ipex_config", "dynamo_config", "mpirun_config"}) {
+                          "dynamo_config", "mpirun_config"}) {
     const YAML::Node* node = find(key);
     if (node && !empty_map(*node)) notes.push_back(std::string(key) + ": kept in the file, not acted on by Spur");
   }

@@ -8,6 +8,7 @@
 #include <link.h>
 
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 namespace spur {
@@ -33,6 +34,16 @@ BlasInfo blas_info() {
     if (has("blis")) return {"BLIS", path, false};
     if (has("atlas")) return {"ATLAS", path, false};
     if (file.rfind("libblas.so", 0) == 0) result = {"reference BLAS", path, has("/blas/") || has("netlib")};
+  }
+  if (result.name == "unknown") {
+    // The torch wheels link MKL statically into libtorch_cpu.so: find the library that defines its entry point.
+    for (const auto& [symbol, name] : {std::pair{"MKL_Get_Version_String", "MKL"}, {"openblas_get_config", "OpenBLAS"}}) {
+      if (void* address = dlsym(RTLD_DEFAULT, symbol)) {
+        Dl_info where{};
+        if (dladdr(address, &where) && where.dli_fname) return {name, where.dli_fname, false};
+        return {name, "", false};
+      }
+    }
   }
   return result;
 }

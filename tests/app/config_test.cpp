@@ -3,8 +3,11 @@
 // file, line and key, what Spur writes is accepted by Accelerate's loader rules and round-trips unchanged.
 #include <QFile>
 #include <QTemporaryDir>
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <QTest>
 
+#include "config/run_config.h"
 #include "rank_group.h"
 #include "test_main.h"
 
@@ -29,10 +32,10 @@ QString read(const QString& path) {
   return QString::fromUtf8(file.readAll());
 }
 
-// Accelerate's loader rules re-stated in Python (tests/rigs/accelerate_loader.py).
+// Accelerate's own loader and launch checks, from the installed package (tests/rigs/accelerate_loader.py).
 bool accelerate_accepts(const QString& path) {
   auto env = QProcessEnvironment::systemEnvironment();
-  return spur::test::run_process("/usr/bin/python3", {SPUR_RIGS_DIR "/accelerate_loader.py", path}, env, 30000)
+  return spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", path}, env, 30000)
              .exit_code == 0;
 }
 
@@ -61,10 +64,13 @@ class ConfigTest : public QObject {
     }
   }
 
+  // Every fixture: Accelerate itself (the installed, pinned package) and `spur config validate` give the verdict
+  // recorded from Accelerate in EXPECTED.tsv.
   void accelerate_fixtures() {
     QFETCH(QString, file);
     QFETCH(bool, accepted);
     const QString path = SPUR_FIXTURES_DIR "/configs/" + file;
+    QCOMPARE(accelerate_accepts(path), accepted);
     const auto result = spur_cli({"config", "validate", path});
     QVERIFY2((result.exit_code == 0) == accepted, qPrintable(result.output));
     if (!accepted) QVERIFY2(result.output.contains(path), qPrintable(result.output));  // names the file
@@ -77,6 +83,35 @@ class ConfigTest : public QObject {
     QVERIFY2(accelerate_accepts(copy), qPrintable(read(copy)));
     const auto again = spur_cli({"config", "show", "--config_file", copy});
     QCOMPARE(again.output.section('\n', 1), shown.output.section('\n', 1));
+  }
+
+  // Spur accepts exactly the top-level keys the pinned Accelerate's loader accepts (its config dataclasses), and a
+  // key Accelerate has dropped is an error naming the version.
+  void the_keys_are_accelerates() {
+    const auto result = spur::test::run_process(
+        SPUR_PEER_PYTHON,
+        {"-c", "import dataclasses, json; from accelerate.commands.config.config_args import ClusterConfig, "
+               "SageMakerConfig; print(json.dumps([sorted(f.name for f in dataclasses.fields(c)) for c in "
+               "(ClusterConfig, SageMakerConfig)]))"},
+        QProcessEnvironment::systemEnvironment(), 60000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    const auto lists = QJsonDocument::fromJson(result.output.trimmed().toUtf8()).array();
+    QCOMPARE(lists.size(), 2);
+    for (const bool sagemaker : {false, true}) {
+      QStringList theirs;
+      for (const auto& key : lists[sagemaker ? 1 : 0].toArray()) theirs << key.toString();
+      QStringList ours;
+      for (const auto& key : spur::app::RunConfig::known_keys(sagemaker)) ours << QString::fromStdString(key);
+      ours.sort();
+      QCOMPARE(ours, theirs);
+    }
+    QTemporaryDir dir;
+    const QString path = write(dir, "old.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\nipex_config: {}\n");
+    const auto old = spur_cli({"config", "validate", path});
+    QVERIFY(old.exit_code != 0);
+    QVERIFY2(old.output.contains(path + ":3: ipex_config: Accelerate 1.15 no longer accepts this key"),
+             qPrintable(old.output));
+    QVERIFY(!accelerate_accepts(path));
   }
 
   void errors_name_file_line_and_key_data() {

@@ -1,50 +1,55 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Reads a safetensors file by the format's specification, independently of Spur's reader, and checks what the
-`safetensors` library checks: 8-byte little-endian header length, a JSON header, 8-byte aligned data start,
-offsets that tile the data exactly. Prints {"metadata": ..., "tensors": {name: [dtype, shape, sum]}}.
-(The `safetensors` package itself is not in Debian; this follows its published format.)"""
+"""The real `safetensors` package (pinned in installer/python-requirements.txt) as the reference reader and writer.
+  read_safetensors.py read FILE          prints {"metadata": ..., "tensors": {name: [dtype, shape, sum, first]}}
+                                         read with safetensors.safe_open (framework "pt"), as a user would
+  read_safetensors.py write FILE         writes a file with safetensors.torch.save_file (every dtype Spur reads),
+                                         and prints the same report of what it wrote"""
 import json
-import struct
 import sys
 
 import torch
-
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-          "BOOL": torch.bool}
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 
-def main(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    assert (8 + n) % 8 == 0, "data does not start on an 8-byte boundary"
-    header = json.loads(blob[8:8 + n].decode("utf-8"))
-    data = blob[8 + n:]
-    metadata = header.pop("__metadata__", {})
-    assert all(isinstance(v, str) for v in metadata.values()), "metadata values must be strings"
-    entries = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
-    end = 0
+def report(tensors, metadata):
     out = {}
-    for name, info in entries:
-        begin, stop = info["data_offsets"]
-        assert begin == end, f"{name}: offsets leave a gap or overlap"
-        dtype = DTYPES[info["dtype"]]
-        numel = 1
-        for d in info["shape"]:
-            numel *= d
-        itemsize = torch.tensor([], dtype=dtype).element_size()
-        assert stop - begin == numel * itemsize, f"{name}: size mismatch"
-        assert begin % itemsize == 0, f"{name}: misaligned"
-        raw = bytearray(data[begin:stop])
-        t = torch.frombuffer(raw, dtype=dtype) if numel else torch.empty(0, dtype=dtype)
-        t = t.reshape(info["shape"])
-        out[name] = [info["dtype"], list(info["shape"]), float(t.to(torch.float64).sum())]
-        end = stop
-    assert end == len(data), "offsets do not cover the data exactly"
-    print(json.dumps({"metadata": metadata, "tensors": out}, sort_keys=True))
+    for name, t in tensors.items():
+        flat = t.reshape(-1).to(torch.float64)
+        out[name] = [str(t.dtype).replace("torch.", ""), list(t.shape), float(flat.sum()),
+                     float(flat[0]) if flat.numel() else 0.0]
+    return {"metadata": metadata or {}, "tensors": out}
+
+
+def read(path):
+    tensors = {}
+    with safe_open(path, framework="pt") as f:
+        metadata = f.metadata()
+        for name in f.keys():
+            tensors[name] = f.get_tensor(name)
+    return report(tensors, metadata)
+
+
+def write(path):
+    g = torch.Generator().manual_seed(7)
+    tensors = {
+        "weight.f32": torch.randn(3, 4, generator=g),
+        "weight.f64": torch.randn(5, generator=g, dtype=torch.float64),
+        "weight.f16": torch.randn(2, 3, generator=g).half(),
+        "weight.bf16": torch.randn(4, 2, generator=g).bfloat16(),
+        "count.i64": torch.arange(6, dtype=torch.int64).reshape(2, 3),
+        "count.i32": torch.arange(4, dtype=torch.int32),
+        "mask.bool": torch.tensor([True, False, True]),
+        "byte.u8": torch.tensor([1, 2, 255], dtype=torch.uint8),
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+    }
+    metadata = {"format": "pt", "written_by": "safetensors.torch.save_file"}
+    save_file(tensors, path, metadata=metadata)
+    return report(tensors, metadata)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    action, path = sys.argv[1], sys.argv[2]
+    print(json.dumps(read(path) if action == "read" else write(path), sort_keys=True))

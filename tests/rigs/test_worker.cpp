@@ -702,6 +702,40 @@ int buffers(const Args&) {
   return 0;
 }
 
+// Mixed precision for real (SPUR_MIXED_PRECISION from the test: fp16 or bf16): a classifier on two separable
+// clusters, every rank its share of 24 rows per step, Adam; prints "loss STEP VALUE" (mean over ranks) and
+// writes the parameters, which must be identical on every rank.
+int precision(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  torch::manual_seed(11);
+  const int64_t rows = 24;
+  auto labels = torch::randint(0, 2, {args.steps, rows});
+  auto centres = torch::stack({torch::full({8}, -1.0), torch::full({8}, 1.0)});
+  auto inputs = centres.index({labels}) + 0.8 * torch::randn({args.steps, rows, 8});
+  torch::manual_seed(12 + rank);  // prepare() hands every rank rank 0's weights
+  torch::nn::Sequential net(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 2));
+  torch::optim::Adam adam(net->parameters(), 1e-2);
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  const int64_t share = rows / world;
+  if (accelerator.is_main_process()) std::printf("precision %s\n", std::string(spur::to_string(accelerator.mixed_precision())).c_str());
+  for (int64_t step = 0; step < args.steps; ++step) {
+    auto x = inputs[step].narrow(0, rank * share, share);
+    auto y = labels[step].narrow(0, rank * share, share);
+    auto loss = torch::nn::functional::cross_entropy(model(x), y);
+    accelerator.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    const double mean = accelerator.reduce(loss.detach(), spur::Reduction::mean).item<double>();
+    if (accelerator.is_main_process()) std::printf("loss %lld %.6f\n", static_cast<long long>(step), mean);
+  }
+  if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());
+  std::fflush(stdout);
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
 // --- The README's training loops, compiled from README.md (tests/rigs/extract_readme.py) --------------------------
 namespace readme {
 
@@ -838,6 +872,8 @@ int main(int argc, char** argv) try {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {
     code = reference(args);
+  } else if (args.scenario == "precision") {
+    code = precision(args);
   } else if (args.scenario == "buffers") {
     code = buffers(args);
   } else if (args.scenario == "unused_outputs") {

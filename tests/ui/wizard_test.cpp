@@ -75,7 +75,7 @@ void apply_edit(SetupWizard& wizard, const QString& edit) {
 }
 
 bool accelerate_accepts(const QString& path, QString* output) {
-  const auto result = spur::test::run_process("/usr/bin/python3", {SPUR_RIGS_DIR "/accelerate_loader.py", path}, {}, 30000);
+  const auto result = spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", path}, {}, 30000);
   *output = result.output;
   return result.exit_code == 0;
 }

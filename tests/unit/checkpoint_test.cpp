@@ -42,6 +42,17 @@ QString expect_error(const std::function<void()>& fn) {
   return "no error";
 }
 
+// tests/rigs/read_safetensors.py with the real safetensors package (SPUR_PEER_PYTHON's environment).
+QJsonObject run_safetensors_rig(const QString& action, const QString& path) {
+  QProcess rig;
+  rig.start(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/read_safetensors.py", action, path});
+  if (!rig.waitForFinished(120000) || rig.exitCode() != 0) {
+    qWarning("%s", rig.readAllStandardError().constData());
+    return {};
+  }
+  return QJsonDocument::fromJson(rig.readAllStandardOutput()).object();
+}
+
 void corrupt_byte(const std::string& path, int64_t offset_from_end) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(-offset_from_end, std::ios::end);
@@ -76,24 +87,41 @@ class CheckpointTest : public QObject {
     }
   }
 
-  void an_independent_reader_accepts_the_file() {
-    const QString python = "/usr/bin/python3";
-    if (QProcess::execute(python, {"-c", "import torch"}) != 0) QSKIP("Debian's python3-torch is not installed");
+  // Issue 13: files Spur writes open with the real safetensors package (safe_open), tensor for tensor.
+  void safetensors_package_reads_what_spur_writes() {
     QTemporaryDir dir;
     const auto path = dir.path() + "/t.safetensors";
     const auto tensors = sample_tensors();
-    spur::save_safetensors(path.toStdString(), tensors);
-    QProcess reader;
-    reader.start(python, {SPUR_RIGS_DIR "/read_safetensors.py", path});
-    QVERIFY(reader.waitForFinished(60000));
-    QVERIFY2(reader.exitCode() == 0, reader.readAllStandardError().constData());
-    const auto report = QJsonDocument::fromJson(reader.readAllStandardOutput()).object();
+    spur::save_safetensors(path.toStdString(), tensors, {{"format", "pt"}});
+    const auto report = run_safetensors_rig("read", path);
     QCOMPARE(report["metadata"].toObject()["format"].toString(), QString("pt"));
     const auto read = report["tensors"].toObject();
     QCOMPARE(read.size(), int(tensors.size()));
     for (const auto& [name, tensor] : tensors) {
+      const auto entry = read[QString::fromStdString(name)].toArray();
+      QVERIFY2(!entry.isEmpty(), name.c_str());
+      QCOMPARE(entry[1].toArray().size(), static_cast<int>(tensor.dim()));
       const double sum = tensor.to(torch::kDouble).sum().item<double>();
-      QVERIFY2(std::abs(read[QString::fromStdString(name)].toArray()[2].toDouble() - sum) < 1e-9, name.c_str());
+      QVERIFY2(std::abs(entry[2].toDouble() - sum) < 1e-9, name.c_str());
+    }
+  }
+
+  // Issue 13: files written by safetensors.torch.save_file load in Spur, every dtype, values identical.
+  void spur_reads_what_the_safetensors_package_writes() {
+    QTemporaryDir dir;
+    const auto path = dir.path() + "/theirs.safetensors";
+    const auto report = run_safetensors_rig("write", path);
+    const auto file = spur::load_safetensors(path.toStdString());
+    QCOMPARE(QString::fromStdString(file.metadata.at("written_by")), QString("safetensors.torch.save_file"));
+    const auto expected = report["tensors"].toObject();
+    QCOMPARE(static_cast<int>(file.tensors.size()), expected.size());
+    for (const auto& [name, tensor] : file.tensors) {
+      const auto entry = expected[QString::fromStdString(name)].toArray();
+      QVERIFY2(!entry.isEmpty(), name.c_str());
+      QCOMPARE(static_cast<int>(tensor.dim()), entry[1].toArray().size());
+      const auto flat = tensor.reshape({-1}).to(torch::kDouble);
+      QCOMPARE(flat.sum().item<double>(), entry[2].toDouble());
+      if (flat.numel() > 0) QCOMPARE(flat[0].item<double>(), entry[3].toDouble());
     }
   }
 

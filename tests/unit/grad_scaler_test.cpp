@@ -6,8 +6,18 @@
 #include <cmath>
 #include <limits>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/types.h>
+
+#include <spur/checkpoint.h>
 
 #include <spur/error.h>
 #include <spur/precision.h>
@@ -177,6 +187,77 @@ class GradScalerTest : public QObject {
       }
     }
     QVERIFY2(missed_without_finding > 0, "the pattern never exposes a lost update: it tests nothing");
+  }
+
+  // Issue 13: the scale sequence and the skipped steps equal torch.amp.GradScaler's (Python, the pinned torch)
+  // on the same recorded gradients, with inf, nan and an overflow-by-scaling injected; the parameters too.
+  void matches_torchs_grad_scaler() {
+    const double init_scale = 1024.0, lr = 0.1;
+    const int64_t growth_interval = 3;
+    torch::manual_seed(9);
+    torch::nn::Linear layer(6, 3);
+    torch::optim::SGD recorder(layer->parameters(), torch::optim::SGDOptions(lr));
+    spur::NamedTensors file;
+    const auto params = layer->parameters();
+    for (size_t j = 0; j < params.size(); ++j) file.emplace_back("init." + std::to_string(j), params[j].detach().clone());
+    // Real gradients of a model being trained, then injected trouble at some steps.
+    const int steps = 24;
+    std::vector<std::vector<torch::Tensor>> grads(steps);
+    for (int i = 0; i < steps; ++i) {
+      recorder.zero_grad();
+      torch::nn::functional::mse_loss(layer(torch::randn({8, 6})), torch::randn({8, 3})).backward();
+      for (const auto& p : params) grads[i].push_back(p.grad().detach().clone());
+      recorder.step();
+      if (i == 4) grads[i][0].view({-1})[2] = std::numeric_limits<float>::infinity();
+      if (i == 5) grads[i][1].view({-1})[0] = std::nanf("");
+      if (i == 13) grads[i][0].view({-1})[1] = 1e38f;  // finite, but inf once scaled
+      if (i == 14) grads[i][1].view({-1})[1] = -std::numeric_limits<float>::infinity();
+      for (size_t j = 0; j < grads[i].size(); ++j) {
+        file.emplace_back("grad." + std::to_string(i) + "." + std::to_string(j), grads[i][j]);
+      }
+    }
+    QTemporaryDir dir;
+    const QString path = dir.filePath("grads.safetensors");
+    spur::save_safetensors(path.toStdString(), file,
+                           {{"init_scale", std::to_string(init_scale)}, {"growth_interval", std::to_string(growth_interval)},
+                            {"lr", std::to_string(lr)}});
+
+    // Spur, the same way.
+    std::vector<torch::Tensor> mine;
+    for (size_t j = 0; j < params.size(); ++j) mine.push_back(file[j].second.clone().requires_grad_(true));
+    torch::optim::SGD sgd(mine, torch::optim::SGDOptions(lr));
+    spur::GradScaler scaler({.init_scale = init_scale, .growth_interval = growth_interval});
+    std::vector<double> scales;
+    std::vector<bool> stepped;
+    for (int i = 0; i < steps; ++i) {
+      for (size_t j = 0; j < mine.size(); ++j) mine[j].mutable_grad() = grads[i][j] * scaler.get_scale();
+      stepped.push_back(scaler.step(sgd));
+      scaler.update();
+      scales.push_back(scaler.get_scale());
+      sgd.zero_grad();
+    }
+
+    QProcess python;
+    python.start(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/torch_grad_scaler.py", path});
+    QVERIFY(python.waitForFinished(120000));
+    QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+    const auto theirs = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+    const auto their_scales = theirs["scales"].toArray();
+    const auto their_stepped = theirs["stepped"].toArray();
+    QCOMPARE(their_scales.size(), steps);
+    int skipped = 0;
+    for (int i = 0; i < steps; ++i) {
+      QVERIFY2(scales[i] == their_scales[i].toDouble(),
+               qPrintable(QString("step %1: scale %2, torch %3").arg(i).arg(scales[i]).arg(their_scales[i].toDouble())));
+      QVERIFY2(stepped[i] == their_stepped[i].toBool(), qPrintable(QString("step %1: stepped differs").arg(i)));
+      skipped += !stepped[i];
+    }
+    QCOMPARE(skipped, 4);
+    QVERIFY2(scales.back() > init_scale, "the pattern never grows the scale");
+    const auto their_params = theirs["params"].toArray();
+    const auto flat = torch::cat({mine[0].detach().reshape({-1}), mine[1].detach().reshape({-1})});
+    QCOMPARE(static_cast<int64_t>(their_params.size()), flat.numel());
+    for (int64_t k = 0; k < flat.numel(); ++k) QCOMPARE(flat[k].item<float>(), static_cast<float>(their_params[k].toDouble()));
   }
 
   void pending_found_inf_reports_the_step() {

@@ -18,7 +18,14 @@
 #include <torch/serialize/archive.h>
 #include <torch/version.h>
 #ifdef USE_C10D_NCCL
+#include <nccl.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+// ProcessGroupNCCL's options embed NCCL structures: the nccl.h compiled here must be the one of the libnccl the
+// wheel loads (cmake/SpurTorch.cmake puts the wheel's headers first). SPUR_NCCL_VERSION_CODE comes from torch.
+#if defined(SPUR_NCCL_VERSION_CODE) && defined(NCCL_VERSION_CODE)
+static_assert(NCCL_VERSION_CODE == SPUR_NCCL_VERSION_CODE,
+              "nccl.h is not the version of the NCCL library this LibTorch loads: check the include order");
+#endif
 #endif
 #ifdef SPUR_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -101,12 +108,20 @@ c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(const c10::intrusive_ptr
 #endif
 }
 
+// Gloo's headers come from Debian's libgloo-dev, not from the LibTorch in use (a wheel ships none): only type
+// names are taken from them. ProcessGroupGloo is built by LibTorch's own constructor, and its members are pointers
+// and standard containers whatever Gloo's version; this checks that the object Spur allocated is laid out as the
+// library built it (its options pointer where the library stored it), so a mismatch is an error, not a crash.
 inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::vector<std::shared_ptr<::gloo::transport::Device>> devices, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices = std::move(devices);
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+  if (gloo->getOptions().get() != options.get()) {
+    throw std::runtime_error("c10d's ProcessGroupGloo is laid out differently from the headers Spur was compiled "
+                             "with (LibTorch " TORCH_VERSION "): rebuild Spur against the LibTorch it runs with");
+  }
   return as_process_group(store, rank, size, gloo, c10::DeviceType::CPU, false, timeout);
 }
 
