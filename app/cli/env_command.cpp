@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "config/run_config.h"
+#include "launch/companion.h"
 
 namespace spur::cli {
 namespace {
@@ -98,6 +99,25 @@ QList<QPair<QString, QString>> config_rows(const std::string& named) {
   return rows;
 }
 
+QList<QPair<QString, QString>> runtime_rows() {
+  const QString check = app::find_companion("SPUR_CHECK_PROGRAM", {"spur-check", "../libexec/spur/spur-check"});
+  if (check.isEmpty()) return {{"LibTorch (runtime)", "unknown: spur-check not found beside spur"}};
+  QProcess process;
+  process.start(check, {"--env"});
+  if (!process.waitForFinished(60000) || process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
+    process.kill();
+    process.waitForFinished(5000);
+    return {{"LibTorch (runtime)", "spur-check --env failed: " +
+                                       QString::fromLocal8Bit(process.readAllStandardError()).trimmed().left(300)}};
+  }
+  QList<QPair<QString, QString>> rows;
+  for (const auto& line : QString::fromLocal8Bit(process.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts)) {
+    const auto colon = line.indexOf(": ");
+    if (colon > 0) rows.append({line.left(colon), line.mid(colon + 2)});
+  }
+  return rows;
+}
+
 }  // namespace
 
 int env_command(const QStringList& arguments) {
@@ -131,6 +151,18 @@ int env_command(const QStringList& arguments) {
                    (blas.path.empty() ? QString() : " (" + QString::fromStdString(blas.path) + ")") +
                    (blas.slow ? "  <- 16-20x slower than OpenBLAS: install libopenblas0-pthread" : "")},
   };
+  // What a process with LibTorch loads (version, CUDA and NCCL, the devices it sees, the BLAS it runs on): spur
+  // links no LibTorch, so spur-check reports it; its BLAS replaces the guess above.
+  const auto runtime = runtime_rows();
+  for (const auto& [key, value] : runtime) {
+    if (key == "BLAS") {
+      for (auto& row : rows) {
+        if (row.first == "BLAS") row.second = value + (blas.slow ? "  <- 16-20x slower than OpenBLAS: install libopenblas0-pthread" : "");
+      }
+    } else {
+      rows.append({key, value});
+    }
+  }
   rows += config_rows(config_file);
   if (json) {
     QJsonObject object;

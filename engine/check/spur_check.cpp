@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // spur-check: the rank program `spur test` launches. Each rank joins the run, then checks what a training
 // program needs: rendezvous, all-reduce, gather (uneven), broadcast, and one synchronised training step, naming
-// the step that went wrong. Exits 0 only when every check agrees on every rank.
+// the step that went wrong. Exits 0 only when every check agrees on every rank. `spur-check --env` prints the
+// LibTorch, CUDA, NCCL and BLAS this process loaded, for `spur env`.
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>
@@ -43,7 +44,12 @@ std::string fixed(double value, int digits = 2) {
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+  if (argc > 1 && std::string(argv[1]) == "--env") {
+    // For `spur env` (which links no LibTorch): what this process loaded, as "key: value" lines.
+    for (const auto& [key, value] : spur::runtime_report()) std::cout << key << ": " << value << "\n";
+    return 0;
+  }
   const auto start = Clock::now();
   spur::Accelerator accelerator;
   const double joined_ms = ms_since(start);

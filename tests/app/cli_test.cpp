@@ -2,6 +2,7 @@
 // The `spur` command as a user runs it: --version, env (text and JSON), and a clear error for a wrong command.
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QTemporaryDir>
 #include <QJsonObject>
@@ -41,8 +42,35 @@ class CliTest : public QObject {
                             "BLAS: "}) {
       QVERIFY2(result.output.contains(key), qPrintable(result.output));
     }
-    // The set-up installs OpenBLAS: the report must find it, not the reference BLAS.
-    QVERIFY2(result.output.contains("BLAS: OpenBLAS"), qPrintable(result.output));
+    // Debian's LibTorch runs on the OpenBLAS the set-up installs, the wheel on the MKL inside libtorch_cpu: never
+    // on the reference BLAS.
+    QVERIFY2(result.output.contains("BLAS: OpenBLAS") || result.output.contains("BLAS: MKL"), qPrintable(result.output));
+    QVERIFY2(!result.output.contains("reference BLAS"), qPrintable(result.output));
+  }
+
+  // Issue 13: what LibTorch this build runs (asked of spur-check, which links it): its version and build, the
+  // CUDA devices, and for a CUDA build the CUDA runtime and NCCL actually loaded: the wheel's own files, also
+  // with the machine's toolkit first on LD_LIBRARY_PATH (Spur's binaries carry an RPATH, not a RUNPATH).
+  void env_names_the_libtorch_it_runs() {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("LD_LIBRARY_PATH", "/usr/local/cuda/lib64:/usr/local/cuda/lib");
+    const auto result = spur::test::run_process(SPUR_CLI, {"env"}, env, 60000);
+    QCOMPARE(result.exit_code, 0);
+    QVERIFY2(result.output.contains("LibTorch: " SPUR_TORCH_VERSION_STRING ", "), qPrintable(result.output));
+    QVERIFY2(result.output.contains("CUDA devices: "), qPrintable(result.output));
+    if (!result.output.contains("CUDA build")) {
+      QVERIFY2(result.output.contains("CPU build"), qPrintable(result.output));
+      return;
+    }
+    QVERIFY2(result.output.contains("compiled against CUDA " SPUR_TORCH_CUDA_VERSION_STRING), qPrintable(result.output));
+    const QString wheel = QFileInfo(SPUR_TORCHRUN_PYTHON).absolutePath() + "/..";
+    for (const char* row : {"CUDA runtime (loaded): ", "NCCL (loaded): "}) {
+      const auto line = result.output.section(row, 1, 1).section('\n', 0, 0);
+      QVERIFY2(!line.isEmpty(), qPrintable(result.output));
+      const QString file = line.section(" from ", 1);
+      QVERIFY2(QFileInfo(file).canonicalFilePath().startsWith(QFileInfo(wheel).canonicalFilePath() + "/lib"),
+               qPrintable(QString("%1 came from %2, not from the wheel's environment %3").arg(row, file, wheel)));
+    }
   }
 
   void env_json() {

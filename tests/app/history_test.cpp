@@ -401,6 +401,27 @@ class HistoryTest : public QObject {
     QVERIFY2(result.output.contains("spur: tracking: sqlite"), qPrintable(result.output));
   }
 
+  // Several processes opening a brand-new history at once: switching it to WAL needs an exclusive lock that
+  // SQLite refuses without waiting ("database is locked"), which failed writers under load. Every one of them
+  // now gets in, in every round.
+  void a_new_history_opened_by_many_at_once() {
+    for (int round = 0; round < 6; ++round) {
+      QTemporaryDir dir;
+      const QString path = dir.filePath("history.db");
+      std::vector<Child> writers(6);
+      for (int i = 0; i < 6; ++i) {
+        writers[i].process->setProcessChannelMode(QProcess::MergedChannels);
+        writers[i].process->start(SPUR_HISTORY_RIG, {path, QString("w%1").arg(i), "50", "10"});
+      }
+      for (auto& writer : writers) {
+        QVERIFY(writer.process->waitForFinished(60000));
+        QVERIFY2(writer.process->exitCode() == 0, writer.process->readAll().constData());
+      }
+      HistoryReader reader(path.toStdString());
+      QCOMPARE(reader.runs().size(), size_t{6});
+    }
+  }
+
   // Issue 12, defect 2: four launches at once, each printing 40,000 lines, while another connection holds the
   // history's write lock for longer than any busy timeout, from their first lines until after their ranks have
   // ended. Before the fix, runs stayed "running" without an exit code and lost their console lines, yet said

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Launch latency: time from starting `spur launch --num_processes 2 PROGRAM` to both ranks' first output line,
-against the same through torchrun (`python3 -m torch.distributed.run`, Debian's python3-torch) as the baseline,
+against the same through torchrun (`python -m torch.distributed.run` of the given Python: the torch wheel's) as the
+baseline,
 measured side by side (interleaved runs) in one process. Also the time until the launcher exits.
 Debian's torchrun 1.13 on Python 3.11 crashes unless it is given --redirects and --tee; with `--redirects 1
 --tee 1` it prefixes each line with its rank, as Spur does, so both sides do the same job.
-Usage: launch_bench.py --spur build/app/spur [--repeats 5] [--python /usr/bin/python3]
+Usage: launch_bench.py --spur build/app/spur --python ~/.cache/spur/python/bin/python [--repeats 5]
 """
 import argparse
 import os

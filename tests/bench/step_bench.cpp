@@ -18,6 +18,7 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
 #include <spur/spur.h>
@@ -46,14 +47,19 @@ struct Batches {
   std::vector<torch::Tensor> x, y;
 };
 
-// Data made before timing starts (loading is outside the timed region).
-Batches make_batches(const Workload& w, int count) {
+// Data made before timing starts (loading is outside the timed region), on the device the run uses.
+Batches make_batches(const Workload& w, int count, torch::Device device) {
   Batches b;
   for (int i = 0; i < count; ++i) {
-    b.x.push_back(torch::randn({w.batch, w.in}));
-    b.y.push_back(torch::randint(0, w.out, {w.batch}));
+    b.x.push_back(torch::randn({w.batch, w.in}).to(device));
+    b.y.push_back(torch::randint(0, w.out, {w.batch}).to(device));
   }
   return b;
+}
+
+// On a GPU a step is timed once its kernels have finished.
+void finish(torch::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
 }
 
 double median(std::vector<double> v) {
@@ -88,12 +94,14 @@ std::pair<double, double> pss_and_private_mib() {
 
 int single(const Workload& w, int steps) {
   spur::Accelerator accelerator;
+  const auto device = accelerator.device();
   auto plain_net = make_model(w);
+  plain_net->to(device);
   torch::optim::SGD plain_opt(plain_net->parameters(), 0.01);
   auto spur_net = make_model(w);
   torch::optim::SGD spur_sgd(spur_net->parameters(), 0.01);
   auto [model, optimizer] = accelerator.prepare(spur_net, spur_sgd);
-  const auto data = make_batches(w, 16);
+  const auto data = make_batches(w, 16, device);
 
   auto plain_step = [&](int i) {
     plain_opt.zero_grad();
@@ -115,16 +123,19 @@ int single(const Workload& w, int steps) {
     for (int i = 0; i < 10; ++i) {
       const double t0 = now_ms();
       plain_step(i);
+      finish(device);
       plain_ms.push_back(now_ms() - t0);
     }
     for (int i = 0; i < 10; ++i) {
       const double t0 = now_ms();
       spur_step(i);
+      finish(device);
       spur_ms.push_back(now_ms() - t0);
     }
   }
-  std::printf("{\"mode\": \"single\", \"workload\": \"%s\", \"plain_ms\": %.4f, \"spur_ms\": %.4f, \"steps\": %d}\n",
-              w.name.c_str(), median(plain_ms), median(spur_ms), steps);
+  std::printf("{\"mode\": \"single\", \"workload\": \"%s\", \"device\": \"%s\", \"plain_ms\": %.4f, "
+              "\"spur_ms\": %.4f, \"steps\": %d}\n",
+              w.name.c_str(), device.str().c_str(), median(plain_ms), median(spur_ms), steps);
   return 0;
 }
 
@@ -133,7 +144,8 @@ int rank(const Workload& w, int steps) {
   auto net = make_model(w);
   torch::optim::SGD sgd(net->parameters(), 0.01);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
-  const auto data = make_batches(w, 16);
+  const auto device = accelerator.device();
+  const auto data = make_batches(w, 16, device);
   std::vector<double> times;
   for (int i = 0; i < 20 + steps; ++i) {
     const double t0 = now_ms();
@@ -141,6 +153,7 @@ int rank(const Workload& w, int steps) {
     auto loss = torch::nn::functional::cross_entropy(model(data.x[i % 16]), data.y[i % 16]);
     accelerator.backward(loss);
     optimizer.step();
+    finish(device);
     if (i >= 20) times.push_back(now_ms() - t0);
   }
   const auto [pss, priv] = pss_and_private_mib();

@@ -110,5 +110,18 @@ int main(int argc, char** argv) {
               "\"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
               runs, points, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
               all_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
-  return all_drawn() ? 0 : 1;
+  if (all_drawn()) return 0;
+  // Say why: a writer that failed, or a run the dashboard did not finish drawing.
+  for (int i = 0; i < runs; ++i) {
+    const auto& w = writers[static_cast<size_t>(i)];
+    if (w->exitStatus() != QProcess::NormalExit || w->exitCode() != 0) {
+      std::fprintf(stderr, "writer %d exited %d: %s\n", i, w->exitCode(), w->readAllStandardError().constData());
+    }
+  }
+  for (int row = 0; row < window.runs()->rowCount(); ++row) {
+    const auto id = window.runs()->run(row).id;
+    std::fprintf(stderr, "run %lld: %d of %d points drawn\n", static_cast<long long>(id),
+                 plot() ? static_cast<int>(plot()->point_count(id)) : -1, points);
+  }
+  return 1;
 }

@@ -7,7 +7,10 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "spur/history/records.h"
 
@@ -141,6 +144,29 @@ Database::Database(const std::string& path, bool read_only, int busy_timeout_ms)
   // Writers queue for each other (a launcher and a training program share the file); readers never wait.
   sqlite3_busy_timeout(db_, busy_timeout_ms);
   try {
+    // Several processes opening a new file at once: switching it to WAL needs an exclusive lock, which SQLite
+    // refuses at once ("database is locked") instead of waiting through the busy handler. Setting up is retried
+    // with backoff, within the same busy timeout.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+    for (auto pause = std::chrono::milliseconds(2);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+      try {
+        set_up(read_only);
+        return;
+      } catch (const HistoryError& e) {
+        if (!e.busy() || std::chrono::steady_clock::now() + pause > deadline) throw;
+        std::this_thread::sleep_for(pause);
+      }
+    }
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+void Database::set_up(bool read_only) {
+  const std::string& path = path_;
+  {
     exec("PRAGMA foreign_keys = ON");
     if (!read_only && sqlite3_db_readonly(db_, "main") == 1) {
       if (schema_version() < kSchemaVersion) {
@@ -165,10 +191,6 @@ Database::Database(const std::string& path, bool read_only, int busy_timeout_ms)
                          ", this one knows up to " + std::to_string(kSchemaVersion) + ")");
     }
     if (version < kSchemaVersion) migrate(*this, kSchemaVersion);
-  } catch (...) {
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw;
   }
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <spur/blas.h>
 
@@ -13,7 +15,12 @@ std::string version();
 /// LibTorch's version, as its headers give it.
 std::string torch_version();
 
-/// One line: "spur 0.1.0 | LibTorch 1.13.0 | BLAS OpenBLAS (/usr/lib/...)".
+/// One line: "spur 0.1.0 | LibTorch 2.15.0 (CUDA 13.2, NCCL 2.30.7) | BLAS MKL (...)".
 std::string environment_summary();
+
+/// What this process runs on, as "key: value" rows for `spur env` (which asks spur-check for them): LibTorch's
+/// version and build (CPU, or CUDA and NCCL compiled against), the CUDA devices seen, the CUDA runtime and NCCL
+/// versions actually loaded and the files they were loaded from, and the BLAS.
+std::vector<std::pair<std::string, std::string>> runtime_report();
 
 }  // namespace spur

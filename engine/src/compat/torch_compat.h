@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every call whose shape differs between LibTorch 1.13 (Debian, CPU) and 2.x (CUDA wheels) lives here, behind
 // SPUR_TORCH_AT_LEAST. The rest of the engine calls these and never tests versions itself.
+// Compiled and tested: 1.13.0 (Debian 12's libtorch-dev) and 2.15.0 (the pinned wheel). The other 2.x branches
+// follow each release's own headers (1.13.0 to 2.15.0, every x.y.0 read from the PyPI wheels), compiled by
+// whoever builds against them: a version outside those is refused at compile time, not guessed.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -81,8 +83,8 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
-/// CPU autocast learnt float16 in 2.4; 1.13 runs bfloat16 only.
-inline constexpr bool kCpuAutocastHalf = SPUR_TORCH_AT_LEAST(2, 4);
+/// CPU autocast learnt float16 in 2.2 (PR 112484; 1.13-2.1 reject it: "AutocastCPU only support Bfloat16").
+inline constexpr bool kCpuAutocastHalf = SPUR_TORCH_AT_LEAST(2, 2);
 
 // --- process groups ---------------------------------------------------------------------------------------
 // In 1.13 ProcessGroupGloo/NCCL are ProcessGroups; in 2.x they are Backends that a ProcessGroup dispatches to.
@@ -94,13 +96,15 @@ c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(const c10::intrusive_ptr
 #if SPUR_TORCH_AT_LEAST(2, 0)
   const auto type = nccl ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO;
 #if SPUR_TORCH_AT_LEAST(2, 6)
+  // 2.6 dropped ProcessGroup::Options; the backend type is set afterwards (setDefaultBackend, new in 2.6).
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  group->setDefaultBackend(type);
 #else
+  // 2.0-2.5: the backend type is fixed at construction, through ProcessGroup::Options.
   auto group = c10::make_intrusive<c10d::ProcessGroup>(
       store, rank, size, c10::make_intrusive<c10d::ProcessGroup::Options>(nccl ? "nccl" : "gloo", timeout));
 #endif
-  group->setDefaultBackend(type);
-  group->setBackend(device, type, backend);
+  group->setBackend(device, type, c10::intrusive_ptr<c10d::Backend>(std::move(backend)));
   return group;
 #else
   (void)store, (void)rank, (void)size, (void)device, (void)nccl, (void)timeout;
@@ -137,8 +141,12 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusi
 #endif
 
 // --- DDP's Reducer ----------------------------------------------------------------------------------------
-// Its constructor changed shape across 2.x releases (per-bucket limits dropped; unused-parameter, python-reducer
-// and per-bucket-cap arguments added). Whichever form this LibTorch has is the one that compiles.
+// Its constructor, per release (reducer.hpp): 1.13-2.6 take per_bucket_size_limits (by const& from 2.4); 2.7
+// drops it; 2.8 adds skip_all_reduce_unused_params and use_python_reducer; 2.11 adds bucket_bytes_cap_list; 2.12
+// and 2.15 add defaulted flags (batched_grad_copy, lazy_bucket_allocation), left at their defaults here.
+#if SPUR_TORCH_AT_LEAST(2, 16)
+#error "Spur has not been built against this LibTorch yet: check c10d::Reducer's constructor (engine/src/compat/torch_compat.h)"
+#endif
 inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> params,
                                                    std::vector<std::vector<size_t>> buckets,
                                                    std::vector<size_t> bucket_limits,
@@ -147,29 +155,28 @@ inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> param
                                                    bool find_unused, bool gradient_as_bucket_view,
                                                    std::unordered_map<size_t, std::string> names,
                                                    int64_t first_bucket_cap) {
-  using Params = std::vector<at::Tensor>;
-  using Buckets = std::vector<std::vector<size_t>>;
-  using Limits = std::vector<size_t>;
-  using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
-  using Sparse = std::vector<bool>;
-  using Names = std::unordered_map<size_t, std::string>;
-  if constexpr (std::is_constructible_v<c10d::Reducer, Params, Buckets, Limits, Group, Sparse, int64_t, bool, bool,
-                                        Names, int64_t>) {
-    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(bucket_limits),
-                                           std::move(group), std::move(expect_sparse), bucket_cap, find_unused,
-                                           gradient_as_bucket_view, std::move(names), first_bucket_cap);
-  } else if constexpr (std::is_constructible_v<c10d::Reducer, Params, Buckets, Group, Sparse, int64_t, bool, bool,
-                                               Names, int64_t, bool, bool, std::vector<int64_t>>) {
-    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
-                                           std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
-                                           std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
-                                           /*use_python_reducer=*/false, std::vector<int64_t>{});
-  } else {
-    return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
-                                           std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
-                                           std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
-                                           /*use_python_reducer=*/false);
-  }
+#if SPUR_TORCH_AT_LEAST(2, 11)
+  (void)bucket_limits;
+  return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                         std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
+                                         std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
+                                         /*use_python_reducer=*/false, /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
+#elif SPUR_TORCH_AT_LEAST(2, 8)
+  (void)bucket_limits;
+  return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                         std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
+                                         std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
+                                         /*use_python_reducer=*/false);
+#elif SPUR_TORCH_AT_LEAST(2, 7)
+  (void)bucket_limits;
+  return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                         std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
+                                         std::move(names), first_bucket_cap);
+#else
+  return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(bucket_limits),
+                                         std::move(group), std::move(expect_sparse), bucket_cap, find_unused,
+                                         gradient_as_bucket_view, std::move(names), first_bucket_cap);
+#endif
 }
 
 // --- RNG states (checkpoints) ---------------------------------------------------------------------------

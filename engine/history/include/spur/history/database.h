@@ -63,6 +63,9 @@ class Database {
   static void create_at_version(const std::string& path, int version);
 
  private:
+  // Pragmas, schema check and migration after opening; throws HistoryError (busy() when another process held
+  // a lock it needed).
+  void set_up(bool read_only);
   sqlite3* db_ = nullptr;
   std::string path_;
 };

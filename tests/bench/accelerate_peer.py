@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: Apache-2.0
+# The peer of Spur's step benchmark: the same workload under Hugging Face Accelerate (the pinned version, on the
+# pinned torch), started by run_benchmarks.py with `accelerate launch --multi_gpu --num_processes 2` and
+# ACCELERATE_USE_CPU=1 (Accelerate's torchrun launcher with its MULTI_CPU / Gloo state: on a machine without GPUs
+# its MULTI_CPU launch path needs mpirun); tests/gpu/run.sh starts one process on the GPU. Prints one JSON record
+# per rank.
+import json
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from accelerate import Accelerator
+
+WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128)}
+
+
+def main():
+    name = sys.argv[1]
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    n_in, hidden, n_out, batch = WORKLOADS[name]
+    accelerator = Accelerator()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, n_out))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    xs = [torch.randn(batch, n_in).to(accelerator.device) for _ in range(16)]
+    ys = [torch.randint(0, n_out, (batch,)).to(accelerator.device) for _ in range(16)]
+    cuda = accelerator.device.type == "cuda"
+    times = []
+    for i in range(20 + steps):
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(xs[i % 16]), ys[i % 16])
+        accelerator.backward(loss)
+        optimizer.step()
+        if cuda:
+            torch.cuda.synchronize()
+        if i >= 20:
+            times.append((time.perf_counter() - t0) * 1000)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rollup = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3:
+                rollup[parts[0]] = int(parts[1]) / 1024
+    print(json.dumps({"mode": "rank", "impl": "accelerate", "workload": name, "rank": accelerator.process_index,
+                      "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__,
+                      "device": str(accelerator.device),
+                      "median_ms": statistics.median(times), "peak_rss_mib": peak, "pss_mib": rollup["Pss:"],
+                      "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}), flush=True)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main()
