@@ -9,6 +9,7 @@
 #include <spur/error.h>
 
 #include "accelerator_core.h"
+#include "compat/torch_compat.h"
 
 namespace spur {
 namespace {
@@ -50,7 +51,7 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
                 "after optimizer.step() (backward, step, zero_grad), as Accelerate documents");
   }
   core_->backwards_since_step = 0;
-  const bool set_to_none = set_to_none_option.value_or(core_->device.is_cuda());
+  const bool set_to_none = set_to_none_option.value_or(core_->device.is_cuda() || compat::kZeroGradSetsToNone);
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
       auto& grad = param.mutable_grad();

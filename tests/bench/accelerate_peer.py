@@ -5,6 +5,7 @@
 # its MULTI_CPU launch path needs mpirun); tests/gpu/run.sh starts one process on the GPU. Prints one JSON record
 # per rank.
 import json
+import os
 import resource
 import statistics
 import sys
@@ -49,11 +50,14 @@ def main():
             parts = line.split()
             if len(parts) == 3:
                 rollup[parts[0]] = int(parts[1]) / 1024
-    print(json.dumps({"mode": "rank", "impl": "accelerate", "workload": name, "rank": accelerator.process_index,
+    # One write(2) per record: the two ranks share accelerate launch's stdout.
+    record = json.dumps({"mode": "rank", "impl": "accelerate", "workload": name, "rank": accelerator.process_index,
                       "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__,
                       "device": str(accelerator.device),
                       "median_ms": statistics.median(times), "peak_rss_mib": peak, "pss_mib": rollup["Pss:"],
-                      "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}), flush=True)
+                      "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]})
+    sys.stdout.flush()
+    os.write(1, (record + "\n").encode())
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

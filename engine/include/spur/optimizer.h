@@ -19,9 +19,9 @@ class PreparedOptimizer {
   PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
                     std::shared_ptr<detail::AcceleratorCore> core);
 
-  /// Clears gradients; does nothing on micro-steps where gradients are being accumulated. By default
-  /// gradients are set to none on CUDA (as PyTorch 2 does) and zeroed in place on CPU: there, freed gradient
-  /// buffers go back to the OS and the next backward faults them in again, making steps 1.3-1.4x slower.
+  /// Clears gradients; does nothing on micro-steps where gradients are being accumulated. Default: set to none
+  /// (PyTorch 2's default), except on the CPU with LibTorch 1.13, where they are zeroed in place: there freed
+  /// gradient buffers went back to the OS and the next backward faulted them in again (steps 1.3-1.4x slower).
   void zero_grad(std::optional<bool> set_to_none = std::nullopt);
   /// Steps on sync steps only; with fp16, through the loss scaler (see step_was_skipped).
   void step();

@@ -86,6 +86,12 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 /// CPU autocast learnt float16 in 2.2 (PR 112484; 1.13-2.1 reject it: "AutocastCPU only support Bfloat16").
 inline constexpr bool kCpuAutocastHalf = SPUR_TORCH_AT_LEAST(2, 2);
 
+// --- optimizers ---------------------------------------------------------------------------------------------
+/// zero_grad's default on the CPU: LibTorch 2.x sets gradients to none (PyTorch's default since 2.0) and is
+/// faster that way; on Debian's 1.13 with glibc's allocator, freeing them made the next backward fault its
+/// buffers in again (1.3-1.4x slower steps), so they are zeroed in place there.
+inline constexpr bool kZeroGradSetsToNone = SPUR_TORCH_AT_LEAST(2, 0);
+
 // --- process groups ---------------------------------------------------------------------------------------
 // In 1.13 ProcessGroupGloo/NCCL are ProcessGroups; in 2.x they are Backends that a ProcessGroup dispatches to.
 template <typename Backend>
