@@ -226,6 +226,27 @@ print("includes=" + "|".join(sorted(glob.glob(os.path.join(site, "nvidia", "*", 
       endif()
     endif()
   endif()
+  # spur_torch_cpu: LibTorch without its CUDA libraries, what libspur and programs built against it link. The
+  # engine's CUDA half (libspur_cuda) links `torch` and is loaded at start-up only where there is a GPU.
+  if(NOT TARGET spur_torch_cpu)
+    add_library(spur_torch_cpu INTERFACE IMPORTED GLOBAL)
+    if(SPUR_WITH_CUDA AND TARGET torch_cpu_library)
+      get_target_property(_spur_torch_options torch INTERFACE_COMPILE_OPTIONS)
+      set(_spur_cpu_links torch_cpu_library)
+      if(TARGET spur_torch_wheel)
+        list(APPEND _spur_cpu_links spur_torch_wheel)
+      endif()
+      set_target_properties(spur_torch_cpu PROPERTIES
+        INTERFACE_LINK_LIBRARIES "${_spur_cpu_links}"
+        INTERFACE_INCLUDE_DIRECTORIES "${TORCH_INCLUDE_DIRS}")
+      if(_spur_torch_options)
+        set_target_properties(spur_torch_cpu PROPERTIES INTERFACE_COMPILE_OPTIONS "${_spur_torch_options}")
+      endif()
+    else()
+      set_target_properties(spur_torch_cpu PROPERTIES INTERFACE_LINK_LIBRARIES torch)
+    endif()
+  endif()
+
   if(SPUR_WITH_CUDA)
     message(STATUS "Spur: LibTorch ${SPUR_TORCH_VERSION} (${SPUR_TORCH}: ${Torch_DIR}), CUDA ${SPUR_TORCH_CUDA_VERSION} "
                    "(runtime ${SPUR_CUDA_RUNTIME}), NCCL ${SPUR_TORCH_NCCL_VERSION}")

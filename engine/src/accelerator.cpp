@@ -64,6 +64,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
     config.collective_timeout =
         options.collective_timeout.value_or(core.state.collective_timeout.value_or(std::chrono::seconds(1800)));
     config.gloo_channels = options.gloo_channels;
+    config.shared_memory_allreduce = options.shared_memory_allreduce;
     core.comm = detail::Communicator::join(config);
   }
   if (core.state.is_main_process()) warn_if_slow_blas();

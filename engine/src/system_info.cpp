@@ -7,9 +7,8 @@
 
 #include <torch/cuda.h>
 #include <torch/version.h>
-#ifdef SPUR_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
+
+#include "cuda/cuda_support.h"
 
 #include <spur/version.h>
 
@@ -64,12 +63,13 @@ std::vector<std::pair<std::string, std::string>> runtime_report() {
 #ifdef SPUR_WITH_CUDA
   rows.emplace_back("LibTorch", torch_version() + ", CUDA build (compiled against CUDA " SPUR_TORCH_CUDA_VERSION
                                                   ", NCCL " SPUR_TORCH_NCCL_VERSION ")");
+  rows.emplace_back("CUDA support", detail::cuda_support_status());
+  rows.emplace_back("LibTorch CUDA library", loaded_files("libtorch_cuda.so"));
+  const auto* cuda = detail::cuda_support();
   const auto devices = torch::cuda::device_count();
   std::string seen = std::to_string(devices);
-  for (size_t i = 0; i < devices; ++i) {
-    seen += (i == 0 ? ": " : "; ") + std::string(at::cuda::getDeviceProperties(static_cast<int>(i))->name);
-  }
-  if (devices == 0) seen += " (no GPU or no NVIDIA driver: runs use the CPU)";
+  for (size_t i = 0; cuda && i < devices; ++i) seen += (i == 0 ? ": " : "; ") + cuda->device_name(static_cast<int>(i));
+  if (devices == 0) seen += " (runs use the CPU)";
   rows.emplace_back("CUDA devices", seen);
   // The runtime and NCCL loaded into this process, through the symbols LibTorch's libraries brought in.
   using GetVersion = int (*)(int*);

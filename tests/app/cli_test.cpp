@@ -54,6 +54,7 @@ class CliTest : public QObject {
   void env_names_the_libtorch_it_runs() {
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert("LD_LIBRARY_PATH", "/usr/local/cuda/lib64:/usr/local/cuda/lib");
+    env.insert("SPUR_LOAD_CUDA", "1");  // the CUDA half even without a GPU: its libraries are what is checked
     const auto result = spur::test::run_process(SPUR_CLI, {"env"}, env, 60000);
     QCOMPARE(result.exit_code, 0);
     QVERIFY2(result.output.contains("LibTorch: " SPUR_TORCH_VERSION_STRING ", "), qPrintable(result.output));
@@ -70,6 +71,22 @@ class CliTest : public QObject {
       const QString file = line.section(" from ", 1);
       QVERIFY2(QFileInfo(file).canonicalFilePath().startsWith(QFileInfo(wheel).canonicalFilePath() + "/lib"),
                qPrintable(QString("%1 came from %2, not from the wheel's environment %3").arg(row, file, wheel)));
+    }
+  }
+
+  // A CUDA build on a machine without an NVIDIA GPU maps none of LibTorch's CUDA libraries (libspur_cuda is
+  // loaded only where there is a GPU): ~130 MiB less private memory per rank.
+  void no_cuda_libraries_without_a_gpu() {
+    if (QFileInfo::exists("/proc/driver/nvidia/gpus") || QFileInfo::exists("/dev/nvidia0")) {
+      QSKIP("this machine has an NVIDIA GPU");
+    }
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.remove("SPUR_LOAD_CUDA");
+    const auto result = spur::test::run_process(SPUR_CLI, {"env"}, env, 60000);
+    QCOMPARE(result.exit_code, 0);
+    QVERIFY2(result.output.contains("LibTorch CUDA library: not loaded"), qPrintable(result.output));
+    if (result.output.contains("CUDA build")) {
+      QVERIFY2(result.output.contains("CUDA support: not loaded: no NVIDIA GPU on this machine"), qPrintable(result.output));
     }
   }
 

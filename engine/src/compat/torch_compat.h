@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,21 +20,10 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/serialize/archive.h>
 #include <torch/version.h>
-#ifdef USE_C10D_NCCL
-#include <nccl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-// ProcessGroupNCCL's options embed NCCL structures: the nccl.h compiled here must be the one of the libnccl the
-// wheel loads (cmake/SpurTorch.cmake puts the wheel's headers first). SPUR_NCCL_VERSION_CODE comes from torch.
-#if defined(SPUR_NCCL_VERSION_CODE) && defined(NCCL_VERSION_CODE)
-static_assert(NCCL_VERSION_CODE == SPUR_NCCL_VERSION_CODE,
-              "nccl.h is not the version of the NCCL library this LibTorch loads: check the include order");
-#endif
-#endif
-#ifdef SPUR_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
+// CUDA through LibTorch's device-generic API only (libspur links no CUDA library: src/cuda/cuda_support.h).
+#include <ATen/Context.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/cuda.h>
 
 #define SPUR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -135,16 +125,6 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(
   return as_process_group(store, rank, size, gloo, c10::DeviceType::CPU, false, timeout);
 }
 
-#ifdef USE_C10D_NCCL
-inline c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                                              int rank, int size,
-                                                              std::chrono::milliseconds timeout) {
-  auto options = c10d::ProcessGroupNCCL::Options::create();
-  options->timeout = timeout;
-  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-  return as_process_group(store, rank, size, nccl, c10::DeviceType::CUDA, true, timeout);
-}
-#endif
 
 // --- DDP's Reducer ----------------------------------------------------------------------------------------
 // Its constructor, per release (reducer.hpp): 1.13-2.6 take per_bucket_size_limits (by const& from 2.4); 2.7
@@ -186,40 +166,31 @@ inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> param
 }
 
 // --- RNG states (checkpoints) ---------------------------------------------------------------------------
+// Every CUDA device's default generator, through the device-generic context (no CUDA devices: nothing).
 inline void save_cuda_rng(torch::serialize::OutputArchive& archive) {
-#ifdef SPUR_WITH_CUDA
-  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(at::cuda::getNumGPUs()); ++i) {
-    auto generator = at::cuda::detail::getDefaultCUDAGenerator(i);
+  const auto count = static_cast<c10::DeviceIndex>(torch::cuda::device_count());
+  for (c10::DeviceIndex i = 0; i < count; ++i) {
+    auto generator = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, i));
     std::lock_guard<std::mutex> lock(generator.mutex());
     archive.write("cuda_" + std::to_string(i), generator.get_state());
   }
-#else
-  (void)archive;
-#endif
 }
 
 inline void load_cuda_rng(torch::serialize::InputArchive& archive) {
-#ifdef SPUR_WITH_CUDA
-  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(at::cuda::getNumGPUs()); ++i) {
+  const auto count = static_cast<c10::DeviceIndex>(torch::cuda::device_count());
+  for (c10::DeviceIndex i = 0; i < count; ++i) {
     at::Tensor state;
     if (archive.try_read("cuda_" + std::to_string(i), state)) {
-      auto generator = at::cuda::detail::getDefaultCUDAGenerator(i);
+      auto generator = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, i));
       std::lock_guard<std::mutex> lock(generator.mutex());
       generator.set_state(state);
     }
   }
-#else
-  (void)archive;
-#endif
 }
 
 // --- CUDA -------------------------------------------------------------------------------------------------
 inline void set_cuda_device(c10::DeviceIndex index) {
-#ifdef SPUR_WITH_CUDA
-  c10::cuda::set_device(index);
-#else
-  (void)index;
-#endif
+  c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).setDevice(c10::Device(c10::DeviceType::CUDA, index));
 }
 
 }  // namespace spur::compat

@@ -10,6 +10,7 @@
 #include <spur/error.h>
 
 #include "compat/torch_compat.h"
+#include "cuda/cuda_support.h"
 
 namespace spur::detail {
 namespace {
@@ -66,11 +67,12 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.collective_timeout);
   try {
     if (config.device.is_cuda()) {
-#ifdef USE_C10D_NCCL
-      group = compat::make_nccl_group(store, state.rank, state.world_size, timeout);
-#else
-      throw Error("this LibTorch was built without NCCL: CUDA runs across processes cannot synchronise");
-#endif
+      const auto* cuda = cuda_support();
+      if (!cuda) {
+        throw Error("a CUDA run across processes needs NCCL, from Spur's CUDA support, which is " +
+                    cuda_support_status());
+      }
+      group = cuda->make_nccl_group(store, state.rank, state.world_size, timeout);
     } else {
       group = compat::make_gloo_group(store, state.rank, state.world_size,
                                       gloo_devices(state, config.gloo_channels), timeout);
@@ -82,7 +84,16 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
                 state.master_addr + ":" + std::to_string(state.master_port) + ": " + e.what() +
                 " (on several machines, set GLOO_SOCKET_IFNAME to the interface the machines share)");
   }
-  joined() = std::make_shared<Communicator>(config, store, group);
+  auto communicator = std::make_shared<Communicator>(config, store, group);
+  if (!config.device.is_cuda()) {
+    const char* choice = std::getenv("SPUR_SHM_ALLREDUCE");
+    if (!config.shared_memory_allreduce || (choice && std::string(choice) == "0")) {
+      communicator->shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0)";
+    } else {
+      communicator->shm_ = ShmAllreduce::create(*store, state.rank, state.world_size, timeout, &communicator->shm_note_);
+    }
+  }
+  joined() = std::move(communicator);
   return joined();
 }
 

@@ -14,6 +14,8 @@
 
 #include <spur/state.h>
 
+#include "distributed/shm_allreduce.h"
+
 namespace spur::detail {
 
 class Communicator {
@@ -24,6 +26,8 @@ class Communicator {
     std::chrono::seconds rendezvous_timeout{300};
     std::chrono::seconds collective_timeout{1800};
     int gloo_channels = 2;
+    /// Gloo runs whose ranks are all on this machine sum DDP's gradients through shared memory.
+    bool shared_memory_allreduce = true;
   };
 
   /// Rendezvous and process-group creation. The first call in a process joins; later calls return the same
@@ -34,6 +38,10 @@ class Communicator {
   int size() const { return size_; }
   torch::Device device() const { return device_; }
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
+  /// The shared-memory all-reduce for gradients, when every rank is on this machine (Gloo runs); else nullptr.
+  ShmAllreduce* shared_memory() const { return shm_.get(); }
+  /// Why there is none ("the ranks are on several machines", "disabled by SPUR_SHM_ALLREDUCE=0"...).
+  const std::string& shared_memory_note() const { return shm_note_; }
   /// "rank 1 of 2 (gloo, store 127.0.0.1:29500)", for error messages.
   std::string describe() const;
 
@@ -63,6 +71,8 @@ class Communicator {
   std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::unique_ptr<ShmAllreduce> shm_;
+  std::string shm_note_;
 };
 
 /// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits until every rank has checked

@@ -26,6 +26,26 @@ constexpr size_t kBroadcastBucketBytes = 250u << 20;
 // then fire, and the Reducer, which prepare_for_backward told to expect every parameter reachable from any
 // output, finishes every bucket instead of waiting for gradients that never come. Outputs are cloned, as DDP
 // does, so that a caller's in-place change to one is not a change to a view made inside a custom function.
+// DDP's gradient all-reduce through shared memory (ranks all on this machine): the Reducer hands each ready
+// bucket here instead of to Gloo. DDP's own hook divides by the world size before summing; this one sums, then
+// divides, on every rank alike.
+class SharedMemoryHook final : public c10d::CommHookInterface {
+ public:
+  explicit SharedMemoryHook(ShmAllreduce* shm) : shm_(shm) {}
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    auto& tensor = bucket.getBufferRef();
+    shm_->allreduce(tensor);
+    tensor.div_(shm_->size());
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    future->markCompleted(c10::IValue(tensor));
+    return future;
+  }
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  ShmAllreduce* shm_;
+};
+
 struct OutputSink : torch::autograd::Function<OutputSink> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList outputs) {
     ctx->set_materialize_grads(false);
@@ -110,6 +130,7 @@ class ReducerModelSync final : public ModelSync {
                                     static_cast<int64_t>(options.bucket_cap_bytes), options.find_unused_parameters,
                                     options.gradient_as_bucket_view, std::move(names),
                                     static_cast<int64_t>(first_cap));
+    if (auto* shm = core_->comm->shared_memory()) reducer_->register_comm_hook(std::make_unique<SharedMemoryHook>(shm));
   }
 
   std::optional<AutocastScope> begin_forward() override {
