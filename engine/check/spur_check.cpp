@@ -126,7 +126,8 @@ int main(int argc, char** argv) try {
     } else {
       std::cout << " (not distributed: one process needs no rendezvous)";
     }
-    std::cout << "; all-reduce, gather, broadcast and gradient sync agree" << std::endl;
+    std::cout << "; all-reduce, gather, broadcast and gradient sync (via " << accelerator.gradient_transport()
+              << ") agree" << std::endl;
   }
   return EXIT_SUCCESS;
 } catch (const std::exception& e) {

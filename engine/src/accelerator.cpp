@@ -82,6 +82,11 @@ int64_t Accelerator::num_processes() const { return core_->state.world_size; }
 bool Accelerator::is_main_process() const { return core_->state.is_main_process(); }
 bool Accelerator::is_local_main_process() const { return core_->state.is_local_main_process(); }
 bool Accelerator::distributed() const { return core_->comm != nullptr; }
+std::string Accelerator::gradient_transport() const {
+  if (!core_->comm) return "none";
+  if (core_->comm->shared_memory()) return "shared memory";
+  return core_->device.is_cuda() ? "nccl" : "gloo";
+}
 torch::Device Accelerator::device() const { return core_->device; }
 Precision Accelerator::mixed_precision() const { return core_->precision; }
 int64_t Accelerator::gradient_accumulation_steps() const { return core_->accumulation_steps; }

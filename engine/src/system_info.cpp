@@ -82,6 +82,8 @@ std::vector<std::pair<std::string, std::string>> runtime_report() {
   }
 #else
   rows.emplace_back("LibTorch", torch_version() + ", CPU build");
+  rows.emplace_back("CUDA support", detail::cuda_support_status());
+  rows.emplace_back("LibTorch CUDA library", loaded_files("libtorch_cuda.so"));
   rows.emplace_back("CUDA devices", "none (this LibTorch has no CUDA)");
 #endif
   const auto blas = blas_info();

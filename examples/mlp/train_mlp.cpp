@@ -63,7 +63,8 @@ int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
   spur::Accelerator accelerator;
   accelerator.print(spur::environment_summary(), "|", accelerator.num_processes(), "process(es) on",
-                    accelerator.device().str(), "| mixed precision", spur::to_string(accelerator.mixed_precision()));
+                    accelerator.device().str(), "| mixed precision", spur::to_string(accelerator.mixed_precision()),
+                    "| gradients via", accelerator.gradient_transport());
 
   // The data: random inputs labelled by a fixed random teacher network (the same on every rank: same seed).
   accelerator.set_seed(1234);

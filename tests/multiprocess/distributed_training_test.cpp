@@ -70,18 +70,23 @@ class DistributedTrainingTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // Gradients summed through shared memory (ranks on one machine, the default) and through Gloo alike.
   void ddp_matches_single_process_data() {
     QTest::addColumn<int>("world");
     QTest::addColumn<int>("bucket_bytes");
-    QTest::newRow("2 ranks, default buckets") << 2 << 0;
-    QTest::newRow("3 ranks, default buckets") << 3 << 0;
-    QTest::newRow("2 ranks, 512-byte buckets") << 2 << 512;
-    QTest::newRow("3 ranks, 256-byte buckets") << 3 << 256;
+    QTest::addColumn<bool>("gloo");
+    QTest::newRow("2 ranks, default buckets") << 2 << 0 << false;
+    QTest::newRow("3 ranks, default buckets") << 3 << 0 << false;
+    QTest::newRow("2 ranks, 512-byte buckets") << 2 << 512 << false;
+    QTest::newRow("3 ranks, 256-byte buckets") << 3 << 256 << false;
+    QTest::newRow("2 ranks, Gloo") << 2 << 0 << true;
+    QTest::newRow("3 ranks, 256-byte buckets, Gloo") << 3 << 256 << true;
   }
 
   void ddp_matches_single_process() {
     QFETCH(int, world);
     QFETCH(int, bucket_bytes);
+    QFETCH(bool, gloo);
     QTemporaryDir out;
     const int steps = 8;
     run_reference(out.path(), steps, 12);
@@ -89,6 +94,7 @@ class DistributedTrainingTest : public QObject {
                     {"ddp", "--out", out.path(), "--steps", QString::number(steps), "--bucket_bytes",
                      QString::number(bucket_bytes)},
                     world);
+    if (gloo) ranks.set_env("SPUR_SHM_ALLREDUCE", "0");
     QVERIFY(ranks.start());
     verify_ranks(ranks, world, out.path(), 2e-5);
   }

@@ -201,6 +201,10 @@ int ddp(const Args& args) {
   auto sgd = make_sgd(net);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
   check(accelerator.unwrap_model(model).get() == net.get(), "unwrap_model returns the user's module");
+  const char* shm = std::getenv("SPUR_SHM_ALLREDUCE");
+  const std::string expected = world == 1 ? "none" : (shm && std::string(shm) == "0") ? "gloo" : "shared memory";
+  check(accelerator.gradient_transport() == expected,
+        "gradients via " + accelerator.gradient_transport() + ", expected " + expected);
 
   for (int64_t step = 0; step < args.steps; ++step) {
     if (step == 3 && rank == args.crash_rank) {

@@ -68,6 +68,9 @@ class Accelerator {
   bool is_main_process() const;
   bool is_local_main_process() const;
   bool distributed() const;
+  /// How gradients are summed across ranks: "none" (one process), "shared memory" (every rank on this machine,
+  /// CPU), "gloo" or "nccl".
+  std::string gradient_transport() const;
   torch::Device device() const;
   Precision mixed_precision() const;
   int64_t gradient_accumulation_steps() const;
