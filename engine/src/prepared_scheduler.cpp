@@ -2,6 +2,11 @@
 // PreparedScheduler: Accelerate's stepping rule over a LibTorch LR scheduler.
 #include <spur/scheduler.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include <spur/error.h>
+
 #include "accelerator_core.h"
 
 namespace spur {
@@ -25,6 +30,38 @@ void PreparedScheduler::step() {
   if (!core_->gradient.sync_gradients || core_->step_was_skipped) return;
   const int64_t times = core_->options.split_batches ? 1 : core_->state.world_size;
   for (int64_t i = 0; i < times; ++i) scheduler_->step();
+}
+
+CosineWithWarmup::CosineWithWarmup(torch::optim::Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps,
+                                   double min_ratio)
+    : LRScheduler(optimizer),
+      optimizer_(optimizer),
+      warmup_steps_(warmup_steps),
+      total_steps_(total_steps),
+      min_ratio_(min_ratio) {
+  if (warmup_steps < 0 || total_steps < 1 || warmup_steps > total_steps || min_ratio < 0 || min_ratio > 1) {
+    throw Error("CosineWithWarmup needs 0 <= warmup_steps <= total_steps, total_steps >= 1 and 0 <= min_ratio <= 1 "
+                "(got " + std::to_string(warmup_steps) + ", " + std::to_string(total_steps) + ", " +
+                std::to_string(min_ratio) + ")");
+  }
+  for (auto& group : optimizer_.param_groups()) {
+    base_lrs_.push_back(group.options().get_lr());
+    group.options().set_lr(base_lrs_.back() * factor(0));
+  }
+}
+
+double CosineWithWarmup::factor(int64_t step) const {
+  if (step < warmup_steps_) return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps_));
+  const double progress = std::min(1.0, static_cast<double>(step - warmup_steps_) /
+                                            static_cast<double>(std::max<int64_t>(1, total_steps_ - warmup_steps_)));
+  return min_ratio_ + (1.0 - min_ratio_) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+std::vector<double> CosineWithWarmup::get_lrs() {
+  // LRScheduler::step() asks before counting the step it is taking.
+  std::vector<double> lrs;
+  for (const double base : base_lrs_) lrs.push_back(base * factor(static_cast<int64_t>(step_count_) + 1));
+  return lrs;
 }
 
 namespace detail {

@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 TARGETS = {("single", "small"): 1.01, ("single", "large"): 1.01, ("ddp", "small"): 0.85, ("ddp", "large"): 0.95,
+           ("ddp", "cnn"): 0.90, ("ddp", "gpt"): 0.95, ("private", "cnn"): 0.5, ("private", "gpt"): 0.5,
            ("private", "small"): 0.5, ("private", "large"): 0.5}
 
 
@@ -63,7 +64,7 @@ def run_ranks(command, world, timeout):
                 proc.wait()
 
 
-def run_accelerate(python, script, workload, steps, timeout):
+def run_accelerate(python, script, workload, steps, timeout):  # noqa: C901
     """Both ranks of the Accelerate peer under `accelerate launch`; returns their JSON records by rank."""
     import tempfile
     accelerate = os.path.join(os.path.dirname(python), "accelerate")
@@ -103,6 +104,8 @@ def main():
     parser.add_argument("--workloads", default="small,large")
     parser.add_argument("--repeats", type=int, default=3,
                         help="2-rank runs of each implementation, interleaved; the median run counts")
+    parser.add_argument("--workload-bench", help="path to workload_bench: the examples' CNN and GPT against Accelerate")
+    parser.add_argument("--workload-steps", type=int, default=60)
     parser.add_argument("--loader-bench", help="path to the loader_bench binary")
     parser.add_argument("--loader-samples", type=int, default=40000)
     parser.add_argument("--tracking-bench", help="path to the tracking_bench binary")
@@ -153,6 +156,23 @@ def main():
                 single["spur_ms"], "")
             row("Spur 2-rank step, this/other", workload, "ms", "other LibTorch", other[0]["median_ms"],
                 sp[0]["median_ms"], "")
+
+    if args.workload_bench:
+        # The examples' models (Fashion-MNIST CNN, byte-level GPT), 2 ranks, against the same under Accelerate.
+        for workload in ("cnn", "gpt"):
+            py_runs, sp_runs = [], []
+            for _ in range(args.repeats):
+                py_runs.append(run_accelerate(args.python, os.path.join(here, "workload_peer.py"), workload,
+                                              args.workload_steps, timeout * 4))
+                sp_runs.append(run_ranks([args.workload_bench, workload, "--steps", str(args.workload_steps)], 2,
+                                         timeout * 4))
+            py = sorted(py_runs, key=lambda run: run[0]["median_ms"])[len(py_runs) // 2]
+            sp = sorted(sp_runs, key=lambda run: run[0]["median_ms"])[len(sp_runs) // 2]
+            row("2-rank training step (rank 0)", workload, "ms", "Accelerate", py[0]["median_ms"], sp[0]["median_ms"],
+                "ddp")
+            for rank in range(2):
+                row(f"private, rank {rank}", workload, "MiB", "Accelerate", py[rank]["private_mib"],
+                    sp[rank]["private_mib"], "private")
 
     if args.loader_bench:
         env = dict(os.environ, OMP_NUM_THREADS="1")

@@ -4,8 +4,11 @@
 // per optimizer step unless split_batches (the schedule was written for one process's batches).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
+#include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
 
 namespace spur {
@@ -26,6 +29,26 @@ class PreparedScheduler {
  private:
   std::shared_ptr<torch::optim::LRScheduler> scheduler_;
   std::shared_ptr<detail::AcceleratorCore> core_;
+};
+
+/// LibTorch has StepLR and ReduceLROnPlateau only. This is the schedule most training scripts use
+/// (transformers' get_cosine_schedule_with_warmup): the learning rate rises linearly from 0 to the optimizer's
+/// over `warmup_steps`, then follows a cosine down to `min_ratio` times it at `total_steps`, and stays there.
+/// Construction sets the step-0 rate, as PyTorch's LambdaLR does. Prepare it (it steps with the optimizer).
+class CosineWithWarmup : public torch::optim::LRScheduler {
+ public:
+  /// Default min_ratio: 0.
+  CosineWithWarmup(torch::optim::Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps,
+                   double min_ratio = 0.0);
+  /// The factor on the base rates after `step` scheduler steps.
+  double factor(int64_t step) const;
+
+ private:
+  std::vector<double> get_lrs() override;
+  torch::optim::Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+  int64_t warmup_steps_, total_steps_;
+  double min_ratio_;
 };
 
 namespace detail {
