@@ -44,11 +44,14 @@ set(CPACK_DEBIAN_ENGINE_DESCRIPTION "Accelerate-style distributed training for L
 Spur runs one LibTorch (PyTorch C++) training program on one CPU, many processes, several
 machines over SSH or Amazon SageMaker, with mixed precision and gradient accumulation, by
 adding a few lines to its loop. This package holds the engine (libspur, headers and the
-CMake package Spur), the spur command (config, launch, test, runs, env) and an example.")
+CMake package Spur), the spur command (config, launch, test, runs, env) and the examples
+(an MLP, a Fashion-MNIST CNN, a byte-level GPT).")
 
 set(CPACK_DEBIAN_STUDIO_PACKAGE_NAME spur-studio)
 set(CPACK_DEBIAN_STUDIO_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_STUDIO_PACKAGE_DEPENDS "spur (= ${PROJECT_VERSION})")
+# The demo workspace trains the Fashion-MNIST example on Debian's copy of the data set.
+set(CPACK_DEBIAN_STUDIO_PACKAGE_RECOMMENDS "dataset-fashion-mnist")
 set(CPACK_DEBIAN_STUDIO_DESCRIPTION "desktop app to set up, launch and watch Spur training runs
 Spur Studio writes run configurations in Hugging Face Accelerate's format, launches, stops
 and relaunches runs, and shows every logged metric live with the runs overlaid, each

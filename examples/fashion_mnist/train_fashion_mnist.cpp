@@ -179,6 +179,8 @@ std::string checkpoint_to_resume(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  // Time to an accuracy counts from the program's start, data loading included (as tests/bench/train_peer.py).
+  const auto started = std::chrono::steady_clock::now();
   const Options o = parse(argc, argv);
   spur::AcceleratorOptions accelerator_options;
   if (!o.precision.empty()) {
@@ -240,7 +242,11 @@ int main(int argc, char** argv) try {
     auto loss_sum = torch::zeros({});
     int64_t since_log = 0, samples = 0;
     auto clock = std::chrono::steady_clock::now();
+    // Time spent waiting for the loader's next batch (it should never starve the step).
+    double waited = 0;
+    auto asked = std::chrono::steady_clock::now();
     for (auto& batch : train) {
+      waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
       auto scope = accelerator.accumulate(model);
       auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
       accelerator.backward(loss);
@@ -251,6 +257,7 @@ int main(int argc, char** argv) try {
       loss_sum += loss.detach();
       ++since_log;
       samples += batch.data.size(0);
+      asked = std::chrono::steady_clock::now();
       if (!accelerator.sync_gradients()) continue;
       ++step;
       if (step % o.log_every == 0 || step == total) {
@@ -258,12 +265,15 @@ int main(int argc, char** argv) try {
         const double mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
         const double per_second = static_cast<double>(samples * accelerator.num_processes()) / seconds;
         const double lr = optimizer->param_groups()[0].options().get_lr();
+        const double wait = 100.0 * waited / seconds;
         accelerator.print("epoch", epoch, "step", std::to_string(step) + "/" + std::to_string(total), "loss",
-                          std::to_string(mean), "lr", std::to_string(lr), "samples/s", std::to_string(per_second));
-        accelerator.log({{"loss", mean}, {"lr", lr}, {"samples_per_s", per_second}}, step);
+                          std::to_string(mean), "lr", std::to_string(lr), "samples/s", std::to_string(per_second),
+                          "data wait", std::to_string(wait) + "%");
+        accelerator.log({{"loss", mean}, {"lr", lr}, {"samples_per_s", per_second}, {"data_wait_percent", wait}}, step);
         loss_sum.zero_();
         since_log = 0;
         samples = 0;
+        waited = 0;
         clock = std::chrono::steady_clock::now();
       }
       if (o.max_steps > 0 && step >= o.max_steps) {
@@ -282,7 +292,9 @@ int main(int argc, char** argv) try {
         correct += hits.sum().item<double>();
         seen += static_cast<double>(hits.size(0));
       }
-      accelerator.print("epoch", epoch, "test accuracy", std::to_string(correct / seen), "on", seen, "images");
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      accelerator.print("epoch", epoch, "test accuracy", std::to_string(correct / seen), "on", seen, "images at",
+                        std::to_string(static_cast<int64_t>(elapsed)), "s");
       accelerator.log({{"accuracy", correct / seen}, {"epoch", epoch}}, step);
     }
     // Every epoch's end (and where --max_steps stopped it) is a checkpoint to resume from.

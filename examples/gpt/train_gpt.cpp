@@ -358,8 +358,11 @@ int main(int argc, char** argv) try {
   auto loss_sum = torch::zeros({});
   int64_t since_log = 0, tokens = 0;
   auto clock = std::chrono::steady_clock::now();
+  double waited = 0;  // waiting for the loader's next batch
+  auto asked = std::chrono::steady_clock::now();
   while (step < o.max_steps) {
     for (auto& batch : train) {
+      waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
       auto scope = accelerator.accumulate(model);
       auto logits = model(batch.data);
       auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), batch.target.reshape({-1}));
@@ -371,6 +374,7 @@ int main(int argc, char** argv) try {
       loss_sum += loss.detach();
       ++since_log;
       tokens += batch.data.numel();
+      asked = std::chrono::steady_clock::now();
       if (!accelerator.sync_gradients()) continue;
       counter.fill_(++step);
       if (step % o.log_every == 0 || step == o.max_steps) {
@@ -378,12 +382,15 @@ int main(int argc, char** argv) try {
         const double mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
         const double per_second = static_cast<double>(tokens * accelerator.num_processes()) / seconds;
         const double lr = optimizer->param_groups()[0].options().get_lr();
+        const double wait = 100.0 * waited / seconds;
         accelerator.print("step", std::to_string(step) + "/" + std::to_string(o.max_steps), "loss", std::to_string(mean),
-                          "lr", std::to_string(lr), "tokens/s", std::to_string(per_second));
-        accelerator.log({{"loss", mean}, {"lr", lr}, {"tokens_per_s", per_second}}, step);
+                          "lr", std::to_string(lr), "tokens/s", std::to_string(per_second), "data wait",
+                          std::to_string(wait) + "%");
+        accelerator.log({{"loss", mean}, {"lr", lr}, {"tokens_per_s", per_second}, {"data_wait_percent", wait}}, step);
         loss_sum.zero_();
         since_log = 0;
         tokens = 0;
+        waited = 0;
         clock = std::chrono::steady_clock::now();
       }
       if (step % o.eval_every == 0 || step == o.max_steps) {

@@ -14,18 +14,21 @@ processes using them) and private memory (what one more rank costs). The target 
   tracking:   accelerator.log cost per value on the training thread (target <= 1 us; baseline: a vector append),
               values/s the history writer sustains (target > 500,000), read of a 1,000,000-point series (< 100 ms)
   launch:     `spur launch --num_processes 2` / torchrun, to both ranks' first line and to exit (launch_bench.py)
+  accuracy:   time for the Fashion-MNIST example to reach 90% test accuracy on 2 processes, Spur (`spur launch`)
+              against the same under `accelerate launch` (train_peer.py); program start to the epoch's test result
 Usage: run_benchmarks.py --bench build/tests/bench/step_bench [--steps 200] [--workloads small,large]
                          [--loader-bench build/tests/bench/loader_bench] [--spur build/app/spur]
 """
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 
 TARGETS = {("single", "small"): 1.01, ("single", "large"): 1.01, ("ddp", "small"): 0.85, ("ddp", "large"): 0.95,
-           ("ddp", "cnn"): 0.90, ("ddp", "gpt"): 0.95, ("private", "cnn"): 0.5, ("private", "gpt"): 0.5,
+           ("ddp", "cnn"): 0.90, ("ddp", "gpt"): 0.95,
            ("private", "small"): 0.5, ("private", "large"): 0.5}
 
 
@@ -85,6 +88,49 @@ def run_accelerate(python, script, workload, steps, timeout):  # noqa: C901
     return records
 
 
+ACCURACY_LINE = re.compile(r"epoch (\d+) test accuracy ([0-9.]+) .*at ([0-9.]+) s")
+
+
+def first_reaching(output, target):
+    """(epoch, accuracy, seconds) of the first epoch at or above `target`, else of the last epoch, else None."""
+    epochs = [(int(m[1]), float(m[2]), float(m[3])) for m in ACCURACY_LINE.finditer(output)]
+    reached = [e for e in epochs if e[1] >= target]
+    return reached[0] if reached else (epochs[-1] if epochs else None)
+
+
+def time_to_accuracy(args, here, target=0.90):
+    """The Fashion-MNIST example under `spur launch` against train_peer.py under `accelerate launch`, 2 processes."""
+    import tempfile
+    extra = ["--max_steps", str(args.accuracy_max_steps)] if args.accuracy_max_steps else []
+    accelerate = os.path.join(os.path.dirname(args.python), "accelerate")
+    timeout = 3600
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, HF_HOME=tmp, ACCELERATE_USE_CPU="1", SPUR_HISTORY=os.path.join(tmp, "history.db"))
+        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"):
+            env.pop(name, None)
+        spur = subprocess.run([args.spur, "launch", "--num_processes", "2", args.fashion_example, "--epochs",
+                               str(args.accuracy_epochs), "--output_dir", os.path.join(tmp, "spur")] + extra,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+        if spur.returncode != 0:
+            raise RuntimeError(f"spur launch exited {spur.returncode}:\n{spur.stdout[-3000:]}{spur.stderr[-3000:]}")
+        peer = subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+                               str(free_port()), os.path.join(here, "train_peer.py"), "--epochs",
+                               str(args.accuracy_epochs), "--target", str(target)] + extra,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+        if peer.returncode != 0:
+            raise RuntimeError(f"accelerate launch exited {peer.returncode}:\n{peer.stderr[-3000:]}")
+    sp, py = first_reaching(spur.stdout + spur.stderr, target), first_reaching(peer.stdout, target)
+    if sp is None or py is None:
+        raise RuntimeError(f"no test accuracy in the output:\n{spur.stdout[-2000:]}\n{peer.stdout[-2000:]}")
+    for name, (epoch, accuracy, seconds) in (("Accelerate", py), ("Spur", sp)):
+        status = "reached" if accuracy >= target else "did not reach"
+        print(f"cnn    {name:10} {status} {target:.0%} test accuracy: epoch {epoch}, {accuracy:.4f} at {seconds:.0f} s")
+    if sp[1] >= target and py[1] >= target:
+        print(f"cnn    time to {target:.0%} test accuracy, 2 processes  Accelerate {py[2]:7.0f} s   spur {sp[2]:7.0f} s  "
+              f"ratio {sp[2] / py[2]:6.3f}")
+
+
 def row(what, workload, unit, baseline_name, baseline, spur, target_key):
     ratio = spur / baseline if baseline else float("nan")
     target = TARGETS.get((target_key, workload))
@@ -115,6 +161,10 @@ def main():
     parser.add_argument("--history-rig", help="path to spur_history_rig (the writers studio_stream_bench starts)")
     parser.add_argument("--studio-points", type=int, default=30000, help="points per streaming run")
     parser.add_argument("--spur", help="path to the spur command (launch latency against torchrun)")
+    parser.add_argument("--fashion-example", help="path to train_fashion_mnist: time to 90%% test accuracy against "
+                                                  "Accelerate (needs --spur)")
+    parser.add_argument("--accuracy-epochs", type=int, default=5)
+    parser.add_argument("--accuracy-max-steps", type=int, default=0, help="cut each run short (a check of the tooling)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     timeout = 60 + args.steps * 2
@@ -124,7 +174,7 @@ def main():
 
     print(f"Spur step benchmarks: median of {args.steps} steps after 20 warm-up, OMP_NUM_THREADS=1 per process; "
           f"2-rank figures from the median of {args.repeats} interleaved runs")
-    for workload in args.workloads.split(","):
+    for workload in filter(None, args.workloads.split(",")):
         env = dict(os.environ, OMP_NUM_THREADS="1")
         out = subprocess.run([args.bench, "single", workload, "--steps", str(args.steps)], env=env, check=True,
                              capture_output=True, text=True, timeout=timeout).stdout
@@ -220,6 +270,9 @@ def main():
               f"{st['stream_lag_p50_ms']:6.2f} / p99 {st['stream_lag_p99_ms']:6.2f} / max {st['stream_lag_max_ms']:6.2f} ms  "
               f"{'meets' if st['stream_lag_p99_ms'] < 16 else 'MISSES'} p99 < 16 ms; every point drawn "
               f"{st['drawn_after_writers_ms']} ms after the writers ended")
+
+    if args.fashion_example and args.spur:
+        time_to_accuracy(args, here)
 
     if args.spur:
         import launch_bench

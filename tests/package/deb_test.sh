@@ -68,7 +68,8 @@ expect_files() {  # package paths...
 step "file lists"
 expect_files "$engine" /usr/bin/spur /usr/lib/libspur.so /usr/include/spur/spur.h /usr/include/spur/version.h \
   /usr/lib/cmake/Spur/SpurConfig.cmake /usr/lib/cmake/Spur/SpurConfigVersion.cmake /usr/libexec/spur/spur-check \
-  /usr/libexec/spur/examples/train_mlp /usr/share/bash-completion/completions/spur /usr/share/man/man1/spur.1.gz \
+  /usr/libexec/spur/examples/train_mlp /usr/libexec/spur/examples/train_fashion_mnist \
+  /usr/libexec/spur/examples/train_gpt /usr/share/bash-completion/completions/spur /usr/share/man/man1/spur.1.gz \
   /usr/share/doc/spur/copyright
 if grep -q 'spur-studio\|/usr/share/applications' <<<"$(files "$engine")"; then fail "the engine package holds Studio files"; fi
 
@@ -77,6 +78,7 @@ if [ -f "$studio" ]; then
   expect_field "$studio" Version "^${version//./\\.}$"
   expect_field "$studio" Depends "spur \\(= ${version//./\\.}\\)"
   expect_field "$studio" Depends 'libqt6widgets6'
+  expect_field "$studio" Recommends '^dataset-fashion-mnist$'
   expect_field "$studio" Depends 'libqcustomplot'
   expect_field "$studio" Description '^desktop app to set up, launch and watch Spur training runs'
   resolvable "$studio"

@@ -5,6 +5,6 @@
 set -e
 build=${1:-build}
 here=$(cd "$(dirname "$0")/../.." && pwd)
-cmake --build "$build" --target studio_screens spur_cli train_mlp
+cmake --build "$build" --target studio_screens spur_cli train_fashion_mnist
 xvfb-run -a -s "-screen 0 1400x860x24" "$build/tests/screens/studio_screens" \
-  "$(realpath "$build/app/spur")" "$(realpath "$build/examples/train_mlp")" "$here/docs"
+  "$(realpath "$build/app/spur")" "$(realpath "$build/examples/train_fashion_mnist")" "$here/docs"
