@@ -93,8 +93,9 @@ case "${1:-}" in
     install_packages
     python_environment
     build
-    say "running the example on 2 processes: build/app/spur launch --num_processes 2 build/examples/train_mlp"
-    build/app/spur launch --num_processes 2 build/examples/train_mlp
+    say "training the Fashion-MNIST example for one epoch on 2 processes:" \
+      "build/app/spur launch --num_processes 2 build/examples/train_fashion_mnist --epochs 1"
+    build/app/spur launch --num_processes 2 build/examples/train_fashion_mnist --epochs 1
     ;;
   test)
     install_packages
@@ -105,6 +106,8 @@ case "${1:-}" in
     ctest --preset default || status=1
     say "running the test suite against Debian's LibTorch (ctest --preset debian)"
     ctest --preset debian || status=1
+    say "fuzzing each parser for ${SPUR_FUZZ_SECONDS:-30} s (tests/fuzz/run.sh: clang, ASan + UBSan)"
+    tests/fuzz/run.sh "${SPUR_FUZZ_SECONDS:-30}" || status=1
     exit "$status"
     ;;
   deps) install_packages; python_environment ;;

@@ -21,6 +21,23 @@ std::string target_path(const Arguments& args) {
   return app::default_config_path();
 }
 
+// Configurations are not written through a symbolic link (it may point anywhere, a history or another user's
+// file), and `config default` does not replace an existing one without --force, as `accelerate config default`.
+void check_writable(const std::string& path, bool replace_existing) {
+  const QFileInfo info(QString::fromStdString(path));
+  if (info.isSymLink()) {
+    throw UsageError(QString::fromStdString(path) + " is a symbolic link (to " + info.symLinkTarget() +
+                     "): spur config does not write through links; give the file itself with --config_file");
+  }
+  if (info.exists() && !info.isFile()) {
+    throw UsageError(QString::fromStdString(path) + " exists and is not a regular file");
+  }
+  if (info.exists() && !replace_existing) {
+    throw UsageError("a configuration already exists at " + QString::fromStdString(path) +
+                     "; it is kept (pass --force to replace it, or --config_file for another file)");
+  }
+}
+
 void print_notes(QTextStream& out, const app::RunConfig& config) {
   for (const auto& note : config.unsupported()) out << "note: " << QString::fromStdString(note) << "\n";
 }
@@ -119,9 +136,10 @@ int config_command(const QStringList& arguments) {
   const QString sub = rest.isEmpty() || rest.front().startsWith("--") ? QString() : rest.takeFirst();
   try {
     if (sub == "default") {
-      const Arguments args(rest, {"mixed_precision", "config_file"}, {});
+      const Arguments args(rest, {"mixed_precision", "config_file"}, {"force"});
       const auto precision = args.value("mixed_precision").value_or("no").toStdString();
       const auto path = target_path(args);
+      check_writable(path, args.has("force"));
       auto config = app::RunConfig::defaults(precision, app::DetectedHardware::detect().gpus);
       config.save(path);
       out << "Configuration saved at " << QString::fromStdString(path) << "\n";
@@ -150,8 +168,9 @@ int config_command(const QStringList& arguments) {
       return 0;
     }
     if (sub.isEmpty()) {
-      const Arguments args(rest, {"config_file"}, {});
+      const Arguments args(rest, {"config_file"}, {"force"});
       const auto path = target_path(args);
+      check_writable(path, true);  // the questionnaire replaces the file it is asked to write, as Accelerate's
       const auto config = questionnaire(path);
       config.save(path);
       out << "Configuration saved at " << QString::fromStdString(path) << "\n";

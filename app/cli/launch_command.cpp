@@ -2,6 +2,7 @@
 // `spur launch [--config_file F] [flags] PROGRAM [ARGS...]`: Accelerate's launch flags over the configuration in
 // effect, then this machine's ranks, supervised. `--dry_run` prints the plan and starts nothing.
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,6 +49,8 @@ const char* kUsage =
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
+    "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
+    "  standard input is /dev/null)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
     "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n"
     "a SageMaker configuration submits a training job and follows its logs (Ctrl-C stops it):\n"
@@ -65,7 +68,7 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
   run.target = target.toStdString();
   run.hosts = hosts.toStdString();
   run.config = config_yaml;
-  run.command = app::launch_command_line(QDir::currentPath(), given).toStdString();
+  run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
   return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
 }
 
@@ -82,6 +85,9 @@ void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
 }  // namespace
 
 int launch_command(const QStringList& given) {
+  // Output piped into a reader that stops early (`| head -n1`) must not kill the launcher: the run goes on and is
+  // recorded with its exit code; writes to the closed pipe fail quietly.
+  ::signal(SIGPIPE, SIG_IGN);
   QTextStream out(stdout);
   QTextStream err(stderr);
   std::optional<app::SageMakerContainer> container;
@@ -197,6 +203,7 @@ int launch_command(const QStringList& given) {
                                     app::effective_config(config, plan).to_yaml(), err);
       app::SupervisionOptions supervision;
       supervision.grace = std::chrono::seconds(grace);
+      supervision.stdin_mode = app::SupervisionOptions::Stdin::Pipe;  // its closing stops the remote ranks
       if (recorder) {
         supervision.on_line = [&recorder](const app::RankSpec& child, bool error_stream, const QString& line) {
           return recorder->line(child.label, -1, error_stream, line);
@@ -221,6 +228,10 @@ int launch_command(const QStringList& given) {
     app::SupervisionOptions supervision;
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
+    if (args.has("interactive")) {
+      if (supervision.exit_on_stdin_eof) throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
+      supervision.stdin_mode = app::SupervisionOptions::Stdin::Rank0;
+    }
     std::unique_ptr<app::RunRecorder> recorder;
     if (!container) {
       recorder = make_recorder(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),

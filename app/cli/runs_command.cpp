@@ -6,9 +6,11 @@
 
 #include <QDateTime>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSaveFile>
 #include <QTextStream>
 #include <QThread>
 
@@ -124,7 +126,8 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   return 0;
 }
 
-int export_run(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out) {
+int export_run(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out,
+               const std::string& history_path) {
   const QString format = args.value("format").value_or("");
   if (format != "csv" && format != "json") throw UsageError("--format csv or --format json");
   QStringList keys;
@@ -162,8 +165,19 @@ int export_run(history::HistoryReader& reader, const history::Run& run, const Ar
     text = QJsonDocument(QJsonObject{{"run", run_json(run)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
   }
   if (auto path = args.value("output")) {
-    QFile file(*path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size()) {
+    // Never over the history itself or its journal files (issue 12: `--output "$SPUR_HISTORY"` replaced a
+    // 16-run history with 523 bytes), whatever name or link leads there.
+    const QFileInfo target(*path);
+    const QString history = QFileInfo(QString::fromStdString(history_path)).canonicalFilePath();
+    const QString resolved = target.exists() ? target.canonicalFilePath() : QString();
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      if (!resolved.isEmpty() && !history.isEmpty() && resolved == history + suffix) {
+        throw UsageError("--output " + *path + " is the run history (" + history + suffix +
+                         "); export to another file");
+      }
+    }
+    QSaveFile file(*path);  // whole or not at all
+    if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit()) {
       throw UsageError("cannot write " + *path + ": " + file.errorString());
     }
     return 0;
@@ -216,6 +230,14 @@ int runs_command(const QStringList& arguments) {
       const int64_t id = run_id(args, 1);
       if (!writer.has_run(id)) throw UsageError(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path)));
       if (action == "rm") {
+        // A running run's recorder would write it back without its config (issue 12): stop it first.
+        history::HistoryReader reader(path);
+        const auto run = existing(reader, id, path);
+        if (const auto status = app::effective_status(run); status == "running" || status == "queued") {
+          throw UsageError(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, "
+                                   "or kill -INT %3), then remove it")
+                               .arg(id).arg(status).arg(run.pid).arg(QString::fromStdString(run.host)));
+        }
         writer.delete_run(id);
         err << "spur runs: deleted run " << id << "\n";
       } else if (action == "tag") {
@@ -232,7 +254,7 @@ int runs_command(const QStringList& arguments) {
     if (action == "list") return list(reader, args, out);
     const auto run = existing(reader, run_id(args, 1), path);
     if (action == "show") return show(reader, run, out);
-    if (action == "export") return export_run(reader, run, args, out);
+    if (action == "export") return export_run(reader, run, args, out, path);
     if (action == "config") {
       if (run.config.empty()) throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
       out << QString::fromStdString(run.config);

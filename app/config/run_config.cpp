@@ -10,13 +10,77 @@
 #include <QSaveFile>
 #include <QStandardPaths>
 
+#include <sys/stat.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 namespace spur::app {
 namespace {
+
+// Run configurations are small, plain files: these bound what a hostile or mistaken one can cost.
+constexpr qint64 kMaxConfigBytes = 1 << 20;
+constexpr int kMaxConfigDepth = 64;
+
+// Walks the document's parse events before it is loaded: anchors and aliases are refused (a self-referencing
+// alias crashed `launch`; a billion-laughs file grew without bound; no Accelerate configuration uses them), and
+// so is nesting deeper than kMaxConfigDepth. `validate`, `show` and `launch` all read through here.
+class ConfigShape : public YAML::EventHandler {
+ public:
+  explicit ConfigShape(std::string name) : name_(std::move(name)) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { node(mark, anchor, false); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    throw ConfigError(name_ + ":" + std::to_string(mark.line + 1) +
+                      ": aliases (*name) are not accepted in a run configuration; write the value out");
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string&) override {
+    node(mark, anchor, false);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    node(mark, anchor, true);
+    open_.push_back({false, 0});
+  }
+  void OnSequenceEnd() override { open_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    node(mark, anchor, true);
+    open_.push_back({true, 0});
+  }
+  void OnMapEnd() override { open_.pop_back(); }
+
+ private:
+  struct Open {
+    bool map;
+    long children;
+  };
+  void node(const YAML::Mark& mark, YAML::anchor_t anchor, bool collection) {
+    const std::string where = name_ + ":" + std::to_string(mark.line + 1) + ": ";
+    if (anchor != YAML::NullAnchor) {
+      throw ConfigError(where + "anchors (&name) are not accepted in a run configuration; write the value out");
+    }
+    if (!open_.empty()) {
+      // In a mapping, children alternate key, value: a key is a name (`{{}}: x` once crashed the writer).
+      if (open_.back().map && open_.back().children % 2 == 0 && collection) {
+        throw ConfigError(where + "a key must be a name, not a mapping or a list");
+      }
+      ++open_.back().children;
+    }
+    if (collection && static_cast<int>(open_.size()) + 1 > kMaxConfigDepth) {
+      throw ConfigError(where + "nested deeper than " + std::to_string(kMaxConfigDepth) + " levels");
+    }
+  }
+  std::string name_;
+  std::vector<Open> open_;
+};
 
 const std::vector<std::string> kLocalKeys = {
     "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
@@ -218,8 +282,19 @@ void emit_json(std::ostringstream& out, const YAML::Node& node, int indent) {
 const std::vector<std::string>& RunConfig::known_keys(bool sagemaker) { return sagemaker ? kSageMakerKeys : kLocalKeys; }
 
 RunConfig RunConfig::load(const std::string& path) {
+  // Checked before opening: a FIFO would block forever and /dev/zero never ends.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw ConfigError(path + ": cannot read the configuration file: " + std::strerror(errno));
+  }
+  if (S_ISDIR(info.st_mode)) throw ConfigError(path + ": is a directory, not a configuration file");
+  if (!S_ISREG(info.st_mode)) throw ConfigError(path + ": is not a regular file (a device, FIFO or socket)");
+  if (info.st_size > kMaxConfigBytes) {
+    throw ConfigError(path + ": " + std::to_string(info.st_size) + " bytes; a run configuration is at most " +
+                      std::to_string(kMaxConfigBytes) + " bytes");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read the configuration file");
+  if (!in) throw ConfigError(path + ": cannot read the configuration file: " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   return parse(text.str(), path);
@@ -228,6 +303,12 @@ RunConfig RunConfig::load(const std::string& path) {
 RunConfig RunConfig::parse(const std::string& text, const std::string& name) {
   YAML::Node root;
   try {
+    std::istringstream events(text);
+    YAML::Parser parser(events);
+    ConfigShape shape(name);
+    // The first document only, as YAML::Load reads: yaml-cpp returns documents for ever from some inputs (a
+    // lone "," made `spur config validate` hang; found by tests/fuzz/fuzz_config).
+    parser.HandleNextDocument(shape);
     root = YAML::Load(text);  // JSON is read by the same parser: it is (near enough) YAML's flow style
   } catch (const YAML::ParserException& e) {
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML or JSON: " + e.msg);
@@ -380,11 +461,22 @@ std::string RunConfig::to_json() const {
 
 void RunConfig::save(const std::string& path) const {
   const QString target = QString::fromStdString(path);
-  QDir().mkpath(QFileInfo(target).absolutePath());
+  // A configuration can name hosts, roles and profiles: a new one is its owner's only (0600, new folders 0700);
+  // an existing one keeps its permissions.
+  const QString folder = QFileInfo(target).absolutePath();
+  QString missing = folder;
+  QStringList created;
+  while (!QFileInfo::exists(missing) && missing != QFileInfo(missing).absolutePath()) {
+    created << missing;
+    missing = QFileInfo(missing).absolutePath();
+  }
+  QDir().mkpath(folder);
+  for (const auto& made : created) QFile::setPermissions(made, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+  const bool is_new = !QFileInfo::exists(target);
   QSaveFile file(target);  // written whole or not at all: a crash never leaves half a config
   const std::string text = target.endsWith(".json") ? to_json() : to_yaml();
   if (!file.open(QIODevice::WriteOnly) || file.write(text.data(), static_cast<qint64>(text.size())) < 0 ||
-      !file.commit()) {
+      (is_new && !file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner)) || !file.commit()) {
     throw ConfigError(path + ": cannot write the configuration: " + file.errorString().toStdString());
   }
 }

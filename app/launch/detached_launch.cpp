@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
 #include <QStandardPaths>
@@ -38,7 +39,13 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
     result.error = "cannot find the spur command (" + spur + "): install Spur, or set SPUR_PROGRAM";
     return result;
   }
-  if (!log_file.isEmpty()) QDir().mkpath(QFileInfo(log_file).absolutePath());
+  if (!log_file.isEmpty()) {
+    // The launcher's account can quote configurations and commands: the log is its owner's only (issue 12).
+    QDir().mkpath(QFileInfo(log_file).absolutePath());
+    QFile log(log_file);
+    if (!log.exists() && log.open(QIODevice::WriteOnly)) log.close();
+    QFile::setPermissions(log_file, QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+  }
   QProcess process;
   // setsid (util-linux): the launcher leaves the caller's session, so closing the caller's terminal or pressing
   // Ctrl-C there does not stop the run. It execs spur in place, so the pid is the launcher's.

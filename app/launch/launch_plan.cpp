@@ -5,8 +5,10 @@
 #include "launch/launch_plan.h"
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <QSet>
 #include <QStandardPaths>
 
 namespace spur::app {
@@ -79,9 +81,28 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
 
   QString resolved = program;
   if (machine.resolve_program) {
-    resolved = QFileInfo(program).isExecutable() && program.contains('/') ? QFileInfo(program).absoluteFilePath()
-                                                                         : QStandardPaths::findExecutable(program);
-    if (resolved.isEmpty()) throw LaunchError("cannot run '" + program + "': no such executable file (nor on PATH)");
+    if (program.contains('/')) {
+      // A path: say what is wrong with the file (issue 12: "no such executable file" for a file that exists but
+      // lacks the execute bit, or is a directory).
+      const QFileInfo info(program);
+      if (info.isDir()) throw LaunchError("cannot run '" + program + "': it is a directory");
+      if (!info.exists()) throw LaunchError("cannot run '" + program + "': no such file");
+      if (!info.isExecutable()) {
+        throw LaunchError("cannot run '" + program + "': the file is not executable (chmod +x " + program + ")");
+      }
+      resolved = info.absoluteFilePath();
+    } else {
+      resolved = QStandardPaths::findExecutable(program);
+      if (resolved.isEmpty()) throw LaunchError("cannot run '" + program + "': no such executable file on PATH");
+    }
+    // Neither an ELF file nor a script: exec would hand it to /bin/sh as a script of garbage.
+    // (An execute-only file cannot be read: the kernel judges it.)
+    QFile file(resolved);
+    const QByteArray head = file.open(QIODevice::ReadOnly) ? file.read(4) : QByteArray("#!");
+    if (!head.startsWith("\x7f" "ELF") && !head.startsWith("#!")) {
+      throw LaunchError("cannot run '" + program + "': " + resolved +
+                        " is not a program (neither an ELF executable nor a script starting with #!)");
+    }
   }
 
   for (int local = 0; local < plan.local_world_size; ++local) {
@@ -126,19 +147,64 @@ QString LaunchPlan::describe() const {
     text += "\n";
     auto keys = rank.environment.keys();
     keys.sort();
-    for (const auto& key : keys) text += "    " + key + "=" + rank.environment.value(key) + "\n";
+    for (const auto& key : keys) {
+      text += "    " + key + "=" + (is_secret_name(key) ? QString("<redacted>") : rank.environment.value(key)) + "\n";
+    }
   }
   for (const auto& note : notes) text += "note: " + note + "\n";
   return text;
 }
 
+bool is_secret_name(const QString& name) {
+  static const QRegularExpression secret("TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|(^|_)(KEY|AUTH|PAT)($|_)",
+                                         QRegularExpression::CaseInsensitiveOption);
+  return secret.match(name).hasMatch();
+}
+
+QStringList redact_secrets(const QStringList& launch_arguments) {
+  QStringList words = launch_arguments;
+  const auto redact = [](const QString& assignment) {
+    const auto eq = assignment.indexOf('=');
+    return eq > 0 && is_secret_name(assignment.left(eq)) ? assignment.left(eq) : assignment;
+  };
+  for (qsizetype i = 0; i < words.size(); ++i) {
+    if (words[i] == "--") break;  // the program's own arguments are its business
+    if ((words[i] == "--env") && i + 1 < words.size()) {
+      words[i + 1] = redact(words[i + 1]);
+      ++i;
+    } else if (words[i].startsWith("--env=")) {
+      words[i] = "--env=" + redact(words[i].mid(6));
+    }
+  }
+  return words;
+}
+
 QPair<QString, QString> parse_environment_assignment(const QString& text) {
   static const QRegularExpression name("^[A-Za-z_][A-Za-z0-9_]*$");
   const auto eq = text.indexOf('=');
-  if (eq <= 0 || !name.match(text.left(eq)).hasMatch()) {
-    throw LaunchError("--env '" + text + "': expected NAME=VALUE with NAME a variable name");
+  const QString variable = eq < 0 ? text : text.left(eq);
+  if (!name.match(variable).hasMatch()) {
+    throw LaunchError("--env '" + text + "': expected NAME=VALUE or NAME, with NAME a variable name");
   }
-  return {text.left(eq), text.mid(eq + 1)};
+  // Each rank's identity is the launcher's to give: `--env RANK=0` gave every rank the same rank (issue 12).
+  static const QSet<QString> owned{"RANK",      "LOCAL_RANK",       "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",  "ROLE_WORLD_SIZE",
+                                   "MASTER_ADDR", "MASTER_PORT",     "SPUR_LAUNCHER", "SPUR_RUN_ID"};
+  if (owned.contains(variable)) {
+    throw LaunchError("--env " + variable + ": spur launch sets " + variable +
+                      " for each rank itself (use --num_processes, --num_machines, --machine_rank, "
+                      "--main_process_ip and --main_process_port)");
+  }
+  if (eq < 0) {
+    // `--env NAME`: this environment's value (what the history records for a secret), as `docker run -e NAME`.
+    const auto environment = QProcessEnvironment::systemEnvironment();
+    if (!environment.contains(variable)) {
+      throw LaunchError("--env " + variable + ": " + variable + " is not set here (give --env " + variable +
+                        "=VALUE, or export it)");
+    }
+    return {variable, environment.value(variable)};
+  }
+  return {variable, text.mid(eq + 1)};
 }
 
 namespace {

@@ -18,7 +18,7 @@ const QSet<QString>& launch_valued_flags() {
 }
 
 const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "no_config",
+  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "interactive", "no_config",
                                    "detach", "no_history"};
   return flags;
 }

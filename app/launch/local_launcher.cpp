@@ -15,6 +15,8 @@
 namespace spur::app {
 namespace {
 
+constexpr qsizetype kMaxLineBytes = 1 << 20;
+
 int signal_pipe[2] = {-1, -1};
 
 void on_posix_signal(int signal) {
@@ -55,6 +57,13 @@ int LocalLauncher::run() {
   struct sigaction previous[3];
   const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
+  // A reader of the launcher's output that goes away (`spur launch ... | head -n1`) must not end the training:
+  // writes then fail quietly and the ranks, the history and the exit code carry on.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction previous_pipe {};
+  ::sigaction(SIGPIPE, &ignore, &previous_pipe);
 
   if (options_.exit_on_stdin_eof) {
     stdin_notifier_ = std::make_unique<QSocketNotifier>(STDIN_FILENO, QSocketNotifier::Read);
@@ -66,6 +75,11 @@ int LocalLauncher::run() {
       if (!user_signal_) user_signal_ = SIGHUP;
       stop_all(SIGTERM);
     });
+  }
+  if (!guard_.start()) {
+    err_ << "spur launch: warning: cannot start the process that stops the ranks' descendants if this launcher is "
+            "killed: "
+         << std::strerror(errno) << "\n";
   }
   QEventLoop loop;
   loop_ = &loop;
@@ -80,8 +94,13 @@ int LocalLauncher::run() {
   }
   if (running_ > 0) loop.exec();
   loop_ = nullptr;
+  // What the ranks started and left running (a background job, a daemon) ends with the run.
+  if (const int left = guard_.finish(options_.grace); left > 0) {
+    err_ << "spur launch: stopped " << left << " process(es) the ranks left running\n";
+  }
 
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
+  ::sigaction(SIGPIPE, &previous_pipe, nullptr);
   signal_notifier_.reset();
   stdin_notifier_.reset();
   ::close(signal_pipe[0]);
@@ -92,7 +111,8 @@ int LocalLauncher::run() {
     const QString cause =
         exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_);
     err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: " << cause
-         << "; the other ranks were stopped. Its last lines:\n";
+         << "; the other ranks were stopped. "
+         << (rank.tail.empty() ? "It printed nothing.\n" : "Its last lines:\n");
     failure_ = rank.spec.label + " failed: " + cause + ".";
     for (const auto& line : rank.tail) {
       err_ << "  [" << rank.spec.label << "] " << line << "\n";
@@ -119,6 +139,16 @@ void LocalLauncher::start(Rank& rank) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
   });
+  switch (options_.stdin_mode) {
+    case SupervisionOptions::Stdin::Pipe: break;  // QProcess's own: a pipe kept open until the child ends
+    case SupervisionOptions::Stdin::Rank0:
+      if (rank.spec.rank == 0) {
+        process->setInputChannelMode(QProcess::ForwardedInputChannel);
+        break;
+      }
+      [[fallthrough]];
+    case SupervisionOptions::Stdin::Null: process->setStandardInputFile(QProcess::nullDevice()); break;
+  }
   connect(process, &QProcess::readyReadStandardOutput, this, [this, &rank] { read(rank, QProcess::StandardOutput); });
   connect(process, &QProcess::readyReadStandardError, this, [this, &rank] { read(rank, QProcess::StandardError); });
   connect(process, &QProcess::finished, this,
@@ -136,6 +166,7 @@ void LocalLauncher::start(Rank& rank) {
     return;
   }
   rank.pid = process->processId();
+  guard_.watch(static_cast<pid_t>(rank.pid));
   rank.running = true;
   ++running_;
 }
@@ -147,9 +178,13 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   auto& stream = channel == QProcess::StandardOutput ? out_ : err_;
   partial += process->readAll();
   qsizetype newline;
-  while ((newline = partial.indexOf('\n')) >= 0) {
-    const QString line = QString::fromUtf8(partial.left(newline));
-    partial.remove(0, newline + 1);
+  // A line longer than kMaxLineBytes is passed on in pieces of that size: output without newlines must not grow
+  // the launcher without bound (200 MB in one line made it 1.2 GB).
+  while ((newline = partial.indexOf('\n')) >= 0 || partial.size() >= kMaxLineBytes) {
+    const bool cut = newline < 0 || newline > kMaxLineBytes;
+    const qsizetype length = cut ? kMaxLineBytes : newline;
+    const QString line = QString::fromUtf8(partial.left(length));
+    partial.remove(0, cut ? length : length + 1);
     if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
     stream << "[" << rank.spec.label << "] " << line << "\n";
     rank.tail.push_back(line);

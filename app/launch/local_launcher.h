@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "launch/descendant_guard.h"
 #include "launch/launch_plan.h"
 
 class QEventLoop;
@@ -31,6 +32,13 @@ struct SupervisionOptions {
   /// Stop the ranks when stdin reaches end of file: the remote half of an SSH fan-out, whose connection closing
   /// (the local launcher stopped or died) must stop its ranks too; no tty needed.
   bool exit_on_stdin_eof = false;
+  /// What the children read as standard input. Default: /dev/null for every rank, so `input()`, `read` or a
+  /// debugger's prompt in a rank ends at once instead of waiting forever on a pipe nobody writes.
+  /// Rank0: rank 0 reads the launcher's own standard input (`spur launch --interactive`: a debugger, a prompt),
+  /// the others /dev/null. Pipe: an open pipe the launcher never writes or closes (the SSH fan-out's children,
+  /// whose remote side stops its ranks when that pipe closes).
+  enum class Stdin { Null, Rank0, Pipe };
+  Stdin stdin_mode = Stdin::Null;
   /// Sees every complete output line of every rank (the run history records them); returning true keeps the
   /// line off the console (a tracker's "@spur" record).
   std::function<bool(const RankSpec& rank, bool error_stream, const QString& line)> on_line;
@@ -81,6 +89,7 @@ class LocalLauncher : public QObject {
   QTimer kill_timer_;
   std::unique_ptr<QSocketNotifier> signal_notifier_;
   std::unique_ptr<QSocketNotifier> stdin_notifier_;
+  DescendantGuard guard_;  // declared last: destroyed first, killing what the ranks left
   QEventLoop* loop_ = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 
 #include <spur/error.h>
@@ -243,6 +244,9 @@ void write_value(std::string& out, const Value& v) {
     char buffer[32];
     std::snprintf(buffer, sizeof(buffer), "%.17g", d);
     out += buffer;
+    // A whole number written from a double stays a double when read back ("1.0", "-0.0", as Python's json
+    // writes them): "-0" would come back as the integer 0 (found by tests/fuzz/fuzz_json).
+    if (std::strpbrk(buffer, ".eEn") == nullptr) out += ".0";
   } else if (v.is_string()) {
     write_string(out, v.as_string());
   } else if (v.is_array()) {

@@ -42,45 +42,56 @@ Batches shard_split(const Batches& batches, int64_t batch_size, bool drop_last, 
 }
 
 // Whole batches in turn: batch i goes to rank i % num_processes, a round is yielded once all of it exists.
+// Work is proportional to this rank's share and one batch, not to num_processes squared: only this rank's batches
+// are visited, and the padding of the last round is read from the epoch's first batches by index.
 Batches shard_whole(const Batches& batches, int64_t batch_size, bool drop_last, const Layout& layout, int64_t rank) {
   const int64_t np = layout.num_processes;
+  const auto n = static_cast<int64_t>(batches.size());
+  const auto size = [&](int64_t i) { return static_cast<int64_t>(batches[static_cast<size_t>(i)].size()); };
   Batches out;
-  Batch start;    // the epoch's first np batches, to complete the last round from
-  Batch pending;  // this rank's batch of the current round
-  int64_t idx = -1;
-  for (const auto& batch : batches) {
-    ++idx;
-    if (!drop_last && idx < np) start.insert(start.end(), batch.begin(), batch.end());
-    if (idx % np == rank) pending = batch;
-    if (idx % np == np - 1 && static_cast<int64_t>(batch.size()) == batch_size) {
-      out.push_back(pending);
-      pending.clear();
+  Batch pending;  // this rank's batch of a round that never completes (the last one)
+  for (int64_t i = rank; i < n; i += np) {
+    const int64_t round_end = i - rank + np - 1;
+    if (round_end < n && size(round_end) == batch_size) {
+      out.push_back(batches[static_cast<size_t>(i)]);
+    } else {
+      pending = batches[static_cast<size_t>(i)];
     }
   }
-  if (drop_last || start.empty()) return out;
+  if (drop_last || n == 0) return out;
   if (!layout.even_batches) {
     if (!pending.empty()) out.push_back(pending);
     return out;
   }
   if (static_cast<int64_t>(pending.size()) == batch_size) out.push_back(pending);
-  const Batch first = start;
-  while (static_cast<int64_t>(start.size()) < np * batch_size) start.insert(start.end(), first.begin(), first.end());
+  // The epoch's first np batches (all of them if fewer), repeated as often as needed: the padding's source.
+  const int64_t first = std::min(n, np);
+  const int64_t cycle_length = (first - 1) * batch_size + size(first - 1);
+  const auto cycled = [&](int64_t j) {
+    const int64_t k = j % cycle_length;
+    return batches[static_cast<size_t>(k / batch_size)][static_cast<size_t>(k % batch_size)];
+  };
+  // The round is completed from position p0 on: the short last batch first (padded), then whole batches cycled
+  // from the start of the epoch.
   Batch last = batches.back();
+  int64_t p0 = n - 1;
   if (static_cast<int64_t>(last.size()) == batch_size) {
-    // The last batch was full and went to its rank already: start a new round.
-    last.clear();
-    ++idx;
+    last.clear();  // the last batch was full and went to its rank already: a new round starts
+    p0 = n;
   }
-  // Complete the round: the short batch first, then whole batches cycled from the start of the epoch.
-  int64_t cycle = 0;
-  while (idx % np != 0 || !last.empty()) {
-    const int64_t end = cycle + batch_size - static_cast<int64_t>(last.size());
-    last.insert(last.end(), start.begin() + cycle, start.begin() + end);
-    if (idx % np == rank) out.push_back(last);
-    cycle = end;
-    last.clear();
-    ++idx;
+  const auto short_length = static_cast<int64_t>(last.size());
+  int64_t round_end = p0;
+  if (p0 % np != 0) {
+    round_end = p0 + np - p0 % np;
+  } else if (short_length > 0) {
+    round_end = p0 + np;
   }
+  const int64_t p = p0 + ((rank - p0 % np) % np + np) % np;  // this rank's position in that round
+  if (p >= round_end) return out;
+  Batch batch = p == p0 ? last : Batch{};
+  const int64_t offset = (p - p0) * batch_size - short_length;  // where its padding starts in the cycle
+  for (int64_t j = std::max<int64_t>(offset, 0); j < offset + batch_size; ++j) batch.push_back(cycled(j));
+  out.push_back(std::move(batch));
   return out;
 }
 

@@ -150,6 +150,20 @@ class CliTest : public QObject {
                                                    "--num_processes", "0"}
                                     << "--num_processes must be between 1";
     QTest::newRow("unknown flag") << (base + QStringList{"--batch_size", "2", "--shuffle"}) << "unknown flag --shuffle";
+    // Issue 12, defect 8: this took 1.4 GB and aborted on bad_alloc.
+    QTest::newRow("too much to list") << QStringList{"shard-plan", "--dataset_len", "1", "--batch_size", "1000000",
+                                                     "--num_processes", "100000"}
+                                      << "would list up to 100000000001 indices";
+  }
+
+  // Issue 12, defect 8: the work grew with the square of the process count (each rank built the whole padding
+  // round); 100,000 processes of one sample now take as long as listing them.
+  void shard_plan_scales_with_what_it_lists() {
+    const auto result = spur_cli({"shard-plan", "--dataset_len", "1", "--batch_size", "1", "--num_processes", "100000"});
+    QCOMPARE(result.exit_code, 0);
+    QCOMPARE(result.output.count('\n'), 100000);
+    QVERIFY(result.output.startsWith("{\"rank\": 0, \"batches\": [[0]]}\n"));
+    QVERIFY(result.output.endsWith("{\"rank\": 99999, \"batches\": [[0]]}\n"));
   }
 
   void shard_plan_rejects_bad_combinations() {

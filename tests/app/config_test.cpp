@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `spur config` as a user runs it: the files Accelerate wrote (fixtures) get Accelerate's verdicts, errors name
 // file, line and key, what Spur writes is accepted by Accelerate's loader rules and round-trips unchanged.
+#include <sys/stat.h>
+
 #include <QFile>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -133,6 +136,51 @@ class ConfigTest : public QObject {
     QTest::newRow("sagemaker role") << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n"
                                        "ec2_instance_type: ml.m5.large\nmixed_precision: 'no'\n"
                                     << ": iam_role_name is missing";
+    // Issue 12, defect 3: a self-referencing alias passed validate, then crashed launch; a billion-laughs file
+    // grew without bound. validate judges what launch reads: both refuse them.
+    QTest::newRow("recursive alias") << "distributed_type: MULTI_CPU\ndeepspeed_config: &x {y: *x}\n"
+                                     << ":2: anchors (&name) are not accepted";
+    QString laughs = "distributed_type: MULTI_CPU\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (char c = 'b'; c <= 'j'; ++c) {
+      laughs += QString("%1: &%1 [*%2, *%2, *%2, *%2, *%2, *%2, *%2, *%2, *%2]\n").arg(QChar(c)).arg(QChar(c - 1));
+    }
+    QTest::newRow("billion laughs") << laughs << ":2: anchors (&name) are not accepted";
+    // Found by tests/fuzz/fuzz_config: yaml-cpp yields documents for ever from a lone comma; validate hung.
+    QTest::newRow("a mapping as a key") << "{{}}" << ":1: a key must be a name";
+    QTest::newRow("a nested mapping as a key") << "distributed_type: MULTI_CPU\nfsdp_config:\n  ? {a: 1}\n  : 2\n"
+                                               << ":3: a key must be a name";
+    QTest::newRow("a lone comma") << "," << ": a configuration is a mapping of keys to values";
+    QTest::newRow("deep nesting") << "distributed_type: MULTI_CPU\ndeepspeed_config: " + QString(100, '[') +
+                                         QString(100, ']') + "\n"
+                                  << ":2: nested deeper than 64 levels";
+  }
+
+  // Issue 12, defects 3 and 12: launch refuses what validate refuses, and files that are not configurations are
+  // named for what they are instead of hanging (a FIFO) or reading without end (/dev/zero).
+  void launch_and_validate_agree_on_odd_files() {
+    QTemporaryDir dir;
+    const QString alias = write(dir, "alias.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\ndeepspeed_config: &x {y: *x}\n");
+    for (const QStringList& command : {QStringList{"config", "validate", alias},
+                                       QStringList{"config", "show", "--config_file", alias},
+                                       QStringList{"launch", "--config_file", alias, "/bin/true"}}) {
+      const auto result = spur_cli(command);
+      QVERIFY2(result.exit_code != 0 && !result.crashed && result.output.contains(alias + ":3: anchors"),
+               qPrintable(command.join(' ') + ": " + result.output));
+    }
+    QVERIFY(::mkfifo(dir.filePath("fifo").toLocal8Bit().constData(), 0600) == 0);
+    const QList<QPair<QString, QString>> odd{{dir.path(), "is a directory"},
+                                              {dir.filePath("fifo"), "is not a regular file"},
+                                              {"/dev/zero", "is not a regular file"},
+                                              {dir.filePath("missing.yaml"), "No such file or directory"}};
+    for (const auto& [path, message] : odd) {
+      const auto result = spur_cli({"config", "validate", path});
+      QVERIFY2(result.exit_code != 0 && result.output.contains(path + ": ") && result.output.contains(message),
+               qPrintable(path + ": " + result.output));
+    }
+    const QString big = write(dir, "big.yaml", "distributed_type: MULTI_CPU\n# " + QString(2 << 20, 'x') + "\n");
+    const auto result = spur_cli({"config", "validate", big});
+    QVERIFY2(result.exit_code != 0 && result.output.contains("a run configuration is at most 1048576 bytes"),
+             qPrintable(result.output));
   }
 
   void errors_name_file_line_and_key() {
@@ -152,6 +200,10 @@ class ConfigTest : public QObject {
     QCOMPARE(result.exit_code, 0);
     const QString path = dir.path() + "/config/spur/default_config.yaml";
     QVERIFY2(result.output.contains(path), qPrintable(result.output));
+    // Issue 12, private files: a new configuration and the folders made for it are the owner's only.
+    QCOMPARE(QFileInfo(path).permissions() & QFileDevice::Permissions(0x7077), QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+    QCOMPARE(QFileInfo(dir.path() + "/config/spur").permissions() & QFileDevice::Permissions(0x7077),
+             QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
     QVERIFY2(accelerate_accepts(path), qPrintable(read(path)));
     QVERIFY(read(path).contains("mixed_precision: bf16"));
     QVERIFY(read(path).contains("distributed_type: 'NO'"));  // quoted, as Accelerate's writer does
@@ -161,6 +213,26 @@ class ConfigTest : public QObject {
     // `show` finds the default file by itself.
     result = spur_cli({"config", "show"}, env);
     QVERIFY2(result.output.startsWith("# " + path), qPrintable(result.output));
+    // Issue 12, defect 9: an existing file is kept without --force (as `accelerate config default`), and no
+    // configuration is written through a symbolic link.
+    const QByteArray before = read(path).toUtf8();
+    result = spur_cli({"config", "default", "--mixed_precision", "no"}, env);
+    QVERIFY2(result.exit_code != 0 && result.output.contains("a configuration already exists at " + path) &&
+                 result.output.contains("--force"),
+             qPrintable(result.output));
+    QCOMPARE(read(path).toUtf8(), before);
+    result = spur_cli({"config", "default", "--mixed_precision", "no", "--force"}, env);
+    QCOMPARE(result.exit_code, 0);
+    QVERIFY(read(path).contains("mixed_precision: 'no'") || read(path).contains("mixed_precision: no"));
+    const QString victim = dir.filePath("victim.txt");
+    QFile file(victim);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("precious\n");
+    file.close();
+    QVERIFY(QFile::link(victim, dir.filePath("link.yaml")));
+    result = spur_cli({"config", "default", "--force", "--config_file", dir.filePath("link.yaml")}, env);
+    QVERIFY2(result.exit_code != 0 && result.output.contains("is a symbolic link"), qPrintable(result.output));
+    QCOMPARE(read(victim), QString("precious\n"));
   }
 
   void accelerates_default_file_is_used_when_spur_has_none() {

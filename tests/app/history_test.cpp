@@ -7,6 +7,7 @@
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -344,6 +345,18 @@ class HistoryTest : public QObject {
     }
     const auto unknown = spur_cli({"runs", "export", "1", "--format", "csv", "--metrics", "nope"}, path);
     QVERIFY2(unknown.exit_code == 2 && unknown.output.contains("no metric 'nope'"), qPrintable(unknown.output));
+    // Issue 12, defect 9: an export never replaces the history, by its name, through a link or over its WAL.
+    const qint64 history_size = QFileInfo(path).size();
+    QVERIFY(QFile::link(path, dir.filePath("link.db")));
+    for (const QString& target : {path, dir.filePath("link.db"), path + "-wal"}) {
+      if (!QFileInfo::exists(target)) continue;
+      const auto over = spur_cli({"runs", "export", "1", "--format", "json", "--output", target}, path);
+      QVERIFY2(over.exit_code == 2 && over.output.contains("is the run history"), qPrintable(target + ": " + over.output));
+    }
+    QCOMPARE(QFileInfo(path).size(), history_size);
+    QCOMPARE(spur_cli({"runs", "list", "--json"}, path).output, list.output);
+    QCOMPARE(spur_cli({"runs", "export", "1", "--format", "json", "--output", dir.filePath("out.json")}, path).exit_code, 0);
+    QVERIFY(QFileInfo(dir.filePath("out.json")).size() > 0);
 
     // tag, note, rm.
     QCOMPARE(spur_cli({"runs", "tag", "1", "baseline"}, path).exit_code, 0);
@@ -399,6 +412,30 @@ class HistoryTest : public QObject {
     QVERIFY2(result.output.contains("epoch 1 accuracy"), qPrintable(result.output));
     QCOMPARE(result.output.count("the run history cannot be written"), 1);
     QVERIFY2(result.output.contains("spur: tracking: sqlite"), qPrintable(result.output));
+  }
+
+  // Issue 12, private files: consoles and configurations can hold secrets, so a new history, its WAL and shared
+  // memory files and the folders made for it are the owner's only; an existing file keeps its permissions.
+  void a_new_history_is_private() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("new/deeper/history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      spur::history::Run run;
+      run.name = "private";
+      writer.create_run(run);
+      const auto owner_only = QFileDevice::ReadOwner | QFileDevice::WriteOwner;
+      for (const QString& file : {path, path + "-wal", path + "-shm"}) {
+        QVERIFY2(QFileInfo::exists(file), qPrintable(file));
+        QCOMPARE(QFileInfo(file).permissions() & QFileDevice::Permissions(0x7077), owner_only);
+      }
+      for (const QString& folder : {dir.filePath("new"), dir.filePath("new/deeper")}) {
+        QCOMPARE(QFileInfo(folder).permissions() & QFileDevice::Permissions(0x7077), owner_only | QFileDevice::ExeOwner);
+      }
+    }
+    QVERIFY(QFile::setPermissions(path, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ReadGroup));
+    { spur::history::HistoryWriter writer(path.toStdString()); }
+    QVERIFY(QFileInfo(path).permissions() & QFileDevice::ReadGroup);
   }
 
   // Several processes opening a brand-new history at once: switching it to WAL needs an exclusive lock that

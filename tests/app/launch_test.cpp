@@ -42,6 +42,26 @@ bool wait_for_pids(const QTemporaryDir& dir, int count, int timeout_ms) {
   return false;
 }
 
+// The pids written as DIR/<prefix>0, DIR/<prefix>1... once all `count` exist; empty after the timeout.
+std::vector<qint64> wait_for_pid_files(const QTemporaryDir& dir, const QString& prefix, int count, int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (timer.elapsed() < timeout_ms) {
+    std::vector<qint64> pids;
+    for (int i = 0; i < count; ++i) {
+      QFile file(dir.filePath(prefix + QString::number(i)));
+      if (file.open(QIODevice::ReadOnly)) {
+        bool ok = false;
+        const qint64 pid = file.readAll().trimmed().toLongLong(&ok);
+        if (ok) pids.push_back(pid);
+      }
+    }
+    if (static_cast<int>(pids.size()) == count) return pids;
+    QThread::msleep(20);
+  }
+  return {};
+}
+
 }  // namespace
 
 class LaunchTest : public QObject {
@@ -275,6 +295,169 @@ class LaunchTest : public QObject {
     QVERIFY2(spur::test::all_dead(ranks, 5000), "a rank outlived its launcher");
   }
 
+  // Issue 12, defect 4: what a rank starts in the background ends with the run, whether the ranks exit, the user
+  // presses Ctrl-C or the launcher is killed with SIGKILL; a daemon that left its rank's process group (setsid)
+  // ends with the run too when the launcher lives to see the ranks end.
+  void nothing_a_rank_started_outlives_the_run_data() {
+    QTest::addColumn<QString>("how");
+    QTest::newRow("the ranks exit") << "exit";
+    QTest::newRow("Ctrl-C") << "sigint";
+    QTest::newRow("kill -9 of the launcher") << "sigkill";
+  }
+  void nothing_a_rank_started_outlives_the_run() {
+    QFETCH(QString, how);
+    QTemporaryDir dir;
+    const QString d = dir.path();
+    QString script = "sleep 300 & echo $! > " + d + "/background$RANK; ";
+    if (how == "exit") {
+      script += "setsid sleep 301 & echo $! > " + d + "/daemon$RANK; sleep 0.5; exit 0";
+    } else {
+      script += "wait";
+    }
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", "--grace_period", "2", "/bin/sh", "-c", script});
+    QVERIFY(spur.waitForStarted());
+    const auto background = wait_for_pid_files(dir, "background", 2, 20000);
+    QCOMPARE(background.size(), size_t(2));
+    std::vector<qint64> daemons;
+    if (how == "exit") {
+      daemons = wait_for_pid_files(dir, "daemon", 2, 20000);
+      QCOMPARE(daemons.size(), size_t(2));
+    } else if (how == "sigint") {
+      ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
+    } else {
+      spur.kill();
+    }
+    QVERIFY(spur.waitForFinished(30000));
+    const QString output = QString::fromUtf8(spur.readAll());
+    if (how == "exit") {
+      QCOMPARE(spur.exitCode(), 0);
+      QVERIFY2(output.contains("spur launch: stopped 4 process(es) the ranks left running"), qPrintable(output));
+    }
+    for (const auto pid : background) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable(how + ": " + output));
+    for (const auto pid : daemons) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable("setsid: " + output));
+  }
+
+  // Issue 12, defect 5: ranks read /dev/null, so a prompt ends at once instead of waiting forever on a pipe;
+  // --interactive hands rank 0 the launcher's own standard input.
+  void ranks_read_dev_null_unless_interactive() {
+    QTemporaryDir dir;
+    const QStringList program{"/bin/sh", "-c", "read line; echo \"rank $RANK read [$line] status $?\""};
+    QProcess spur;  // its standard input: a pipe the test keeps open, like a terminal nobody types into
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, QStringList{"launch", "--num_processes", "2"} + program);
+    QVERIFY(spur.waitForStarted());
+    QVERIFY2(spur.waitForFinished(20000), "a rank waited for input");
+    QString output = QString::fromUtf8(spur.readAll());
+    QVERIFY2(output.contains("rank 0 read [] status 1") && output.contains("rank 1 read [] status 1"), qPrintable(output));
+
+    spur.start(SPUR_CLI, QStringList{"launch", "--num_processes", "2", "--interactive"} + program);
+    QVERIFY(spur.waitForStarted());
+    spur.write("hello from the terminal\n");
+    QVERIFY2(spur.waitForFinished(20000), "rank 0 did not get the input");
+    output = QString::fromUtf8(spur.readAll());
+    QVERIFY2(output.contains("rank 0 read [hello from the terminal] status 0") &&
+                 output.contains("rank 1 read [] status 1"),
+             qPrintable(output));
+  }
+
+  // Issue 12, defect 11: a reader that stops early (`| head -n1`) no longer kills the launcher by SIGPIPE, so
+  // the ranks finish and the exit code is the run's; a line without a newline is passed on in 1 MiB pieces
+  // instead of growing the launcher; launcher-owned variables cannot be overridden with --env.
+  void launcher_survives_its_reader_and_bounds_lines() {
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const QString ranks = "for i in $(seq 1 300); do echo line $i; done; sleep 0.5; echo finished > " + dir.path() +
+                          "/finished$RANK";
+    const auto piped = spur::test::run_process(
+        "/bin/bash",
+        {"-c", "set -o pipefail; '" + QString(SPUR_CLI) + "' launch --num_processes 2 /bin/sh -c '" + ranks +
+                   "' | head -n1"},
+        env, 60000);
+    QVERIFY2(piped.exit_code == 0, qPrintable(piped.output));
+    QVERIFY(QFile::exists(dir.filePath("finished0")) && QFile::exists(dir.filePath("finished1")));
+    const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "list", "--json"}, env, 30000);
+    QVERIFY2(shown.output.contains("\"finished\"") &&
+                 shown.output.contains(QRegularExpression("\"exit_code\":\\s*0\\b")),
+             qPrintable(shown.output));
+
+    const auto long_line = launch(dir, {"--num_processes", "1", "/bin/sh", "-c", "head -c 2621440 /dev/zero | tr '\\0' x"});
+    QCOMPARE(long_line.exit_code, 0);
+    const auto pieces = long_line.output.split('\n', Qt::SkipEmptyParts).filter(QRegularExpression("^\\[rank0\\] x+$"));
+    QCOMPARE(pieces.size(), 3);  // 1 MiB, 1 MiB, 0.5 MiB
+    QCOMPARE(pieces[0].size(), qsizetype(8 + (1 << 20)));
+    QCOMPARE(pieces[2].size(), qsizetype(8 + (1 << 19)));
+
+    const auto owned = launch(dir, {"--num_processes", "2", "--env", "RANK=0", "/bin/true"});
+    QVERIFY(owned.exit_code != 0);
+    QVERIFY2(owned.output.contains("--env RANK: spur launch sets RANK for each rank itself"), qPrintable(owned.output));
+  }
+
+  // Issue 12, defect 6: a secret given with --env reaches the ranks but is neither stored in the history nor
+  // shown by --dry_run; the stored command (`--env HF_TOKEN`) relaunches with the value of the environment.
+  void secrets_are_not_stored_or_shown() {
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    const QString history = dir.filePath("history.db");
+    env.insert("SPUR_HISTORY", history);
+    const QString secret = "hf_s3cr3t_value_4711";
+    const QStringList program{"/bin/sh", "-c", "echo token length ${#HF_TOKEN} plain $PLAIN"};
+    auto result = spur::test::run_process(
+        SPUR_CLI, QStringList{"launch", "--num_processes", "2", "--env", "HF_TOKEN=" + secret, "--env=PLAIN=visible"} + program,
+        env, 60000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("token length 20 plain visible"), qPrintable(result.output));
+    QVERIFY(!result.output.contains(secret));
+    const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "show", "1"}, env, 30000);
+    QVERIFY2(shown.output.contains("--env HF_TOKEN ") && shown.output.contains("--env=PLAIN=visible") &&
+                 !shown.output.contains(secret),
+             qPrintable(shown.output));
+    for (const QString& file : {history, history + "-wal"}) {
+      QFile stored(file);
+      if (stored.open(QIODevice::ReadOnly)) QVERIFY2(!stored.readAll().contains(secret.toUtf8()), qPrintable(file));
+    }
+    const auto dry = spur::test::run_process(
+        SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--dry_run", "--env", "HF_TOKEN=" + secret} + program,
+        env, 30000);
+    QVERIFY2(dry.output.contains("HF_TOKEN=<redacted>") && !dry.output.contains(secret), qPrintable(dry.output));
+    // The recorded form: the value comes from the launcher's environment, and its absence is named.
+    env.insert("HF_TOKEN", "abc");
+    result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program,
+                                     env, 60000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("token length 3"), qPrintable(result.output));
+    env.remove("HF_TOKEN");
+    result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program,
+                                     env, 60000);
+    QVERIFY2(result.exit_code != 0 && result.output.contains("--env HF_TOKEN: HF_TOKEN is not set here"),
+             qPrintable(result.output));
+  }
+
+  // Issue 12, defect 11: `spur runs rm` of a running run raced with its recorder (the run came back without its
+  // config); it is refused until the run has ended.
+  void a_running_run_is_not_removed() {
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    QProcess spur;
+    spur.setProcessEnvironment(env);
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "1", SPUR_LAUNCH_RIG, "--pids", dir.path(), "--sleep", "60"});
+    QVERIFY(spur.waitForStarted());
+    QVERIFY(wait_for_pids(dir, 1, 20000));
+    const auto refused = spur::test::run_process(SPUR_CLI, {"runs", "rm", "1"}, env, 30000);
+    QVERIFY2(refused.exit_code != 0 && refused.output.contains("run 1 is running") &&
+                 refused.output.contains("stop it first"),
+             qPrintable(refused.output));
+    ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
+    QVERIFY(spur.waitForFinished(20000));
+    const auto removed = spur::test::run_process(SPUR_CLI, {"runs", "rm", "1"}, env, 30000);
+    QVERIFY2(removed.exit_code == 0, qPrintable(removed.output));
+    QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 1), 5000));
+  }
+
   void bad_input_is_named() {
     QTemporaryDir dir;
     auto result = launch(dir, {"--num_processes", "2", "/no/such/program"});
@@ -286,6 +469,26 @@ class LaunchTest : public QObject {
     result = launch(dir, {"--config_file", dir.path() + "/bad.yaml", SPUR_LAUNCH_RIG});
     QVERIFY2(result.exit_code != 0 && result.output.contains(dir.path() + "/bad.yaml:2: main_process_port"),
              qPrintable(result.output));
+    // Issue 12, defect 12: what is wrong with the program file is said, not "no such executable file".
+    QFile plain(dir.filePath("plain.sh"));
+    QVERIFY(plain.open(QIODevice::WriteOnly));
+    plain.write("#!/bin/sh\necho hi\n");
+    plain.close();
+    result = launch(dir, {"--num_processes", "2", dir.filePath("plain.sh")});
+    QVERIFY2(result.exit_code != 0 && result.output.contains("plain.sh': the file is not executable (chmod +x"),
+             qPrintable(result.output));
+    QFile garbage(dir.filePath("garbage"));
+    QVERIFY(garbage.open(QIODevice::WriteOnly));
+    garbage.write("\x01\x02 not a program at all\n");
+    garbage.close();
+    QVERIFY(garbage.setPermissions(garbage.permissions() | QFileDevice::ExeOwner));
+    result = launch(dir, {"--num_processes", "2", dir.filePath("garbage")});
+    QVERIFY2(result.exit_code != 0 && result.output.contains("is not a program (neither an ELF executable nor a script"),
+             qPrintable(result.output));
+    result = launch(dir, {"--num_processes", "2", dir.path()});
+    QVERIFY2(result.exit_code != 0 && result.output.contains("it is a directory"), qPrintable(result.output));
+    result = launch(dir, {"--num_processes", "2", "/bin/false"});
+    QVERIFY2(result.exit_code == 1 && result.output.contains("It printed nothing."), qPrintable(result.output));
     result = launch(dir, {"--num_processes", "two", SPUR_LAUNCH_RIG});
     QVERIFY2(result.exit_code != 0 && result.output.contains("--num_processes needs an integer"), qPrintable(result.output));
   }

@@ -28,6 +28,7 @@ class ThrowawaySshd {
   std::unique_ptr<QProcess> sshd_;
   int port_ = 0;
   QString problem_;
+  int closed_socket_ = -1;  // bound, never listening: the 'closed' host's port, held so nothing else takes it
 };
 
 }  // namespace spur::test

@@ -140,6 +140,11 @@ class ProcessStateTest : public QObject {
     QTest::newRow("zero accumulation") << "SPUR_GRADIENT_ACCUMULATION_STEPS=0"
                                        << "SPUR_GRADIENT_ACCUMULATION_STEPS=0 is out of range";
     QTest::newRow("timeout not a number") << "SPUR_RENDEZVOUS_TIMEOUT=5s" << "SPUR_RENDEZVOUS_TIMEOUT='5s'";
+    // Issue 12, defect 7: a huge timeout overflowed into "-1s" instead of being refused by name.
+    QTest::newRow("rendezvous timeout too long") << "SPUR_RENDEZVOUS_TIMEOUT=9300000000"
+                                                 << "SPUR_RENDEZVOUS_TIMEOUT=9300000000 is out of range [1, 2000000]";
+    QTest::newRow("collective timeout too long") << "SPUR_COLLECTIVE_TIMEOUT=2000001"
+                                                 << "SPUR_COLLECTIVE_TIMEOUT=2000001 is out of range [1, 2000000]";
   }
 
   void errors_name_the_variable() {

@@ -7,6 +7,7 @@
 #include <QTest>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 
 #include <thread>
@@ -67,6 +68,22 @@ class TrackingTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // The engine's JSON (tracker parameters, checkpoint state, safetensors headers) reads back what it writes, of
+  // the same type: a whole double stays a double. Found by tests/fuzz/fuzz_json: -0.0 was written as "-0" and
+  // read back as the integer 0.
+  void json_round_trips_numbers_and_their_types() {
+    for (const double d : {-0.0, 1.0, -3.0, 1e300, 0.1, -2.5e-7, 123456789.0}) {
+      const std::string text = spur::json::write(spur::json::Value(d));
+      const auto back = spur::json::parse(text);
+      QVERIFY2(back.is_number() && !back.is_int(), text.c_str());
+      QCOMPARE(std::signbit(back.as_double()), std::signbit(d));
+      QCOMPARE(back.as_double(), d);
+      QCOMPARE(spur::json::write(back), text);
+    }
+    QCOMPARE(spur::json::write(spur::json::Value(int64_t{-7})), std::string("-7"));
+    QVERIFY(spur::json::parse("-7").is_int());
+  }
+
   void trackers_get_every_value_in_order() {
     auto tracker = std::make_shared<Recording>();
     {

@@ -4,13 +4,16 @@
 // few hundred row reads, not a million.
 #include "spur/history/database.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "spur/history/records.h"
 
@@ -130,9 +133,22 @@ const void* Statement::blob(int column, size_t& size) const {
 
 Database::Database(const std::string& path, bool read_only, int busy_timeout_ms) : path_(path) {
   if (!read_only) {
-    std::error_code ignored;
+    // The history holds consoles and configurations, which can hold secrets: folders Spur creates are its
+    // owner's only (0700), and so is a new database (0600); SQLite gives its -wal and -shm files the database's
+    // permissions. An existing file keeps what its owner chose.
     const auto folder = std::filesystem::path(path).parent_path();
-    if (!folder.empty()) std::filesystem::create_directories(folder, ignored);
+    if (!folder.empty()) {
+      std::vector<std::filesystem::path> created;
+      for (auto missing = folder; !missing.empty() && !std::filesystem::exists(missing); missing = missing.parent_path()) {
+        created.push_back(missing);
+        if (missing == missing.parent_path()) break;
+      }
+      std::error_code ignored;
+      std::filesystem::create_directories(folder, ignored);
+      for (const auto& made : created) ::chmod(made.c_str(), 0700);
+    }
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);  // new and empty: SQLite makes it a database
   }
   const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {

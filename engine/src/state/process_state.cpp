@@ -10,6 +10,7 @@
 #include <string>
 
 #include <spur/error.h>
+#include <spur/options.h>
 
 namespace spur {
 namespace {
@@ -64,7 +65,7 @@ std::optional<bool> bool_var(const ProcessState::Lookup& lookup, std::initialize
 }
 
 std::optional<std::chrono::seconds> seconds_var(const ProcessState::Lookup& lookup, const char* name) {
-  if (auto value = integer_var(lookup, {name}, 1)) return std::chrono::seconds(*value);
+  if (auto value = integer_var(lookup, {name}, 1, kMaxTimeoutSeconds)) return std::chrono::seconds(*value);
   return std::nullopt;
 }
 

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// Keeps a run's descendants from outliving it; see descendant_guard.h.
+#include "launch/descendant_guard.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace spur::app {
+namespace {
+
+// The guard: reads group ids (int32) until the launcher says stand down (0) or its pipe closes (it died), then
+// kills the groups it was told about. Only async-signal-safe calls: the launcher has threads.
+[[noreturn]] void guard_main(int read_end) {
+  ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the launcher's to handle
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (read_end != 3) {
+    ::dup2(read_end, 3);
+    ::close(read_end);
+  }
+  ::close_range(4, ~0U, 0);  // no file of the launcher's (its output pipes above all) kept open by the guard
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3; ++fd) ::dup2(null, fd);
+  if (null > 2) ::close(null);
+  static pid_t groups[8192];
+  int count = 0;
+  for (;;) {
+    std::int32_t value = 0;
+    const auto got = ::read(3, &value, sizeof(value));
+    if (got == static_cast<ssize_t>(sizeof(value))) {
+      if (value == 0) ::_exit(0);  // the launcher finished and cleaned up itself
+      if (count < 8192) groups[count++] = static_cast<pid_t>(value);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    break;  // end of file: the launcher is gone
+  }
+  for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
+DescendantGuard::~DescendantGuard() {
+  if (!finished_) finish(std::chrono::milliseconds(0));
+}
+
+bool DescendantGuard::start() {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) return false;
+  const pid_t child = ::fork();
+  if (child < 0) {
+    const int error = errno;
+    ::close(ends[0]);
+    ::close(ends[1]);
+    errno = error;
+    return false;
+  }
+  if (child == 0) {
+    ::close(ends[1]);
+    guard_main(ends[0]);
+  }
+  ::close(ends[0]);
+  guard_ = child;
+  pipe_ = ends[1];
+  return true;
+}
+
+void DescendantGuard::watch(pid_t group) {
+  if (group <= 0) return;
+  groups_.push_back(group);
+  if (pipe_ >= 0) {
+    const std::int32_t value = group;
+    [[maybe_unused]] const auto written = ::write(pipe_, &value, sizeof(value));
+  }
+}
+
+std::vector<pid_t> DescendantGuard::left() {
+  // Live members of the ranks' process groups, and children of this process that are neither the guard nor a
+  // rank (ranks were reaped by QProcess already): descendants re-parented here by the subreaper flag. Ended
+  // children are reaped on the way.
+  std::vector<pid_t> found;
+  const pid_t self = ::getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long parent = 0, group = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %ld %ld", &state, &parent, &group) != 3) continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid == guard_) continue;
+    const bool child = parent == self;
+    const bool member = std::find(groups_.begin(), groups_.end(), static_cast<pid_t>(group)) != groups_.end();
+    if (!child && !member) continue;
+    if (state == 'Z') {
+      if (child) ::waitpid(pid, nullptr, WNOHANG);
+      continue;
+    }
+    found.push_back(pid);
+  }
+  return found;
+}
+
+void DescendantGuard::signal_all(int signal) {
+  for (const pid_t group : groups_) ::kill(-group, signal);
+  for (const pid_t pid : left()) ::kill(pid, signal);
+}
+
+int DescendantGuard::finish(std::chrono::milliseconds grace) {
+  const int stopped = static_cast<int>(left().size());
+  if (stopped > 0) {
+    signal_all(grace.count() > 0 ? SIGTERM : SIGKILL);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!left().empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto last = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!left().empty() && std::chrono::steady_clock::now() < last) {
+      signal_all(SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (pipe_ >= 0) {
+    const std::int32_t stand_down = 0;
+    [[maybe_unused]] const auto written = ::write(pipe_, &stand_down, sizeof(stand_down));
+    ::close(pipe_);
+    pipe_ = -1;
+  }
+  if (guard_ > 0) {
+    while (::waitpid(guard_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    guard_ = -1;
+  }
+  finished_ = true;
+  return stopped;
+}
+
+}  // namespace spur::app

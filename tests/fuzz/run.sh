@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds the fuzz targets (tests/fuzz/CMakeLists.txt: clang, libFuzzer, ASan + UBSan, no LibTorch) into
+# build-fuzz/ and runs each for SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/TARGET. What the
+# fuzzers find on the way stays in a scratch corpus; a crash stops the run, leaves its input under
+# build-fuzz/artifacts/ and fails. Replay one input: build-fuzz/fuzz_TARGET FILE.
+# Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(config hostfile stream_line json history_chunk launch_arguments)
+cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz
+mkdir -p build-fuzz/artifacts
+status=0
+for target in "${targets[@]}"; do
+  scratch=$(mktemp -d)
+  cp -r "tests/fuzz/corpus/$target/." "$scratch/"
+  echo "fuzz_$target: ${seconds} s from $(ls "tests/fuzz/corpus/$target" | wc -l) seed(s)"
+  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      "build-fuzz/fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+      -artifact_prefix="build-fuzz/artifacts/$target-" -print_final_stats=1 "$scratch" 2>"build-fuzz/$target.log"; then
+    echo "fuzz_$target FAILED: see build-fuzz/$target.log and build-fuzz/artifacts/"
+    tail -40 "build-fuzz/$target.log"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|cov: " "build-fuzz/$target.log" | tail -2 | tr '\n' ' '
+    echo
+  fi
+  rm -rf "$scratch"
+done
+exit $status
