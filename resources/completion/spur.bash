@@ -51,10 +51,10 @@ _spur() {
   done
   local launch_flags="--config_file --num_processes --num_machines --machine_rank --main_process_ip
     --main_process_port --mixed_precision --cpu --gpu_ids --gradient_accumulation_steps
-    --num_cpu_threads_per_process --env --dry_run --grace_period --run_name --hosts --hostfile --ssh_config
+    --num_cpu_threads_per_process --env --dry_run --grace_period --interactive --run_name --hosts --hostfile --ssh_config
     --remote_spur --connect_timeout --detach --job_name --poll_interval --aws_endpoint_url --help"
   case "$command" in
-    config) _spur_action_or "default show validate" "--config_file --mixed_precision" files ;;
+    config) _spur_action_or "default show validate" "--config_file --mixed_precision --force" files ;;
     launch|test)
       if [[ "$cur" == -* ]]; then _spur_offer "$launch_flags"; else _spur_files "$cur"; fi ;;
     runs) _spur_action_or "list show export config logs rm tag note" \
