@@ -13,6 +13,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <qcustomplot.h>
 
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
@@ -126,6 +127,34 @@ class StudioTest : public QObject {
   }
 
   // A plot's x axis (step, time since the start, wall time), log y, and exports.
+  // A metric logged once per epoch (accuracy) is visible from its first point: sparse series get dots, since a
+  // line through one point draws nothing (the demo's accuracy plot was empty).
+  void a_single_point_is_drawn() {
+    spur::studio::MetricPlot plot("accuracy");
+    plot.resize(400, 300);
+    plot.show();
+    plot.append(3, "run", {300}, {0.85}, {100.0});
+    plot.plot()->replot();
+    const QImage image = plot.grab().toImage();
+    const QColor colour = spur::studio::run_colour(3);
+    // Inside the plot's axes, outside its legend (whose sample line has the colour anyway).
+    const QRect area = plot.plot()->axisRect()->rect();
+    const QRect legend = plot.plot()->legend->outerRect();
+    const double scale = image.width() / static_cast<double>(plot.width());
+    int hits = 0;
+    for (int y = static_cast<int>(area.top() * scale); y < static_cast<int>(area.bottom() * scale); ++y) {
+      for (int x = static_cast<int>(area.left() * scale); x < static_cast<int>(area.right() * scale); ++x) {
+        if (legend.contains(QPoint(static_cast<int>(x / scale), static_cast<int>(y / scale)))) continue;
+        const QColor pixel = image.pixelColor(x, y);
+        if (std::abs(pixel.red() - colour.red()) < 12 && std::abs(pixel.green() - colour.green()) < 12 &&
+            std::abs(pixel.blue() - colour.blue()) < 12) {
+          ++hits;
+        }
+      }
+    }
+    QVERIFY2(hits >= 9, qPrintable(QString("%1 pixels of the run's colour in the plot").arg(hits)));
+  }
+
   void plot_axes_and_exports() {
     QTemporaryDir dir;
     spur::studio::MetricPlot plot("loss");

@@ -243,6 +243,9 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     smoothed.push_back(line.ema / (1 - std::pow(weight_, line.accumulated)));
   }
   line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
+  // Sparse metrics (an accuracy per epoch) get a dot at each point: a line through one point draws nothing.
+  const bool sparse = line.raw->dataCount() <= kDottedPoints;
+  line.smooth->setScatterStyle(sparse ? QCPScatterStyle(QCPScatterStyle::ssDisc, 6) : QCPScatterStyle());
   for (qsizetype i = 0; i < x.size(); ++i) grow_extent(x[i], values[i]);
   if (!user_moved_) fit_extent();
   plot_->replot(QCustomPlot::rpQueuedReplot);
@@ -304,7 +307,9 @@ void MetricPlot::fit_extent() {
     return lo == hi ? QCPRange(lo - 0.5, hi + 0.5) : QCPRange(lo, hi);  // one point: a unit around it
   };
   plot_->xAxis->setRange(widen(key_lo_, key_hi_));
-  plot_->yAxis->setRange(widen(value_lo_, value_hi_));
+  // 4% of headroom above and below, so the highest and lowest points (and their dots) are not cut by the frame.
+  const QCPRange values = widen(value_lo_, value_hi_);
+  plot_->yAxis->setRange(values.lower - 0.04 * values.size(), values.upper + 0.04 * values.size());
 }
 
 void MetricPlot::reset_view() {

@@ -32,6 +32,8 @@ class MetricPlot : public QWidget {
   /// Drops a run's lines.
   void remove_run(qint64 run);
   void set_smoothing(double weight);
+  /// Series with at most this many points are drawn with a dot at each point too.
+  static constexpr int kDottedPoints = 10;
   /// Points drawn for a run (raw series), for tests.
   int point_count(qint64 run) const;
   QCustomPlot* plot() const { return plot_; }
