@@ -204,6 +204,7 @@ int launch_command(const QStringList& given) {
       app::SupervisionOptions supervision;
       supervision.grace = std::chrono::seconds(grace);
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Pipe;  // its closing stops the remote ranks
+      supervision.stop_orphans = false;  // ssh's ControlPersist master outlives a run by design
       if (recorder) {
         supervision.on_line = [&recorder](const app::RankSpec& child, bool error_stream, const QString& line) {
           return recorder->line(child.label, -1, error_stream, line);

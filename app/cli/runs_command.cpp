@@ -33,7 +33,8 @@ const char* kUsage =
     "  export ID --format csv|json [--metrics a,b] [--output F]\n"
     "  config ID                               the run's configuration (YAML), for spur launch --config_file\n"
     "  logs ID [--rank R] [--follow]           console lines; --follow waits for new ones until the run ends\n"
-    "  rm ID                                   delete the run and everything recorded for it\n"
+    "  rm ID [--force]                         delete the run (not while it runs; --force: a run whose launcher\n"
+    "                                          died elsewhere) and everything recorded for it\n"
     "  tag ID TAG [--remove]                   add (or remove) a tag\n"
     "  note ID TEXT                            set the run's notes\n";
 
@@ -176,7 +177,15 @@ int export_run(history::HistoryReader& reader, const history::Run& run, const Ar
                          "); export to another file");
       }
     }
-    QSaveFile file(*path);  // whole or not at all
+    if (target.exists() && !target.isFile()) {
+      // /dev/stdout, a pipe (>(...)): written straight through.
+      QFile file(*path);
+      if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size()) {
+        throw UsageError("cannot write " + *path + ": " + file.errorString());
+      }
+      return 0;
+    }
+    QSaveFile file(*path);  // a file: whole or not at all
     if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit()) {
       throw UsageError("cannot write " + *path + ": " + file.errorString());
     }
@@ -218,7 +227,7 @@ int runs_command(const QStringList& arguments) {
   QTextStream err(stderr);
   try {
     const Arguments args(arguments, {"history", "format", "metrics", "output", "rank"},
-                         {"json", "follow", "remove", "help"});
+                         {"json", "follow", "remove", "force", "help"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
@@ -233,9 +242,11 @@ int runs_command(const QStringList& arguments) {
         // A running run's recorder would write it back without its config (issue 12): stop it first.
         history::HistoryReader reader(path);
         const auto run = existing(reader, id, path);
-        if (const auto status = app::effective_status(run); status == "running" || status == "queued") {
+        const auto status = app::effective_status(run);
+        if ((status == "running" || status == "queued") && !args.has("force")) {
           throw UsageError(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, "
-                                   "or kill -INT %3), then remove it")
+                                   "or kill -INT %3), then remove it; --force removes a run whose launcher "
+                                   "died on another machine")
                                .arg(id).arg(status).arg(run.pid).arg(QString::fromStdString(run.host)));
         }
         writer.delete_run(id);

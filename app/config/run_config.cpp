@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -36,23 +37,23 @@ class ConfigShape : public YAML::EventHandler {
   explicit ConfigShape(std::string name) : name_(std::move(name)) {}
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { node(mark, anchor, false); }
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { node(mark, anchor, false, ""); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
     throw ConfigError(name_ + ":" + std::to_string(mark.line + 1) +
                       ": aliases (*name) are not accepted in a run configuration; write the value out");
   }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string&) override {
-    node(mark, anchor, false);
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor, const std::string&) override {
+    node(mark, anchor, false, tag);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
-    node(mark, anchor, true);
+    node(mark, anchor, true, tag);
     open_.push_back({false, 0});
   }
   void OnSequenceEnd() override { open_.pop_back(); }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
-    node(mark, anchor, true);
+    node(mark, anchor, true, tag);
     open_.push_back({true, 0});
   }
   void OnMapEnd() override { open_.pop_back(); }
@@ -62,10 +63,15 @@ class ConfigShape : public YAML::EventHandler {
     bool map;
     long children;
   };
-  void node(const YAML::Mark& mark, YAML::anchor_t anchor, bool collection) {
+  void node(const YAML::Mark& mark, YAML::anchor_t anchor, bool collection, const std::string& tag) {
     const std::string where = name_ + ":" + std::to_string(mark.line + 1) + ": ";
     if (anchor != YAML::NullAnchor) {
       throw ConfigError(where + "anchors (&name) are not accepted in a run configuration; write the value out");
+    }
+    // YAML's own tags (!!str, !!int...) only, as Accelerate's yaml.safe_load: a custom tag (`!false`) was read
+    // as an empty string and written back changed (found by fuzz_config).
+    if (!tag.empty() && tag != "?" && tag != "!" && tag.rfind("tag:yaml.org,2002:", 0) != 0) {
+      throw ConfigError(where + "the tag " + tag + " is not one of YAML's own (!!str, !!int, !!bool...)");
     }
     if (!open_.empty()) {
       // In a mapping, children alternate key, value: a key is a name (`{{}}: x` once crashed the writer).
@@ -301,6 +307,18 @@ RunConfig RunConfig::load(const std::string& path) {
 }
 
 RunConfig RunConfig::parse(const std::string& text, const std::string& name) {
+  // Text only, as Accelerate's yaml.safe_load reads it: no control characters but tab and line ends (a NUL in a
+  // value was read, then written back changed; found by fuzz_config).
+  for (size_t i = 0, line = 1; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "0x%02x", c);
+      throw ConfigError(name + ":" + std::to_string(line) + ": control character " + code +
+                        " (a configuration is text)");
+    }
+  }
   YAML::Node root;
   try {
     std::istringstream events(text);

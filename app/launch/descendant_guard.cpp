@@ -3,6 +3,7 @@
 #include "launch/descendant_guard.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -22,11 +23,15 @@ namespace {
 
 // The guard: reads group ids (int32) until the launcher says stand down (0) or its pipe closes (it died), then
 // kills the groups it was told about. Only async-signal-safe calls: the launcher has threads.
-[[noreturn]] void guard_main(int read_end) {
+[[noreturn]] void guard_main(int read_end, const sigset_t& parent_mask) {
   ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the launcher's to handle
+  // The launcher's handlers write to its signal pipe: none of them may run here. Signals were blocked around
+  // fork(), so none has run yet.
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGTERM, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &parent_mask, nullptr);
   if (read_end != 3) {
     ::dup2(read_end, 3);
     ::close(read_end);
@@ -42,6 +47,12 @@ namespace {
     const auto got = ::read(3, &value, sizeof(value));
     if (got == static_cast<ssize_t>(sizeof(value))) {
       if (value == 0) ::_exit(0);  // the launcher finished and cleaned up itself
+      if (value < 0) {  // forget a group that emptied (its number may be reused)
+        for (int i = 0; i < count; ++i) {
+          if (groups[i] == -value) groups[i] = groups[--count];
+        }
+        continue;
+      }
       if (count < 8192) groups[count++] = static_cast<pid_t>(value);
       continue;
     }
@@ -62,22 +73,35 @@ bool DescendantGuard::start() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) return false;
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ends[1]);
+    guard_main(ends[0], previous);
+  }
+  const int error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (child < 0) {
-    const int error = errno;
     ::close(ends[0]);
     ::close(ends[1]);
     errno = error;
     return false;
   }
-  if (child == 0) {
-    ::close(ends[1]);
-    guard_main(ends[0]);
-  }
   ::close(ends[0]);
   guard_ = child;
   pipe_ = ends[1];
   return true;
+}
+
+void DescendantGuard::forget(pid_t group) {
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
+  ranks_.push_back(group);  // still never reaped here: QProcess reaps its own
+  if (pipe_ >= 0) {
+    const std::int32_t value = -group;
+    [[maybe_unused]] const auto written = ::write(pipe_, &value, sizeof(value));
+  }
 }
 
 void DescendantGuard::watch(pid_t group) {
@@ -90,11 +114,13 @@ void DescendantGuard::watch(pid_t group) {
 }
 
 std::vector<pid_t> DescendantGuard::left() {
-  // Live members of the ranks' process groups, and children of this process that are neither the guard nor a
-  // rank (ranks were reaped by QProcess already): descendants re-parented here by the subreaper flag. Ended
-  // children are reaped on the way.
+  // Live members of the ranks' process groups (in this session: a group number reused by an unrelated process
+  // elsewhere is not ours), and, with stop_orphans, children of this process that are neither the guard nor a
+  // rank: descendants re-parented here by the subreaper flag. Ended orphans are reaped on the way; ranks never
+  // are (QProcess reaps its own).
   std::vector<pid_t> found;
   const pid_t self = ::getpid();
+  const pid_t session = ::getsid(0);
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const auto name = entry.path().filename().string();
@@ -104,15 +130,18 @@ std::vector<pid_t> DescendantGuard::left() {
     const auto close = text.rfind(')');
     if (close == std::string::npos) continue;
     char state = 0;
-    long parent = 0, group = 0;
-    if (std::sscanf(text.c_str() + close + 1, " %c %ld %ld", &state, &parent, &group) != 3) continue;
+    long parent = 0, group = 0, sid = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %ld %ld %ld", &state, &parent, &group, &sid) != 4) continue;
     const auto pid = static_cast<pid_t>(std::stol(name));
-    if (pid == guard_) continue;
-    const bool child = parent == self;
-    const bool member = std::find(groups_.begin(), groups_.end(), static_cast<pid_t>(group)) != groups_.end();
-    if (!child && !member) continue;
+    const bool rank = std::find(groups_.begin(), groups_.end(), pid) != groups_.end() ||
+                      std::find(ranks_.begin(), ranks_.end(), pid) != ranks_.end();
+    if (pid == guard_ || (rank && parent == self)) continue;
+    const bool orphan = stop_orphans_ && parent == self;
+    const bool member = sid == session &&
+                        std::find(groups_.begin(), groups_.end(), static_cast<pid_t>(group)) != groups_.end();
+    if (!orphan && !member) continue;
     if (state == 'Z') {
-      if (child) ::waitpid(pid, nullptr, WNOHANG);
+      if (parent == self) ::waitpid(pid, nullptr, WNOHANG);
       continue;
     }
     found.push_back(pid);
@@ -121,7 +150,6 @@ std::vector<pid_t> DescendantGuard::left() {
 }
 
 void DescendantGuard::signal_all(int signal) {
-  for (const pid_t group : groups_) ::kill(-group, signal);
   for (const pid_t pid : left()) ::kill(pid, signal);
 }
 

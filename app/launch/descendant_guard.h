@@ -6,7 +6,9 @@
 // then SIGKILL after the grace period) and reaps them.
 //
 // Limits: a descendant that left its rank's process group (setsid, setpgid) is still caught by finish() through
-// the subreaper, but not by the guard after a SIGKILL of the launcher (a cgroup would be needed for that).
+// the subreaper, but not by the guard after a SIGKILL of the launcher (a cgroup would be needed for that). Group
+// members are matched in the launcher's session only, and a group that empties is forgotten, so a reused group
+// number never points the guard at an unrelated process.
 //
 // Threading: one thread, the launcher's; the guard process uses only async-signal-safe calls after fork().
 #pragma once
@@ -31,6 +33,11 @@ class DescendantGuard {
   bool start();
   /// A rank's process group (its pid: ranks lead their own group).
   void watch(pid_t group);
+  /// A rank whose group emptied: no longer watched (its number may be reused by an unrelated process).
+  void forget(pid_t group);
+  /// Whether finish() also stops orphans re-parented here that left the ranks' groups (a setsid daemon).
+  /// Default: true. The SSH fan-out turns it off: ssh's own ControlPersist master is such an orphan.
+  void set_stop_orphans(bool stop) { stop_orphans_ = stop; }
   /// Stops every watched group's remaining members and every orphan re-parented to this process: SIGTERM, then
   /// SIGKILL after `grace`; reaps the orphans, then dismisses the guard. Returns how many processes it had to stop.
   int finish(std::chrono::milliseconds grace);
@@ -40,6 +47,8 @@ class DescendantGuard {
   void signal_all(int signal);
 
   std::vector<pid_t> groups_;
+  std::vector<pid_t> ranks_;  // forgotten ranks: never reaped here
+  bool stop_orphans_ = true;
   pid_t guard_ = -1;
   int pipe_ = -1;  // the write end; the guard's read end sees EOF when this process dies
   bool finished_ = false;

@@ -10,6 +10,7 @@
 #include <QEventLoop>
 #include <QTextStream>
 
+#include <cerrno>
 #include <cstring>
 
 namespace spur::app {
@@ -39,9 +40,8 @@ LocalLauncher::LocalLauncher(LaunchPlan plan, SupervisionOptions options, QTextS
 
 LocalLauncher::~LocalLauncher() {
   // Nothing outlives the launcher, whatever path left run().
-  for (auto& rank : ranks_) {
-    if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), SIGKILL);
-  }
+  for (auto& rank : ranks_) signal_rank(*rank, SIGKILL);
+  guard_.finish(std::chrono::milliseconds(0));
 }
 
 int LocalLauncher::run() {
@@ -76,6 +76,7 @@ int LocalLauncher::run() {
       stop_all(SIGTERM);
     });
   }
+  guard_.set_stop_orphans(options_.stop_orphans);
   if (!guard_.start()) {
     err_ << "spur launch: warning: cannot start the process that stops the ranks' descendants if this launcher is "
             "killed: "
@@ -94,8 +95,9 @@ int LocalLauncher::run() {
   }
   if (running_ > 0) loop.exec();
   loop_ = nullptr;
-  // What the ranks started and left running (a background job, a daemon) ends with the run.
-  if (const int left = guard_.finish(options_.grace); left > 0) {
+  // What the ranks started and left running (a background job, a daemon) ends with the run; at once when the
+  // user already asked for that (a second Ctrl-C, the grace period over).
+  if (const int left = guard_.finish(killed_ ? std::chrono::milliseconds(0) : options_.grace); left > 0) {
     err_ << "spur launch: stopped " << left << " process(es) the ranks left running\n";
   }
 
@@ -133,10 +135,13 @@ void LocalLauncher::start(Rank& rank) {
   environment.insert(rank.spec.environment);
   process->setProcessEnvironment(environment);
   const pid_t launcher = ::getpid();
-  process->setChildProcessModifier([launcher] {
-    // Own process group: signals reach the rank and anything it started. Dies with the launcher, even SIGKILLed.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Own process group: signals reach the rank and anything it started. Except the rank that reads the terminal
+  // (--interactive): a background group reading it would be stopped (SIGTTIN), so it stays in the launcher's
+  // group, which the terminal's Ctrl-C reaches anyway.
+  rank.own_group = !(options_.stdin_mode == SupervisionOptions::Stdin::Rank0 && rank.spec.rank == 0);
+  process->setChildProcessModifier([launcher, own_group = rank.own_group] {
+    if (own_group) ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the launcher, even a SIGKILLed one
     if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
   });
   switch (options_.stdin_mode) {
@@ -166,7 +171,7 @@ void LocalLauncher::start(Rank& rank) {
     return;
   }
   rank.pid = process->processId();
-  guard_.watch(static_cast<pid_t>(rank.pid));
+  if (rank.own_group) guard_.watch(static_cast<pid_t>(rank.pid));
   rank.running = true;
   ++running_;
 }
@@ -210,6 +215,10 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
   err_.flush();
   rank.running = false;
   --running_;
+  // A group left empty is forgotten at once: its number may be reused by an unrelated process.
+  if (rank.own_group && ::kill(-static_cast<pid_t>(rank.pid), 0) != 0 && errno == ESRCH) {
+    guard_.forget(static_cast<pid_t>(rank.pid));
+  }
   const bool failed = status == QProcess::CrashExit || code != 0;
   if (failed && !failed_rank_ && !stopping_) {
     failed_rank_ = rank.spec.local_rank;
@@ -219,14 +228,17 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
   if (running_ == 0 && loop_) loop_->quit();
 }
 
+void LocalLauncher::signal_rank(const Rank& rank, int signal) {
+  if (rank.running && rank.pid > 0) ::kill(rank.own_group ? -static_cast<pid_t>(rank.pid) : static_cast<pid_t>(rank.pid), signal);
+}
+
 void LocalLauncher::stop_all(int signal) {
   if (signal != SIGKILL && !stopping_) {
     stopping_ = true;
     kill_timer_.start(options_.grace);
   }
-  for (auto& rank : ranks_) {
-    if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), signal);
-  }
+  if (signal == SIGKILL) killed_ = true;
+  for (auto& rank : ranks_) signal_rank(*rank, signal);
 }
 
 void LocalLauncher::on_signal() {
@@ -243,9 +255,7 @@ void LocalLauncher::on_signal() {
       stopping_ = true;
       kill_timer_.start(options_.grace);
     }
-    for (auto& rank : ranks_) {
-      if (rank->running && rank->pid > 0) ::kill(-static_cast<pid_t>(rank->pid), signal == SIGHUP ? SIGTERM : signal);
-    }
+    for (auto& rank : ranks_) signal_rank(*rank, signal == SIGHUP ? SIGTERM : signal);
   }
 }
 

@@ -39,6 +39,10 @@ struct SupervisionOptions {
   /// whose remote side stops its ranks when that pipe closes).
   enum class Stdin { Null, Rank0, Pipe };
   Stdin stdin_mode = Stdin::Null;
+  /// At the run's end, also stop processes the ranks started that left their process groups (setsid daemons),
+  /// found through the subreaper flag. Default: true. Off for the SSH fan-out, where ssh's own ControlPersist
+  /// master is such a process and serves the user's other sessions.
+  bool stop_orphans = true;
   /// Sees every complete output line of every rank (the run history records them); returning true keeps the
   /// line off the console (a tracker's "@spur" record).
   std::function<bool(const RankSpec& rank, bool error_stream, const QString& line)> on_line;
@@ -67,12 +71,15 @@ class LocalLauncher : public QObject {
     QByteArray partial_out, partial_err;
     std::deque<QString> tail;
     bool running = false;
+    bool own_group = true;  // leads its own process group (all but an --interactive rank 0)
   };
 
   void start(Rank& rank);
   void read(Rank& rank, QProcess::ProcessChannel channel);
   void finished(Rank& rank, int code, QProcess::ExitStatus status);
   void stop_all(int signal);
+  /// The rank's process group, or the rank alone when it shares the launcher's group.
+  void signal_rank(const Rank& rank, int signal);
   void on_signal();
 
   LaunchPlan plan_;
@@ -86,10 +93,11 @@ class LocalLauncher : public QObject {
   QString failure_;
   int user_signal_ = 0;
   bool stopping_ = false;
+  bool killed_ = false;  // SIGKILL sent: no more grace
   QTimer kill_timer_;
   std::unique_ptr<QSocketNotifier> signal_notifier_;
   std::unique_ptr<QSocketNotifier> stdin_notifier_;
-  DescendantGuard guard_;  // declared last: destroyed first, killing what the ranks left
+  DescendantGuard guard_;  // finished explicitly by run() and the destructor
   QEventLoop* loop_ = nullptr;
 };
 

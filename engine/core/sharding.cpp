@@ -120,8 +120,20 @@ Batches make_batches(const std::vector<int64_t>& order, int64_t batch_size, bool
   return batches;
 }
 
-Batches shard_batches(const Batches& batches, int64_t batch_size, bool drop_last, const Layout& layout, int64_t rank) {
-  check(batch_size, layout);
+namespace {
+
+// The rules (and the padding read by index from the first batches) assume batches as make_batches cuts them.
+void check_batches(const Batches& batches, int64_t batch_size) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const auto size = static_cast<int64_t>(batches[i].size());
+    if ((i + 1 < batches.size() && size != batch_size) || size == 0 || size > batch_size) {
+      throw Error("batch " + std::to_string(i) + " holds " + std::to_string(size) + " indices; every batch but the "
+                  "last must hold batch_size (" + std::to_string(batch_size) + ") and none may be empty");
+    }
+  }
+}
+
+Batches shard_checked(const Batches& batches, int64_t batch_size, bool drop_last, const Layout& layout, int64_t rank) {
   if (rank < 0 || rank >= layout.num_processes) {
     throw Error("rank " + std::to_string(rank) + " is not one of the " + std::to_string(layout.num_processes) +
                 " processes");
@@ -129,6 +141,14 @@ Batches shard_batches(const Batches& batches, int64_t batch_size, bool drop_last
   if (layout.num_processes == 1) return batches;  // one process: the plain batches
   return layout.split_batches ? shard_split(batches, batch_size, drop_last, layout, rank)
                               : shard_whole(batches, batch_size, drop_last, layout, rank);
+}
+
+}  // namespace
+
+Batches shard_batches(const Batches& batches, int64_t batch_size, bool drop_last, const Layout& layout, int64_t rank) {
+  check(batch_size, layout);
+  check_batches(batches, batch_size);
+  return shard_checked(batches, batch_size, drop_last, layout, rank);
 }
 
 std::vector<Batches> plan(int64_t dataset_len, int64_t batch_size, bool drop_last, const Layout& layout) {
@@ -139,7 +159,7 @@ std::vector<Batches> plan(int64_t dataset_len, int64_t batch_size, bool drop_las
   const auto batches = make_batches(order, batch_size, drop_last);
   std::vector<Batches> out;
   for (int64_t rank = 0; rank < layout.num_processes; ++rank) {
-    out.push_back(shard_batches(batches, batch_size, drop_last, layout, rank));
+    out.push_back(shard_checked(batches, batch_size, drop_last, layout, rank));
   }
   return out;
 }

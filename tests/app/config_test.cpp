@@ -149,6 +149,10 @@ class ConfigTest : public QObject {
     QTest::newRow("a mapping as a key") << "{{}}" << ":1: a key must be a name";
     QTest::newRow("a nested mapping as a key") << "distributed_type: MULTI_CPU\nfsdp_config:\n  ? {a: 1}\n  : 2\n"
                                                << ":3: a key must be a name";
+    QTest::newRow("a custom tag") << "distributed_type: 'NO'\ndowncast_bf16: !false\n"
+                                  << ":2: the tag !false is not one of YAML's own";
+    QTest::newRow("a control character") << QString("distributed_type: 'NO'\nnum_processes: 8") + QChar(0) + "\n"
+                                         << ":2: control character 0x00";
     QTest::newRow("a lone comma") << "," << ": a configuration is a mapping of keys to values";
     QTest::newRow("deep nesting") << "distributed_type: MULTI_CPU\ndeepspeed_config: " + QString(100, '[') +
                                          QString(100, ']') + "\n"

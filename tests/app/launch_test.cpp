@@ -362,6 +362,21 @@ class LaunchTest : public QObject {
     QVERIFY2(output.contains("rank 0 read [hello from the terminal] status 0") &&
                  output.contains("rank 1 read [] status 1"),
              qPrintable(output));
+    // On a real terminal (a pty from script(1)): rank 0 is not stopped by SIGTTIN for reading it from a
+    // background process group.
+    QProcess terminal;
+    terminal.setProcessEnvironment(isolated(dir));
+    terminal.setProcessChannelMode(QProcess::MergedChannels);
+    terminal.start("script", {"-qec",
+                              "'" + QString(SPUR_CLI) + "' launch --num_processes 2 --interactive /bin/sh -c "
+                              "'read line; echo \"rank $RANK got [$line]\"'",
+                              "/dev/null"});
+    QVERIFY(terminal.waitForStarted());
+    QThread::msleep(500);
+    terminal.write("typed at a terminal\n");
+    QVERIFY2(terminal.waitForFinished(20000), "rank 0 was stopped reading the terminal");
+    output = QString::fromUtf8(terminal.readAll());
+    QVERIFY2(output.contains("rank 0 got [typed at a terminal]") && output.contains("rank 1 got []"), qPrintable(output));
   }
 
   // Issue 12, defect 11: a reader that stops early (`| head -n1`) no longer kills the launcher by SIGPIPE, so
@@ -406,13 +421,18 @@ class LaunchTest : public QObject {
     env.insert("SPUR_HISTORY", history);
     const QString secret = "hf_s3cr3t_value_4711";
     const QStringList program{"/bin/sh", "-c", "echo token length ${#HF_TOKEN} plain $PLAIN"};
+    // The program's own arguments are its business, and TOKENIZERS_PARALLELISM is no secret.
     auto result = spur::test::run_process(
-        SPUR_CLI, QStringList{"launch", "--num_processes", "2", "--env", "HF_TOKEN=" + secret, "--env=PLAIN=visible"} + program,
+        SPUR_CLI,
+        QStringList{"launch", "--num_processes", "2", "--env", "HF_TOKEN=" + secret, "--env=PLAIN=visible", "--env",
+                    "TOKENIZERS_PARALLELISM=false"} +
+            program + QStringList{"--env", "X_TOKEN=kept"},
         env, 60000);
     QVERIFY2(result.exit_code == 0 && result.output.contains("token length 20 plain visible"), qPrintable(result.output));
     QVERIFY(!result.output.contains(secret));
     const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "show", "1"}, env, 30000);
     QVERIFY2(shown.output.contains("--env HF_TOKEN ") && shown.output.contains("--env=PLAIN=visible") &&
+                 shown.output.contains("TOKENIZERS_PARALLELISM=false") && shown.output.contains("X_TOKEN=kept") &&
                  !shown.output.contains(secret),
              qPrintable(shown.output));
     for (const QString& file : {history, history + "-wal"}) {

@@ -4,11 +4,23 @@
 # build-fuzz/ and runs each for SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/TARGET. What the
 # fuzzers find on the way stays in a scratch corpus; a crash stops the run, leaves its input under
 # build-fuzz/artifacts/ and fails. Replay one input: build-fuzz/fuzz_TARGET FILE.
-# Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]
+# Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]      explore: a new random seed each time
+#        tests/fuzz/run.sh --ci [TARGET...]             CI: a fixed seed and a fixed number of inputs per target
+#                                                       (about 25 s each here), so a run is repeatable: a red CI
+#                                                       run is a real finding on this commit, not luck
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds=${1:-60}
+ci=0
+if [ "${1:-}" = "--ci" ]; then
+  ci=1
+  seconds=180  # only a guard: the fixed number of inputs ends each target long before
+else
+  seconds=${1:-60}
+fi
 shift || true
+# Inputs per target in --ci mode (each target's speed on a 2-core machine x ~25 s).
+declare -A ci_runs=([config]=200000 [hostfile]=100000 [stream_line]=3000000 [json]=800000
+                    [history_chunk]=3000000 [launch_arguments]=300000)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config hostfile stream_line json history_chunk launch_arguments)
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -18,9 +30,15 @@ status=0
 for target in "${targets[@]}"; do
   scratch=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$target/." "$scratch/"
-  echo "fuzz_$target: ${seconds} s from $(ls "tests/fuzz/corpus/$target" | wc -l) seed(s)"
+  budget=(-max_total_time="$seconds")
+  if [ "$ci" = 1 ]; then
+    budget+=(-seed=1 -runs="${ci_runs[$target]}")
+    echo "fuzz_$target: ${ci_runs[$target]} inputs (seed 1) from $(ls "tests/fuzz/corpus/$target" | wc -l) seed file(s)"
+  else
+    echo "fuzz_$target: ${seconds} s from $(ls "tests/fuzz/corpus/$target" | wc -l) seed file(s)"
+  fi
   if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      "build-fuzz/fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+      "build-fuzz/fuzz_$target" "${budget[@]}" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
       -artifact_prefix="build-fuzz/artifacts/$target-" -print_final_stats=1 "$scratch" 2>"build-fuzz/$target.log"; then
     echo "fuzz_$target FAILED: see build-fuzz/$target.log and build-fuzz/artifacts/"
     tail -40 "build-fuzz/$target.log"

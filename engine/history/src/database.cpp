@@ -139,7 +139,9 @@ Database::Database(const std::string& path, bool read_only, int busy_timeout_ms)
     const auto folder = std::filesystem::path(path).parent_path();
     if (!folder.empty()) {
       std::vector<std::filesystem::path> created;
-      for (auto missing = folder; !missing.empty() && !std::filesystem::exists(missing); missing = missing.parent_path()) {
+      std::error_code unknown;  // a folder that cannot even be checked: left to SQLite to report
+      for (auto missing = folder; !missing.empty() && !std::filesystem::exists(missing, unknown) && !unknown;
+           missing = missing.parent_path()) {
         created.push_back(missing);
         if (missing == missing.parent_path()) break;
       }
