@@ -5,7 +5,7 @@
 # 1. finds that machine's own torch (SPUR_PYTHON, else the set-up's environment, else python3) and checks that it
 #    sees a GPU; 2. builds Spur against it (CUDA, NCCL); 3. runs spur env and spur-check (NCCL at world size 1);
 # 4. runs the test suite's engine parts (unit, multiprocess) with the GPU visible, when Qt Test is there to build
-#    them; 5. trains the examples on the GPU in fp32, fp16 and bf16; 6. benchmarks one process on the GPU: Spur
+#    them; 5. trains the examples (MLP, Fashion-MNIST one epoch, GPT 300 steps) on the GPU in fp32, fp16 and bf16; 6. benchmarks one process on the GPU: Spur
 #    against hand-written LibTorch, and against Accelerate (when installed) on the same torch. Prints one summary
 #    and exits non-zero if any step failed. Nothing here needs a network.
 # SPUR_GPU_DRY_RUN=1 runs every step on a machine without a GPU (on the CPU), to check the script itself.
@@ -85,8 +85,20 @@ else
 fi
 
 # 5. The examples in each precision on the GPU (loss printed falling, accuracy at the end).
+# (A dry run on the CPU cuts them short: fp16 there is ~10x slower than fp32.)
+short=(); gpt_steps=300
+if [ "$dry" = 1 ]; then short=(--max_steps 20); gpt_steps=20; fi
 for precision in no fp16 bf16; do
   step "train_mlp $precision on $device" env SPUR_MIXED_PRECISION="$precision" "$build/examples/train_mlp" --epochs 3
+  # The real workloads (issue 14): the Fashion-MNIST CNN to a test accuracy, the GPT to a validation loss.
+  if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    step "train_fashion_mnist $precision on $device" "$build/examples/train_fashion_mnist" --mixed_precision "$precision" \
+      --epochs 1 "${short[@]}" --output_dir "$build/run-fashion-$precision"
+  else
+    record "train_fashion_mnist $precision" skip "no /usr/share/datasets/fashion-mnist (apt install dataset-fashion-mnist)"
+  fi
+  step "train_gpt $precision on $device" "$build/examples/train_gpt" --mixed_precision "$precision" --max_steps "$gpt_steps" \
+    --eval_every "$gpt_steps" --output_dir "$build/run-gpt-$precision"
 done
 
 # 6. One process on the GPU: Spur against hand-written LibTorch, and against Accelerate on the same torch.
