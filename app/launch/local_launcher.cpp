@@ -57,13 +57,6 @@ int LocalLauncher::run() {
   struct sigaction previous[3];
   const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
-  // A reader of the launcher's output that goes away (`spur launch ... | head -n1`) must not end the training:
-  // writes then fail quietly and the ranks, the history and the exit code carry on.
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  struct sigaction previous_pipe {};
-  ::sigaction(SIGPIPE, &ignore, &previous_pipe);
 
   if (options_.exit_on_stdin_eof) {
     stdin_notifier_ = std::make_unique<QSocketNotifier>(STDIN_FILENO, QSocketNotifier::Read);
@@ -102,7 +95,6 @@ int LocalLauncher::run() {
   }
 
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
-  ::sigaction(SIGPIPE, &previous_pipe, nullptr);
   signal_notifier_.reset();
   stdin_notifier_.reset();
   ::close(signal_pipe[0]);

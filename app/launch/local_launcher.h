@@ -56,7 +56,8 @@ class LocalLauncher : public QObject {
   ~LocalLauncher() override;
 
   /// Starts the ranks and returns when every one has exited: 0, the failing rank's exit code, or 128 + the
-  /// signal that stopped the run. Installs SIGINT/SIGTERM/SIGHUP handlers for its duration.
+  /// signal that stopped the run. Installs SIGINT/SIGTERM/SIGHUP handlers for its duration. SIGPIPE is the
+  /// process's to ignore (spur launch does, so a reader that goes away does not end the training).
   int run();
   /// After a failed run(): which rank failed, how, and its last lines; empty otherwise.
   const QString& failure() const { return failure_; }

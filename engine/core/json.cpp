@@ -246,7 +246,7 @@ void write_value(std::string& out, const Value& v) {
     out += buffer;
     // A whole number written from a double stays a double when read back ("1.0", "-0.0", as Python's json
     // writes them): "-0" would come back as the integer 0 (found by tests/fuzz/fuzz_json).
-    if (std::strpbrk(buffer, ".eEn") == nullptr) out += ".0";
+    if (std::strpbrk(buffer, ".eE") == nullptr) out += ".0";  // (non-finite values were refused above)
   } else if (v.is_string()) {
     write_string(out, v.as_string());
   } else if (v.is_array()) {

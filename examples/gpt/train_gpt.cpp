@@ -35,6 +35,8 @@
 
 #include <spur/spur.h>
 
+#include "../common/example_flags.h"
+
 #include "gpt_model.h"
 
 namespace {
@@ -67,61 +69,33 @@ Options parse(int argc, char** argv) {
       "--dropout P --lr LR --weight_decay W --clip C --warmup N --gradient_accumulation_steps K "
       "--mixed_precision no|fp16|bf16 --output_dir DIR --resume_from_checkpoint PATH|latest --sample PROMPT "
       "--eval_every N --eval_batches N --log_every N --save_every N --sample_bytes N --seed S --checksum)";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw spur::Error(arg + " needs a value" + usage);
-      return argv[++i];
-    };
-    auto integer = [&](int64_t low) {
-      const std::string text = value();
-      size_t used = 0;
-      int64_t v = 0;
-      try {
-        v = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != text.size() || v < low) throw spur::Error(arg + " " + text + ": expected an integer >= " + std::to_string(low));
-      return v;
-    };
-    auto real = [&]() {
-      const std::string text = value();
-      size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != text.size() || !(v >= 0)) throw spur::Error(arg + " " + text + ": expected a number >= 0");
-      return v;
-    };
-    if (arg == "--data") o.data = value();
-    else if (arg == "--max_steps") o.max_steps = integer(1);
-    else if (arg == "--batch_size") o.batch_size = integer(1);
-    else if (arg == "--block_size") o.block_size = integer(2);
-    else if (arg == "--n_layer") o.n_layer = integer(1);
-    else if (arg == "--n_head") o.n_head = integer(1);
-    else if (arg == "--n_embd") o.n_embd = integer(1);
-    else if (arg == "--dropout") o.dropout = real();
-    else if (arg == "--lr") o.lr = real();
-    else if (arg == "--weight_decay") o.weight_decay = real();
-    else if (arg == "--clip") o.clip = real();
-    else if (arg == "--warmup") o.warmup = integer(0);
-    else if (arg == "--gradient_accumulation_steps") o.accumulation = integer(1);
-    else if (arg == "--mixed_precision") o.precision = value();
-    else if (arg == "--output_dir") o.output_dir = value();
-    else if (arg == "--resume_from_checkpoint") o.resume = value();
-    else if (arg == "--sample") o.sample = value();
-    else if (arg == "--eval_every") o.eval_every = integer(1);
-    else if (arg == "--eval_batches") o.eval_batches = integer(1);
-    else if (arg == "--log_every") o.log_every = integer(1);
-    else if (arg == "--save_every") o.save_every = integer(1);
-    else if (arg == "--sample_bytes") o.sample_bytes = integer(0);
-    else if (arg == "--seed") o.seed = static_cast<uint64_t>(integer(0));
-    else if (arg == "--checksum") o.checksum = true;
-    else throw spur::Error("unknown argument " + arg + usage);
+  ExampleFlags flags(argc, argv, usage);
+  while (flags.next()) {
+    if (flags.is("--data")) o.data = flags.value();
+    else if (flags.is("--max_steps")) o.max_steps = flags.integer(1);
+    else if (flags.is("--batch_size")) o.batch_size = flags.integer(1);
+    else if (flags.is("--block_size")) o.block_size = flags.integer(2);
+    else if (flags.is("--n_layer")) o.n_layer = flags.integer(1);
+    else if (flags.is("--n_head")) o.n_head = flags.integer(1);
+    else if (flags.is("--n_embd")) o.n_embd = flags.integer(1);
+    else if (flags.is("--dropout")) o.dropout = flags.real();
+    else if (flags.is("--lr")) o.lr = flags.real();
+    else if (flags.is("--weight_decay")) o.weight_decay = flags.real();
+    else if (flags.is("--clip")) o.clip = flags.real();
+    else if (flags.is("--warmup")) o.warmup = flags.integer(0);
+    else if (flags.is("--gradient_accumulation_steps")) o.accumulation = flags.integer(1);
+    else if (flags.is("--mixed_precision")) o.precision = flags.value();
+    else if (flags.is("--output_dir")) o.output_dir = flags.value();
+    else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
+    else if (flags.is("--sample")) o.sample = flags.value();
+    else if (flags.is("--eval_every")) o.eval_every = flags.integer(1);
+    else if (flags.is("--eval_batches")) o.eval_batches = flags.integer(1);
+    else if (flags.is("--log_every")) o.log_every = flags.integer(1);
+    else if (flags.is("--save_every")) o.save_every = flags.integer(1);
+    else if (flags.is("--sample_bytes")) o.sample_bytes = flags.integer(0);
+    else if (flags.is("--seed")) o.seed = static_cast<uint64_t>(flags.integer(0));
+    else if (flags.is("--checksum")) o.checksum = true;
+    else flags.unknown();
   }
   if (o.n_embd % o.n_head != 0) {
     throw spur::Error("--n_embd " + std::to_string(o.n_embd) + " must be a multiple of --n_head " + std::to_string(o.n_head));

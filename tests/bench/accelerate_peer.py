@@ -19,6 +19,24 @@ from accelerate import Accelerator
 WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128)}
 
 
+def write_rank_record(accelerator, workload, step_ms, **extra):
+    """This rank's JSON record for run_benchmarks.py: the median step and memory now (peak RSS, PSS, private)."""
+    rollup = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3:
+                rollup[parts[0]] = int(parts[1]) / 1024
+    record = {"mode": "rank", "impl": "accelerate", "workload": workload, "rank": accelerator.process_index,
+              "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__, **extra,
+              "median_ms": statistics.median(step_ms),
+              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "pss_mib": rollup["Pss:"], "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}
+    # One write(2) per record: the ranks share accelerate launch's stdout.
+    sys.stdout.flush()
+    os.write(1, (json.dumps(record) + "\n").encode())
+
+
 def main():
     name = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -43,21 +61,7 @@ def main():
             torch.cuda.synchronize()
         if i >= 20:
             times.append((time.perf_counter() - t0) * 1000)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rollup = {}
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3:
-                rollup[parts[0]] = int(parts[1]) / 1024
-    # One write(2) per record: the two ranks share accelerate launch's stdout.
-    record = json.dumps({"mode": "rank", "impl": "accelerate", "workload": name, "rank": accelerator.process_index,
-                      "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__,
-                      "device": str(accelerator.device),
-                      "median_ms": statistics.median(times), "peak_rss_mib": peak, "pss_mib": rollup["Pss:"],
-                      "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]})
-    sys.stdout.flush()
-    os.write(1, (record + "\n").encode())
+    write_rank_record(accelerator, name, times, device=str(accelerator.device))
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

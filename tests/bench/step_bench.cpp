@@ -23,7 +23,13 @@
 
 #include <spur/spur.h>
 
+#include "bench_support.h"
+
 namespace {
+
+using spur::bench::median;
+using spur::bench::now_ms;
+using spur::bench::print_rank_record;
 
 struct Workload {
   std::string name;
@@ -60,36 +66,6 @@ Batches make_batches(const Workload& w, int count, torch::Device device) {
 // On a GPU a step is timed once its kernels have finished.
 void finish(torch::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double peak_rss_mib() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;  // kilobytes on Linux
-}
-
-// Proportional and private (unshared) memory now, from /proc/self/smaps_rollup, in MiB.
-std::pair<double, double> pss_and_private_mib() {
-  std::ifstream rollup("/proc/self/smaps_rollup");
-  double pss = 0, priv = 0;
-  for (std::string line; std::getline(rollup, line);) {
-    std::istringstream fields(line);
-    std::string key;
-    double kib = 0;
-    if (!(fields >> key >> kib)) continue;  // the first line names the range
-    if (key == "Pss:") pss = kib;
-    if (key == "Private_Clean:" || key == "Private_Dirty:") priv += kib;
-  }
-  return {pss / 1024.0, priv / 1024.0};
 }
 
 int single(const Workload& w, int steps) {
@@ -156,12 +132,7 @@ int rank(const Workload& w, int steps) {
     finish(device);
     if (i >= 20) times.push_back(now_ms() - t0);
   }
-  const auto [pss, priv] = pss_and_private_mib();
-  std::printf("{\"mode\": \"rank\", \"impl\": \"spur\", \"workload\": \"%s\", \"rank\": %lld, \"median_ms\": %.4f, "
-              "\"peak_rss_mib\": %.1f, \"pss_mib\": %.1f, \"private_mib\": %.1f}\n",
-              w.name.c_str(), static_cast<long long>(accelerator.process_index()), median(times), peak_rss_mib(), pss,
-              priv);
-  std::fflush(stdout);
+  print_rank_record(w.name, static_cast<long long>(accelerator.process_index()), times);
   accelerator.wait_for_everyone();
   return 0;
 }

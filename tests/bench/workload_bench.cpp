@@ -22,28 +22,15 @@
 
 #include <spur/spur.h>
 
+#include "bench_support.h"
+
 #include "../../examples/fashion_mnist/cnn.h"
 #include "../../examples/gpt/gpt_model.h"
 
 namespace {
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::pair<double, double> pss_and_private_mib() {
-  std::ifstream rollup("/proc/self/smaps_rollup");
-  double pss = 0, priv = 0;
-  for (std::string line; std::getline(rollup, line);) {
-    std::istringstream fields(line);
-    std::string key;
-    double kib = 0;
-    if (!(fields >> key >> kib)) continue;
-    if (key == "Pss:") pss = kib;
-    if (key == "Private_Clean:" || key == "Private_Dirty:") priv += kib;
-  }
-  return {pss / 1024.0, priv / 1024.0};
-}
+using spur::bench::now_ms;
+using spur::bench::print_rank_record;
 
 template <typename Model, typename Loss>
 int run(spur::Accelerator& accelerator, Model net, const std::vector<torch::Tensor>& xs,
@@ -61,15 +48,7 @@ int run(spur::Accelerator& accelerator, Model net, const std::vector<torch::Tens
     optimizer.zero_grad();
     if (i >= 10) times.push_back(now_ms() - t0);
   }
-  std::sort(times.begin(), times.end());
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto [pss, priv] = pss_and_private_mib();
-  std::printf("{\"mode\": \"rank\", \"impl\": \"spur\", \"workload\": \"%s\", \"rank\": %lld, \"median_ms\": %.4f, "
-              "\"peak_rss_mib\": %.1f, \"pss_mib\": %.1f, \"private_mib\": %.1f}\n",
-              name.c_str(), static_cast<long long>(accelerator.process_index()), times[times.size() / 2],
-              usage.ru_maxrss / 1024.0, pss, priv);
-  std::fflush(stdout);
+  print_rank_record(name, static_cast<long long>(accelerator.process_index()), times);
   accelerator.wait_for_everyone();
   return 0;
 }

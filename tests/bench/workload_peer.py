@@ -4,17 +4,17 @@
 # tests/bench/workload_bench.cpp (AdamW lr 1e-3, weight decay 0.01, clipping at 1.0; data made before timing).
 # Also the model definitions train_peer.py trains for time-to-accuracy. Started by run_benchmarks.py with
 # `accelerate launch --multi_gpu --num_processes 2` and ACCELERATE_USE_CPU=1. Prints one JSON record per rank.
-import json
 import math
 import os
-import resource
-import statistics
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from accelerate_peer import write_rank_record  # noqa: E402
 
 
 def make_cnn():
@@ -88,16 +88,6 @@ class Gpt(nn.Module):
         return self.head(self.ln(x))
 
 
-def memory():
-    rollup = {}
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3:
-                rollup[parts[0]] = int(parts[1]) / 1024
-    return rollup
-
-
 def main():
     from accelerate import Accelerator
     name = sys.argv[1]
@@ -128,14 +118,7 @@ def main():
         optimizer.zero_grad()
         if i >= 10:
             times.append((time.perf_counter() - t0) * 1000)
-    rollup = memory()
-    record = json.dumps({"mode": "rank", "impl": "accelerate", "workload": name, "rank": accelerator.process_index,
-                         "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__,
-                         "median_ms": statistics.median(times),
-                         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                         "pss_mib": rollup["Pss:"], "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]})
-    sys.stdout.flush()
-    os.write(1, (record + "\n").encode())
+    write_rank_record(accelerator, name, times)
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Command-line flags of the example programs (`--name value`, `--switch`): one flag at a time, values checked,
+// and every error names the flag and lists the known ones. Header-only: the examples stay single programs.
+//
+//   ExampleFlags flags(argc, argv, " (known: --epochs N ...)");
+//   while (flags.next()) {
+//     if (flags.is("--epochs")) o.epochs = flags.integer(1);
+//     else if (flags.is("--checksum")) o.checksum = true;
+//     else flags.unknown();
+//   }
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include <spur/error.h>
+
+class ExampleFlags {
+ public:
+  ExampleFlags(int argc, char** argv, std::string usage) : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
+
+  /// Moves to the next flag; false after the last.
+  bool next() {
+    if (++index_ >= argc_) return false;
+    flag_ = argv_[index_];
+    return true;
+  }
+  bool is(const char* name) const { return flag_ == name; }
+  const std::string& flag() const { return flag_; }
+
+  /// The flag's value (the next word).
+  std::string value() {
+    if (index_ + 1 >= argc_) throw spur::Error(flag_ + " needs a value" + usage_);
+    return argv_[++index_];
+  }
+  /// The value as an integer of at least `low`.
+  int64_t integer(int64_t low) {
+    const std::string text = value();
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || v < low) {
+      throw spur::Error(flag_ + " " + text + ": expected an integer >= " + std::to_string(low));
+    }
+    return v;
+  }
+  /// The value as a number of at least 0.
+  double real() {
+    const std::string text = value();
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || !(v >= 0)) throw spur::Error(flag_ + " " + text + ": expected a number >= 0");
+    return v;
+  }
+  [[noreturn]] void unknown() const { throw spur::Error("unknown argument " + flag_ + usage_); }
+
+ private:
+  int argc_;
+  char** argv_;
+  std::string usage_;
+  int index_ = 0;
+  std::string flag_;
+};
