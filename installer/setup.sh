@@ -106,7 +106,7 @@ case "${1:-}" in
     ctest --preset default || status=1
     say "running the test suite against Debian's LibTorch (ctest --preset debian)"
     ctest --preset debian || status=1
-    say "fuzzing each parser with a fixed seed and number of inputs (tests/fuzz/run.sh --ci: clang, ASan + UBSan)"
+    say "replaying the fuzz corpora under ASan + UBSan (tests/fuzz/run.sh --ci)"
     tests/fuzz/run.sh --ci || status=1
     exit "$status"
     ;;

@@ -52,8 +52,12 @@ QStringList shell_split(const QString& line) {
       if (i >= line.size()) throw std::invalid_argument("unterminated \" in: " + line.toStdString());
       in_word = true;
     } else if (c == '\\' && i + 1 < line.size()) {
-      word += line[++i];
-      in_word = true;
+      // A backslash quotes the next character, except a newline: that pair is a line continuation and goes, as
+      // in the shell (found by fuzz_launch_arguments: `t\<newline>` did not read back the same).
+      if (line[++i] != '\n') {
+        word += line[i];
+        in_word = true;
+      }
     } else if (c.isSpace()) {
       if (in_word) words << word;
       word.clear();

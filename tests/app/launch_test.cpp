@@ -119,6 +119,15 @@ class LaunchTest : public QObject {
     QCOMPARE(echoed.output, arguments.isEmpty() ? QString("\n") : arguments.join('\n') + '\n');
   }
 
+  // Found by fuzz_launch_arguments: a backslash before a newline is a line continuation, as in the shell, so a
+  // line split that way reads back the same after it is written out again.
+  void a_backslash_newline_continues_the_line() {
+    QCOMPARE(spur::app::shell_split("spur launch t\\\nrain --lr 1"), (QStringList{"spur", "launch", "train", "--lr", "1"}));
+    const auto request = spur::app::LaunchRequest::parse("spur launch t\\\n");
+    QCOMPARE(request.program, QString("t"));
+    QCOMPARE(spur::app::LaunchRequest::parse(request.command_line()).command_line(), request.command_line());
+  }
+
   void launch_request_errors_name_the_problem() {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("python train.py"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, spur::app::LaunchRequest::parse("spur launch --num_processes"));
