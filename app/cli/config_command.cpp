@@ -58,7 +58,8 @@ class Questionnaire {
       std::cout << "  " << problem << "\n";
     }
   }
-  std::string choose(const std::string& question, const std::vector<std::string>& options, const std::string& fallback) {
+  std::string choose(const std::string& question, const std::vector<std::string>& options,
+                     const std::string& fallback) {
     std::string list;
     for (const auto& o : options) list += (list.empty() ? "" : "/") + o;
     return ask(question + " (" + list + ")", fallback, [&](const std::string& a) {
@@ -115,9 +116,9 @@ app::RunConfig questionnaire(const std::string& path) {
       a.main_process_port = q.integer("Main machine's port", 29500, 1, 65535);
       a.same_network = q.yes("Are all machines on the same local network?", true);
     }
-    a.processes_per_machine = q.integer("Processes per machine", a.distributed_type == "MULTI_GPU" ? std::max(1, hardware.gpus)
-                                                                                                  : std::max(2, a.processes_per_machine),
-                                        1, 4096);
+    a.processes_per_machine = q.integer(
+        "Processes per machine",
+        a.distributed_type == "MULTI_GPU" ? std::max(1, hardware.gpus) : std::max(2, a.processes_per_machine), 1, 4096);
   } else {
     a.processes_per_machine = 1;
   }
@@ -147,7 +148,8 @@ int config_command(const QStringList& arguments) {
     }
     if (sub == "show") {
       const Arguments args(rest, {"config_file"}, {});
-      const std::string path = args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
+      const std::string path =
+          args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
       if (path.empty()) {
         out << "No configuration: none at " << QString::fromStdString(app::default_config_path()) << " nor at "
             << QString::fromStdString(app::accelerate_config_path()) << ". `spur config` writes one.\n";

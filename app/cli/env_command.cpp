@@ -33,8 +33,7 @@ QString memory_total() {
   if (!file.open(QIODevice::ReadOnly)) return "unknown";
   static const QRegularExpression total(R"(MemTotal:\s*(\d+) kB)");
   const auto match = total.match(QString::fromLocal8Bit(file.readAll()));
-  return match.hasMatch() ? QString::number(match.captured(1).toDouble() / (1024 * 1024), 'f', 1) + " GiB"
-                          : "unknown";
+  return match.hasMatch() ? QString::number(match.captured(1).toDouble() / (1024 * 1024), 'f', 1) + " GiB" : "unknown";
 }
 
 QString gpus() {
@@ -70,7 +69,8 @@ QList<QPair<QString, QString>> config_rows(const std::string& named) {
     QString summary = QString::fromStdString(config.text("compute_environment", "LOCAL_MACHINE")) + ", " +
                       QString::fromStdString(config.distributed_type());
     if (config.sagemaker()) {
-      summary += QString(", %1 x %2").arg(QString::fromStdString(config.text("ec2_instance_type", "?")))
+      summary += QString(", %1 x %2")
+                     .arg(QString::fromStdString(config.text("ec2_instance_type", "?")))
                      .arg(config.num_machines());
     } else {
       const int processes = config.num_processes();
@@ -107,8 +107,8 @@ QList<QPair<QString, QString>> runtime_rows() {
   if (!process.waitForFinished(60000) || process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
     process.kill();
     process.waitForFinished(5000);
-    return {{"LibTorch (runtime)", "spur-check --env failed: " +
-                                       QString::fromLocal8Bit(process.readAllStandardError()).trimmed().left(300)}};
+    return {{"LibTorch (runtime)",
+             "spur-check --env failed: " + QString::fromLocal8Bit(process.readAllStandardError()).trimmed().left(300)}};
   }
   QList<QPair<QString, QString>> rows;
   for (const auto& line : QString::fromLocal8Bit(process.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts)) {
@@ -157,7 +157,8 @@ int env_command(const QStringList& arguments) {
   for (const auto& [key, value] : runtime) {
     if (key == "BLAS") {
       for (auto& row : rows) {
-        if (row.first == "BLAS") row.second = value + (blas.slow ? "  <- 16-20x slower than OpenBLAS: install libopenblas0-pthread" : "");
+        if (row.first == "BLAS")
+          row.second = value + (blas.slow ? "  <- 16-20x slower than OpenBLAS: install libopenblas0-pthread" : "");
       }
     } else {
       rows.append({key, value});

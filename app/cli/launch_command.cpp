@@ -77,8 +77,8 @@ void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
   if (recorder->complete()) {
     err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id() << ")\n";
   } else {
-    err << "spur launch: warning: run " << recorder->run_id() << "'s record is incomplete: "
-        << recorder->incomplete_reason() << "\n";
+    err << "spur launch: warning: run " << recorder->run_id()
+        << "'s record is incomplete: " << recorder->incomplete_reason() << "\n";
   }
 }
 
@@ -103,7 +103,8 @@ int launch_command(const QStringList& given) {
       if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
       // SageMaker appends "train" to the image's entry point; with a program in the entry point it is noise.
       if (program.size() > 1 && program.back() == "train") program.removeLast();
-      if (program.isEmpty() || program == QStringList{"train"}) program = QStringList{container->program()} + container->arguments();
+      if (program.isEmpty() || program == QStringList{"train"})
+        program = QStringList{container->program()} + container->arguments();
       arguments = container->launch_flags() + flags + QStringList{"--"} + program;
     }
     const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
@@ -115,9 +116,9 @@ int launch_command(const QStringList& given) {
 
     std::optional<app::RunConfig> config;
     // --no_config: the remote half of an SSH fan-out, which gets every setting as a flag.
-    const std::string path = args.value("config_file")  ? args.value("config_file")->toStdString()
-                             : args.has("no_config") ? std::string()
-                                                     : app::config_in_effect();
+    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString()
+                             : args.has("no_config")   ? std::string()
+                                                       : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
     if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args);
     if (config && config->sagemaker()) config.reset();  // in the job's container: the job already carries it
@@ -168,17 +169,21 @@ int launch_command(const QStringList& given) {
       if (per_host > 0) {
         if (options.num_processes && *options.num_processes != per_host * machines) {
           throw UsageError(QString("--num_processes %1 but the hostfile gives %2 hosts x %3 slots")
-                               .arg(*options.num_processes).arg(machines).arg(per_host));
+                               .arg(*options.num_processes)
+                               .arg(machines)
+                               .arg(per_host));
         }
         options.num_processes = per_host * machines;
-      } else if (!options.num_processes && !(config && config->num_processes() > 0 && config->distributed_type() != "NO")) {
+      } else if (!options.num_processes &&
+                 !(config && config->num_processes() > 0 && config->distributed_type() != "NO")) {
         options.num_processes = machines;  // one per host unless told otherwise
       }
       options.num_machines = machines;
       options.machine_rank = 0;
       // The ranks' metrics come back as "@spur" lines through ssh and are recorded here.
       options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
-      if (!options.main_process_ip) options.main_process_ip = hosts.front().name.mid(hosts.front().name.lastIndexOf('@') + 1);
+      if (!options.main_process_ip)
+        options.main_process_ip = hosts.front().name.mid(hosts.front().name.lastIndexOf('@') + 1);
       machine.resolve_program = false;  // it runs on the hosts
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
       app::SshOptions ssh;
@@ -190,7 +195,10 @@ int launch_command(const QStringList& given) {
       fanout.ranks = app::fanout_children(ssh, hosts, plan, options, program, args.positional().mid(1), grace);
       if (args.has("dry_run")) {
         out << QString("%1 process(es) over %2 machine(s) over SSH; rendezvous at %3:%4\n")
-                   .arg(plan.world_size).arg(plan.num_machines).arg(plan.master_addr).arg(plan.master_port);
+                   .arg(plan.world_size)
+                   .arg(plan.num_machines)
+                   .arg(plan.master_addr)
+                   .arg(plan.master_port);
         for (const auto& child : fanout.ranks) {
           out << "[" << child.label << "] " << child.program << " " << child.arguments.join(' ') << "\n";
         }
@@ -199,8 +207,8 @@ int launch_command(const QStringList& given) {
       app::preflight(ssh, hosts);
       QStringList names;
       for (const auto& host : hosts) names << host.name;
-      auto recorder = make_recorder(args, given, "ssh", names.join(','),
-                                    app::effective_config(config, plan).to_yaml(), err);
+      auto recorder =
+          make_recorder(args, given, "ssh", names.join(','), app::effective_config(config, plan).to_yaml(), err);
       app::SupervisionOptions supervision;
       supervision.grace = std::chrono::seconds(grace);
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Pipe;  // its closing stops the remote ranks
@@ -230,7 +238,8 @@ int launch_command(const QStringList& given) {
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
     if (args.has("interactive")) {
-      if (supervision.exit_on_stdin_eof) throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
+      if (supervision.exit_on_stdin_eof)
+        throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Rank0;
     }
     std::unique_ptr<app::RunRecorder> recorder;
@@ -242,7 +251,7 @@ int launch_command(const QStringList& given) {
       const auto environment = recorder->environment();
       for (auto& rank : plan.ranks) rank.environment.insert(environment);
       supervision.on_line = [&recorder, host = app::local_host_name()](const app::RankSpec& rank, bool error_stream,
-                                                             const QString& line) {
+                                                                       const QString& line) {
         return recorder->line(host, rank.rank, error_stream, line);
       };
     }

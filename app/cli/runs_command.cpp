@@ -82,13 +82,23 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
     return 0;
   }
   out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
-             .arg("ID", 4).arg("NAME", -20).arg("PROJECT", -12).arg("STATUS", -9).arg("PROGRESS", -22)
-             .arg("STARTED", -19).arg("DURATION", -9).arg("EXIT");
+             .arg("ID", 4)
+             .arg("NAME", -20)
+             .arg("PROJECT", -12)
+             .arg("STATUS", -9)
+             .arg("PROGRESS", -22)
+             .arg("STARTED", -19)
+             .arg("DURATION", -9)
+             .arg("EXIT");
   for (const auto& run : runs) {
     const double end = run.ended > 0 ? run.ended : history::now_seconds();
     out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
-               .arg(run.id, 4).arg(QString::fromStdString(run.name), -20).arg(QString::fromStdString(run.project), -12)
-               .arg(app::effective_status(run), -9).arg(app::progress_text(run), -22).arg(app::time_text(run.started), -19)
+               .arg(run.id, 4)
+               .arg(QString::fromStdString(run.name), -20)
+               .arg(QString::fromStdString(run.project), -12)
+               .arg(app::effective_status(run), -9)
+               .arg(app::progress_text(run), -22)
+               .arg(app::time_text(run.started), -19)
                .arg(run.started > 0 ? app::duration_text(end - run.started) : QString("-"), -9)
                .arg(run.exit_code ? QString::number(*run.exit_code) : QString("-"));
   }
@@ -100,10 +110,12 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   for (const char* key : {"name", "project", "status", "target", "hosts", "command", "notes"}) {
     out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
   }
-  out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact) << "\n";
+  out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact)
+      << "\n";
   out << QString("%1").arg("started", -12) << app::time_text(run.started) << "\n";
   out << QString("%1").arg("ended", -12) << app::time_text(run.ended) << "\n";
-  out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-")) << "\n";
+  out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-"))
+      << "\n";
   out << QString("%1").arg("progress", -12) << app::progress_text(run) << "\n";
   out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
   out << "metrics:\n";
@@ -116,8 +128,12 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
       high = std::max(high, p.value);
     }
     out << QString("  %1 %2 points, last %3 at step %4, min %5, max %6\n")
-               .arg(QString::fromStdString(key), -20).arg(points.size()).arg(points.back().value)
-               .arg(points.back().step).arg(low).arg(high);
+               .arg(QString::fromStdString(key), -20)
+               .arg(points.size())
+               .arg(points.back().value)
+               .arg(points.back().step)
+               .arg(low)
+               .arg(high);
   }
   out << "events:\n";
   for (const auto& event : reader.events(run.id)) {
@@ -150,8 +166,8 @@ int export_run(history::HistoryReader& reader, const history::Run& run, const Ar
       QByteArray name = key.toUtf8();
       if (name.contains(',') || name.contains('"')) name = '"' + name.replace("\"", "\"\"") + '"';
       for (const auto& p : reader.series(run.id, key.toStdString())) {
-        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' + QByteArray::number(p.value, 'g', 17) +
-                ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
+        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' +
+                QByteArray::number(p.value, 'g', 17) + ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
       }
     }
   } else {
@@ -232,7 +248,8 @@ int runs_command(const QStringList& arguments) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
     }
-    const std::string path = args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
+    const std::string path =
+        args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
     const QString action = args.positional().front();
     if (action == "rm" || action == "tag" || action == "note") {
       history::HistoryWriter writer(path);
@@ -247,7 +264,10 @@ int runs_command(const QStringList& arguments) {
           throw UsageError(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, "
                                    "or kill -INT %3), then remove it; --force removes a run whose launcher "
                                    "died on another machine")
-                               .arg(id).arg(status).arg(run.pid).arg(QString::fromStdString(run.host)));
+                               .arg(id)
+                               .arg(status)
+                               .arg(run.pid)
+                               .arg(QString::fromStdString(run.host)));
         }
         writer.delete_run(id);
         err << "spur runs: deleted run " << id << "\n";
@@ -267,7 +287,8 @@ int runs_command(const QStringList& arguments) {
     if (action == "show") return show(reader, run, out);
     if (action == "export") return export_run(reader, run, args, out, path);
     if (action == "config") {
-      if (run.config.empty()) throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
+      if (run.config.empty())
+        throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
       out << QString::fromStdString(run.config);
       return 0;
     }

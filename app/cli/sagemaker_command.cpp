@@ -59,7 +59,9 @@ void ensure_bucket(const app::AwsCli& aws, const QString& bucket, const QString&
     }
   }
   QStringList arguments{"--bucket", bucket};
-  if (region != "us-east-1") arguments << "--create-bucket-configuration" << "LocationConstraint=" + region;
+  if (region != "us-east-1")
+    arguments << "--create-bucket-configuration"
+              << "LocationConstraint=" + region;
   aws.call("s3api", "create-bucket", arguments);
   err << "spur launch: created the output bucket s3://" << bucket << "\n";
 }
@@ -115,12 +117,14 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   if (dry_run) {
     out << "SageMaker training job " << request.job_name << " in " << aws.options().region << "; would run:\n  "
         << aws.command("sagemaker", "create-training-job", {"--cli-input-json", "file://REQUEST"}).join(' ')
-        << "\nwith REQUEST:\n" << json;
+        << "\nwith REQUEST:\n"
+        << json;
     if (!role.startsWith("arn:")) out << "(the role's ARN and the default output bucket are looked up on submission)\n";
     if (!request.default_bucket.isEmpty()) out << "(the output bucket is created if it does not exist)\n";
     return 0;
   }
-  if (!request.default_bucket.isEmpty() && !interrupted()) ensure_bucket(aws, request.default_bucket, request.region, err);
+  if (!request.default_bucket.isEmpty() && !interrupted())
+    ensure_bucket(aws, request.default_bucket, request.region, err);
   if (interrupted()) {
     err << "spur launch: interrupted before submitting; no job was created\n";
     return 128 + app::SignalCounter::last();
@@ -154,7 +158,10 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
     history::Run run;
     run.name = args.value("run_name").value_or(request.job_name).toStdString();
     run.target = "sagemaker";
-    run.hosts = QString("%1 x %2").arg(resources.value("InstanceCount").toInt()).arg(resources.value("InstanceType").toString()).toStdString();
+    run.hosts = QString("%1 x %2")
+                    .arg(resources.value("InstanceCount").toInt())
+                    .arg(resources.value("InstanceType").toString())
+                    .toStdString();
     run.config = config.to_yaml();
     run.command = ("spur launch " + args.positional().join(' ')).toStdString();
     recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
@@ -179,8 +186,8 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
     if (recorder->recording() && recorder->complete()) {
       err << "spur launch: recorded as run " << recorder->run_id() << "\n";
     } else if (recorder->recording()) {
-      err << "spur launch: warning: run " << recorder->run_id() << "'s record is incomplete: "
-          << recorder->incomplete_reason() << "\n";
+      err << "spur launch: warning: run " << recorder->run_id()
+          << "'s record is incomplete: " << recorder->incomplete_reason() << "\n";
     }
   }
   return code;
@@ -190,7 +197,8 @@ int sagemaker_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(arguments, {"config_file", "region", "profile", "aws_endpoint_url", "poll_interval"}, {"help"});
+    const Arguments args(arguments, {"config_file", "region", "profile", "aws_endpoint_url", "poll_interval"},
+                         {"help"});
     if (args.has("help")) {
       out << kUsage;
       return 0;
@@ -199,7 +207,8 @@ int sagemaker_command(const QStringList& arguments) {
     const QString action = args.positional()[0];
     const QString job = args.positional()[1];
     std::optional<app::RunConfig> config;
-    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
+    const std::string path =
+        args.value("config_file") ? args.value("config_file")->toStdString() : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
     app::AwsCli aws(aws_options(config, args));
     if (action == "follow") return app::JobFollower(aws, job, follow_options(args, "spur sagemaker"), out, err).run();

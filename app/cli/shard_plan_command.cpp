@@ -41,13 +41,20 @@ int shard_plan_command(const QStringList& arguments) {
     if (length + padding > kMaxListed) {
       throw UsageError(QString("this plan would list up to %1 indices (--dataset_len %2 plus the padding of a last "
                                "round of --num_processes %3 x --batch_size %4); spur shard-plan lists at most %5")
-                           .arg(length + padding).arg(length).arg(layout.num_processes).arg(batch_size).arg(kMaxListed));
+                           .arg(length + padding)
+                           .arg(length)
+                           .arg(layout.num_processes)
+                           .arg(batch_size)
+                           .arg(kMaxListed));
     }
     // A stream's plan replays the whole stream once per process.
     if (args.has("iterable") && length * layout.num_processes > 10 * kMaxListed) {
       throw UsageError(QString("--iterable with --num_processes %1 replays --dataset_len %2 on every process (%3 "
                                "samples); spur shard-plan does at most %4")
-                           .arg(layout.num_processes).arg(length).arg(length * layout.num_processes).arg(10 * kMaxListed));
+                           .arg(layout.num_processes)
+                           .arg(length)
+                           .arg(length * layout.num_processes)
+                           .arg(10 * kMaxListed));
     }
     const auto plan = args.has("iterable") ? sharding::stream_plan(length, batch_size, drop_last, layout)
                                            : sharding::plan(length, batch_size, drop_last, layout);

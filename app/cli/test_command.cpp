@@ -22,7 +22,9 @@ const char* kUsage =
     "Takes the flags of `spur launch` (see spur launch --help), without a program.\n";
 
 // $SPUR_CHECK_PROGRAM, else next to `spur` (the build tree), else the installed libexec/spur/spur-check.
-QString check_program() { return app::find_companion("SPUR_CHECK_PROGRAM", {"spur-check", "../libexec/spur/spur-check"}); }
+QString check_program() {
+  return app::find_companion("SPUR_CHECK_PROGRAM", {"spur-check", "../libexec/spur/spur-check"});
+}
 
 }  // namespace
 

@@ -88,20 +88,61 @@ class ConfigShape : public YAML::EventHandler {
   std::vector<Open> open_;
 };
 
-const std::vector<std::string> kLocalKeys = {
-    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
-    "num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_ip", "main_process_port",
-    "rdzv_backend", "same_network", "main_training_function", "downcast_bf16", "fp8_config",
-    "mpirun_config", "deepspeed_config", "fsdp_config", "parallelism_config", "megatron_lm_config", "dynamo_config",
-    "tpu_name", "tpu_zone", "tpu_vm", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "command_file", "commands"};
-const std::vector<std::string> kSageMakerKeys = {
-    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "enable_cpu_affinity",
-    "dynamo_config", "ec2_instance_type", "iam_role_name", "image_uri", "profile", "region", "num_machines",
-    "gpu_ids", "base_job_name", "pytorch_version", "transformers_version", "py_version", "sagemaker_inputs_file",
-    "sagemaker_metrics_file", "additional_args"};
-const std::vector<std::string> kLocalTypes = {"NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
-                                              "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU", "MULTI_NEURON", "DEEPSPEED",
-                                              "FSDP", "XLA", "MEGATRON_LM"};
+const std::vector<std::string> kLocalKeys = {"compute_environment",
+                                             "distributed_type",
+                                             "mixed_precision",
+                                             "use_cpu",
+                                             "debug",
+                                             "enable_cpu_affinity",
+                                             "num_processes",
+                                             "num_machines",
+                                             "machine_rank",
+                                             "gpu_ids",
+                                             "main_process_ip",
+                                             "main_process_port",
+                                             "rdzv_backend",
+                                             "same_network",
+                                             "main_training_function",
+                                             "downcast_bf16",
+                                             "fp8_config",
+                                             "mpirun_config",
+                                             "deepspeed_config",
+                                             "fsdp_config",
+                                             "parallelism_config",
+                                             "megatron_lm_config",
+                                             "dynamo_config",
+                                             "tpu_name",
+                                             "tpu_zone",
+                                             "tpu_vm",
+                                             "tpu_env",
+                                             "tpu_use_cluster",
+                                             "tpu_use_sudo",
+                                             "command_file",
+                                             "commands"};
+const std::vector<std::string> kSageMakerKeys = {"compute_environment",
+                                                 "distributed_type",
+                                                 "mixed_precision",
+                                                 "use_cpu",
+                                                 "debug",
+                                                 "enable_cpu_affinity",
+                                                 "dynamo_config",
+                                                 "ec2_instance_type",
+                                                 "iam_role_name",
+                                                 "image_uri",
+                                                 "profile",
+                                                 "region",
+                                                 "num_machines",
+                                                 "gpu_ids",
+                                                 "base_job_name",
+                                                 "pytorch_version",
+                                                 "transformers_version",
+                                                 "py_version",
+                                                 "sagemaker_inputs_file",
+                                                 "sagemaker_metrics_file",
+                                                 "additional_args"};
+const std::vector<std::string> kLocalTypes = {"NO",         "MULTI_CPU",  "MULTI_GPU", "MULTI_NPU",  "MULTI_MLU",
+                                              "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU",  "MULTI_NEURON",
+                                              "DEEPSPEED",  "FSDP",       "XLA",       "MEGATRON_LM"};
 const std::vector<std::string> kSageMakerTypes = {"NO", "DATA_PARALLEL", "MODEL_PARALLEL"};
 // Keys older Accelerate versions accepted and the one Spur follows refuses ("had unknown keys"): named with the
 // version that dropped them, since a file from an older `accelerate config` is the usual cause.
@@ -110,9 +151,9 @@ const std::vector<std::string> kPrecisions = {"no", "fp16", "bf16", "fp8"};
 
 // YAML 1.1 (PyYAML, Accelerate's loader) reads these plain words as booleans.
 bool yaml11_bool_word(const std::string& s) {
-  static const std::set<std::string> words = {"y",   "Y",   "yes", "Yes", "YES", "n",     "N",     "no",
-                                              "No",  "NO",  "true", "True", "TRUE", "false", "False", "FALSE",
-                                              "on",  "On",  "ON",  "off", "Off", "OFF"};
+  static const std::set<std::string> words = {"y",  "Y",  "yes",  "Yes",  "YES",  "n",     "N",     "no",
+                                              "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
+                                              "on", "On", "ON",   "off",  "Off",  "OFF"};
   return words.count(s) > 0;
 }
 
@@ -165,7 +206,8 @@ class Checker {
     const YAML::Node* node = get(key);
     bool value;
     if (node && (!node->IsScalar() || !plain(*node) || !YAML::convert<bool>::decode(*node, value))) {
-      fail(key, "must be true or false, not '" + (node->IsScalar() ? node->Scalar() : std::string("a list or map")) + "'");
+      fail(key,
+           "must be true or false, not '" + (node->IsScalar() ? node->Scalar() : std::string("a list or map")) + "'");
     }
   }
 
@@ -285,7 +327,9 @@ void emit_json(std::ostringstream& out, const YAML::Node& node, int indent) {
 
 }  // namespace
 
-const std::vector<std::string>& RunConfig::known_keys(bool sagemaker) { return sagemaker ? kSageMakerKeys : kLocalKeys; }
+const std::vector<std::string>& RunConfig::known_keys(bool sagemaker) {
+  return sagemaker ? kSageMakerKeys : kLocalKeys;
+}
 
 RunConfig RunConfig::load(const std::string& path) {
   // Checked before opening: a FIFO would block forever and /dev/zero never ends.
@@ -372,16 +416,19 @@ void RunConfig::validate(const std::string& name) const {
   for (const auto& key : unknown) {
     for (const auto& [dropped, version] : kDroppedKeys) {
       if (key == dropped) {
-        check.fail(key, "Accelerate " + version + " no longer accepts this key (its loader rejects it as unknown): "
-                        "remove it, as `accelerate config` " + version + " would not write it");
+        check.fail(key, "Accelerate " + version +
+                            " no longer accepts this key (its loader rejects it as unknown): "
+                            "remove it, as `accelerate config` " +
+                            version + " would not write it");
       }
     }
   }
   if (!unknown.empty()) {
-    check.fail(unknown.front(), std::string("unknown key (Accelerate's loader rejects unknown keys") +
-                                    (unknown.size() > 1 ? "; also unknown: " + join({unknown.begin() + 1, unknown.end()})
-                                                        : std::string()) +
-                                    ")");
+    check.fail(
+        unknown.front(),
+        std::string("unknown key (Accelerate's loader rejects unknown keys") +
+            (unknown.size() > 1 ? "; also unknown: " + join({unknown.begin() + 1, unknown.end()}) : std::string()) +
+            ")");
   }
   if (!check.get("distributed_type")) {
     throw ConfigError(name + ": distributed_type is missing; it is required (one of " +
@@ -389,7 +436,8 @@ void RunConfig::validate(const std::string& name) const {
   }
   check.choice("distributed_type", on_sagemaker ? kSageMakerTypes : kLocalTypes);
   check.choice("mixed_precision", kPrecisions);
-  for (const char* key : {"use_cpu", "debug", "enable_cpu_affinity", "same_network", "tpu_use_cluster", "tpu_use_sudo"}) {
+  for (const char* key :
+       {"use_cpu", "debug", "enable_cpu_affinity", "same_network", "tpu_use_cluster", "tpu_use_sudo"}) {
     check.boolean(key);
   }
   const auto machines = check.integer("num_machines", 1, 100000, "at least 1");
@@ -453,8 +501,8 @@ RunConfig RunConfig::defaults(const std::string& mixed_precision, int gpus) {
   v["tpu_use_sudo"] = YAML::Load("false");
   v["use_cpu"] = YAML::Load(gpus == 0 ? "true" : "false");
   // Strings built in code carry no quoting tag: mark them as strings so the writer quotes 'no' and 'NO'.
-  for (const char* key : {"compute_environment", "distributed_type", "main_training_function", "mixed_precision",
-                          "rdzv_backend"}) {
+  for (const char* key :
+       {"compute_environment", "distributed_type", "main_training_function", "mixed_precision", "rdzv_backend"}) {
     v[key].SetTag("!");
   }
   config.validate("defaults");
@@ -489,7 +537,8 @@ void RunConfig::save(const std::string& path) const {
     missing = QFileInfo(missing).absolutePath();
   }
   QDir().mkpath(folder);
-  for (const auto& made : created) QFile::setPermissions(made, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+  for (const auto& made : created)
+    QFile::setPermissions(made, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
   const bool is_new = !QFileInfo::exists(target);
   QSaveFile file(target);  // written whole or not at all: a crash never leaves half a config
   const std::string text = target.endsWith(".json") ? to_json() : to_yaml();
@@ -556,7 +605,8 @@ std::vector<std::string> RunConfig::unsupported() const {
   }
   if (mixed_precision() == "fp8") notes.push_back("mixed_precision fp8: Spur runs no, fp16 or bf16");
   if (flag("enable_cpu_affinity", false)) notes.push_back("enable_cpu_affinity: not acted on by Spur");
-  if (find("tpu_name") || find("commands") || find("command_file")) notes.push_back("TPU keys: Spur does not run on TPUs");
+  if (find("tpu_name") || find("commands") || find("command_file"))
+    notes.push_back("TPU keys: Spur does not run on TPUs");
   return notes;
 }
 

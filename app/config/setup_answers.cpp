@@ -55,8 +55,9 @@ SetupAnswers SetupAnswers::defaults(const DetectedHardware& hardware) {
   SetupAnswers answers;
   answers.use_cpu = hardware.gpus == 0;
   answers.distributed_type = hardware.gpus > 1 ? "MULTI_GPU" : (hardware.cpu_cores > 1 ? "MULTI_CPU" : "NO");
-  answers.processes_per_machine =
-      hardware.gpus > 0 ? std::max(1, hardware.gpus) : std::max(1, std::min(hardware.cpu_cores, std::max(2, hardware.cpu_cores / 2)));
+  answers.processes_per_machine = hardware.gpus > 0
+                                      ? std::max(1, hardware.gpus)
+                                      : std::max(1, std::min(hardware.cpu_cores, std::max(2, hardware.cpu_cores / 2)));
   if (answers.distributed_type == "NO") answers.processes_per_machine = 1;
   answers.mixed_precision = hardware.gpus > 0 ? "bf16" : "no";
   answers.working_directory = QDir::currentPath();

@@ -47,7 +47,7 @@ namespace {
     const auto got = ::read(3, &value, sizeof(value));
     if (got == static_cast<ssize_t>(sizeof(value))) {
       if (value == 0) ::_exit(0);  // the launcher finished and cleaned up itself
-      if (value < 0) {  // forget a group that emptied (its number may be reused)
+      if (value < 0) {             // forget a group that emptied (its number may be reused)
         for (int i = 0; i < count; ++i) {
           if (groups[i] == -value) groups[i] = groups[--count];
         }
@@ -137,8 +137,8 @@ std::vector<pid_t> DescendantGuard::left() {
                       std::find(ranks_.begin(), ranks_.end(), pid) != ranks_.end();
     if (pid == guard_ || (rank && parent == self)) continue;
     const bool orphan = stop_orphans_ && parent == self;
-    const bool member = sid == session &&
-                        std::find(groups_.begin(), groups_.end(), static_cast<pid_t>(group)) != groups_.end();
+    const bool member =
+        sid == session && std::find(groups_.begin(), groups_.end(), static_cast<pid_t>(group)) != groups_.end();
     if (!orphan && !member) continue;
     if (state == 'Z') {
       if (parent == self) ::waitpid(pid, nullptr, WNOHANG);

@@ -17,7 +17,8 @@ struct DetachedLaunch {
   QString error;   // why it did not start; empty when it did
 };
 
-/// The `spur` program: $SPUR_PROGRAM, else next to the running executable (a build tree or an installation), else on PATH.
+/// The `spur` program: $SPUR_PROGRAM, else next to the running executable (a build tree or an installation), else on
+/// PATH.
 QString spur_program();
 /// Starts `spur launch` for `request` in a session of its own (a Ctrl-C meant for the caller's terminal does not
 /// reach it). What the launcher says on stderr (a bad configuration, a failed rank) is appended to `log_file`.

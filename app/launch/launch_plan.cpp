@@ -18,15 +18,17 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
                      const QStringList& arguments, const MachineFacts& machine) {
   if (program.isEmpty()) throw LaunchError("no program to launch: spur launch [flags] PROGRAM [ARGS...]");
   if (config && config->sagemaker()) {
-    throw LaunchError("the configuration is for Amazon SageMaker; `spur launch` on this machine runs local "
-                      "configurations (compute_environment: LOCAL_MACHINE)");
+    throw LaunchError(
+        "the configuration is for Amazon SageMaker; `spur launch` on this machine runs local "
+        "configurations (compute_environment: LOCAL_MACHINE)");
   }
   LaunchPlan plan;
-  if (config) plan.notes = [&] {
-    QStringList notes;
-    for (const auto& note : config->unsupported()) notes << QString::fromStdString(note);
-    return notes;
-  }();
+  if (config)
+    plan.notes = [&] {
+      QStringList notes;
+      for (const auto& note : config->unsupported()) notes << QString::fromStdString(note);
+      return notes;
+    }();
 
   // Totals: flags over the file; a file with distributed_type NO means one process.
   int total = options.num_processes.value_or(config ? config->num_processes() : -1);
@@ -37,12 +39,16 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
   if (plan.num_machines < 1) throw LaunchError("--num_machines must be at least 1");
   if (plan.machine_rank < 0 || plan.machine_rank >= plan.num_machines) {
     throw LaunchError(QString("--machine_rank %1 is not one of the %2 machines (0 to %3)")
-                          .arg(plan.machine_rank).arg(plan.num_machines).arg(plan.num_machines - 1));
+                          .arg(plan.machine_rank)
+                          .arg(plan.num_machines)
+                          .arg(plan.num_machines - 1));
   }
   if (total % plan.num_machines != 0) {
     throw LaunchError(QString("num_processes (%1) is the total over num_machines (%2): it must be a multiple of it "
                               "(e.g. %3 for %4 per machine)")
-                          .arg(total).arg(plan.num_machines).arg(plan.num_machines * std::max(1, total / plan.num_machines))
+                          .arg(total)
+                          .arg(plan.num_machines)
+                          .arg(plan.num_machines * std::max(1, total / plan.num_machines))
                           .arg(std::max(1, total / plan.num_machines)));
   }
   plan.world_size = total;
@@ -52,7 +58,8 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
   const QString ip = options.main_process_ip.value_or(config ? QString::fromStdString(config->main_process_ip()) : "");
   if (plan.num_machines > 1 && ip.isEmpty()) {
     throw LaunchError(QString("%1 machines need the main machine's address: --main_process_ip (or "
-                              "main_process_ip in the configuration)").arg(plan.num_machines));
+                              "main_process_ip in the configuration)")
+                          .arg(plan.num_machines));
   }
   plan.master_addr = ip.isEmpty() ? "127.0.0.1" : ip;
   int port = options.main_process_port.value_or(config ? config->main_process_port() : -1);
@@ -67,7 +74,8 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
   }
   plan.master_port = port;
 
-  plan.mixed_precision = options.mixed_precision.value_or(config ? QString::fromStdString(config->mixed_precision()) : "no");
+  plan.mixed_precision =
+      options.mixed_precision.value_or(config ? QString::fromStdString(config->mixed_precision()) : "no");
   if (plan.mixed_precision != "no" && plan.mixed_precision != "fp16" && plan.mixed_precision != "bf16") {
     throw LaunchError("--mixed_precision " + plan.mixed_precision + ": Spur runs no, fp16 or bf16");
   }
@@ -100,7 +108,9 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     // (An execute-only file cannot be read: the kernel judges it.)
     QFile file(resolved);
     const QByteArray head = file.open(QIODevice::ReadOnly) ? file.read(4) : QByteArray("#!");
-    if (!head.startsWith("\x7f" "ELF") && !head.startsWith("#!")) {
+    if (!head.startsWith("\x7f"
+                         "ELF") &&
+        !head.startsWith("#!")) {
       throw LaunchError("cannot run '" + program + "': " + resolved +
                         " is not a program (neither an ELF executable nor a script starting with #!)");
     }
@@ -140,8 +150,12 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
 
 QString LaunchPlan::describe() const {
   QString text = QString("%1 process(es) over %2 machine(s); this machine (rank %3) runs %4; rendezvous at %5:%6\n")
-                     .arg(world_size).arg(num_machines).arg(machine_rank).arg(local_world_size)
-                     .arg(master_addr).arg(master_port);
+                     .arg(world_size)
+                     .arg(num_machines)
+                     .arg(machine_rank)
+                     .arg(local_world_size)
+                     .arg(master_addr)
+                     .arg(master_port);
   for (const auto& rank : ranks) {
     text += QString("[%1] %2").arg(rank.label, rank.program);
     for (const auto& argument : rank.arguments) text += " " + argument;
@@ -159,8 +173,9 @@ QString LaunchPlan::describe() const {
 bool is_secret_name(const QString& name) {
   // A word of the name (between underscores): HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD,
   // GITHUB_PAT; not TOKENIZERS_PARALLELISM or SSH_AUTH_SOCK.
-  static const QRegularExpression secret("(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|KEY|APIKEY|PAT)($|_)",
-                                         QRegularExpression::CaseInsensitiveOption);
+  static const QRegularExpression secret(
+      "(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|KEY|APIKEY|PAT)($|_)",
+      QRegularExpression::CaseInsensitiveOption);
   return secret.match(name).hasMatch();
 }
 
@@ -198,9 +213,9 @@ QPair<QString, QString> parse_environment_assignment(const QString& text) {
     throw LaunchError("--env '" + text + "': expected NAME=VALUE or NAME, with NAME a variable name");
   }
   // Each rank's identity is the launcher's to give: `--env RANK=0` gave every rank the same rank (issue 12).
-  static const QSet<QString> owned{"RANK",      "LOCAL_RANK",       "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                   "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",  "ROLE_WORLD_SIZE",
-                                   "MASTER_ADDR", "MASTER_PORT",     "SPUR_LAUNCHER", "SPUR_RUN_ID"};
+  static const QSet<QString> owned{"RANK",        "LOCAL_RANK",       "WORLD_SIZE",    "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK",  "GROUP_WORLD_SIZE", "ROLE_RANK",     "ROLE_WORLD_SIZE",
+                                   "MASTER_ADDR", "MASTER_PORT",      "SPUR_LAUNCHER", "SPUR_RUN_ID"};
   if (owned.contains(variable)) {
     throw LaunchError("--env " + variable + ": spur launch sets " + variable +
                       " for each rank itself (use --num_processes, --num_machines, --machine_rank, "

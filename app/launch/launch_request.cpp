@@ -9,17 +9,33 @@
 namespace spur::app {
 
 const QSet<QString>& launch_valued_flags() {
-  static const QSet<QString> flags{"config_file", "num_processes", "num_machines", "machine_rank", "main_process_ip",
-                                   "main_process_port", "mixed_precision", "gpu_ids", "gradient_accumulation_steps",
-                                   "num_cpu_threads_per_process", "grace_period", "hosts", "hostfile", "ssh_config",
-                                   "remote_spur", "connect_timeout", "env", "job_name",
-                                   "aws_endpoint_url", "poll_interval", "run_name"};
+  static const QSet<QString> flags{"config_file",
+                                   "num_processes",
+                                   "num_machines",
+                                   "machine_rank",
+                                   "main_process_ip",
+                                   "main_process_port",
+                                   "mixed_precision",
+                                   "gpu_ids",
+                                   "gradient_accumulation_steps",
+                                   "num_cpu_threads_per_process",
+                                   "grace_period",
+                                   "hosts",
+                                   "hostfile",
+                                   "ssh_config",
+                                   "remote_spur",
+                                   "connect_timeout",
+                                   "env",
+                                   "job_name",
+                                   "aws_endpoint_url",
+                                   "poll_interval",
+                                   "run_name"};
   return flags;
 }
 
 const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu", "use_cpu", "dry_run", "help", "multi_gpu", "exit_on_stdin_eof", "interactive", "no_config",
-                                   "detach", "no_history"};
+  static const QSet<QString> flags{"cpu",         "use_cpu",   "dry_run", "help",      "multi_gpu", "exit_on_stdin_eof",
+                                   "interactive", "no_config", "detach",  "no_history"};
   return flags;
 }
 

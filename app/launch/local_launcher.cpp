@@ -105,8 +105,7 @@ int LocalLauncher::run() {
     const QString cause =
         exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_);
     err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: " << cause
-         << "; the other ranks were stopped. "
-         << (rank.tail.empty() ? "It printed nothing.\n" : "Its last lines:\n");
+         << "; the other ranks were stopped. " << (rank.tail.empty() ? "It printed nothing.\n" : "Its last lines:\n");
     failure_ = rank.spec.label + " failed: " + cause + ".";
     for (const auto& line : rank.tail) {
       err_ << "  [" << rank.spec.label << "] " << line << "\n";
@@ -133,18 +132,21 @@ void LocalLauncher::start(Rank& rank) {
   rank.own_group = !(options_.stdin_mode == SupervisionOptions::Stdin::Rank0 && rank.spec.rank == 0);
   process->setChildProcessModifier([launcher, own_group = rank.own_group] {
     if (own_group) ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the launcher, even a SIGKILLed one
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);         // dies with the launcher, even a SIGKILLed one
     if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
   });
   switch (options_.stdin_mode) {
-    case SupervisionOptions::Stdin::Pipe: break;  // QProcess's own: a pipe kept open until the child ends
+    case SupervisionOptions::Stdin::Pipe:
+      break;  // QProcess's own: a pipe kept open until the child ends
     case SupervisionOptions::Stdin::Rank0:
       if (rank.spec.rank == 0) {
         process->setInputChannelMode(QProcess::ForwardedInputChannel);
         break;
       }
       [[fallthrough]];
-    case SupervisionOptions::Stdin::Null: process->setStandardInputFile(QProcess::nullDevice()); break;
+    case SupervisionOptions::Stdin::Null:
+      process->setStandardInputFile(QProcess::nullDevice());
+      break;
   }
   connect(process, &QProcess::readyReadStandardOutput, this, [this, &rank] { read(rank, QProcess::StandardOutput); });
   connect(process, &QProcess::readyReadStandardError, this, [this, &rank] { read(rank, QProcess::StandardError); });
@@ -221,7 +223,8 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
 }
 
 void LocalLauncher::signal_rank(const Rank& rank, int signal) {
-  if (rank.running && rank.pid > 0) ::kill(rank.own_group ? -static_cast<pid_t>(rank.pid) : static_cast<pid_t>(rank.pid), signal);
+  if (rank.running && rank.pid > 0)
+    ::kill(rank.own_group ? -static_cast<pid_t>(rank.pid) : static_cast<pid_t>(rank.pid), signal);
 }
 
 void LocalLauncher::stop_all(int signal) {

@@ -78,8 +78,13 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
   QStringList args;
   if (!options.config_file.isEmpty()) args << "-F" << options.config_file;
   // Never a password prompt; a dead peer is noticed within 45 s.
-  args << "-o" << "BatchMode=yes" << "-o" << QString("ConnectTimeout=%1").arg(options.connect_timeout) << "-o"
-       << "ServerAliveInterval=15" << "-o" << "ServerAliveCountMax=3" << "--" << host << remote_command;
+  args << "-o"
+       << "BatchMode=yes"
+       << "-o" << QString("ConnectTimeout=%1").arg(options.connect_timeout) << "-o"
+       << "ServerAliveInterval=15"
+       << "-o"
+       << "ServerAliveCountMax=3"
+       << "--" << host << remote_command;
   return args;
 }
 
@@ -114,19 +119,30 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
   }
 }
 
-std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts,
-                                      const LaunchPlan& plan, const LaunchOptions& launch, const QString& program,
-                                      const QStringList& arguments, int grace_seconds) {
+std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts, const LaunchPlan& plan,
+                                      const LaunchOptions& launch, const QString& program, const QStringList& arguments,
+                                      int grace_seconds) {
   std::vector<RankSpec> children;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    QStringList remote{options.remote_spur, "launch", "--no_config", "--no_history", "--exit_on_stdin_eof",
-                       "--num_processes", QString::number(plan.world_size),
-                       "--num_machines", QString::number(plan.num_machines),
-                       "--machine_rank", QString::number(i),
-                       "--main_process_ip", plan.master_addr,
-                       "--main_process_port", QString::number(plan.master_port),
-                       "--mixed_precision", plan.mixed_precision,
-                       "--grace_period", QString::number(grace_seconds)};
+    QStringList remote{options.remote_spur,
+                       "launch",
+                       "--no_config",
+                       "--no_history",
+                       "--exit_on_stdin_eof",
+                       "--num_processes",
+                       QString::number(plan.world_size),
+                       "--num_machines",
+                       QString::number(plan.num_machines),
+                       "--machine_rank",
+                       QString::number(i),
+                       "--main_process_ip",
+                       plan.master_addr,
+                       "--main_process_port",
+                       QString::number(plan.master_port),
+                       "--mixed_precision",
+                       plan.mixed_precision,
+                       "--grace_period",
+                       QString::number(grace_seconds)};
     if (plan.use_cpu) remote << "--cpu";
     if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
     if (launch.gradient_accumulation_steps) {

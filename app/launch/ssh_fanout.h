@@ -31,11 +31,11 @@ std::vector<Host> read_hostfile(const QString& path);
 QString shell_quote(const QString& argument);
 
 struct SshOptions {
-  QString ssh = "ssh";             // the client
-  QString config_file;             // -F, when not the user's default
-  int connect_timeout = 10;        // seconds, for the pre-flight and the launch
-  QString remote_spur;             // the spur command on the hosts (default: this one's path)
-  QString remote_directory;        // where the ranks start (default: this directory)
+  QString ssh = "ssh";       // the client
+  QString config_file;       // -F, when not the user's default
+  int connect_timeout = 10;  // seconds, for the pre-flight and the launch
+  QString remote_spur;       // the spur command on the hosts (default: this one's path)
+  QString remote_directory;  // where the ranks start (default: this directory)
 };
 
 /// The ssh argument vector that runs `remote_command` (one shell string) on `host`. Options end with "--", so
@@ -48,8 +48,8 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts);
 
 /// One child per host: ssh running `spur launch` for that machine rank with every setting passed explicitly
 /// (the hosts' own default configurations do not matter), stopping its ranks if the connection drops.
-std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts,
-                                      const LaunchPlan& plan, const LaunchOptions& launch, const QString& program,
-                                      const QStringList& arguments, int grace_seconds);
+std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts, const LaunchPlan& plan,
+                                      const LaunchOptions& launch, const QString& program, const QStringList& arguments,
+                                      int grace_seconds);
 
 }  // namespace spur::app

@@ -30,8 +30,10 @@ std::vector<double> smooth(const std::vector<double>& values, double weight) {
 std::vector<std::size_t> downsample(const std::vector<double>& xs, const std::vector<double>& ys, double x_begin,
                                     double x_end, std::size_t buckets) {
   const std::size_t n = std::min(xs.size(), ys.size());
-  const auto first = static_cast<std::size_t>(std::lower_bound(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n), x_begin) - xs.begin());
-  const auto last = static_cast<std::size_t>(std::upper_bound(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n), x_end) - xs.begin());
+  const auto first = static_cast<std::size_t>(
+      std::lower_bound(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n), x_begin) - xs.begin());
+  const auto last = static_cast<std::size_t>(
+      std::upper_bound(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n), x_end) - xs.begin());
   std::vector<std::size_t> keep;
   if (first > 0) keep.push_back(first - 1);
   if (buckets == 0 || last - first <= 4 * buckets || !(x_end > x_begin)) {

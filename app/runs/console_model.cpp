@@ -80,9 +80,11 @@ ConsoleBatch ConsoleSource::read(const ConsoleQuery& query) {
     reader_->check_schema();
     batch.record = reader_->run(query.run);
     const auto& known = query.known;
-    batch.record_changed = !known != !batch.record ||
-                           (batch.record && (batch.record->status != known->status || batch.record->exit_code != known->exit_code));
-    if (batch.record_changed && batch.record && (batch.record->status == "failed" || batch.record->status == "stopped")) {
+    batch.record_changed =
+        !known != !batch.record ||
+        (batch.record && (batch.record->status != known->status || batch.record->exit_code != known->exit_code));
+    if (batch.record_changed && batch.record &&
+        (batch.record->status == "failed" || batch.record->status == "stopped")) {
       const auto events = reader_->events(query.run);
       for (auto it = events.rbegin(); it != events.rend(); ++it) {
         if (!it->detail.empty()) {

@@ -33,7 +33,8 @@ std::optional<double> process_start(int64_t pid) {
   if (fields.size() < 20) return std::nullopt;
   const double ticks = fields[19].toDouble();
   for (const QByteArray& entry : system.readAll().split('\n')) {
-    if (entry.startsWith("btime ")) return entry.mid(6).trimmed().toDouble() + ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    if (entry.startsWith("btime "))
+      return entry.mid(6).trimmed().toDouble() + ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
   }
   return std::nullopt;
 }
@@ -62,8 +63,9 @@ double progress_fraction(const history::Run& run) {
 }
 
 QString time_text(double seconds) {
-  return seconds > 0 ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
-                     : QString("-");
+  return seconds > 0
+             ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
+             : QString("-");
 }
 
 QString duration_text(double seconds) {

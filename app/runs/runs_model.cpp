@@ -23,7 +23,8 @@ bool same(const history::Run& a, const history::Run& b) {
 
 }  // namespace
 
-RunsModel::RunsModel(QString history_path, QObject* parent) : QAbstractTableModel(parent), path_(std::move(history_path)) {}
+RunsModel::RunsModel(QString history_path, QObject* parent)
+    : QAbstractTableModel(parent), path_(std::move(history_path)) {}
 
 RunsModel::~RunsModel() = default;
 
@@ -38,8 +39,8 @@ int RunsModel::columnCount(const QModelIndex& parent) const {
 QVariant RunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   if (section >= ColumnCount && section < columnCount()) return metric_columns_[section - ColumnCount];
-  static const char* names[ColumnCount] = {"ID", "Name", "Project", "Status", "Progress", "Started",
-                                          "Duration", "Exit", "Target", "Tags"};
+  static const char* names[ColumnCount] = {"ID",      "Name",     "Project", "Status", "Progress",
+                                           "Started", "Duration", "Exit",    "Target", "Tags"};
   return section >= 0 && section < ColumnCount ? QVariant(QString(names[section])) : QVariant();
 }
 
@@ -58,30 +59,47 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   for (const auto& tag : run.tags) tags << QString::fromStdString(tag);
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
-      case Id: return static_cast<qlonglong>(run.id);
-      case Name: return QString::fromStdString(run.name);
-      case Project: return QString::fromStdString(run.project);
-      case Status: return statuses_[static_cast<size_t>(index.row())];
-      case Progress: return progress_text(run);
-      case Started: return time_text(run.started);
-      case Duration: return duration_text(run_duration(run));
-      case ExitCode: return run.exit_code ? QVariant(*run.exit_code) : QVariant(QString("-"));
-      case Target: return QString::fromStdString(run.target);
-      case Tags: return tags.join(", ");
+      case Id:
+        return static_cast<qlonglong>(run.id);
+      case Name:
+        return QString::fromStdString(run.name);
+      case Project:
+        return QString::fromStdString(run.project);
+      case Status:
+        return statuses_[static_cast<size_t>(index.row())];
+      case Progress:
+        return progress_text(run);
+      case Started:
+        return time_text(run.started);
+      case Duration:
+        return duration_text(run_duration(run));
+      case ExitCode:
+        return run.exit_code ? QVariant(*run.exit_code) : QVariant(QString("-"));
+      case Target:
+        return QString::fromStdString(run.target);
+      case Tags:
+        return tags.join(", ");
     }
   }
   if (role == SortRole) {
     switch (index.column()) {
-      case Id: return static_cast<qlonglong>(run.id);
-      case Progress: return progress_fraction(run);
-      case Started: return run.started;
-      case Duration: return run_duration(run);
-      case ExitCode: return run.exit_code ? *run.exit_code : -1;
-      default: return data(index, Qt::DisplayRole);
+      case Id:
+        return static_cast<qlonglong>(run.id);
+      case Progress:
+        return progress_fraction(run);
+      case Started:
+        return run.started;
+      case Duration:
+        return run_duration(run);
+      case ExitCode:
+        return run.exit_code ? *run.exit_code : -1;
+      default:
+        return data(index, Qt::DisplayRole);
     }
   }
   if (role == Qt::ToolTipRole) {
-    return QString::fromStdString(run.command) + (run.notes.empty() ? QString() : "\n" + QString::fromStdString(run.notes));
+    return QString::fromStdString(run.command) +
+           (run.notes.empty() ? QString() : "\n" + QString::fromStdString(run.notes));
   }
   return {};
 }

@@ -60,10 +60,10 @@ class RunsModel : public QAbstractTableModel {
   QString path_;
   QString error_;
   std::vector<history::Run> runs_;  // by id, ascending
-  std::vector<QString> statuses_;    // effective_status of each row
+  std::vector<QString> statuses_;   // effective_status of each row
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
-  std::map<int64_t, std::pair<int64_t, std::string>> last_read_;        // (last step, status) when read
+  std::map<int64_t, std::pair<int64_t, std::string>> last_read_;          // (last step, status) when read
   std::unique_ptr<history::HistoryReader> reader_;  // opened once (refresh runs every 250 ms), again after an error
 };
 

@@ -29,7 +29,8 @@ QStringList AwsCli::command(const QString& service, const QString& operation, co
   if (!options_.endpoint_url.isEmpty()) command << "--endpoint-url" << options_.endpoint_url;
   if (!options_.region.isEmpty()) command << "--region" << options_.region;
   if (!options_.profile.isEmpty()) command << "--profile" << options_.profile;
-  command << service << operation << arguments << "--output" << "json";
+  command << service << operation << arguments << "--output"
+          << "json";
   return command;
 }
 
@@ -55,7 +56,8 @@ QJsonObject AwsCli::call(const QString& service, const QString& operation, const
     process.waitForFinished(2000);
     throw AwsError(QString("aws %1 %2 gave no answer within %3 s (if your credentials need a prompt, such as an MFA "
                            "code, sign in first: aws sts get-caller-identity)")
-                       .arg(service, operation).arg(options_.timeout_seconds),
+                       .arg(service, operation)
+                       .arg(options_.timeout_seconds),
                    124, {});
   }
   const QByteArray output = process.readAllStandardOutput();

@@ -23,7 +23,8 @@ QJsonObject read_json(const QString& path, bool required) {
   const auto document = QJsonDocument::fromJson(file.readAll(), &error);
   if (error.error != QJsonParseError::NoError || !document.isObject()) {
     throw LaunchError(QString("SageMaker container: %1 is not a JSON object (%2 at offset %3)")
-                          .arg(path, error.errorString()).arg(error.offset));
+                          .arg(path, error.errorString())
+                          .arg(error.offset));
   }
   return document.object();
 }
@@ -32,7 +33,8 @@ QStringList string_list(const QJsonObject& hyperparameters, const char* key) {
   const QString text = hyperparameters.value(key).toString();
   if (text.isEmpty()) return {};
   const auto document = QJsonDocument::fromJson(text.toUtf8());
-  if (!document.isArray()) throw LaunchError(QString("SageMaker container: hyperparameter %1 is not a JSON array").arg(key));
+  if (!document.isArray())
+    throw LaunchError(QString("SageMaker container: hyperparameter %1 is not a JSON array").arg(key));
   QStringList items;
   for (const auto& item : document.array()) items << item.toString();
   return items;
@@ -59,8 +61,9 @@ std::optional<SageMakerContainer> detect_sagemaker_container(const QProcessEnvir
     container.num_gpus = environment.value("SM_NUM_GPUS").toInt();
   } else {
     // A bring-your-own image has no SageMaker toolkit to set SM_*: ask the driver (one directory per GPU).
-    container.num_gpus = static_cast<int>(
-        QDir(environment.value("SPUR_NVIDIA_PROC", "/proc/driver/nvidia/gpus")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
+    container.num_gpus = static_cast<int>(QDir(environment.value("SPUR_NVIDIA_PROC", "/proc/driver/nvidia/gpus"))
+                                              .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
+                                              .size());
   }
   return container;
 }

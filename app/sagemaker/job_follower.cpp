@@ -53,9 +53,10 @@ int SignalCounter::count() { return signals_received; }
 int SignalCounter::last() { return last_signal; }
 
 bool transient(const AwsError& error) {
-  static const std::set<QString> codes = {"ThrottlingException", "Throttling", "RequestLimitExceeded",
-                                          "TooManyRequestsException", "ServiceUnavailable", "ServiceUnavailableException",
-                                          "InternalFailure", "InternalServerError", "RequestTimeout"};
+  static const std::set<QString> codes = {
+      "ThrottlingException",      "Throttling",          "RequestLimitExceeded",
+      "TooManyRequestsException", "ServiceUnavailable",  "ServiceUnavailableException",
+      "InternalFailure",          "InternalServerError", "RequestTimeout"};
   return codes.count(error.error_code()) > 0 || error.exit_code() == 255 || error.exit_code() == 124;
 }
 
@@ -94,7 +95,8 @@ void JobFollower::drain_logs() {
   if (logs_broken_) return;
   QJsonObject streams;
   try {
-    streams = call("logs", "describe-log-streams", {"--log-group-name", kLogGroup, "--log-stream-name-prefix", job_ + "/"});
+    streams =
+        call("logs", "describe-log-streams", {"--log-group-name", kLogGroup, "--log-stream-name-prefix", job_ + "/"});
   } catch (const AwsError& e) {
     if (e.error_code() == "ResourceNotFoundException") return;  // no instance has written yet
     // Without logs the job can still be followed (AccessDenied on CloudWatch is common): say so once.
@@ -172,8 +174,8 @@ int JobFollower::run() {
         return 0;
       }
       if (status == "Failed") {
-        err_ << options_.who << ": job " << job_ << " failed: " << job.value("FailureReason").toString("no reason given")
-             << "\n";
+        err_ << options_.who << ": job " << job_
+             << " failed: " << job.value("FailureReason").toString("no reason given") << "\n";
         return 1;
       }
       if (status == "Stopped") {

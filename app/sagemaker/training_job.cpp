@@ -36,7 +36,8 @@ QList<QPair<QString, QString>> read_tsv(const RunConfig& config, const std::stri
   const QString name = QString::fromStdString(config.text(key, ""));
   const QString path = QDir::isAbsolutePath(name) ? name : QDir(base).filePath(name);
   QFile file(path);
-  if (!file.open(QIODevice::ReadOnly | QIODevice::Text)) fail(config, key, "cannot read " + path + ": " + file.errorString());
+  if (!file.open(QIODevice::ReadOnly | QIODevice::Text))
+    fail(config, key, "cannot read " + path + ": " + file.errorString());
   QList<QPair<QString, QString>> rows;
   int line_number = 0;
   while (!file.atEnd()) {
@@ -44,7 +45,10 @@ QList<QPair<QString, QString>> read_tsv(const RunConfig& config, const std::stri
     if (++line_number == 1 || line.trimmed().isEmpty()) continue;
     const auto fields = line.split('\t');
     if (fields.size() != 2 || fields[0].trimmed().isEmpty() || fields[1].trimmed().isEmpty()) {
-      throw ConfigError(QString("%1:%2: expected %3 (two fields separated by a tab)").arg(path).arg(line_number).arg(what)
+      throw ConfigError(QString("%1:%2: expected %3 (two fields separated by a tab)")
+                            .arg(path)
+                            .arg(line_number)
+                            .arg(what)
                             .toStdString());
     }
     rows.append({fields[0].trimmed(), fields[1].trimmed()});
@@ -83,19 +87,23 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
 
   const QString image = QString::fromStdString(config.text("image_uri", ""));
   if (image.isEmpty()) {
-    throw ConfigError(config.name() + ": image_uri is missing: Spur runs your program in your own container image "
+    throw ConfigError(config.name() +
+                      ": image_uri is missing: Spur runs your program in your own container image "
                       "(with Spur and the program installed, ENTRYPOINT [\"spur\", \"launch\"]); see the README");
   }
   const std::string type = config.distributed_type();
   if (type == "MODEL_PARALLEL") {
-    fail(config, "distributed_type", "MODEL_PARALLEL is SageMaker's Python model-parallel library; Spur runs NO or "
-                                     "DATA_PARALLEL");
+    fail(config, "distributed_type",
+         "MODEL_PARALLEL is SageMaker's Python model-parallel library; Spur runs NO or "
+         "DATA_PARALLEL");
   }
   const int instances = options.instance_count.value_or(config.num_machines());
   if (instances < 1) throw ConfigError("--num_machines must be at least 1");
   if (type == "NO" && instances > 1) {
-    fail(config, "num_machines", QString("%1 instances with distributed_type NO would run %1 unrelated copies: use "
-                                         "DATA_PARALLEL, or 1 machine").arg(instances));
+    fail(config, "num_machines",
+         QString("%1 instances with distributed_type NO would run %1 unrelated copies: use "
+                 "DATA_PARALLEL, or 1 machine")
+             .arg(instances));
   }
 
   QString role = options.role_arn;
@@ -118,8 +126,8 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
           if (v < minimum) throw YAML::Exception(value.Mark(), "too small");
           return v;
         } catch (const YAML::Exception&) {
-          fail(config, "additional_args", QString::fromStdString(key) + " must be a whole number of at least " +
-                                             QString::number(minimum));
+          fail(config, "additional_args",
+               QString::fromStdString(key) + " must be a whole number of at least " + QString::number(minimum));
         }
       };
       if (key == "max_run") {
@@ -132,12 +140,14 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
         input_mode = scalar(value);
       } else if ((key == "hyperparameters" || key == "environment") && value.IsMap()) {
         for (const auto& entry : value) {
-          if (!entry.second.IsScalar()) fail(config, "additional_args", QString::fromStdString(where) + " values must be strings");
+          if (!entry.second.IsScalar())
+            fail(config, "additional_args", QString::fromStdString(where) + " values must be strings");
           (key == "environment" ? environment : hyperparameters)[scalar(entry.first)] = scalar(entry.second);
         }
       } else if (key == "tags" && value.IsSequence()) {
         for (const auto& tag : value) {
-          if (!tag.IsMap() || !tag["Key"] || !tag["Value"]) fail(config, "additional_args", "tags are {Key, Value} maps");
+          if (!tag.IsMap() || !tag["Key"] || !tag["Value"])
+            fail(config, "additional_args", "tags are {Key, Value} maps");
           tags.append(QJsonObject{{"Key", scalar(tag["Key"])}, {"Value", scalar(tag["Value"])}});
         }
       } else {
@@ -146,12 +156,16 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
     }
   }
   for (const char* key : {"pytorch_version", "transformers_version", "py_version"}) {
-    if (config.find(key)) result.notes << QString(key) + ": Accelerate picks a Python image with it; Spur runs image_uri";
+    if (config.find(key))
+      result.notes << QString(key) + ": Accelerate picks a Python image with it; Spur runs image_uri";
   }
   if (output_path.isEmpty()) {
     const QString account = account_of_arn(role);
-    if (account.isEmpty()) fail(config, "iam_role_name", "cannot tell the account from '" + role + "' for the default "
-                                                         "output bucket; set additional_args.output_path");
+    if (account.isEmpty())
+      fail(config, "iam_role_name",
+           "cannot tell the account from '" + role +
+               "' for the default "
+               "output bucket; set additional_args.output_path");
     result.default_bucket = "sagemaker-" + result.region + "-" + account;
     output_path = "s3://" + result.default_bucket + "/";
   }
@@ -163,7 +177,10 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
     if (it.value().toString().size() > kMaxHyperparameterValue) {
       throw ConfigError(QString("hyperparameter %1 is %2 characters long; SageMaker allows %3 (shorten the program's "
                                 "arguments, or read them from a file in the image or an input channel)")
-                            .arg(it.key()).arg(it.value().toString().size()).arg(kMaxHyperparameterValue).toStdString());
+                            .arg(it.key())
+                            .arg(it.value().toString().size())
+                            .arg(kMaxHyperparameterValue)
+                            .toStdString());
     }
   }
   for (const auto& [name, value] : options.environment) environment[name] = value;
@@ -173,8 +190,9 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
                                               QRegularExpression::CaseInsensitiveOption);
   auto warn_if_secret = [&](const QString& name, const QString& where) {
     if (secret_like.match(name).hasMatch()) {
-      result.notes << where + " " + name + " looks like a secret, and jobs show it to anyone who can describe them: "
-                                           "read secrets in the job from AWS Secrets Manager instead";
+      result.notes << where + " " + name +
+                          " looks like a secret, and jobs show it to anyone who can describe them: "
+                          "read secrets in the job from AWS Secrets Manager instead";
     }
   };
   for (auto it = hyperparameters.begin(); it != hyperparameters.end(); ++it) warn_if_secret(it.key(), "hyperparameter");
@@ -185,12 +203,15 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
   static const std::set<QString> credentials = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   for (auto it = environment.begin(); it != environment.end(); ++it) {
     if (credentials.count(it.key())) {
-      throw ConfigError(it.key().toStdString() + ": credentials never go into a job (it runs with its IAM role, "
-                                                 "iam_role_name)");
+      throw ConfigError(it.key().toStdString() +
+                        ": credentials never go into a job (it runs with its IAM role, "
+                        "iam_role_name)");
     }
     if (it.value().toString().size() > kMaxEnvironmentValue) {
       throw ConfigError(QString("environment variable %1 is longer than SageMaker's %2 characters")
-                            .arg(it.key()).arg(kMaxEnvironmentValue).toStdString());
+                            .arg(it.key())
+                            .arg(kMaxEnvironmentValue)
+                            .toStdString());
     }
   }
 
@@ -214,9 +235,10 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
   request["TrainingJobName"] = result.job_name;
   request["AlgorithmSpecification"] = algorithm;
   request["RoleArn"] = role;
-  request["ResourceConfig"] = QJsonObject{{"InstanceType", QString::fromStdString(config.text("ec2_instance_type", ""))},
-                                          {"InstanceCount", instances},
-                                          {"VolumeSizeInGB", volume}};
+  request["ResourceConfig"] =
+      QJsonObject{{"InstanceType", QString::fromStdString(config.text("ec2_instance_type", ""))},
+                  {"InstanceCount", instances},
+                  {"VolumeSizeInGB", volume}};
   request["OutputDataConfig"] = QJsonObject{{"S3OutputPath", output_path}};
   request["StoppingCondition"] = QJsonObject{{"MaxRuntimeInSeconds", max_run}};
   request["HyperParameters"] = hyperparameters;
@@ -226,7 +248,8 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
     QJsonArray channels;
     for (const auto& [channel, uri] :
          read_tsv(config, "sagemaker_inputs_file", options.base_directory, "channel_name<TAB>s3_uri")) {
-      if (!uri.startsWith("s3://")) fail(config, "sagemaker_inputs_file", "channel " + channel + ": '" + uri + "' is not an s3:// URI");
+      if (!uri.startsWith("s3://"))
+        fail(config, "sagemaker_inputs_file", "channel " + channel + ": '" + uri + "' is not an s3:// URI");
       channels.append(QJsonObject{
           {"ChannelName", channel},
           {"DataSource", QJsonObject{{"S3DataSource", QJsonObject{{"S3DataType", "S3Prefix"},

@@ -58,9 +58,9 @@ int main(int argc, char** argv) try {
   const std::string me = "rank " + std::to_string(rank);
   const auto& state = accelerator.state();
   // Every rank says where it runs: the first thing to look at when ranks land on the wrong machine.
-  std::cout << "rank " << rank << " of " << world << " (local " << state.local_rank << " of "
-            << state.local_world_size << ", machine " << state.node_rank << ") on " << host_name() << ", device "
-            << accelerator.device().str() << ", joined in " << fixed(joined_ms, 0) << " ms" << std::endl;
+  std::cout << "rank " << rank << " of " << world << " (local " << state.local_rank << " of " << state.local_world_size
+            << ", machine " << state.node_rank << ") on " << host_name() << ", device " << accelerator.device().str()
+            << ", joined in " << fixed(joined_ms, 0) << " ms" << std::endl;
 
   const auto device = accelerator.device();
   const auto floats = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -85,9 +85,8 @@ int main(int argc, char** argv) try {
 
   // broadcast from the last rank, so a wrong "from" cannot pass by accident.
   const auto from = world - 1;
-  const double value = accelerator.broadcast(torch::full({3}, rank == from ? 42.0 : -1.0, floats), from)
-                           .sum()
-                           .item<double>();
+  const double value =
+      accelerator.broadcast(torch::full({3}, rank == from ? 42.0 : -1.0, floats), from).sum().item<double>();
   expect(value == 126.0, "broadcast", me + " got sum " + fixed(value, 1) + ", expected 126");
 
   // One training step on rank-specific data: after gradient synchronisation every rank holds the same weights.
@@ -116,8 +115,9 @@ int main(int argc, char** argv) try {
 
   accelerator.wait_for_everyone();
   const auto precision = spur::to_string(accelerator.mixed_precision());
-  std::cout << "rank " << rank << ": all-reduce " << fixed(allreduce_ms) << " ms, gather, broadcast and a training step ("
-            << (precision == "no" ? "fp32" : precision) << ", " << fixed(step_ms) << " ms) agree" << std::endl;
+  std::cout << "rank " << rank << ": all-reduce " << fixed(allreduce_ms)
+            << " ms, gather, broadcast and a training step (" << (precision == "no" ? "fp32" : precision) << ", "
+            << fixed(step_ms) << " ms) agree" << std::endl;
   if (accelerator.is_main_process()) {
     std::cout << "spur-check: OK: " << world << " process(es) over " << (world / state.local_world_size)
               << " machine(s)";

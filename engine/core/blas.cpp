@@ -17,7 +17,8 @@ BlasInfo blas_info() {
   std::vector<std::string> loaded;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
-        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(data)->push_back(info->dlpi_name);
+        if (info->dlpi_name && *info->dlpi_name)
+          static_cast<std::vector<std::string>*>(data)->push_back(info->dlpi_name);
         return 0;
       },
       &loaded);
@@ -37,7 +38,8 @@ BlasInfo blas_info() {
   }
   if (result.name == "unknown") {
     // The torch wheels link MKL statically into libtorch_cpu.so: find the library that defines its entry point.
-    for (const auto& [symbol, name] : {std::pair{"MKL_Get_Version_String", "MKL"}, {"openblas_get_config", "OpenBLAS"}}) {
+    for (const auto& [symbol, name] :
+         {std::pair{"MKL_Get_Version_String", "MKL"}, {"openblas_get_config", "OpenBLAS"}}) {
       if (void* address = dlsym(RTLD_DEFAULT, symbol)) {
         Dl_info where{};
         if (dladdr(address, &where) && where.dli_fname) return {name, where.dli_fname, false};

@@ -34,7 +34,8 @@ Batches shard_split(const Batches& batches, int64_t batch_size, bool drop_last, 
   }
   // Pad the short batch from the epoch's first batch (repeated while the epoch is shorter than a batch).
   Batch start = batches.front();
-  while (static_cast<int64_t>(start.size()) < batch_size) start.insert(start.end(), batches.front().begin(), batches.front().end());
+  while (static_cast<int64_t>(start.size()) < batch_size)
+    start.insert(start.end(), batches.front().begin(), batches.front().end());
   Batch padded = last;
   padded.insert(padded.end(), start.begin(), start.end());
   out.push_back(mine(padded));
@@ -127,8 +128,10 @@ void check_batches(const Batches& batches, int64_t batch_size) {
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto size = static_cast<int64_t>(batches[i].size());
     if ((i + 1 < batches.size() && size != batch_size) || size == 0 || size > batch_size) {
-      throw Error("batch " + std::to_string(i) + " holds " + std::to_string(size) + " indices; every batch but the "
-                  "last must hold batch_size (" + std::to_string(batch_size) + ") and none may be empty");
+      throw Error("batch " + std::to_string(i) + " holds " + std::to_string(size) +
+                  " indices; every batch but the "
+                  "last must hold batch_size (" +
+                  std::to_string(batch_size) + ") and none may be empty");
     }
   }
 }

@@ -179,9 +179,7 @@ void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
   }
 }
 
-AutocastScope Accelerator::autocast() const {
-  return AutocastScope(core_->device, core_->precision);
-}
+AutocastScope Accelerator::autocast() const { return AutocastScope(core_->device, core_->precision); }
 
 void Accelerator::begin_accumulation_step() {
   core_->backward_this_micro_step = false;
@@ -268,7 +266,8 @@ void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& lo
       auto all = detail::gather_tensor(comm.get(), torch::tensor({static_cast<int64_t>(hash)}, torch::kLong));
       for (int64_t r = 1; r < all.size(0); ++r) {
         if (all[r].item<int64_t>() != all[0].item<int64_t>()) {
-          throw Error("data loader: rank " + std::to_string(r) + "'s sampler gives another order than rank 0's "
+          throw Error("data loader: rank " + std::to_string(r) +
+                      "'s sampler gives another order than rank 0's "
                       "for this epoch; a sampler must be seeded the same on every rank (seed + epoch)");
         }
       }

@@ -14,9 +14,7 @@
 namespace spur {
 namespace {
 
-bool has_state(const torch::optim::Optimizer& optimizer) {
-  return !optimizer.state().empty();
-}
+bool has_state(const torch::optim::Optimizer& optimizer) { return !optimizer.state().empty(); }
 
 // Optimizer state (Adam's moments...) belongs on the parameters' device. A save/load round trip through an
 // archive moves every state tensor of LibTorch's optimizers (a custom one must implement save and load).

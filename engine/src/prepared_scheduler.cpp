@@ -40,9 +40,10 @@ CosineWithWarmup::CosineWithWarmup(torch::optim::Optimizer& optimizer, int64_t w
       total_steps_(total_steps),
       min_ratio_(min_ratio) {
   if (warmup_steps < 0 || total_steps < 1 || warmup_steps > total_steps || min_ratio < 0 || min_ratio > 1) {
-    throw Error("CosineWithWarmup needs 0 <= warmup_steps <= total_steps, total_steps >= 1 and 0 <= min_ratio <= 1 "
-                "(got " + std::to_string(warmup_steps) + ", " + std::to_string(total_steps) + ", " +
-                std::to_string(min_ratio) + ")");
+    throw Error(
+        "CosineWithWarmup needs 0 <= warmup_steps <= total_steps, total_steps >= 1 and 0 <= min_ratio <= 1 "
+        "(got " +
+        std::to_string(warmup_steps) + ", " + std::to_string(total_steps) + ", " + std::to_string(min_ratio) + ")");
   }
   for (auto& group : optimizer_.param_groups()) {
     base_lrs_.push_back(group.options().get_lr());
@@ -66,9 +67,7 @@ std::vector<double> CosineWithWarmup::get_lrs() {
 
 namespace detail {
 
-unsigned scheduler_step_count(const torch::optim::LRScheduler& scheduler) {
-  return scheduler.*StepCountAccess::member;
-}
+unsigned scheduler_step_count(const torch::optim::LRScheduler& scheduler) { return scheduler.*StepCountAccess::member; }
 
 void set_scheduler_step_count(torch::optim::LRScheduler& scheduler, unsigned count) {
   scheduler.*StepCountAccess::member = count;

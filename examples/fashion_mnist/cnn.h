@@ -32,4 +32,3 @@ inline torch::nn::Sequential make_cnn() {
   net->push_back(torch::nn::Linear(in, 10));
   return net;
 }
-

@@ -21,8 +21,9 @@ namespace idx {
 inline std::vector<uint8_t> read_all(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    throw spur::Error(path + ": no such file (Fashion-MNIST comes with Debian's dataset-fashion-mnist; --data_dir "
-                             "names another copy)");
+    throw spur::Error(path +
+                      ": no such file (Fashion-MNIST comes with Debian's dataset-fashion-mnist; --data_dir "
+                      "names another copy)");
   }
   std::unique_ptr<gzFile_s, decltype(&gzclose)> file(gzopen(path.c_str(), "rb"), &gzclose);
   if (!file) throw spur::Error(path + ": cannot open");

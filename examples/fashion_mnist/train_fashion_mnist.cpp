@@ -177,20 +177,23 @@ int main(int argc, char** argv) try {
   // Weight decay on the convolution and linear weights only (not on batch norm or biases).
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& item : net->named_parameters()) (item.value().dim() > 1 ? decay : no_decay).push_back(item.value());
-  torch::optim::AdamW adamw({torch::optim::OptimizerParamGroup(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                                                          torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay))),
-                             torch::optim::OptimizerParamGroup(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                                                             torch::optim::AdamWOptions(o.lr).weight_decay(0.0)))},
-                            torch::optim::AdamWOptions(o.lr));
-  auto train_loader = spur::make_data_loader(train_set, {.batch_size = o.batch_size, .shuffle = true, .drop_last = true,
-                                                         .num_workers = o.num_workers, .seed = o.seed});
+  torch::optim::AdamW adamw(
+      {torch::optim::OptimizerParamGroup(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                                    torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay))),
+       torch::optim::OptimizerParamGroup(
+           no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.lr).weight_decay(0.0)))},
+      torch::optim::AdamWOptions(o.lr));
+  auto train_loader = spur::make_data_loader(
+      train_set,
+      {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .num_workers = o.num_workers, .seed = o.seed});
   auto test_loader = spur::make_data_loader(test_set, {.batch_size = 500, .num_workers = o.num_workers});
   // The schedule is written for one process's batches (Accelerate's rule: the prepared scheduler steps once
   // per process and optimizer step).
   const int64_t steps_per_epoch = train_loader.size() / accelerator.gradient_accumulation_steps();
   const int64_t planned = o.max_steps > 0 ? o.max_steps * accelerator.num_processes() : o.epochs * steps_per_epoch;
   spur::CosineWithWarmup schedule(adamw, std::max<int64_t>(1, planned / 20), planned, 0.01);
-  auto [model, optimizer, scheduler, train, test] = accelerator.prepare(net, adamw, schedule, train_loader, test_loader);
+  auto [model, optimizer, scheduler, train, test] =
+      accelerator.prepare(net, adamw, schedule, train_loader, test_loader);
 
   int64_t epoch = 1, step = 0;
   if (!o.resume.empty()) {
@@ -200,10 +203,13 @@ int main(int argc, char** argv) try {
     step = (epoch - 1) * train.size() / accelerator.gradient_accumulation_steps();
     accelerator.print("resumed from", path, "at epoch", epoch);
   }
-  const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * train.size() / accelerator.gradient_accumulation_steps();
+  const int64_t total =
+      o.max_steps > 0 ? o.max_steps : o.epochs * train.size() / accelerator.gradient_accumulation_steps();
   accelerator.init_trackers("fashion-mnist",
-                            {{"lr", o.lr}, {"batch_size", o.batch_size * accelerator.num_processes()},
-                             {"epochs", o.epochs}, {"weight_decay", o.weight_decay},
+                            {{"lr", o.lr},
+                             {"batch_size", o.batch_size * accelerator.num_processes()},
+                             {"epochs", o.epochs},
+                             {"weight_decay", o.weight_decay},
                              {"mixed_precision", std::string(spur::to_string(accelerator.mixed_precision()))},
                              {"parameters", count_parameters(*net)}},
                             {.total_steps = total});
@@ -272,7 +278,8 @@ int main(int argc, char** argv) try {
       accelerator.log({{"accuracy", correct / seen}, {"epoch", epoch}}, step);
     }
     // Every epoch's end (and where --max_steps stopped it) is a checkpoint to resume from.
-    const std::string checkpoint = (fs::path(o.output_dir) / "checkpoints" / ("epoch_" + std::to_string(epoch))).string();
+    const std::string checkpoint =
+        (fs::path(o.output_dir) / "checkpoints" / ("epoch_" + std::to_string(epoch))).string();
     accelerator.save_state(checkpoint);
     accelerator.print("saved", checkpoint);
   }

@@ -60,11 +60,13 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct GptImpl : torch::nn::Module {
-  GptImpl(int64_t block_size, int64_t n_layer, int64_t n_head, int64_t n_embd, double dropout) : block_size(block_size) {
+  GptImpl(int64_t block_size, int64_t n_layer, int64_t n_head, int64_t n_embd, double dropout)
+      : block_size(block_size) {
     tokens = register_module("tokens", torch::nn::Embedding(256, n_embd));
     positions = register_module("positions", torch::nn::Embedding(block_size, n_embd));
     drop = register_module("drop", torch::nn::Dropout(dropout));
-    for (int64_t i = 0; i < n_layer; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout)));
+    for (int64_t i = 0; i < n_layer; ++i)
+      blocks.push_back(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout)));
     ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(n_embd, 256).bias(false)));
     // GPT-2's initialisation: normal(0, 0.02) for weights, zero biases; residual projections scaled by depth.
@@ -75,14 +77,16 @@ struct GptImpl : torch::nn::Module {
       if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
         p.zero_();
       } else if (p.dim() >= 2) {
-        const bool residual = name.find("proj.weight") != std::string::npos || name.find("out.weight") != std::string::npos;
+        const bool residual =
+            name.find("proj.weight") != std::string::npos || name.find("out.weight") != std::string::npos;
         torch::nn::init::normal_(p, 0.0, residual ? 0.02 / std::sqrt(2.0 * static_cast<double>(n_layer)) : 0.02);
       }
     }
   }
   torch::Tensor forward(const torch::Tensor& idx) {
     const auto t = idx.size(1);
-    auto x = drop(tokens(idx) + positions(torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(idx.device()))));
+    auto x = drop(tokens(idx) +
+                  positions(torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(idx.device()))));
     for (auto& block : blocks) x = block(x);
     return head(ln(x));
   }
@@ -94,4 +98,3 @@ struct GptImpl : torch::nn::Module {
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(Gpt);
-

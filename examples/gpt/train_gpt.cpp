@@ -98,7 +98,8 @@ Options parse(int argc, char** argv) {
     else flags.unknown();
   }
   if (o.n_embd % o.n_head != 0) {
-    throw spur::Error("--n_embd " + std::to_string(o.n_embd) + " must be a multiple of --n_head " + std::to_string(o.n_head));
+    throw spur::Error("--n_embd " + std::to_string(o.n_embd) + " must be a multiple of --n_head " +
+                      std::to_string(o.n_head));
   }
   if (o.warmup > o.max_steps) o.warmup = o.max_steps;
   return o;
@@ -151,12 +152,13 @@ Corpus load_corpus(const std::string& requested) {
   } else {
     const bool python_only = requested.empty();
     std::vector<fs::path> files;
-    for (auto it = fs::recursive_directory_iterator(corpus.source, fs::directory_options::skip_permission_denied, error);
+    for (auto it =
+             fs::recursive_directory_iterator(corpus.source, fs::directory_options::skip_permission_denied, error);
          it != fs::recursive_directory_iterator(); it.increment(error)) {
       if (error) break;
       const std::string path = it->path().string();
-      if (python_only && (path.find("site-packages") != std::string::npos ||
-                          path.find("dist-packages") != std::string::npos)) {
+      if (python_only &&
+          (path.find("site-packages") != std::string::npos || path.find("dist-packages") != std::string::npos)) {
         if (it->is_directory()) it.disable_recursion_pending();
         continue;
       }
@@ -196,8 +198,9 @@ struct Windows {
 
 Windows windows(const std::string& text, int64_t block, const std::string& what) {
   if (static_cast<int64_t>(text.size()) < block + 1) {
-    throw spur::Error("the " + what + " split has " + std::to_string(text.size()) + " bytes, fewer than --block_size + 1 (" +
-                      std::to_string(block + 1) + "): use a smaller --block_size or more text");
+    throw spur::Error("the " + what + " split has " + std::to_string(text.size()) +
+                      " bytes, fewer than --block_size + 1 (" + std::to_string(block + 1) +
+                      "): use a smaller --block_size or more text");
   }
   auto bytes = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
   std::memcpy(bytes.data_ptr(), text.data(), text.size());
@@ -265,10 +268,12 @@ int main(int argc, char** argv) try {
     parameters += p.numel();
   }
   torch::optim::AdamW adamw(
-      {torch::optim::OptimizerParamGroup(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                                    torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay))),
-       torch::optim::OptimizerParamGroup(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                                       torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(0.0)))},
+      {torch::optim::OptimizerParamGroup(
+           decay, std::make_unique<torch::optim::AdamWOptions>(
+                      torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay))),
+       torch::optim::OptimizerParamGroup(no_decay,
+                                         std::make_unique<torch::optim::AdamWOptions>(
+                                             torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(0.0)))},
       torch::optim::AdamWOptions(o.lr));
 
   if (!o.sample.empty()) {
@@ -276,7 +281,8 @@ int main(int argc, char** argv) try {
     if (o.resume.empty()) throw spur::Error("--sample needs --resume_from_checkpoint PATH|latest");
     auto model = accelerator.prepare(net);
     spur::load_model(*net, checkpoint_to_resume(o));
-    if (accelerator.is_main_process()) std::cout << continue_text(net, o.sample, o.sample_bytes, accelerator.device()) << "\n";
+    if (accelerator.is_main_process())
+      std::cout << continue_text(net, o.sample, o.sample_bytes, accelerator.device()) << "\n";
     return EXIT_SUCCESS;
   }
 
@@ -285,11 +291,14 @@ int main(int argc, char** argv) try {
   auto valid_set = windows(corpus.valid.empty() ? corpus.train.substr(corpus.train.size() * 95 / 100) : corpus.valid,
                            o.block_size, "validation");
   const double entropy = unigram_entropy(corpus.train);
-  auto train_loader = spur::make_data_loader(train_set, {.batch_size = o.batch_size, .shuffle = true, .drop_last = true,
-                                                         .seed = o.seed});
-  auto valid_loader = spur::make_data_loader(valid_set, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed + 1});
-  spur::CosineWithWarmup schedule(adamw, o.warmup * accelerator.num_processes(), o.max_steps * accelerator.num_processes(), 0.1);
-  auto [model, optimizer, scheduler, train, valid] = accelerator.prepare(net, adamw, schedule, train_loader, valid_loader);
+  auto train_loader = spur::make_data_loader(
+      train_set, {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed});
+  auto valid_loader =
+      spur::make_data_loader(valid_set, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed + 1});
+  spur::CosineWithWarmup schedule(adamw, o.warmup * accelerator.num_processes(),
+                                  o.max_steps * accelerator.num_processes(), 0.1);
+  auto [model, optimizer, scheduler, train, valid] =
+      accelerator.prepare(net, adamw, schedule, train_loader, valid_loader);
 
   int64_t step = 0;
   auto counter = torch::zeros({}, torch::kLong);
@@ -302,9 +311,14 @@ int main(int argc, char** argv) try {
     accelerator.print("resumed from", path, "at step", step);
   }
   accelerator.init_trackers("gpt",
-                            {{"lr", o.lr}, {"batch_size", o.batch_size * accelerator.num_processes()},
-                             {"block_size", o.block_size}, {"n_layer", o.n_layer}, {"n_head", o.n_head},
-                             {"n_embd", o.n_embd}, {"max_steps", o.max_steps}, {"parameters", parameters},
+                            {{"lr", o.lr},
+                             {"batch_size", o.batch_size * accelerator.num_processes()},
+                             {"block_size", o.block_size},
+                             {"n_layer", o.n_layer},
+                             {"n_head", o.n_head},
+                             {"n_embd", o.n_embd},
+                             {"max_steps", o.max_steps},
+                             {"parameters", parameters},
                              {"mixed_precision", std::string(spur::to_string(accelerator.mixed_precision()))},
                              {"unigram_entropy", entropy}},
                             {.total_steps = o.max_steps});
@@ -357,9 +371,9 @@ int main(int argc, char** argv) try {
         const double per_second = static_cast<double>(tokens * accelerator.num_processes()) / seconds;
         const double lr = optimizer->param_groups()[0].options().get_lr();
         const double wait = 100.0 * waited / seconds;
-        accelerator.print("step", std::to_string(step) + "/" + std::to_string(o.max_steps), "loss", std::to_string(mean),
-                          "lr", std::to_string(lr), "tokens/s", std::to_string(per_second), "data wait",
-                          std::to_string(wait) + "%");
+        accelerator.print("step", std::to_string(step) + "/" + std::to_string(o.max_steps), "loss",
+                          std::to_string(mean), "lr", std::to_string(lr), "tokens/s", std::to_string(per_second),
+                          "data wait", std::to_string(wait) + "%");
         accelerator.log({{"loss", mean}, {"lr", lr}, {"tokens_per_s", per_second}, {"data_wait_percent", wait}}, step);
         loss_sum.zero_();
         since_log = 0;
@@ -374,15 +388,16 @@ int main(int argc, char** argv) try {
         accelerator.log({{"valid_loss", valid_loss}, {"perplexity", std::exp(valid_loss)}}, step);
       }
       if (step % o.save_every == 0 || step == o.max_steps) {
-        const std::string checkpoint = (fs::path(o.output_dir) / "checkpoints" / ("step_" + std::to_string(step))).string();
+        const std::string checkpoint =
+            (fs::path(o.output_dir) / "checkpoints" / ("step_" + std::to_string(step))).string();
         accelerator.save_state(checkpoint);
       }
       if (step >= o.max_steps) break;
     }
   }
   if (o.sample_bytes > 0 && accelerator.is_main_process()) {
-    std::cout << "--- sample (prompt \"def \") ---\n" << continue_text(net, "def ", o.sample_bytes, accelerator.device())
-              << "\n---" << std::endl;
+    std::cout << "--- sample (prompt \"def \") ---\n"
+              << continue_text(net, "def ", o.sample_bytes, accelerator.device()) << "\n---" << std::endl;
   }
   if (o.checksum) {
     torch::NoGradGuard no_grad;

@@ -52,9 +52,8 @@ constexpr int64_t kInputs = 32;
 constexpr int64_t kClasses = 8;
 
 torch::nn::Sequential make_mlp(int64_t hidden) {
-  return torch::nn::Sequential(torch::nn::Linear(kInputs, hidden), torch::nn::ReLU(),
-                               torch::nn::Linear(hidden, hidden), torch::nn::ReLU(),
-                               torch::nn::Linear(hidden, kClasses));
+  return torch::nn::Sequential(torch::nn::Linear(kInputs, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden),
+                               torch::nn::ReLU(), torch::nn::Linear(hidden, kClasses));
 }
 
 }  // namespace
@@ -79,9 +78,9 @@ int main(int argc, char** argv) try {
 
   auto student = make_mlp(128);
   torch::optim::Adam adam(student->parameters(), torch::optim::AdamOptions(options.lr));
-  auto [model, optimizer, train_loader, valid_loader] =
-      accelerator.prepare(student, adam, spur::make_data_loader(train_set, {.batch_size = options.batch_size, .shuffle = true}),
-                          spur::make_data_loader(valid_set, {.batch_size = 250}));
+  auto [model, optimizer, train_loader, valid_loader] = accelerator.prepare(
+      student, adam, spur::make_data_loader(train_set, {.batch_size = options.batch_size, .shuffle = true}),
+      spur::make_data_loader(valid_set, {.batch_size = 250}));
 
   const int64_t total = options.epochs * train_loader.size();
   // Metrics go to the run history (`spur runs`, Spur Studio); only the main process records.

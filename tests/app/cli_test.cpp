@@ -38,13 +38,14 @@ class CliTest : public QObject {
   void env_names_versions_and_blas() {
     const auto result = spur_cli({"env"});
     QCOMPARE(result.exit_code, 0);
-    for (const char* key : {"Spur: ", "LibTorch (built against): ", "Qt: ", "Compiler: ", "OS: ", "CPU: ", "GPUs: ",
-                            "BLAS: "}) {
+    for (const char* key :
+         {"Spur: ", "LibTorch (built against): ", "Qt: ", "Compiler: ", "OS: ", "CPU: ", "GPUs: ", "BLAS: "}) {
       QVERIFY2(result.output.contains(key), qPrintable(result.output));
     }
     // Debian's LibTorch runs on the OpenBLAS the set-up installs, the wheel on the MKL inside libtorch_cpu: never
     // on the reference BLAS.
-    QVERIFY2(result.output.contains("BLAS: OpenBLAS") || result.output.contains("BLAS: MKL"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("BLAS: OpenBLAS") || result.output.contains("BLAS: MKL"),
+             qPrintable(result.output));
     QVERIFY2(!result.output.contains("reference BLAS"), qPrintable(result.output));
   }
 
@@ -63,7 +64,8 @@ class CliTest : public QObject {
       QVERIFY2(result.output.contains("CPU build"), qPrintable(result.output));
       return;
     }
-    QVERIFY2(result.output.contains("compiled against CUDA " SPUR_TORCH_CUDA_VERSION_STRING), qPrintable(result.output));
+    QVERIFY2(result.output.contains("compiled against CUDA " SPUR_TORCH_CUDA_VERSION_STRING),
+             qPrintable(result.output));
     const QString wheel = QFileInfo(SPUR_TORCHRUN_PYTHON).absolutePath() + "/..";
     for (const char* row : {"CUDA runtime (loaded): ", "NCCL (loaded): "}) {
       const auto line = result.output.section(row, 1, 1).section('\n', 0, 0);
@@ -86,7 +88,8 @@ class CliTest : public QObject {
     QCOMPARE(result.exit_code, 0);
     QVERIFY2(result.output.contains("LibTorch CUDA library: not loaded"), qPrintable(result.output));
     if (result.output.contains("CUDA build")) {
-      QVERIFY2(result.output.contains("CUDA support: not loaded: no NVIDIA GPU on this machine"), qPrintable(result.output));
+      QVERIFY2(result.output.contains("CUDA support: not loaded: no NVIDIA GPU on this machine"),
+               qPrintable(result.output));
     }
   }
 
@@ -110,8 +113,9 @@ class CliTest : public QObject {
 
     QDir(home.path()).mkpath("spur");
     const QString path = home.filePath("spur/default_config.yaml");
-    write_file(path, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 3\n"
-                     "num_machines: 1\nmixed_precision: bf16\nuse_cpu: true\n");
+    write_file(path,
+               "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 3\n"
+               "num_machines: 1\nmixed_precision: bf16\nuse_cpu: true\n");
     auto good = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
     QVERIFY2(good.output.contains("Config: " + path), qPrintable(good.output));
     QVERIFY2(good.output.contains("Config values: LOCAL_MACHINE, MULTI_CPU, 3 process(es) over 1 machine(s), "
@@ -146,20 +150,21 @@ class CliTest : public QObject {
     QTest::newRow("missing batch size") << base << "--batch_size is required";
     QTest::newRow("bad even_batches") << (base + QStringList{"--batch_size", "2", "--even_batches", "maybe"})
                                       << "--even_batches needs true or false";
-    QTest::newRow("zero processes") << QStringList{"shard-plan", "--dataset_len", "3", "--batch_size", "1",
-                                                   "--num_processes", "0"}
+    QTest::newRow("zero processes") << QStringList{"shard-plan", "--dataset_len",   "3", "--batch_size",
+                                                   "1",          "--num_processes", "0"}
                                     << "--num_processes must be between 1";
     QTest::newRow("unknown flag") << (base + QStringList{"--batch_size", "2", "--shuffle"}) << "unknown flag --shuffle";
     // Issue 12, defect 8: this took 1.4 GB and aborted on bad_alloc.
-    QTest::newRow("too much to list") << QStringList{"shard-plan", "--dataset_len", "1", "--batch_size", "1000000",
-                                                     "--num_processes", "100000"}
+    QTest::newRow("too much to list") << QStringList{"shard-plan", "--dataset_len",   "1",     "--batch_size",
+                                                     "1000000",    "--num_processes", "100000"}
                                       << "would list up to 100000000001 indices";
   }
 
   // Issue 12, defect 8: the work grew with the square of the process count (each rank built the whole padding
   // round); 100,000 processes of one sample now take as long as listing them.
   void shard_plan_scales_with_what_it_lists() {
-    const auto result = spur_cli({"shard-plan", "--dataset_len", "1", "--batch_size", "1", "--num_processes", "100000"});
+    const auto result =
+        spur_cli({"shard-plan", "--dataset_len", "1", "--batch_size", "1", "--num_processes", "100000"});
     QCOMPARE(result.exit_code, 0);
     QCOMPARE(result.output.count('\n'), 100000);
     QVERIFY(result.output.startsWith("{\"rank\": 0, \"batches\": [[0]]}\n"));

@@ -16,8 +16,8 @@
 
 namespace {
 
-spur::test::RankResult spur_cli(const QStringList& arguments, const QProcessEnvironment& env =
-                                                                  QProcessEnvironment::systemEnvironment()) {
+spur::test::RankResult spur_cli(const QStringList& arguments,
+                                const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
   return spur::test::run_process(SPUR_CLI, arguments, env, 30000);
 }
 
@@ -93,9 +93,10 @@ class ConfigTest : public QObject {
   void the_keys_are_accelerates() {
     const auto result = spur::test::run_process(
         SPUR_PEER_PYTHON,
-        {"-c", "import dataclasses, json; from accelerate.commands.config.config_args import ClusterConfig, "
-               "SageMakerConfig; print(json.dumps([sorted(f.name for f in dataclasses.fields(c)) for c in "
-               "(ClusterConfig, SageMakerConfig)]))"},
+        {"-c",
+         "import dataclasses, json; from accelerate.commands.config.config_args import ClusterConfig, "
+         "SageMakerConfig; print(json.dumps([sorted(f.name for f in dataclasses.fields(c)) for c in "
+         "(ClusterConfig, SageMakerConfig)]))"},
         QProcessEnvironment::systemEnvironment(), 60000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     const auto lists = QJsonDocument::fromJson(result.output.trimmed().toUtf8()).array();
@@ -122,7 +123,8 @@ class ConfigTest : public QObject {
     QTest::addColumn<QString>("expected");
     QTest::newRow("port out of range") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 70000\n"
                                        << ":3: main_process_port: 70000 is out of range";
-    QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n" << ":2: num_processes: 0 processes";
+    QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n"
+                                  << ":2: num_processes: 0 processes";
     QTest::newRow("unknown precision") << "distributed_type: 'NO'\nmixed_precision: fp64\n"
                                        << ":2: mixed_precision: 'fp64' is not one of no, fp16, bf16, fp8";
     QTest::newRow("unquoted no precision") << "distributed_type: 'NO'\nmixed_precision: no\n"
@@ -131,8 +133,10 @@ class ConfigTest : public QObject {
                                   << ":2: num_processes: must be an integer, not 'two'";
     QTest::newRow("machine rank") << "distributed_type: MULTI_CPU\nnum_machines: 2\nmachine_rank: 2\n"
                                   << ":3: machine_rank: 2 is out of range";
-    QTest::newRow("malformed yaml") << "distributed_type: [MULTI_CPU\n" << ":2: not valid YAML";
-    QTest::newRow("unknown key") << "distributed_type: MULTI_CPU\nhosts: a,b\n" << ":2: hosts: unknown key";
+    QTest::newRow("malformed yaml") << "distributed_type: [MULTI_CPU\n"
+                                    << ":2: not valid YAML";
+    QTest::newRow("unknown key") << "distributed_type: MULTI_CPU\nhosts: a,b\n"
+                                 << ":2: hosts: unknown key";
     QTest::newRow("sagemaker role") << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n"
                                        "ec2_instance_type: ml.m5.large\nmixed_precision: 'no'\n"
                                     << ": iam_role_name is missing";
@@ -146,14 +150,16 @@ class ConfigTest : public QObject {
     }
     QTest::newRow("billion laughs") << laughs << ":2: anchors (&name) are not accepted";
     // Found by tests/fuzz/fuzz_config: yaml-cpp yields documents for ever from a lone comma; validate hung.
-    QTest::newRow("a mapping as a key") << "{{}}" << ":1: a key must be a name";
+    QTest::newRow("a mapping as a key") << "{{}}"
+                                        << ":1: a key must be a name";
     QTest::newRow("a nested mapping as a key") << "distributed_type: MULTI_CPU\nfsdp_config:\n  ? {a: 1}\n  : 2\n"
                                                << ":3: a key must be a name";
     QTest::newRow("a custom tag") << "distributed_type: 'NO'\ndowncast_bf16: !false\n"
                                   << ":2: the tag !false is not one of YAML's own";
     QTest::newRow("a control character") << QString("distributed_type: 'NO'\nnum_processes: 8") + QChar(0) + "\n"
                                          << ":2: control character 0x00";
-    QTest::newRow("a lone comma") << "," << ": a configuration is a mapping of keys to values";
+    QTest::newRow("a lone comma") << ","
+                                  << ": a configuration is a mapping of keys to values";
     QTest::newRow("deep nesting") << "distributed_type: MULTI_CPU\ndeepspeed_config: " + QString(100, '[') +
                                          QString(100, ']') + "\n"
                                   << ":2: nested deeper than 64 levels";
@@ -163,19 +169,20 @@ class ConfigTest : public QObject {
   // named for what they are instead of hanging (a FIFO) or reading without end (/dev/zero).
   void launch_and_validate_agree_on_odd_files() {
     QTemporaryDir dir;
-    const QString alias = write(dir, "alias.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\ndeepspeed_config: &x {y: *x}\n");
-    for (const QStringList& command : {QStringList{"config", "validate", alias},
-                                       QStringList{"config", "show", "--config_file", alias},
-                                       QStringList{"launch", "--config_file", alias, "/bin/true"}}) {
+    const QString alias =
+        write(dir, "alias.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\ndeepspeed_config: &x {y: *x}\n");
+    for (const QStringList& command :
+         {QStringList{"config", "validate", alias}, QStringList{"config", "show", "--config_file", alias},
+          QStringList{"launch", "--config_file", alias, "/bin/true"}}) {
       const auto result = spur_cli(command);
       QVERIFY2(result.exit_code != 0 && !result.crashed && result.output.contains(alias + ":3: anchors"),
                qPrintable(command.join(' ') + ": " + result.output));
     }
     QVERIFY(::mkfifo(dir.filePath("fifo").toLocal8Bit().constData(), 0600) == 0);
     const QList<QPair<QString, QString>> odd{{dir.path(), "is a directory"},
-                                              {dir.filePath("fifo"), "is not a regular file"},
-                                              {"/dev/zero", "is not a regular file"},
-                                              {dir.filePath("missing.yaml"), "No such file or directory"}};
+                                             {dir.filePath("fifo"), "is not a regular file"},
+                                             {"/dev/zero", "is not a regular file"},
+                                             {dir.filePath("missing.yaml"), "No such file or directory"}};
     for (const auto& [path, message] : odd) {
       const auto result = spur_cli({"config", "validate", path});
       QVERIFY2(result.exit_code != 0 && result.output.contains(path + ": ") && result.output.contains(message),
@@ -205,7 +212,8 @@ class ConfigTest : public QObject {
     const QString path = dir.path() + "/config/spur/default_config.yaml";
     QVERIFY2(result.output.contains(path), qPrintable(result.output));
     // Issue 12, private files: a new configuration and the folders made for it are the owner's only.
-    QCOMPARE(QFileInfo(path).permissions() & QFileDevice::Permissions(0x7077), QFileDevice::ReadOwner | QFileDevice::WriteOwner);
+    QCOMPARE(QFileInfo(path).permissions() & QFileDevice::Permissions(0x7077),
+             QFileDevice::ReadOwner | QFileDevice::WriteOwner);
     QCOMPARE(QFileInfo(dir.path() + "/config/spur").permissions() & QFileDevice::Permissions(0x7077),
              QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
     QVERIFY2(accelerate_accepts(path), qPrintable(read(path)));
@@ -312,19 +320,20 @@ class ConfigTest : public QObject {
     QVERIFY(spur.waitForStarted());
     // SageMaker, data parallel, region, role, profile, no input channels, a metrics file, the image, a wrong
     // instance type first, 2 instances, bf16.
-    spur.write("sagemaker\nDATA_PARALLEL\neu-west-1\nspur-role\nresearch\n\nmetrics.tsv\n"
-               "123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1\nc5.xlarge\nml.c5.xlarge\n2\nbf16\n");
+    spur.write(
+        "sagemaker\nDATA_PARALLEL\neu-west-1\nspur-role\nresearch\n\nmetrics.tsv\n"
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1\nc5.xlarge\nml.c5.xlarge\n2\nbf16\n");
     spur.closeWriteChannel();
     QVERIFY(spur.waitForFinished(30000));
     const QString output = QString::fromUtf8(spur.readAll());
     QVERIFY2(spur.exitCode() == 0, qPrintable(output));
     QVERIFY2(output.contains("not a SageMaker instance type (ml.*)"), qPrintable(output));
     const QString text = read(path);
-    for (const char* expected : {"compute_environment: AMAZON_SAGEMAKER", "distributed_type: DATA_PARALLEL",
-                                 "region: eu-west-1", "iam_role_name: spur-role", "profile: research",
-                                 "sagemaker_metrics_file: metrics.tsv", "ec2_instance_type: ml.c5.xlarge",
-                                 "num_machines: 2", "mixed_precision: bf16",
-                                 "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1"}) {
+    for (const char* expected :
+         {"compute_environment: AMAZON_SAGEMAKER", "distributed_type: DATA_PARALLEL", "region: eu-west-1",
+          "iam_role_name: spur-role", "profile: research", "sagemaker_metrics_file: metrics.tsv",
+          "ec2_instance_type: ml.c5.xlarge", "num_machines: 2", "mixed_precision: bf16",
+          "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur:1"}) {
       QVERIFY2(text.contains(expected), qPrintable(expected + QString(" missing in:\n") + text));
     }
     QVERIFY(!text.contains("sagemaker_inputs_file"));

@@ -36,7 +36,8 @@ QString integrity(const QString& path) {
   sqlite3_stmt* statement = nullptr;
   sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &statement, nullptr);
   QString result;
-  while (sqlite3_step(statement) == SQLITE_ROW) result += reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
+  while (sqlite3_step(statement) == SQLITE_ROW)
+    result += reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
   sqlite3_finalize(statement);
   sqlite3_close(db);
   return result;
@@ -188,12 +189,14 @@ class HistoryTest : public QObject {
     QCOMPARE(runs.size(), size_t{1});
     QCOMPARE(QString::fromStdString(runs[0].project), QString("kill-test"));
     const auto points = reader.series(runs[0].id, "x");
-    QVERIFY2(static_cast<long long>(points.size()) >= logged_before,
-             qPrintable(QString("%1 points, %2 logged two seconds before the kill").arg(points.size()).arg(logged_before)));
+    QVERIFY2(
+        static_cast<long long>(points.size()) >= logged_before,
+        qPrintable(QString("%1 points, %2 logged two seconds before the kill").arg(points.size()).arg(logged_before)));
     for (size_t i = 0; i < points.size(); ++i) QCOMPARE(points[i].step, static_cast<int64_t>(i));
     // Marked running by a process that is gone: `spur runs list` says it failed.
     const auto listed = spur_cli({"runs", "list", "--json"}, path);
-    QCOMPARE(QJsonDocument::fromJson(listed.output.toUtf8()).array()[0].toObject()["status"].toString(), QString("failed"));
+    QCOMPARE(QJsonDocument::fromJson(listed.output.toUtf8()).array()[0].toObject()["status"].toString(),
+             QString("failed"));
   }
 
   // A file at schema version 1 (before notes, tags and params) opens, migrates and keeps its data.
@@ -295,7 +298,8 @@ class HistoryTest : public QObject {
       QVERIFY(std::abs(loss[i].value - expected[i].second) < 1e-5);
     }
     const auto console = reader.console(1);
-    QVERIFY(std::any_of(console.begin(), console.end(), [](const auto& l) { return l.rank == 0 && l.text.find("accuracy") != std::string::npos; }));
+    QVERIFY(std::any_of(console.begin(), console.end(),
+                        [](const auto& l) { return l.rank == 0 && l.text.find("accuracy") != std::string::npos; }));
     const auto rig_console = reader.console(2);
     for (int rank : {0, 1}) {
       QVERIFY2(std::any_of(rig_console.begin(), rig_console.end(),
@@ -323,7 +327,8 @@ class HistoryTest : public QObject {
     const auto relaunch = spur_cli({"launch", "--config_file", saved.fileName(), "--dry_run", SPUR_LAUNCH_RIG}, path);
     QVERIFY2(relaunch.exit_code == 0 && relaunch.output.contains("2 process(es)"), qPrintable(relaunch.output));
     const auto logs = spur_cli({"runs", "logs", "2", "--rank", "1"}, path);
-    QVERIFY2(logs.output.contains("[rank1] hello from rank 1") && !logs.output.contains("[rank0]"), qPrintable(logs.output));
+    QVERIFY2(logs.output.contains("[rank1] hello from rank 1") && !logs.output.contains("[rank0]"),
+             qPrintable(logs.output));
 
     const auto json = spur_cli({"runs", "export", "1", "--format", "json"}, path);
     const auto exported = QJsonDocument::fromJson(json.output.toUtf8()).object();
@@ -351,19 +356,20 @@ class HistoryTest : public QObject {
     for (const QString& target : {path, dir.filePath("link.db"), path + "-wal"}) {
       if (!QFileInfo::exists(target)) continue;
       const auto over = spur_cli({"runs", "export", "1", "--format", "json", "--output", target}, path);
-      QVERIFY2(over.exit_code == 2 && over.output.contains("is the run history"), qPrintable(target + ": " + over.output));
+      QVERIFY2(over.exit_code == 2 && over.output.contains("is the run history"),
+               qPrintable(target + ": " + over.output));
     }
     QCOMPARE(QFileInfo(path).size(), history_size);
     QCOMPARE(spur_cli({"runs", "list", "--json"}, path).output, list.output);
-    QCOMPARE(spur_cli({"runs", "export", "1", "--format", "json", "--output", dir.filePath("out.json")}, path).exit_code, 0);
+    QCOMPARE(
+        spur_cli({"runs", "export", "1", "--format", "json", "--output", dir.filePath("out.json")}, path).exit_code, 0);
     QVERIFY(QFileInfo(dir.filePath("out.json")).size() > 0);
 
     // tag, note, rm.
     QCOMPARE(spur_cli({"runs", "tag", "1", "baseline"}, path).exit_code, 0);
     QCOMPARE(spur_cli({"runs", "note", "1", "first", "try"}, path).exit_code, 0);
     const auto shown = spur_cli({"runs", "show", "1"}, path);
-    QVERIFY2(shown.output.contains("baseline") && shown.output.contains("first try") &&
-                 shown.output.contains("loss"),
+    QVERIFY2(shown.output.contains("baseline") && shown.output.contains("first try") && shown.output.contains("loss"),
              qPrintable(shown.output));
     QCOMPARE(spur_cli({"runs", "rm", "2"}, path).exit_code, 0);
     const auto gone = spur_cli({"runs", "show", "2"}, path);
@@ -430,7 +436,8 @@ class HistoryTest : public QObject {
         QCOMPARE(QFileInfo(file).permissions() & QFileDevice::Permissions(0x7077), owner_only);
       }
       for (const QString& folder : {dir.filePath("new"), dir.filePath("new/deeper")}) {
-        QCOMPARE(QFileInfo(folder).permissions() & QFileDevice::Permissions(0x7077), owner_only | QFileDevice::ExeOwner);
+        QCOMPARE(QFileInfo(folder).permissions() & QFileDevice::Permissions(0x7077),
+                 owner_only | QFileDevice::ExeOwner);
       }
     }
     QVERIFY(QFile::setPermissions(path, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ReadGroup));
@@ -478,8 +485,8 @@ class HistoryTest : public QObject {
     for (auto& launch : launches) {
       launch.process->setProcessEnvironment(env);
       launch.process->setProcessChannelMode(QProcess::MergedChannels);
-      launch.process->start(SPUR_CLI, {"launch", "--num_processes", "1", "/bin/sh", "-c",
-                                       QString("seq 1 %1; sleep 3").arg(kLines)});
+      launch.process->start(
+          SPUR_CLI, {"launch", "--num_processes", "1", "/bin/sh", "-c", QString("seq 1 %1; sleep 3").arg(kLines)});
       QVERIFY(launch.process->waitForStarted());
     }
     // Waits until every launch printed `line` (its runs exist once the ranks print anything).
@@ -525,7 +532,8 @@ class HistoryTest : public QObject {
       QCOMPARE(static_cast<int>(console.size()), kLines);
       for (int i = 0; i < kLines; ++i) {
         if (console[i].text != std::to_string(i + 1)) {
-          QFAIL(qPrintable(QString("run %1, line %2: '%3'").arg(run.id).arg(i).arg(QString::fromStdString(console[i].text))));
+          QFAIL(qPrintable(
+              QString("run %1, line %2: '%3'").arg(run.id).arg(i).arg(QString::fromStdString(console[i].text))));
         }
       }
     }

@@ -114,15 +114,17 @@ class LaunchTest : public QObject {
     QCOMPARE(back.program, program);
     QCOMPARE(back.arguments, arguments);
     // What bash makes of the line is what was meant.
-    const auto echoed = spur::test::run_process("/bin/bash", {"-c", "printf '%s\\n' " + spur::app::shell_quote(arguments)},
-                                                QProcessEnvironment::systemEnvironment(), 10000);
+    const auto echoed =
+        spur::test::run_process("/bin/bash", {"-c", "printf '%s\\n' " + spur::app::shell_quote(arguments)},
+                                QProcessEnvironment::systemEnvironment(), 10000);
     QCOMPARE(echoed.output, arguments.isEmpty() ? QString("\n") : arguments.join('\n') + '\n');
   }
 
   // Found by fuzz_launch_arguments: a backslash before a newline is a line continuation, as in the shell, so a
   // line split that way reads back the same after it is written out again.
   void a_backslash_newline_continues_the_line() {
-    QCOMPARE(spur::app::shell_split("spur launch t\\\nrain --lr 1"), (QStringList{"spur", "launch", "train", "--lr", "1"}));
+    QCOMPARE(spur::app::shell_split("spur launch t\\\nrain --lr 1"),
+             (QStringList{"spur", "launch", "train", "--lr", "1"}));
     const auto request = spur::app::LaunchRequest::parse("spur launch t\\\n");
     QCOMPARE(request.program, QString("t"));
     QCOMPARE(spur::app::LaunchRequest::parse(request.command_line()).command_line(), request.command_line());
@@ -146,9 +148,9 @@ class LaunchTest : public QObject {
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     const auto& out = result.output;
     QVERIFY2(out.contains("2 process(es) over 1 machine(s)"), qPrintable(out));
-    for (const char* expected : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0",
-                                 "MASTER_ADDR=127.0.0.1", "SPUR_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=",
-                                 "SPUR_LAUNCHER=spur", "SPUR_TEST_A=1 2", "B_=x=y"}) {
+    for (const char* expected :
+         {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0", "MASTER_ADDR=127.0.0.1",
+          "SPUR_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=", "SPUR_LAUNCHER=spur", "SPUR_TEST_A=1 2", "B_=x=y"}) {
       QVERIFY2(out.contains(expected), qPrintable(QString(expected) + " missing:\n" + out));
     }
     static const QRegularExpression port("MASTER_PORT=(\\d+)");
@@ -163,7 +165,8 @@ class LaunchTest : public QObject {
     auto result = launch(dir, {"--config_file", config, SPUR_LAUNCH_RIG});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     for (int rank = 0; rank < 4; ++rank) {
-      QVERIFY2(result.output.contains(QString("[rank%1] hello from rank %1 of 4").arg(rank)), qPrintable(result.output));
+      QVERIFY2(result.output.contains(QString("[rank%1] hello from rank %1 of 4").arg(rank)),
+               qPrintable(result.output));
     }
     // 2 cores shared by 4 ranks: one thread each.
     QVERIFY2(result.output.contains("threads 1"), qPrintable(result.output));
@@ -180,18 +183,19 @@ class LaunchTest : public QObject {
     QTest::addColumn<QStringList>("expected");
     const QString works = "spur test: the setup works.";
     QTest::newRow("3 processes from the file")
-        << "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n" << QStringList{} << 0
-        << QStringList{"[rank2] rank 2 of 3", "[rank0] spur-check: OK: 3 process(es)", works};
-    QTest::newRow("bf16 from the flags")
-        << "distributed_type: 'NO'\n" << QStringList{"--num_processes", "2", "--mixed_precision", "bf16", "--cpu"} << 0
-        << QStringList{"training step (bf16", "spur-check: OK: 2 process(es)", works};
+        << "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n"
+        << QStringList{} << 0 << QStringList{"[rank2] rank 2 of 3", "[rank0] spur-check: OK: 3 process(es)", works};
+    QTest::newRow("bf16 from the flags") << "distributed_type: 'NO'\n"
+                                         << QStringList{"--num_processes", "2", "--mixed_precision", "bf16", "--cpu"}
+                                         << 0
+                                         << QStringList{"training step (bf16", "spur-check: OK: 2 process(es)", works};
     // This is machine 0 of 2 and machine 1 never comes (SPUR_RENDEZVOUS_TIMEOUT=2 below).
     QTest::newRow("a machine that never joins")
         << "distributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 2\nmain_process_ip: 127.0.0.1\nuse_cpu: true\n"
         << QStringList{"--main_process_port", QString::number(spur::test::free_port())} << 1
         << QStringList{"missing rank(s) 1", "spur test: the setup does NOT work", "failed: exit code 1"};
-    QTest::newRow("a program is refused") << "distributed_type: 'NO'\n" << QStringList{"./train"} << 2
-                                          << QStringList{"spur test: takes no program"};
+    QTest::newRow("a program is refused") << "distributed_type: 'NO'\n"
+                                          << QStringList{"./train"} << 2 << QStringList{"spur test: takes no program"};
   }
 
   void spur_test_checks_the_configured_setup() {
@@ -207,9 +211,11 @@ class LaunchTest : public QObject {
     file.close();
     auto env = isolated(dir);
     env.insert("SPUR_RENDEZVOUS_TIMEOUT", "2");
-    const auto result = spur::test::run_process(SPUR_CLI, QStringList{"test", "--config_file", path} + flags, env, 60000);
+    const auto result =
+        spur::test::run_process(SPUR_CLI, QStringList{"test", "--config_file", path} + flags, env, 60000);
     QVERIFY2(result.exit_code == exit_code, qPrintable(result.output));
-    for (const auto& line : expected) QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
+    for (const auto& line : expected)
+      QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
   }
 
   void machines_by_hand_get_their_ranks() {
@@ -217,10 +223,12 @@ class LaunchTest : public QObject {
     const auto result = launch(dir, {"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
                                      "--main_process_ip", "10.1.2.3", "--dry_run", SPUR_LAUNCH_RIG});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
-    QVERIFY(result.output.contains("[rank2]") && result.output.contains("[rank3]") && !result.output.contains("[rank0]"));
+    QVERIFY(result.output.contains("[rank2]") && result.output.contains("[rank3]") &&
+            !result.output.contains("[rank0]"));
     QVERIFY(result.output.contains("GROUP_RANK=1") && result.output.contains("MASTER_ADDR=10.1.2.3") &&
             result.output.contains("MASTER_PORT=29500"));
-    const auto bad = launch(dir, {"--num_processes", "3", "--num_machines", "2", "--main_process_ip", "h", SPUR_LAUNCH_RIG});
+    const auto bad =
+        launch(dir, {"--num_processes", "3", "--num_machines", "2", "--main_process_ip", "h", SPUR_LAUNCH_RIG});
     QVERIFY2(bad.exit_code != 0 && bad.output.contains("num_processes (3) is the total over num_machines (2)"),
              qPrintable(bad.output));
     const auto no_ip = launch(dir, {"--num_processes", "4", "--num_machines", "2", SPUR_LAUNCH_RIG});
@@ -230,14 +238,22 @@ class LaunchTest : public QObject {
   void two_machines_on_one_host_train_together() {
     QTemporaryDir dir;
     const int port = spur::test::free_port();
-    const QStringList common{"launch", "--num_processes", "4", "--num_machines", "2", "--main_process_ip", "127.0.0.1",
-                             "--main_process_port", QString::number(port)};
+    const QStringList common{"launch",
+                             "--num_processes",
+                             "4",
+                             "--num_machines",
+                             "2",
+                             "--main_process_ip",
+                             "127.0.0.1",
+                             "--main_process_port",
+                             QString::number(port)};
     QProcess machine1;
     machine1.setProcessEnvironment(isolated(dir));
     machine1.setProcessChannelMode(QProcess::MergedChannels);
     machine1.start(SPUR_CLI, common + QStringList{"--machine_rank", "1", SPUR_EXAMPLE_MLP, "--epochs", "1"});
     const auto machine0 = spur::test::run_process(
-        SPUR_CLI, common + QStringList{"--machine_rank", "0", SPUR_EXAMPLE_MLP, "--epochs", "1"}, isolated(dir), 120000);
+        SPUR_CLI, common + QStringList{"--machine_rank", "0", SPUR_EXAMPLE_MLP, "--epochs", "1"}, isolated(dir),
+        120000);
     QVERIFY(machine1.waitForFinished(60000));
     QVERIFY2(machine0.exit_code == 0, qPrintable(machine0.output));
     QCOMPARE(machine1.exitCode(), 0);
@@ -285,7 +301,8 @@ class LaunchTest : public QObject {
     QVERIFY(spur.waitForFinished(20000));
     const QString output = QString::fromUtf8(spur.readAll());
     QCOMPARE(spur.exitCode(), 130);
-    QVERIFY2(output.contains("[rank0] rank 0 stopping on signal 2") && output.contains("[rank1] rank 1 stopping on signal 2"),
+    QVERIFY2(output.contains("[rank0] rank 0 stopping on signal 2") &&
+                 output.contains("[rank1] rank 1 stopping on signal 2"),
              qPrintable(output));
     QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 5000));
   }
@@ -361,31 +378,34 @@ class LaunchTest : public QObject {
     QVERIFY(spur.waitForStarted());
     QVERIFY2(spur.waitForFinished(20000), "a rank waited for input");
     QString output = QString::fromUtf8(spur.readAll());
-    QVERIFY2(output.contains("rank 0 read [] status 1") && output.contains("rank 1 read [] status 1"), qPrintable(output));
+    QVERIFY2(output.contains("rank 0 read [] status 1") && output.contains("rank 1 read [] status 1"),
+             qPrintable(output));
 
     spur.start(SPUR_CLI, QStringList{"launch", "--num_processes", "2", "--interactive"} + program);
     QVERIFY(spur.waitForStarted());
     spur.write("hello from the terminal\n");
     QVERIFY2(spur.waitForFinished(20000), "rank 0 did not get the input");
     output = QString::fromUtf8(spur.readAll());
-    QVERIFY2(output.contains("rank 0 read [hello from the terminal] status 0") &&
-                 output.contains("rank 1 read [] status 1"),
-             qPrintable(output));
+    QVERIFY2(
+        output.contains("rank 0 read [hello from the terminal] status 0") && output.contains("rank 1 read [] status 1"),
+        qPrintable(output));
     // On a real terminal (a pty from script(1)): rank 0 is not stopped by SIGTTIN for reading it from a
     // background process group.
     QProcess terminal;
     terminal.setProcessEnvironment(isolated(dir));
     terminal.setProcessChannelMode(QProcess::MergedChannels);
     terminal.start("script", {"-qec",
-                              "'" + QString(SPUR_CLI) + "' launch --num_processes 2 --interactive /bin/sh -c "
-                              "'read line; echo \"rank $RANK got [$line]\"'",
+                              "'" + QString(SPUR_CLI) +
+                                  "' launch --num_processes 2 --interactive /bin/sh -c "
+                                  "'read line; echo \"rank $RANK got [$line]\"'",
                               "/dev/null"});
     QVERIFY(terminal.waitForStarted());
     QThread::msleep(500);
     terminal.write("typed at a terminal\n");
     QVERIFY2(terminal.waitForFinished(20000), "rank 0 was stopped reading the terminal");
     output = QString::fromUtf8(terminal.readAll());
-    QVERIFY2(output.contains("rank 0 got [typed at a terminal]") && output.contains("rank 1 got []"), qPrintable(output));
+    QVERIFY2(output.contains("rank 0 got [typed at a terminal]") && output.contains("rank 1 got []"),
+             qPrintable(output));
   }
 
   // Issue 12, defect 11: a reader that stops early (`| head -n1`) no longer kills the launcher by SIGPIPE, so
@@ -395,21 +415,22 @@ class LaunchTest : public QObject {
     QTemporaryDir dir;
     auto env = isolated(dir);
     env.insert("SPUR_HISTORY", dir.filePath("history.db"));
-    const QString ranks = "for i in $(seq 1 300); do echo line $i; done; sleep 0.5; echo finished > " + dir.path() +
-                          "/finished$RANK";
-    const auto piped = spur::test::run_process(
-        "/bin/bash",
-        {"-c", "set -o pipefail; '" + QString(SPUR_CLI) + "' launch --num_processes 2 /bin/sh -c '" + ranks +
-                   "' | head -n1"},
-        env, 60000);
+    const QString ranks =
+        "for i in $(seq 1 300); do echo line $i; done; sleep 0.5; echo finished > " + dir.path() + "/finished$RANK";
+    const auto piped =
+        spur::test::run_process("/bin/bash",
+                                {"-c", "set -o pipefail; '" + QString(SPUR_CLI) +
+                                           "' launch --num_processes 2 /bin/sh -c '" + ranks + "' | head -n1"},
+                                env, 60000);
     QVERIFY2(piped.exit_code == 0, qPrintable(piped.output));
     QVERIFY(QFile::exists(dir.filePath("finished0")) && QFile::exists(dir.filePath("finished1")));
     const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "list", "--json"}, env, 30000);
-    QVERIFY2(shown.output.contains("\"finished\"") &&
-                 shown.output.contains(QRegularExpression("\"exit_code\":\\s*0\\b")),
-             qPrintable(shown.output));
+    QVERIFY2(
+        shown.output.contains("\"finished\"") && shown.output.contains(QRegularExpression("\"exit_code\":\\s*0\\b")),
+        qPrintable(shown.output));
 
-    const auto long_line = launch(dir, {"--num_processes", "1", "/bin/sh", "-c", "head -c 2621440 /dev/zero | tr '\\0' x"});
+    const auto long_line =
+        launch(dir, {"--num_processes", "1", "/bin/sh", "-c", "head -c 2621440 /dev/zero | tr '\\0' x"});
     QCOMPARE(long_line.exit_code, 0);
     const auto pieces = long_line.output.split('\n', Qt::SkipEmptyParts).filter(QRegularExpression("^\\[rank0\\] x+$"));
     QCOMPARE(pieces.size(), 3);  // 1 MiB, 1 MiB, 0.5 MiB
@@ -431,13 +452,13 @@ class LaunchTest : public QObject {
     const QString secret = "hf_s3cr3t_value_4711";
     const QStringList program{"/bin/sh", "-c", "echo token length ${#HF_TOKEN} plain $PLAIN"};
     // The program's own arguments are its business, and TOKENIZERS_PARALLELISM is no secret.
-    auto result = spur::test::run_process(
-        SPUR_CLI,
-        QStringList{"launch", "--num_processes", "2", "--env", "HF_TOKEN=" + secret, "--env=PLAIN=visible", "--env",
-                    "TOKENIZERS_PARALLELISM=false"} +
-            program + QStringList{"--env", "X_TOKEN=kept"},
-        env, 60000);
-    QVERIFY2(result.exit_code == 0 && result.output.contains("token length 20 plain visible"), qPrintable(result.output));
+    auto result = spur::test::run_process(SPUR_CLI,
+                                          QStringList{"launch", "--num_processes", "2", "--env", "HF_TOKEN=" + secret,
+                                                      "--env=PLAIN=visible", "--env", "TOKENIZERS_PARALLELISM=false"} +
+                                              program + QStringList{"--env", "X_TOKEN=kept"},
+                                          env, 60000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("token length 20 plain visible"),
+             qPrintable(result.output));
     QVERIFY(!result.output.contains(secret));
     const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "show", "1"}, env, 30000);
     QVERIFY2(shown.output.contains("--env HF_TOKEN ") && shown.output.contains("--env=PLAIN=visible") &&
@@ -454,12 +475,12 @@ class LaunchTest : public QObject {
     QVERIFY2(dry.output.contains("HF_TOKEN=<redacted>") && !dry.output.contains(secret), qPrintable(dry.output));
     // The recorded form: the value comes from the launcher's environment, and its absence is named.
     env.insert("HF_TOKEN", "abc");
-    result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program,
-                                     env, 60000);
+    result = spur::test::run_process(
+        SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program, env, 60000);
     QVERIFY2(result.exit_code == 0 && result.output.contains("token length 3"), qPrintable(result.output));
     env.remove("HF_TOKEN");
-    result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program,
-                                     env, 60000);
+    result = spur::test::run_process(
+        SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--env", "HF_TOKEN"} + program, env, 60000);
     QVERIFY2(result.exit_code != 0 && result.output.contains("--env HF_TOKEN: HF_TOKEN is not set here"),
              qPrintable(result.output));
   }
@@ -512,14 +533,16 @@ class LaunchTest : public QObject {
     garbage.close();
     QVERIFY(garbage.setPermissions(garbage.permissions() | QFileDevice::ExeOwner));
     result = launch(dir, {"--num_processes", "2", dir.filePath("garbage")});
-    QVERIFY2(result.exit_code != 0 && result.output.contains("is not a program (neither an ELF executable nor a script"),
-             qPrintable(result.output));
+    QVERIFY2(
+        result.exit_code != 0 && result.output.contains("is not a program (neither an ELF executable nor a script"),
+        qPrintable(result.output));
     result = launch(dir, {"--num_processes", "2", dir.path()});
     QVERIFY2(result.exit_code != 0 && result.output.contains("it is a directory"), qPrintable(result.output));
     result = launch(dir, {"--num_processes", "2", "/bin/false"});
     QVERIFY2(result.exit_code == 1 && result.output.contains("It printed nothing."), qPrintable(result.output));
     result = launch(dir, {"--num_processes", "two", SPUR_LAUNCH_RIG});
-    QVERIFY2(result.exit_code != 0 && result.output.contains("--num_processes needs an integer"), qPrintable(result.output));
+    QVERIFY2(result.exit_code != 0 && result.output.contains("--num_processes needs an integer"),
+             qPrintable(result.output));
   }
 };
 

@@ -56,7 +56,8 @@ class RunsModelTest : public QObject {
     QVERIFY(changed.count() >= 2);
     QVERIFY2(model.data(model.index(0, spur::app::RunsModel::Progress)).toString().startsWith("25/100 25%"),
              qPrintable(model.data(model.index(0, spur::app::RunsModel::Progress)).toString()));
-    QCOMPARE(model.data(model.index(0, spur::app::RunsModel::Progress), spur::app::RunsModel::SortRole).toDouble(), 0.25);
+    QCOMPARE(model.data(model.index(0, spur::app::RunsModel::Progress), spur::app::RunsModel::SortRole).toDouble(),
+             0.25);
     QCOMPARE(model.data(model.index(1, spur::app::RunsModel::Status)).toString(), QString("finished"));
     QCOMPARE(model.data(model.index(1, spur::app::RunsModel::ExitCode)).toInt(), 0);
     QCOMPARE(model.data(model.index(1, spur::app::RunsModel::Tags)).toString(), QString("best"));
@@ -237,7 +238,7 @@ class RunsModelTest : public QObject {
       xs[i] = static_cast<double>(i);
       ys[i] = std::sin(static_cast<double>(i) * 1e-4);
     }
-    ys[123457] = 50;   // one-point spikes, up and down
+    ys[123457] = 50;  // one-point spikes, up and down
     ys[876543] = -50;
     const auto keep = spur::app::downsample(xs, ys, 0, 999999, 1000);
     QVERIFY2(keep.size() <= 4000 + 2, qPrintable(QString::number(keep.size())));

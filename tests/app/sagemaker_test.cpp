@@ -168,9 +168,11 @@ class SageMakerTest : public QObject {
   void job_names_follow_sagemaker_rules_data() {
     QTest::addColumn<QString>("base");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("short") << "spur-mlp" << "spur-mlp-2026-11-29-08-05-09-042";
+    QTest::newRow("short") << "spur-mlp"
+                           << "spur-mlp-2026-11-29-08-05-09-042";
     QTest::newRow("cut to 63") << QString(60, 'a') << QString(39, 'a') + "-2026-11-29-08-05-09-042";
-    QTest::newRow("no hyphen before the stamp") << QString(38, 'a') + "-b" << QString(38, 'a') + "-2026-11-29-08-05-09-042";
+    QTest::newRow("no hyphen before the stamp")
+        << QString(38, 'a') + "-b" << QString(38, 'a') + "-2026-11-29-08-05-09-042";
   }
 
   void job_names_follow_sagemaker_rules() {
@@ -187,18 +189,18 @@ class SageMakerTest : public QObject {
   void submits_the_job_and_follows_its_logs() {
     QTemporaryDir dir;
     const QString config = prepare(dir);
-    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
-                             {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
-                                                     status("Completed", "Completed")}},
-                             {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3",
-                                                                        "accuracy 0.97",
-                                                                        "@spur {\"type\": \"metric\", \"key\": \"loss\", "
-                                                                        "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}"}},
-                                                  {"algo-2", QJsonArray{"rank 1 ready"}}}}});
+    FakeAws aws(dir.path(),
+                {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                 {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
+                                         status("Completed", "Completed")}},
+                 {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3", "accuracy 0.97",
+                                                            "@spur {\"type\": \"metric\", \"key\": \"loss\", "
+                                                            "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}"}},
+                                      {"algo-2", QJsonArray{"rank 1 ready"}}}}});
     QVERIFY(aws.ok());
-    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(),
-                                   "--poll_interval", "1", "--env", "SEED=7", "--gradient_accumulation_steps", "2",
-                                   "/opt/spur/train_mlp", "--epochs", "3; rm -rf ~", "a b"});
+    const auto result = spur(
+        dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval", "1", "--env",
+              "SEED=7", "--gradient_accumulation_steps", "2", "/opt/spur/train_mlp", "--epochs", "3; rm -rf ~", "a b"});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     for (const char* line : {"[algo-1] epoch 1 loss 0.5", "[algo-1] epoch 2 loss 0.3", "[algo-1] accuracy 0.97",
                              "[algo-2] rank 1 ready", "InProgress - Training", "completed"}) {
@@ -227,7 +229,8 @@ class SageMakerTest : public QObject {
     QCOMPARE(creates.size(), 1);
     const auto body = creates[0]["body"].toObject();
     QVERIFY(QRegularExpression("^spur-mlp-\\d{4}-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d\\d-\\d{3}$")
-                .match(body["TrainingJobName"].toString()).hasMatch());
+                .match(body["TrainingJobName"].toString())
+                .hasMatch());
     QCOMPARE(body["RoleArn"].toString(), QString("arn:aws:iam::123456789012:role/spur-training"));
     const auto algorithm = body["AlgorithmSpecification"].toObject();
     QCOMPARE(algorithm["TrainingImage"].toString(), QString("123456789012.dkr.ecr.eu-west-1.amazonaws.com/spur-mlp:1"));
@@ -275,13 +278,14 @@ class SageMakerTest : public QObject {
   void a_failed_job_reports_its_reason() {
     QTemporaryDir dir;
     const QString config = prepare(dir);
-    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
-                             {"describe", QJsonArray{status("Failed", "Failed", "AlgorithmError: rank1 failed: exit code 3")}},
-                             {"describe_errors", 1},
-                             {"logs", QJsonObject{{"algo-1", QJsonArray{"Traceback: out of memory"}}}}});
+    FakeAws aws(dir.path(),
+                {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                 {"describe", QJsonArray{status("Failed", "Failed", "AlgorithmError: rank1 failed: exit code 3")}},
+                 {"describe_errors", 1},
+                 {"logs", QJsonObject{{"algo-1", QJsonArray{"Traceback: out of memory"}}}}});
     QVERIFY(aws.ok());
-    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval",
-                                   "1", "/opt/spur/train_mlp"});
+    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(),
+                                   "--poll_interval", "1", "/opt/spur/train_mlp"});
     QCOMPARE(result.exit_code, 1);
     QVERIFY2(result.output.contains("(ThrottlingException)") && result.output.contains("retrying in 2 s"),
              qPrintable(result.output));
@@ -293,11 +297,12 @@ class SageMakerTest : public QObject {
   void refusals_are_named_data() {
     QTest::addColumn<QJsonObject>("scenario");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("job name in use")
-        << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
-                       {"create_error", QJsonObject{{"status", 400}, {"type", "ResourceInUse"},
-                                                    {"message", "Training job names must be unique"}}}}
-        << "(ResourceInUse) when calling the CreateTrainingJob operation";
+    QTest::newRow("job name in use") << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
+                                                    {"create_error",
+                                                     QJsonObject{{"status", 400},
+                                                                 {"type", "ResourceInUse"},
+                                                                 {"message", "Training job names must be unique"}}}}
+                                     << "(ResourceInUse) when calling the CreateTrainingJob operation";
     QTest::newRow("unknown role") << QJsonObject{} << "The role with name spur-training cannot be found";
     QTest::newRow("someone else's bucket")
         << QJsonObject{{"role_arn", "arn:aws:iam::123456789012:role/r"},
@@ -313,7 +318,8 @@ class SageMakerTest : public QObject {
     scenario["describe"] = QJsonArray{status("Completed", "Completed")};
     FakeAws aws(dir.path(), scenario);
     QVERIFY(aws.ok());
-    const auto result = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "/opt/spur/train"});
+    const auto result =
+        spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "/opt/spur/train"});
     QCOMPARE(result.exit_code, 1);
     // The error is the last thing said, in one line.
     QVERIFY2(result.output.trimmed().split('\n').last().contains(expected), qPrintable(result.output));
@@ -372,7 +378,8 @@ class SageMakerTest : public QObject {
     QElapsedTimer timer;
     timer.start();
     while (aws.requests("SageMaker.DescribeTrainingJob").isEmpty() && timer.elapsed() < 60000) QThread::msleep(100);
-    QVERIFY2(!aws.requests("SageMaker.DescribeTrainingJob").isEmpty(), qPrintable(QString::fromUtf8(process.readAll())));
+    QVERIFY2(!aws.requests("SageMaker.DescribeTrainingJob").isEmpty(),
+             qPrintable(QString::fromUtf8(process.readAll())));
     ::kill(static_cast<pid_t>(process.processId()), SIGINT);
     const bool finished = process.waitForFinished(60000);
     if (!finished) process.kill();
@@ -386,9 +393,10 @@ class SageMakerTest : public QObject {
   void detach_then_follow_and_stop() {
     QTemporaryDir dir;
     const QString config = prepare(dir);
-    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
-                             {"describe", QJsonArray{status("InProgress", "Training"), status("Completed", "Completed")}},
-                             {"logs", QJsonObject{{"algo-1", QJsonArray{"done"}}}}});
+    FakeAws aws(dir.path(),
+                {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                 {"describe", QJsonArray{status("InProgress", "Training"), status("Completed", "Completed")}},
+                 {"logs", QJsonObject{{"algo-1", QJsonArray{"done"}}}}});
     QVERIFY(aws.ok());
     const auto submitted = spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--detach",
                                       "--job_name", "nightly-42", "/opt/spur/train"});
@@ -402,7 +410,8 @@ class SageMakerTest : public QObject {
     QVERIFY2(stopped.exit_code == 0, qPrintable(stopped.output));
     QCOMPARE(aws.requests("SageMaker.StopTrainingJob").size(), 1);
     const auto unknown = spur(dir, QStringList{"sagemaker", "describe", "nope"} + common);
-    QVERIFY2(unknown.exit_code == 1 && unknown.output.contains("Requested resource not found"), qPrintable(unknown.output));
+    QVERIFY2(unknown.exit_code == 1 && unknown.output.contains("Requested resource not found"),
+             qPrintable(unknown.output));
   }
 
   // Bad input is refused before anything reaches AWS (--dry_run: the CLI is never called).
@@ -411,23 +420,26 @@ class SageMakerTest : public QObject {
     QTest::addColumn<QStringList>("flags");
     QTest::addColumn<QString>("expected");
     const QByteArray arn = "iam_role_name: arn:aws:iam::123456789012:role/r\n";
-    const QByteArray base = "compute_environment: AMAZON_SAGEMAKER\nec2_instance_type: ml.c5.xlarge\n"
-                            "mixed_precision: 'no'\n" + arn;
+    const QByteArray base =
+        "compute_environment: AMAZON_SAGEMAKER\nec2_instance_type: ml.c5.xlarge\n"
+        "mixed_precision: 'no'\n" +
+        arn;
     QTest::newRow("no image") << base + "distributed_type: 'NO'\n" << QStringList{} << "sm.yaml: image_uri is missing";
-    QTest::newRow("model parallel") << base + "image_uri: i\ndistributed_type: MODEL_PARALLEL\n" << QStringList{}
-                                    << "sm.yaml:6: distributed_type: MODEL_PARALLEL";
+    QTest::newRow("model parallel") << base + "image_uri: i\ndistributed_type: MODEL_PARALLEL\n"
+                                    << QStringList{} << "sm.yaml:6: distributed_type: MODEL_PARALLEL";
     QTest::newRow("NO on two machines") << base + "image_uri: i\ndistributed_type: 'NO'\nnum_machines: 2\n"
                                         << QStringList{} << "sm.yaml:7: num_machines: 2 instances";
     QTest::newRow("credentials in the environment")
-        << base + "image_uri: i\ndistributed_type: 'NO'\n" << QStringList{"--env", "AWS_SECRET_ACCESS_KEY=x"}
-        << "AWS_SECRET_ACCESS_KEY: credentials never go into a job";
-    QTest::newRow("bad metrics file") << base + "image_uri: i\ndistributed_type: 'NO'\nsagemaker_metrics_file: bad.tsv\n"
+        << base + "image_uri: i\ndistributed_type: 'NO'\n"
+        << QStringList{"--env", "AWS_SECRET_ACCESS_KEY=x"} << "AWS_SECRET_ACCESS_KEY: credentials never go into a job";
+    QTest::newRow("bad metrics file") << base +
+                                             "image_uri: i\ndistributed_type: 'NO'\nsagemaker_metrics_file: bad.tsv\n"
                                       << QStringList{} << "bad.tsv:3: expected metric_name<TAB>regex";
     QTest::newRow("missing inputs file")
-        << base + "image_uri: i\ndistributed_type: 'NO'\nsagemaker_inputs_file: none.tsv\n" << QStringList{}
-        << "sm.yaml:7: sagemaker_inputs_file: cannot read";
-    QTest::newRow("hosts") << base + "image_uri: i\ndistributed_type: 'NO'\n" << QStringList{"--hosts", "a,b"}
-                           << "--hosts is for runs on your own machines";
+        << base + "image_uri: i\ndistributed_type: 'NO'\nsagemaker_inputs_file: none.tsv\n"
+        << QStringList{} << "sm.yaml:7: sagemaker_inputs_file: cannot read";
+    QTest::newRow("hosts") << base + "image_uri: i\ndistributed_type: 'NO'\n"
+                           << QStringList{"--hosts", "a,b"} << "--hosts is for runs on your own machines";
   }
 
   void bad_sagemaker_input_is_named() {
@@ -472,11 +484,12 @@ class SageMakerTest : public QObject {
     std::vector<std::unique_ptr<QProcess>> machines;
     for (const auto& host : hosts) {
       const QString root = dir.filePath(host);
-      write_file(root + "/input/config/resourceconfig.json",
-                 json({{"current_host", host}, {"hosts", QJsonArray::fromStringList(hosts)},
-                       {"network_interface_name", "lo"}}));
+      write_file(root + "/input/config/resourceconfig.json", json({{"current_host", host},
+                                                                   {"hosts", QJsonArray::fromStringList(hosts)},
+                                                                   {"network_interface_name", "lo"}}));
       write_file(root + "/input/config/hyperparameters.json",
-                 json({{"spur_program", check}, {"spur_arguments", "[]"},
+                 json({{"spur_program", check},
+                       {"spur_arguments", "[]"},
                        {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
       auto env = aws_environment(dir);
       env.insert("SPUR_SAGEMAKER_ROOT", root);
@@ -508,11 +521,13 @@ class SageMakerTest : public QObject {
   void containers_plan_one_rank_per_gpu_data() {
     QTest::addColumn<QStringList>("launch");
     QTest::addColumn<QStringList>("expected");
-    QTest::newRow("program from the job") << QStringList{"train"}
-                                          << QStringList{"4 process(es) over 2 machine(s)", "[rank3] /bin/echo from job",
-                                                         "MASTER_ADDR=algo-1", "GROUP_RANK=1",
-                                                         "GLOO_SOCKET_IFNAME=eth0", "NCCL_SOCKET_IFNAME=eth0",
-                                                         "SPUR_MIXED_PRECISION=bf16"};
+    QTest::newRow("program from the job") << QStringList{"train"} << QStringList{"4 process(es) over 2 machine(s)",
+                                                                                 "[rank3] /bin/echo from job",
+                                                                                 "MASTER_ADDR=algo-1",
+                                                                                 "GROUP_RANK=1",
+                                                                                 "GLOO_SOCKET_IFNAME=eth0",
+                                                                                 "NCCL_SOCKET_IFNAME=eth0",
+                                                                                 "SPUR_MIXED_PRECISION=bf16"};
     QTest::newRow("program in the entry point") << QStringList{"/bin/echo", "mine", "train"}
                                                 << QStringList{"[rank2] /bin/echo mine\n", "SPUR_MIXED_PRECISION=bf16"};
     QTest::newRow("flags win") << QStringList{"--num_processes", "2", "--mixed_precision", "no", "train"}
@@ -525,11 +540,12 @@ class SageMakerTest : public QObject {
     QFETCH(QStringList, expected);
     QTemporaryDir dir;
     const QString root = dir.filePath("ml");
-    write_file(root + "/input/config/resourceconfig.json",
-               json({{"current_host", "algo-2"}, {"hosts", QJsonArray{"algo-1", "algo-2"}},
-                     {"network_interface_name", "eth0"}}));
+    write_file(root + "/input/config/resourceconfig.json", json({{"current_host", "algo-2"},
+                                                                 {"hosts", QJsonArray{"algo-1", "algo-2"}},
+                                                                 {"network_interface_name", "eth0"}}));
     write_file(root + "/input/config/hyperparameters.json",
-               json({{"spur_program", "/bin/echo"}, {"spur_arguments", "[\"from job\"]"},
+               json({{"spur_program", "/bin/echo"},
+                     {"spur_arguments", "[\"from job\"]"},
                      {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
     QDir().mkpath(dir.filePath("gpus/0000:00:1e.0"));
     QDir().mkpath(dir.filePath("gpus/0000:00:1f.0"));
@@ -540,7 +556,8 @@ class SageMakerTest : public QObject {
     env.remove("NCCL_SOCKET_IFNAME");
     const auto result = spur::test::run_process(SPUR_CLI, QStringList{"launch", "--dry_run"} + launch, env, 30000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
-    for (const auto& line : expected) QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
+    for (const auto& line : expected)
+      QVERIFY2(result.output.contains(line), qPrintable(line + " missing:\n" + result.output));
     QVERIFY2(!result.output.contains(" train"), qPrintable(result.output));
   }
 

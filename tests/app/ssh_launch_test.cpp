@@ -16,7 +16,6 @@
 #include "sshd_rig.h"
 #include "test_main.h"
 
-
 class SshLaunchTest : public QObject {
   Q_OBJECT
 
@@ -24,8 +23,15 @@ class SshLaunchTest : public QObject {
   std::unique_ptr<spur::test::ThrowawaySshd> sshd_;
 
   QStringList hosts_launch(const QStringList& extra) const {
-    return QStringList{"launch", "--ssh_config", sshd_->client_config(), "--main_process_ip", "127.0.0.1",
-                       "--main_process_port", QString::number(spur::test::free_port()), "--connect_timeout", "5"} +
+    return QStringList{"launch",
+                       "--ssh_config",
+                       sshd_->client_config(),
+                       "--main_process_ip",
+                       "127.0.0.1",
+                       "--main_process_port",
+                       QString::number(spur::test::free_port()),
+                       "--connect_timeout",
+                       "5"} +
            extra;
   }
   spur::test::RankResult run(const QStringList& arguments, int timeout_ms = 120000) const {
@@ -49,7 +55,10 @@ class SshLaunchTest : public QObject {
     for (int rank = 0; rank < 4; ++rank) {
       const QString host = rank < 2 ? "machine1" : "machine2";
       QVERIFY2(result.output.contains(QString("[%1] [rank%2] hello from rank %2 of 4 (local %3 of 2, machine %4)")
-                                          .arg(host).arg(rank).arg(rank % 2).arg(rank / 2)),
+                                          .arg(host)
+                                          .arg(rank)
+                                          .arg(rank % 2)
+                                          .arg(rank / 2)),
                qPrintable(result.output));
     }
     QVERIFY2(result.output.contains("argument: ; rm -rf ~") && result.output.contains("argument: it's $HOME"),
@@ -83,8 +92,9 @@ class SshLaunchTest : public QObject {
     env.insert("XDG_CONFIG_HOME", "/nonexistent");
     env.insert("SPUR_HISTORY", history);
     const auto result = spur::test::run_process(
-        SPUR_CLI, hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_EXAMPLE_MLP, "--epochs", "1"}),
-        env, 120000);
+        SPUR_CLI,
+        hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_EXAMPLE_MLP, "--epochs", "1"}), env,
+        120000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("[machine1] [rank0] spur") && result.output.contains("4 process(es)") &&
                  result.output.contains("accuracy"),
@@ -134,7 +144,8 @@ class SshLaunchTest : public QObject {
     ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
     QVERIFY(spur.waitForFinished(30000));
     QCOMPARE(spur.exitCode(), 130);
-    QVERIFY2(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 10000), qPrintable(QString::fromUtf8(spur.readAll())));
+    QVERIFY2(spur::test::all_dead(spur::test::rank_pids(dir.path(), 2), 10000),
+             qPrintable(QString::fromUtf8(spur.readAll())));
   }
 
   void unreachable_and_refused_hosts_are_named() {
@@ -155,12 +166,18 @@ class SshLaunchTest : public QObject {
   void hosts_that_look_like_options_are_refused_data() {
     QTest::addColumn<QString>("kind");
     QTest::addColumn<QString>("host");
-    QTest::newRow("--hosts ProxyCommand") << "hosts" << "-oProxyCommand=touch MARK";
-    QTest::newRow("--hosts in a list") << "hosts" << "machine1,-oProxyCommand=touch MARK";
-    QTest::newRow("--hosts user@ option") << "hosts" << "-oProxyCommand=touch@MARK";
-    QTest::newRow("--hosts shell word") << "hosts" << "machine1;touch MARK";
-    QTest::newRow("hostfile ProxyCommand") << "hostfile" << "-oProxyCommand=touch${IFS}MARK slots=1";
-    QTest::newRow("hostfile -F") << "hostfile" << "-FMARK";
+    QTest::newRow("--hosts ProxyCommand") << "hosts"
+                                          << "-oProxyCommand=touch MARK";
+    QTest::newRow("--hosts in a list") << "hosts"
+                                       << "machine1,-oProxyCommand=touch MARK";
+    QTest::newRow("--hosts user@ option") << "hosts"
+                                          << "-oProxyCommand=touch@MARK";
+    QTest::newRow("--hosts shell word") << "hosts"
+                                        << "machine1;touch MARK";
+    QTest::newRow("hostfile ProxyCommand") << "hostfile"
+                                           << "-oProxyCommand=touch${IFS}MARK slots=1";
+    QTest::newRow("hostfile -F") << "hostfile"
+                                 << "-FMARK";
   }
   void hosts_that_look_like_options_are_refused() {
     QFETCH(QString, kind);
@@ -179,24 +196,24 @@ class SshLaunchTest : public QObject {
       flags << "--hostfile" << file.fileName();
     }
     for (const bool dry : {true, false}) {
-      const auto result = run(hosts_launch(flags + (dry ? QStringList{"--dry_run"} : QStringList{}) +
-                                           QStringList{"/bin/true"}), 30000);
+      const auto result =
+          run(hosts_launch(flags + (dry ? QStringList{"--dry_run"} : QStringList{}) + QStringList{"/bin/true"}), 30000);
       QCOMPARE(result.exit_code, 2);
-      QVERIFY2(result.output.contains("is not a host name or address") ||
-                   result.output.contains("not a user name before @"),
-               qPrintable(result.output));
+      QVERIFY2(
+          result.output.contains("is not a host name or address") || result.output.contains("not a user name before @"),
+          qPrintable(result.output));
       if (kind == "hostfile") QVERIFY2(result.output.contains(":2: "), qPrintable(result.output));
       QVERIFY2(!QFile::exists(mark), "a host name ran a command");
     }
   }
 
   void dry_run_shows_the_quoted_ssh_commands() {
-    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--dry_run",
-                                          "/bin/echo", "a b"}));
+    const auto result =
+        run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--dry_run", "/bin/echo", "a b"}));
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("-- machine2 cd ") &&
-                 result.output.contains("'--machine_rank' '1'") &&
-                 result.output.contains("'a b'") && result.output.contains("'--env' 'SEED=1; id'"),
+                 result.output.contains("'--machine_rank' '1'") && result.output.contains("'a b'") &&
+                 result.output.contains("'--env' 'SEED=1; id'"),
              qPrintable(result.output));
   }
 };

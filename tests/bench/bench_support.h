@@ -49,9 +49,10 @@ inline std::pair<double, double> pss_and_private_mib() {
 // One rank's record, as run_benchmarks.py reads it: the median step and memory now.
 inline void print_rank_record(const std::string& workload, long long rank, const std::vector<double>& step_ms) {
   const auto [pss, priv] = pss_and_private_mib();
-  std::printf("{\"mode\": \"rank\", \"impl\": \"spur\", \"workload\": \"%s\", \"rank\": %lld, \"median_ms\": %.4f, "
-              "\"peak_rss_mib\": %.1f, \"pss_mib\": %.1f, \"private_mib\": %.1f}\n",
-              workload.c_str(), rank, median(step_ms), peak_rss_mib(), pss, priv);
+  std::printf(
+      "{\"mode\": \"rank\", \"impl\": \"spur\", \"workload\": \"%s\", \"rank\": %lld, \"median_ms\": %.4f, "
+      "\"peak_rss_mib\": %.1f, \"pss_mib\": %.1f, \"private_mib\": %.1f}\n",
+      workload.c_str(), rank, median(step_ms), peak_rss_mib(), pss, priv);
   std::fflush(stdout);
 }
 

@@ -61,9 +61,8 @@ int main(int argc, char** argv) {
   const spur::DataLoaderOptions options{.batch_size = 64, .shuffle = true, .num_workers = 2, .seed = 1};
   auto plain = spur::make_data_loader(dataset, options);
   auto sharded = spur::make_data_loader(ImageDataset(2 * samples), options).sharded({2, false, true}, 0);
-  auto libtorch = torch::data::make_data_loader(
-      dataset.map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(64).workers(2));
+  auto libtorch = torch::data::make_data_loader(dataset.map(torch::data::transforms::Stack<>()),
+                                                torch::data::DataLoaderOptions().batch_size(64).workers(2));
 
   std::vector<double> plain_rates, sharded_rates, libtorch_rates;
   for (int64_t round = 0; round < rounds; ++round) {

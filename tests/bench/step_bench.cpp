@@ -109,9 +109,10 @@ int single(const Workload& w, int steps) {
       spur_ms.push_back(now_ms() - t0);
     }
   }
-  std::printf("{\"mode\": \"single\", \"workload\": \"%s\", \"device\": \"%s\", \"plain_ms\": %.4f, "
-              "\"spur_ms\": %.4f, \"steps\": %d}\n",
-              w.name.c_str(), device.str().c_str(), median(plain_ms), median(spur_ms), steps);
+  std::printf(
+      "{\"mode\": \"single\", \"workload\": \"%s\", \"device\": \"%s\", \"plain_ms\": %.4f, "
+      "\"spur_ms\": %.4f, \"steps\": %d}\n",
+      w.name.c_str(), device.str().c_str(), median(plain_ms), median(spur_ms), steps);
   return 0;
 }
 

@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   QElapsedTimer wall;
   wall.start();
   const auto finished = [&] {
-    return std::all_of(writers.begin(), writers.end(), [](const auto& w) { return w->state() == QProcess::NotRunning; });
+    return std::all_of(writers.begin(), writers.end(),
+                       [](const auto& w) { return w->state() == QProcess::NotRunning; });
   };
   const Lag streaming = measure(120000, finished);
   const double stream_seconds = wall.elapsed() / 1000.0;
@@ -105,11 +106,12 @@ int main(int argc, char** argv) {
   QElapsedTimer catch_up;
   catch_up.start();
   measure(30000, all_drawn);
-  std::printf("{\"runs\": %d, \"points_per_run\": %d, \"stream_s\": %.1f, \"idle_lag_p99_ms\": %.2f, "
-              "\"stream_lag_p50_ms\": %.2f, \"stream_lag_p99_ms\": %.2f, \"stream_lag_max_ms\": %.2f, "
-              "\"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
-              runs, points, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
-              all_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
+  std::printf(
+      "{\"runs\": %d, \"points_per_run\": %d, \"stream_s\": %.1f, \"idle_lag_p99_ms\": %.2f, "
+      "\"stream_lag_p50_ms\": %.2f, \"stream_lag_p99_ms\": %.2f, \"stream_lag_max_ms\": %.2f, "
+      "\"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
+      runs, points, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
+      all_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
   if (all_drawn()) return 0;
   // Say why: a writer that failed, or a run the dashboard did not finish drawing.
   for (int i = 0; i < runs; ++i) {

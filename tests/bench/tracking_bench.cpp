@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
       start = Clock::now();
       const auto series = reader.series(run, "loss");
       const double ms = seconds_since(start) * 1000;
-      if (round == 0) read_ms = ms; else read_best_ms = std::min(read_best_ms, ms);
+      if (round == 0) read_ms = ms;
+      else read_best_ms = std::min(read_best_ms, ms);
       read_points = series.size();
     }
   }
@@ -138,10 +139,11 @@ int main(int argc, char** argv) {
     }
   }
   if (!std::getenv("SPUR_BENCH_KEEP")) std::filesystem::remove_all(dir);
-  std::printf("{\"values\": %lld, \"log_ns_per_value\": %.2f, \"baseline_ns_per_value\": %.2f, "
-              "\"drain_values_per_s\": %.0f, \"writer_values_per_s\": %.0f, \"read_points\": %zu, \"read_ms\": %.2f, "
-              "\"read_best_ms\": %.2f, \"visible_ms\": %.1f}\n",
-              static_cast<long long>(values), log_ns, baseline_ns, drain_rate, writer_rate, read_points, read_ms,
-              read_best_ms, visible_ms);
+  std::printf(
+      "{\"values\": %lld, \"log_ns_per_value\": %.2f, \"baseline_ns_per_value\": %.2f, "
+      "\"drain_values_per_s\": %.0f, \"writer_values_per_s\": %.0f, \"read_points\": %zu, \"read_ms\": %.2f, "
+      "\"read_best_ms\": %.2f, \"visible_ms\": %.1f}\n",
+      static_cast<long long>(values), log_ns, baseline_ns, drain_rate, writer_rate, read_points, read_ms, read_best_ms,
+      visible_ms);
   return 0;
 }

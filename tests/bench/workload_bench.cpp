@@ -68,9 +68,10 @@ int main(int argc, char** argv) try {
       xs.push_back(torch::randn({64, 1, 28, 28}));
       ys.push_back(torch::randint(0, 10, {64}));
     }
-    return run(accelerator, make_cnn(), xs, ys,
-               [](const torch::Tensor& out, const torch::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); },
-               "cnn", steps);
+    return run(
+        accelerator, make_cnn(), xs, ys,
+        [](const torch::Tensor& out, const torch::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); },
+        "cnn", steps);
   }
   if (workload == "gpt") {
     for (int i = 0; i < 8; ++i) {
@@ -78,11 +79,12 @@ int main(int argc, char** argv) try {
       xs.push_back(window.narrow(1, 0, 128).contiguous());
       ys.push_back(window.narrow(1, 1, 128).contiguous());
     }
-    return run(accelerator, Gpt(128, 4, 4, 128, 0.0), xs, ys,
-               [](const torch::Tensor& logits, const torch::Tensor& y) {
-                 return torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), y.reshape({-1}));
-               },
-               "gpt", steps);
+    return run(
+        accelerator, Gpt(128, 4, 4, 128, 0.0), xs, ys,
+        [](const torch::Tensor& logits, const torch::Tensor& y) {
+          return torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), y.reshape({-1}));
+        },
+        "gpt", steps);
   }
   throw spur::Error("unknown workload " + workload + " (cnn, gpt)");
 } catch (const std::exception& e) {

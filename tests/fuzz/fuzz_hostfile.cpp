@@ -14,7 +14,8 @@
 namespace {
 void check(const std::vector<spur::app::Host>& hosts) {
   for (const auto& host : hosts) {
-    if (host.name.isEmpty() || host.name.startsWith('-') || !spur::app::check_host(host.name).isEmpty()) __builtin_trap();
+    if (host.name.isEmpty() || host.name.startsWith('-') || !spur::app::check_host(host.name).isEmpty())
+      __builtin_trap();
   }
 }
 }  // namespace

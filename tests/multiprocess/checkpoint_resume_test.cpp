@@ -59,7 +59,8 @@ class CheckpointResumeTest : public QObject {
     QTest::newRow("2 ranks, saved mid-accumulation") << 2 << QStringList{"--accumulate", "3"};
     QTest::newRow("2 ranks, clock-seeded shuffle") << 2 << QStringList{"--random_seed", "1"};
     QTest::newRow("2 ranks, 2 workers augmenting") << 2 << QStringList{"--workers", "2"};
-    QTest::newRow("1 rank, all of them") << 1 << QStringList{"--accumulate", "3", "--random_seed", "1", "--workers", "3"};
+    QTest::newRow("1 rank, all of them") << 1
+                                         << QStringList{"--accumulate", "3", "--random_seed", "1", "--workers", "3"};
   }
 
   void resume_mid_epoch_is_bit_exact() {
@@ -76,7 +77,9 @@ class CheckpointResumeTest : public QObject {
     for (const auto& [key, loss] : b) {
       QVERIFY2(key.second > 13, "the resumed run repeated a step");
       QVERIFY2(a.at(key) == loss, qPrintable(QString("rank %1 step %2: %3 uninterrupted, %4 resumed")
-                                                 .arg(key.first).arg(key.second).arg(a.at(key), loss)));
+                                                 .arg(key.first)
+                                                 .arg(key.second)
+                                                 .arg(a.at(key), loss)));
     }
     for (int rank = 0; rank < world; ++rank) {
       QFile whole(out.filePath(QString("resume0_rank%1.bin").arg(rank)));
@@ -116,9 +119,9 @@ class CheckpointResumeTest : public QObject {
     QVERIFY2(writing, qPrintable("the second save was never caught in progress:\n" + saver.readAll()));
     QVERIFY2(!saver.readAll().contains("saved 2"), "killed too late: the second save had finished");
 
-    const auto result = spur::test::run_process(SPUR_TEST_WORKER, {"save_loop", "--out", out.path(), "--big", "64",
-                                                                   "--load", "1"},
-                                                QProcessEnvironment::systemEnvironment(), 120000);
+    const auto result =
+        spur::test::run_process(SPUR_TEST_WORKER, {"save_loop", "--out", out.path(), "--big", "64", "--load", "1"},
+                                QProcessEnvironment::systemEnvironment(), 120000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("weight 1"), qPrintable(result.output));  // the first save's weights
   }

@@ -34,10 +34,9 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 void run_reference(const QString& out, int steps, int rows) {
   auto env = QProcessEnvironment::systemEnvironment();
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) env.remove(name);
-  auto result = spur::test::run_process(SPUR_TEST_WORKER,
-                                        {"reference", "--out", out, "--steps", QString::number(steps), "--rows",
-                                         QString::number(rows)},
-                                        env, 60000);
+  auto result = spur::test::run_process(
+      SPUR_TEST_WORKER, {"reference", "--out", out, "--steps", QString::number(steps), "--rows", QString::number(rows)},
+      env, 60000);
   QVERIFY2(result.exit_code == 0 && !result.crashed, qPrintable(result.output));
 }
 
@@ -56,9 +55,10 @@ void verify_ranks(RankGroup& ranks, int world, const QString& out, double tolera
   QCOMPARE(rank0.size(), reference.size());
   for (int rank = 1; rank < world; ++rank) {
     const auto other = read_floats(out + QString("/rank%1.bin").arg(rank));
-    QVERIFY2(other == rank0, qPrintable(QString("rank %1 parameters differ from rank 0's by up to %2")
-                                            .arg(rank)
-                                            .arg(max_abs_diff(other, rank0))));
+    QVERIFY2(
+        other == rank0,
+        qPrintable(
+            QString("rank %1 parameters differ from rank 0's by up to %2").arg(rank).arg(max_abs_diff(other, rank0))));
   }
   const double diff = max_abs_diff(rank0, reference);
   QVERIFY2(diff < tolerance, qPrintable(QString("distributed run differs from one process by %1").arg(diff)));
@@ -193,7 +193,8 @@ class DistributedTrainingTest : public QObject {
     QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
     for (int rank = 0; rank < 2; ++rank) {
       const auto result = ranks.result(rank);
-      QVERIFY2(result.exit_code == 0 && !result.crashed && !result.output.contains("FAIL"), qPrintable(ranks.transcript()));
+      QVERIFY2(result.exit_code == 0 && !result.crashed && !result.output.contains("FAIL"),
+               qPrintable(ranks.transcript()));
     }
   }
 

@@ -53,7 +53,8 @@ QString failure(const char* program, const QStringList& arguments) {
   auto env = QProcessEnvironment::systemEnvironment();
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) env.remove(name);
   const auto result = spur::test::run_process(program, arguments, env, 120000);
-  if (result.exit_code == 0 || result.crashed) return "expected a clean failure, got exit " + QString::number(result.exit_code) + ":\n" + result.output;
+  if (result.exit_code == 0 || result.crashed)
+    return "expected a clean failure, got exit " + QString::number(result.exit_code) + ":\n" + result.output;
   return result.output;
 }
 
@@ -129,9 +130,10 @@ class ExamplesTest : public QObject {
   void gpt_two_ranks() {
     QTemporaryDir out;
     RankGroup ranks(SPUR_EXAMPLE_GPT,
-                    {"--max_steps", "300", "--batch_size", "16", "--block_size", "64", "--n_layer", "2", "--n_embd", "64",
-                     "--n_head", "4", "--eval_every", "150", "--eval_batches", "4", "--log_every", "25",
-                     "--save_every", "150", "--output_dir", out.path(), "--sample_bytes", "40", "--checksum"},
+                    {"--max_steps", "300", "--batch_size", "16",  "--block_size", "64",       "--n_layer",      "2",
+                     "--n_embd",    "64",  "--n_head",     "4",   "--eval_every", "150",      "--eval_batches", "4",
+                     "--log_every", "25",  "--save_every", "150", "--output_dir", out.path(), "--sample_bytes", "40",
+                     "--checksum"},
                     2);
     ranks.set_env("OMP_NUM_THREADS", "1");
     QVERIFY(ranks.start());
@@ -147,8 +149,9 @@ class ExamplesTest : public QObject {
     auto env = QProcessEnvironment::systemEnvironment();
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) env.remove(name);
     const auto sample = spur::test::run_process(
-        SPUR_EXAMPLE_GPT, {"--block_size", "64", "--n_layer", "2", "--n_embd", "64", "--n_head", "4", "--output_dir",
-                           out.path(), "--resume_from_checkpoint", "latest", "--sample", "import ", "--sample_bytes", "30"},
+        SPUR_EXAMPLE_GPT,
+        {"--block_size", "64", "--n_layer", "2", "--n_embd", "64", "--n_head", "4", "--output_dir", out.path(),
+         "--resume_from_checkpoint", "latest", "--sample", "import ", "--sample_bytes", "30"},
         env, 120000);
     QVERIFY2(sample.exit_code == 0 && sample.output.contains("import "), qPrintable(sample.output));
   }
@@ -158,7 +161,8 @@ class ExamplesTest : public QObject {
     QTemporaryDir dir;
     // Fashion-MNIST: a missing folder, a file that is not gzip, a wrong magic number, a truncated file.
     auto output = failure(SPUR_EXAMPLE_FASHION, {"--data_dir", dir.filePath("nowhere"), "--max_steps", "1"});
-    QVERIFY2(output.contains(dir.filePath("nowhere") + "/train-images-idx3-ubyte.gz: no such file"), qPrintable(output));
+    QVERIFY2(output.contains(dir.filePath("nowhere") + "/train-images-idx3-ubyte.gz: no such file"),
+             qPrintable(output));
     QDir(dir.path()).mkpath("bad");
     const QString bad = dir.filePath("bad");
     write(bad + "/train-images-idx3-ubyte.gz", QByteArray("\x1f\x8b\x08\x00 this is not gzip data at all", 40));
@@ -181,13 +185,16 @@ class ExamplesTest : public QObject {
     QDir(dir.path()).mkpath("mlp_run");
     auto env = QProcessEnvironment::systemEnvironment();
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) env.remove(name);
-    const auto cnn = spur::test::run_process(SPUR_EXAMPLE_FASHION, {"--max_steps", "2", "--epochs", "1", "--output_dir", mlp_dir, "--batch_size", "8"}, env, 300000);
+    const auto cnn = spur::test::run_process(
+        SPUR_EXAMPLE_FASHION, {"--max_steps", "2", "--epochs", "1", "--output_dir", mlp_dir, "--batch_size", "8"}, env,
+        300000);
     QVERIFY2(cnn.exit_code == 0, qPrintable(cnn.output));
     QByteArray lines;
     for (int i = 0; i < 100; ++i) lines += "print('hello world')\n";
     write(dir.filePath("small.txt"), lines);
-    output = failure(SPUR_EXAMPLE_GPT, {"--data", dir.filePath("small.txt"), "--block_size", "4", "--resume_from_checkpoint",
-                                        mlp_dir + "/checkpoints/epoch_1", "--max_steps", "1"});
+    output =
+        failure(SPUR_EXAMPLE_GPT, {"--data", dir.filePath("small.txt"), "--block_size", "4", "--resume_from_checkpoint",
+                                   mlp_dir + "/checkpoints/epoch_1", "--max_steps", "1"});
     QVERIFY2(output.contains(mlp_dir + "/checkpoints/epoch_1"), qPrintable(output));
   }
 
@@ -199,12 +206,12 @@ class ExamplesTest : public QObject {
     QVERIFY2(spur::test::run_process(python, {"-c", "import torch.distributed.run"}, env, 60000).exit_code == 0,
              qPrintable(python + " has no torch.distributed.run: run installer/setup.sh deps"));
     // Debian's torchrun 1.13 on Python 3.11 crashes on the default --redirects/--tee "0"; "1" avoids it.
-    const auto result = spur::test::run_process(
-        python,
-        {"-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-         QString::number(spur::test::free_port()), "--redirects", "1", "--tee", "1", "--no_python", SPUR_EXAMPLE_MLP,
-         "--epochs", "4"},
-        env, 180000);
+    const auto result =
+        spur::test::run_process(python,
+                                {"-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                                 QString::number(spur::test::free_port()), "--redirects", "1", "--tee", "1",
+                                 "--no_python", SPUR_EXAMPLE_MLP, "--epochs", "4"},
+                                env, 180000);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     verify_training(result.output, 2);
   }

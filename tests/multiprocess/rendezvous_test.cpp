@@ -47,9 +47,9 @@ class RendezvousTest : public QObject {
     QVERIFY2(ranks.wait(30000), "rank 1 hung on a store nobody hosts");
     const auto result = ranks.result(1);
     QVERIFY2(result.exit_code != 0, qPrintable(result.output));
-    QVERIFY2(result.output.contains("could not reach the rendezvous store at 127.0.0.1:" +
-                                    QString::number(ranks.port())),
-             qPrintable(result.output));
+    QVERIFY2(
+        result.output.contains("could not reach the rendezvous store at 127.0.0.1:" + QString::number(ranks.port())),
+        qPrintable(result.output));
     QVERIFY2(result.output.contains("within 2 s"), qPrintable(result.output));
   }
 
@@ -57,9 +57,15 @@ class RendezvousTest : public QObject {
     QTest::addColumn<QString>("name");
     QTest::addColumn<QString>("value");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("rank not a number") << "RANK" << "abc" << "RANK='abc' is not an integer";
-    QTest::newRow("rank too large") << "RANK" << "7" << "RANK=7 is out of range [0, 1]";
-    QTest::newRow("bad precision") << "SPUR_MIXED_PRECISION" << "fp64" << "SPUR_MIXED_PRECISION='fp64'";
+    QTest::newRow("rank not a number") << "RANK"
+                                       << "abc"
+                                       << "RANK='abc' is not an integer";
+    QTest::newRow("rank too large") << "RANK"
+                                    << "7"
+                                    << "RANK=7 is out of range [0, 1]";
+    QTest::newRow("bad precision") << "SPUR_MIXED_PRECISION"
+                                   << "fp64"
+                                   << "SPUR_MIXED_PRECISION='fp64'";
   }
 
   void malformed_environment_names_the_variable() {

@@ -40,12 +40,12 @@ struct Args {
   int64_t rows = 12;  // reference: rows of the global batch per step
   int64_t save_at = -1;
   bool load = false;
-  int64_t big = 0;  // save_loop: parameters of the model, in millions
-  int64_t accumulate = 1;  // resume: micro-steps per optimizer step
-  int64_t workers = 0;     // resume: loader threads (with augmentation drawn from spur::loader_generator())
+  int64_t big = 0;           // save_loop: parameters of the model, in millions
+  int64_t accumulate = 1;    // resume: micro-steps per optimizer step
+  int64_t workers = 0;       // resume: loader threads (with augmentation drawn from spur::loader_generator())
   bool random_seed = false;  // resume: seed torch from the clock before building the loader (no fixed seed)
-  int64_t batch = 64;      // large_batch: the README loop's batch size
-  int64_t hidden = 128;    // large_batch: the README model's width
+  int64_t batch = 64;        // large_batch: the README loop's batch size
+  int64_t hidden = 128;      // large_batch: the README model's width
 };
 
 Args parse(int argc, char** argv) {
@@ -240,8 +240,8 @@ int accumulate(const Args& args) {
       check(accelerator.sync_gradients() == (i == k - 1), "sync_gradients on micro-step " + std::to_string(i));
       const auto before = flat(*net);
       const int64_t offset = (rank * k + i) * micro;
-      auto loss = torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)),
-                                                  y[step].narrow(0, offset, micro));
+      auto loss =
+          torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)), y[step].narrow(0, offset, micro));
       accelerator.backward(loss);
       if (step == 0 && world > 1) {
         // Gradients match across ranks only once synchronised.
@@ -322,8 +322,7 @@ int collectives(const Args& args) {
     accelerator.reduce(torch::zeros({rank + 1}));
     check(false, "reduce of uneven shapes raises");
   } catch (const spur::Error& e) {
-    check(std::string(e.what()).find("reduce(sum)") != std::string::npos, "reduce of uneven shapes raises",
-          e.what());
+    check(std::string(e.what()).find("reduce(sum)") != std::string::npos, "reduce of uneven shapes raises", e.what());
   }
 
   // broadcast from the last rank; others hold tensors of other shapes, or none.
@@ -411,7 +410,10 @@ int data(const Args&) {
                                        (even ? " even" : " uneven") + (drop ? " drop_last" : "") +
                                        (shuffle ? " shuffled" : "") + " workers " + std::to_string(workers);
               const spur::DataLoaderOptions loader_options{
-                  .batch_size = bs, .shuffle = shuffle, .drop_last = drop, .num_workers = workers,
+                  .batch_size = bs,
+                  .shuffle = shuffle,
+                  .drop_last = drop,
+                  .num_workers = workers,
                   // Each rank its own seed: prepare must make them shuffle alike.
                   .seed = shuffle ? std::optional<uint64_t>(100 + rank) : std::nullopt};
               std::vector<std::vector<int64_t>> got;
@@ -424,7 +426,8 @@ int data(const Args&) {
                 }
               };
               if (stream) {
-                auto loader = accelerator.prepare(spur::make_stream_loader(std::make_shared<IndexStream>(len), loader_options));
+                auto loader =
+                    accelerator.prepare(spur::make_stream_loader(std::make_shared<IndexStream>(len), loader_options));
                 consume(loader);
               } else {
                 auto loader = accelerator.prepare(spur::make_data_loader(IndexDataset{len}, loader_options));
@@ -537,8 +540,8 @@ int resume(const Args& args) {
   }
   std::optional<uint64_t> seed;
   if (!args.random_seed) seed = 11;
-  auto loader = spur::make_data_loader(NoisyDataset{x, y}, {.batch_size = 4, .shuffle = true,
-                                                            .num_workers = args.workers, .seed = seed});
+  auto loader = spur::make_data_loader(NoisyDataset{x, y},
+                                       {.batch_size = 4, .shuffle = true, .num_workers = args.workers, .seed = seed});
   torch::manual_seed(4 + accelerator.process_index());
   torch::nn::Sequential net(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
                             torch::nn::Linear(32, 4));
@@ -568,9 +571,9 @@ int resume(const Args& args) {
       if (step == args.steps) break;
     }
   }
-  write_flat(args.out + "/resume" + std::to_string(args.load) + "_rank" + std::to_string(accelerator.process_index()) +
-                 ".bin",
-             flat(*net));
+  write_flat(
+      args.out + "/resume" + std::to_string(args.load) + "_rank" + std::to_string(accelerator.process_index()) + ".bin",
+      flat(*net));
   return 0;
 }
 
@@ -723,7 +726,8 @@ int precision(const Args& args) {
   torch::optim::Adam adam(net->parameters(), 1e-2);
   auto [model, optimizer] = accelerator.prepare(net, adam);
   const int64_t share = rows / world;
-  if (accelerator.is_main_process()) std::printf("precision %s\n", std::string(spur::to_string(accelerator.mixed_precision())).c_str());
+  if (accelerator.is_main_process())
+    std::printf("precision %s\n", std::string(spur::to_string(accelerator.mixed_precision())).c_str());
   for (int64_t step = 0; step < args.steps; ++step) {
     auto x = inputs[step].narrow(0, rank * share, share);
     auto y = labels[step].narrow(0, rank * share, share);

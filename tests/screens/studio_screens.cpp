@@ -35,7 +35,8 @@ QString out_dir;
 void shoot(const QString& name) {
   QTest::qWait(600);  // let the window paint
   const QString file = QDir(out_dir).filePath(name);
-  if (QProcess::execute("import", {"-window", "root", file}) != 0) std::fprintf(stderr, "import failed: %s\n", qPrintable(file));
+  if (QProcess::execute("import", {"-window", "root", file}) != 0)
+    std::fprintf(stderr, "import failed: %s\n", qPrintable(file));
   std::fprintf(stderr, "wrote %s\n", qPrintable(file));
 }
 
@@ -47,8 +48,9 @@ int train(const QString& spur, const QString& history, const QString& directory,
   launcher.setProcessEnvironment(env);
   launcher.setWorkingDirectory(directory);
   launcher.setProcessChannelMode(QProcess::MergedChannels);
-  launcher.start(spur, QStringList{"launch", "--config_file", QDir(directory).filePath("spur_config.yaml"), "--run_name",
-                                   name, "--"} + program);
+  launcher.start(spur, QStringList{"launch", "--config_file", QDir(directory).filePath("spur_config.yaml"),
+                                   "--run_name", name, "--"} +
+                           program);
   launcher.waitForFinished(300000);
   return launcher.exitCode();
 }

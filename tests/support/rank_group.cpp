@@ -140,7 +140,8 @@ RankResult run_process(const QString& program, const QStringList& arguments, con
 bool alive(qint64 pid) {
   if (::kill(static_cast<pid_t>(pid), 0) != 0) return false;
   QFile stat(QString("/proc/%1/stat").arg(pid));
-  return stat.open(QIODevice::ReadOnly) && !QString::fromLatin1(stat.readAll()).section(')', 1).trimmed().startsWith('Z');
+  return stat.open(QIODevice::ReadOnly) &&
+         !QString::fromLatin1(stat.readAll()).section(')', 1).trimmed().startsWith('Z');
 }
 
 std::vector<qint64> rank_pids(const QString& dir, int count) {

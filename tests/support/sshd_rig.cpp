@@ -77,15 +77,19 @@ ThrowawaySshd::ThrowawaySshd() : dir_(QDir::tempPath() + "/spur-sshd-XXXXXX") {
                                            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
                                            "StrictModes no\nMaxStartups 100:30:200\nPidFile %2/sshd.pid\n"
                                            "AcceptEnv LANG\n")
-                                       .arg(port_).arg(d));
-    const QString common = QString("  HostName 127.0.0.1\n  User %1\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n"
-                                   "  StrictHostKeyChecking no\n  LogLevel ERROR\n")
+                                       .arg(port_)
+                                       .arg(d));
+    const QString common = QString(
+                               "  HostName 127.0.0.1\n  User %1\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n"
+                               "  StrictHostKeyChecking no\n  LogLevel ERROR\n")
                                .arg(user);
-    write_file(d + "/ssh_config",
-               QString("Host machine1 machine2\n  Port %1\n  IdentityFile %2/user_key\n%3"
-                       "Host locked\n  Port %1\n  IdentityFile %2/other_key\n%3"
-                       "Host closed\n  Port %4\n  IdentityFile %2/user_key\n%3")
-                   .arg(port_).arg(d).arg(common).arg(closed));
+    write_file(d + "/ssh_config", QString("Host machine1 machine2\n  Port %1\n  IdentityFile %2/user_key\n%3"
+                                          "Host locked\n  Port %1\n  IdentityFile %2/other_key\n%3"
+                                          "Host closed\n  Port %4\n  IdentityFile %2/user_key\n%3")
+                                      .arg(port_)
+                                      .arg(d)
+                                      .arg(common)
+                                      .arg(closed));
     sshd_ = std::make_unique<QProcess>();
     sshd_->setProcessChannelMode(QProcess::MergedChannels);
     sshd_->start("/usr/sbin/sshd", {"-D", "-e", "-f", d + "/sshd_config"});

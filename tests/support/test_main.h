@@ -26,7 +26,6 @@ struct Registration {
 
 }  // namespace spur::test
 
-#define SPUR_TEST_CLASS(Class)                                                               \
-  static const ::spur::test::Registration spur_registration_##Class(#Class, [] {            \
-    return std::unique_ptr<QObject>(new Class);                                               \
-  });
+#define SPUR_TEST_CLASS(Class)                                       \
+  static const ::spur::test::Registration spur_registration_##Class( \
+      #Class, [] { return std::unique_ptr<QObject>(new Class); });

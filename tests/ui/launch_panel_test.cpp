@@ -37,7 +37,8 @@ spur::app::LaunchRequest rig_launch(const QTemporaryDir& dir, const QStringList&
   const QString file = dir.filePath("two.yaml");
   answers.to_config(file.toStdString()).save(file.toStdString());
   auto request = answers.launch_request(file);
-  request.flags << "--grace_period" << "2";
+  request.flags << "--grace_period"
+                << "2";
   return request;
 }
 
@@ -118,9 +119,14 @@ class LaunchPanelTest : public QObject {
     spur::studio::MainWindow window(dir.filePath("history.db"));
     window.show();
     auto request = rig_launch(dir, {"--pids", pids, "--lines", "2", "--sleep", "120"});
-    request.flags << "--hosts" << "machine1,machine2" << "--ssh_config" << sshd.client_config() << "--num_processes" << "2"
-                  << "--main_process_ip" << "127.0.0.1" << "--main_process_port"
-                  << QString::number(spur::test::free_port()) << "--connect_timeout" << "5";
+    request.flags << "--hosts"
+                  << "machine1,machine2"
+                  << "--ssh_config" << sshd.client_config() << "--num_processes"
+                  << "2"
+                  << "--main_process_ip"
+                  << "127.0.0.1"
+                  << "--main_process_port" << QString::number(spur::test::free_port()) << "--connect_timeout"
+                  << "5";
     const qint64 run = launch_and_wait(window, request);
     QVERIFY2(run > 0, qPrintable(window.last_error()));
     KillOnExit cleanup;
@@ -166,14 +172,17 @@ class LaunchPanelTest : public QObject {
     const qint64 again = launched.front().front().toLongLong();
     QVERIFY(again != run);
     QTRY_COMPARE_WITH_TIMEOUT(status_of(window, again), QString("failed"), 20000);
-    const auto before = spur::app::LaunchRequest::parse(QString::fromStdString(window.runs()->run(window.runs()->row_of(run)).command));
-    const auto after = spur::app::LaunchRequest::parse(QString::fromStdString(window.runs()->run(window.runs()->row_of(again)).command));
+    const auto before =
+        spur::app::LaunchRequest::parse(QString::fromStdString(window.runs()->run(window.runs()->row_of(run)).command));
+    const auto after = spur::app::LaunchRequest::parse(
+        QString::fromStdString(window.runs()->run(window.runs()->row_of(again)).command));
     QCOMPARE(after.program, before.program);
     QCOMPARE(after.arguments, before.arguments);
     QCOMPARE(after.working_directory, before.working_directory);
     QCOMPARE(after.flags, before.flags);
     QVERIFY(after.config_file.endsWith(QString("configs/run-%1.yaml").arg(run)));
-    QCOMPARE(window.runs()->run(window.runs()->row_of(again)).config, window.runs()->run(window.runs()->row_of(run)).config);
+    QCOMPARE(window.runs()->run(window.runs()->row_of(again)).config,
+             window.runs()->run(window.runs()->row_of(run)).config);
   }
 
   void a_launch_that_cannot_start_says_why() {

@@ -112,8 +112,9 @@ class StudioTest : public QObject {
     launch.start(SPUR_CLI, {"launch", "--num_processes", "2", SPUR_EXAMPLE_MLP, "--epochs", "6", "--log_every", "4"});
     QVERIFY(launch.waitForStarted());
     auto status = [&] {
-      return window.runs()->rowCount() ? window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString()
-                                       : QString();
+      return window.runs()->rowCount()
+                 ? window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString()
+                 : QString();
     };
     QTRY_COMPARE_WITH_TIMEOUT(status(), QString("running"), 30000);
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 30000);
@@ -175,7 +176,8 @@ class StudioTest : public QObject {
     QFile svg(dir.filePath("loss.svg"));
     QVERIFY(svg.open(QIODevice::ReadOnly));
     const QByteArray svg_text = svg.readAll();
-    QVERIFY2(svg_text.contains("<svg") && svg_text.contains("<polyline") && svg_text.contains(">loss<"), svg_text.left(300));
+    QVERIFY2(svg_text.contains("<svg") && svg_text.contains("<polyline") && svg_text.contains(">loss<"),
+             svg_text.left(300));
     QVERIFY(plot.save_image(dir.filePath("loss.pdf")));
     QVERIFY(QFileInfo(dir.filePath("loss.pdf")).size() > 1000);
     QVERIFY(plot.save_csv(dir.filePath("loss.csv")));

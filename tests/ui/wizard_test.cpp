@@ -75,7 +75,8 @@ void apply_edit(SetupWizard& wizard, const QString& edit) {
 }
 
 bool accelerate_accepts(const QString& path, QString* output) {
-  const auto result = spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", path}, {}, 30000);
+  const auto result =
+      spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", path}, {}, 30000);
   *output = result.output;
   return result.exit_code == 0;
 }
@@ -99,30 +100,33 @@ class WizardTest : public QObject {
         << QStringList{"where_local"} << QStringList{"processes=3"}
         << QStringList{"mixed_precision=bf16", "gradient_accumulation=4"}
         << QStringList{"program=" SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7"}
-        << QString("compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
-                   "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
-                   "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
-                   "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
+        << QString(
+               "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
+               "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
+               "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
+               "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
         << QString("--gradient_accumulation_steps 4 --env SEED=7");
     QTest::newRow("two machines over SSH")
-        << QStringList{"where_ssh"} << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555",
-                                                   "processes=1"}
-        << QStringList{} << QStringList{"program=./train", "arguments='a b' c"}
-        << QString("compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
-                   "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_process_ip: 127.0.0.1\n"
-                   "main_process_port: 29555\nmain_training_function: main\nmixed_precision: 'no'\nnum_machines: 2\n"
-                   "num_processes: 2\nrdzv_backend: static\nsame_network: true\ntpu_use_cluster: false\n"
-                   "tpu_use_sudo: false\nuse_cpu: true\n")
+        << QStringList{"where_ssh"}
+        << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555", "processes=1"} << QStringList{}
+        << QStringList{"program=./train", "arguments='a b' c"}
+        << QString(
+               "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
+               "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_process_ip: 127.0.0.1\n"
+               "main_process_port: 29555\nmain_training_function: main\nmixed_precision: 'no'\nnum_machines: 2\n"
+               "num_processes: 2\nrdzv_backend: static\nsame_network: true\ntpu_use_cluster: false\n"
+               "tpu_use_sudo: false\nuse_cpu: true\n")
         << QString("--hosts 127.0.0.1,me@localhost");
     QTest::newRow("Amazon SageMaker, 2 instances, fp16")
         << QStringList{"where_sagemaker"}
         << QStringList{"region=eu-west-1", "image_uri=123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1",
                        "instance_type=ml.g5.xlarge", "instance_count=2"}
         << QStringList{"mixed_precision=fp16"} << QStringList{"program=/opt/train", "arguments=--epochs 3"}
-        << QString("compute_environment: AMAZON_SAGEMAKER\ndebug: false\ndistributed_type: DATA_PARALLEL\n"
-                   "ec2_instance_type: ml.g5.xlarge\niam_role_name: spur_sagemaker_execution_role\n"
-                   "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1\nmixed_precision: fp16\n"
-                   "num_machines: 2\nregion: eu-west-1\nuse_cpu: false\n")
+        << QString(
+               "compute_environment: AMAZON_SAGEMAKER\ndebug: false\ndistributed_type: DATA_PARALLEL\n"
+               "ec2_instance_type: ml.g5.xlarge\niam_role_name: spur_sagemaker_execution_role\n"
+               "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1\nmixed_precision: fp16\n"
+               "num_machines: 2\nregion: eu-west-1\nuse_cpu: false\n")
         << QString();
   }
 
@@ -174,11 +178,31 @@ class WizardTest : public QObject {
     QTest::addColumn<QString>("bad");
     QTest::addColumn<QString>("says");
     QTest::addColumn<QString>("good");
-    QTest::newRow("host") << "where_ssh" << "hosts" << "gpu1, bad_host!" << "'bad_host!' is not" << "gpu1, gpu2";
-    QTest::newRow("host listed twice") << "where_ssh" << "hosts" << "gpu1,gpu1" << "listed twice" << "gpu1";
-    QTest::newRow("port") << "where_ssh" << "main_process_port" << "70000" << "not a TCP port" << "29500";
-    QTest::newRow("region") << "where_sagemaker" << "region" << "mars" << "not an AWS region" << "us-west-2";
-    QTest::newRow("instance type") << "where_sagemaker" << "instance_type" << "p3.2xlarge" << "ml.*" << "ml.p3.2xlarge";
+    QTest::newRow("host") << "where_ssh"
+                          << "hosts"
+                          << "gpu1, bad_host!"
+                          << "'bad_host!' is not"
+                          << "gpu1, gpu2";
+    QTest::newRow("host listed twice") << "where_ssh"
+                                       << "hosts"
+                                       << "gpu1,gpu1"
+                                       << "listed twice"
+                                       << "gpu1";
+    QTest::newRow("port") << "where_ssh"
+                          << "main_process_port"
+                          << "70000"
+                          << "not a TCP port"
+                          << "29500";
+    QTest::newRow("region") << "where_sagemaker"
+                            << "region"
+                            << "mars"
+                            << "not an AWS region"
+                            << "us-west-2";
+    QTest::newRow("instance type") << "where_sagemaker"
+                                   << "instance_type"
+                                   << "p3.2xlarge"
+                                   << "ml.*"
+                                   << "ml.p3.2xlarge";
   }
 
   void bad_fields_keep_next_disabled() {
@@ -261,8 +285,9 @@ class WizardTest : public QObject {
     const QString fsdp = dir.filePath("fsdp.yaml");
     QFile fsdp_file(fsdp);
     QVERIFY(fsdp_file.open(QIODevice::WriteOnly));
-    fsdp_file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: "
-                    "FULL_SHARD\nmixed_precision: fp8\nnum_machines: 1\nnum_processes: 8\nuse_cpu: false\n");
+    fsdp_file.write(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: "
+        "FULL_SHARD\nmixed_precision: fp8\nnum_machines: 1\nnum_processes: 8\nuse_cpu: false\n");
     fsdp_file.close();
     const auto fsdp_before = spur::app::RunConfig::load(fsdp.toStdString()).to_yaml();
     std::unique_ptr<SetupWizard> again(window.make_wizard(fsdp));
@@ -296,8 +321,9 @@ class WizardTest : public QObject {
   // Launch (Ctrl+L) starts from the last launch: an SSH launch comes back with its hosts and environment.
   void launch_starts_from_the_last_launch() {
     QTemporaryDir dir;
-    QSettings().setValue("launch/last_command",
-                         "cd /tmp && spur launch --config_file c.yaml --hosts a,b --env K=v --gradient_accumulation_steps 3 ./t x");
+    QSettings().setValue(
+        "launch/last_command",
+        "cd /tmp && spur launch --config_file c.yaml --hosts a,b --env K=v --gradient_accumulation_steps 3 ./t x");
     QSettings().remove("launch/last_config");
     spur::studio::MainWindow window(dir.filePath("history.db"));
     std::unique_ptr<SetupWizard> wizard(window.make_wizard());
@@ -309,7 +335,8 @@ class WizardTest : public QObject {
     QCOMPARE(answers.program, QString("./t"));
     QCOMPARE(answers.arguments, QStringList{"x"});
     QCOMPARE(answers.working_directory, QString("/tmp"));
-    QCOMPARE(wizard->launch_request().flags, (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v"}));
+    QCOMPARE(wizard->launch_request().flags,
+             (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v"}));
     QSettings().remove("launch/last_command");
   }
 

@@ -262,7 +262,9 @@ class AcceleratorTest : public QObject {
     } catch (const std::runtime_error&) {
     }
     QVERIFY2(!ran, "main_process_first would release the other ranks after a failed body");
-    { spur::Scope scope([&] { ran = true; }); }
+    {
+      spur::Scope scope([&] { ran = true; });
+    }
     QVERIFY(ran);
   }
 

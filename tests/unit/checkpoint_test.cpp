@@ -304,8 +304,8 @@ class CheckpointTest : public QObject {
     const std::string out = (dir.path() + "/state").toStdString();
     {
       spur::Accelerator accelerator;
-      auto loader = accelerator.prepare(spur::make_data_loader(spur::TensorDataset(torch::zeros({4, 1}), torch::zeros({4})),
-                                                               {.batch_size = 2}));
+      auto loader = accelerator.prepare(
+          spur::make_data_loader(spur::TensorDataset(torch::zeros({4, 1}), torch::zeros({4})), {.batch_size = 2}));
       accelerator.save_state(out);
     }
     spur::Accelerator accelerator;
@@ -385,7 +385,8 @@ class CheckpointTest : public QObject {
     auto order = [&](uint64_t torch_seed, bool load, int64_t* first_after) {
       torch::manual_seed(torch_seed);
       spur::Accelerator accelerator;
-      auto loader = accelerator.prepare(spur::make_data_loader(spur::TensorDataset(x, x), {.batch_size = 4, .shuffle = true}));
+      auto loader =
+          accelerator.prepare(spur::make_data_loader(spur::TensorDataset(x, x), {.batch_size = 4, .shuffle = true}));
       if (load) accelerator.load_state(out);
       int64_t seen = 0;
       for (auto& batch : loader) {

@@ -134,9 +134,9 @@ class DataLoaderTest : public QObject {
   void samplers() {
     auto evens = spur::make_data_loader(IndexDataset{}, {.batch_size = 2}, std::make_shared<EvensSampler>());
     QVERIFY(indices_of(evens) == (Batches{{0, 2}, {4, 6}, {8}}));
-    auto weighted = spur::make_data_loader(
-        IndexDataset{}, {.batch_size = 4},
-        std::make_shared<spur::WeightedRandomSampler>(torch::tensor({0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}), 8));
+    auto weighted = spur::make_data_loader(IndexDataset{}, {.batch_size = 4},
+                                           std::make_shared<spur::WeightedRandomSampler>(
+                                               torch::tensor({0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}), 8));
     QVERIFY(indices_of(weighted) == (Batches{{2, 2, 2, 2}, {2, 2, 2, 2}}));
     spur::RandomSampler random(5, 3);
     QVERIFY(random.indices(0) == spur::RandomSampler(5, 3).indices(0));
@@ -178,8 +178,8 @@ class DataLoaderTest : public QObject {
   void augmentation_is_reproducible_with_workers() {
     std::vector<std::vector<torch::Tensor>> runs;
     for (const int64_t workers : {0, 3, 3}) {
-      auto loader = spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = workers,
-                                                            .seed = 5});
+      auto loader =
+          spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = workers, .seed = 5});
       auto first = data_of(loader);
       auto second = data_of(loader);
       QCOMPARE(first.size(), size_t{10});
@@ -191,8 +191,8 @@ class DataLoaderTest : public QObject {
       QVERIFY2(runs[1][i].equal(runs[0][i]) && runs[2][i].equal(runs[0][i]),
                qPrintable(QString("batch %1 differs between worker counts or runs").arg(i)));
     }
-    auto resumed = spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = 2,
-                                                           .seed = 5});
+    auto resumed =
+        spur::make_data_loader(NoisyDataset{}, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 5});
     resumed.skip_first_batches(4);
     const auto rest = data_of(resumed);
     QCOMPARE(rest.size(), size_t{6});
@@ -233,9 +233,11 @@ class DataLoaderTest : public QObject {
     QVERIFY(pair.second.equal(torch::tensor({int64_t{1}, int64_t{2}})));
     auto tuple = collate(std::vector<std::tuple<torch::Tensor, double>>{{torch::ones(1), 0.5}, {torch::ones(1), 1.5}});
     QCOMPARE(std::get<1>(tuple).scalar_type(), torch::kDouble);
-    auto map = collate(std::vector<std::map<std::string, torch::Tensor>>{{{"x", torch::ones(3)}}, {{"x", torch::ones(3)}}});
+    auto map =
+        collate(std::vector<std::map<std::string, torch::Tensor>>{{{"x", torch::ones(3)}}, {{"x", torch::ones(3)}}});
     QCOMPARE(map.at("x").sizes(), (torch::IntArrayRef{2, 3}));
-    auto list = collate(std::vector<std::vector<torch::Tensor>>{{torch::ones(1), torch::ones(2)}, {torch::ones(1), torch::ones(2)}});
+    auto list = collate(
+        std::vector<std::vector<torch::Tensor>>{{torch::ones(1), torch::ones(2)}, {torch::ones(1), torch::ones(2)}});
     QCOMPARE(list.size(), size_t(2));
     QCOMPARE(list[1].sizes(), (torch::IntArrayRef{2, 2}));
   }
@@ -262,8 +264,9 @@ class DataLoaderTest : public QObject {
   void an_inner_evaluation_loop_does_not_end_the_training_epoch() {
     spur::Accelerator accelerator({.gradient_accumulation_steps = 2});
     auto net = torch::nn::Linear(2, 1);
-    auto [model, train, eval] = accelerator.prepare(net, spur::make_data_loader(IndexDataset{.n = 8}, {.batch_size = 2}),
-                                                    spur::make_data_loader(IndexDataset{.n = 4}, {.batch_size = 2}));
+    auto [model, train, eval] =
+        accelerator.prepare(net, spur::make_data_loader(IndexDataset{.n = 8}, {.batch_size = 2}),
+                            spur::make_data_loader(IndexDataset{.n = 4}, {.batch_size = 2}));
     QString pattern;
     for (auto& batch : train) {
       (void)batch;

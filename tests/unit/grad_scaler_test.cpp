@@ -93,10 +93,14 @@ class GradScalerTest : public QObject {
     QTest::addColumn<int>("interval");
     QTest::addColumn<QString>("pattern");
     QTest::addColumn<QString>("scales");
-    QTest::newRow("growth every 2 finite steps") << 8.0 << 2 << "GGGGG" << "8 16 16 32 32";
-    QTest::newRow("inf backs off and resets the tracker") << 8.0 << 2 << "GGGIGIIGG" << "8 16 16 8 8 4 2 2 4";
-    QTest::newRow("nan backs off too") << 1024.0 << 3 << "GGNGGG" << "1024 1024 512 512 512 1024";
-    QTest::newRow("interval 1") << 1.0 << 1 << "GGIG" << "2 4 2 4";
+    QTest::newRow("growth every 2 finite steps") << 8.0 << 2 << "GGGGG"
+                                                 << "8 16 16 32 32";
+    QTest::newRow("inf backs off and resets the tracker") << 8.0 << 2 << "GGGIGIIGG"
+                                                          << "8 16 16 8 8 4 2 2 4";
+    QTest::newRow("nan backs off too") << 1024.0 << 3 << "GGNGGG"
+                                       << "1024 1024 512 512 512 1024";
+    QTest::newRow("interval 1") << 1.0 << 1 << "GGIG"
+                                << "2 4 2 4";
   }
 
   void sequence() {
@@ -199,7 +203,8 @@ class GradScalerTest : public QObject {
     torch::optim::SGD recorder(layer->parameters(), torch::optim::SGDOptions(lr));
     spur::NamedTensors file;
     const auto params = layer->parameters();
-    for (size_t j = 0; j < params.size(); ++j) file.emplace_back("init." + std::to_string(j), params[j].detach().clone());
+    for (size_t j = 0; j < params.size(); ++j)
+      file.emplace_back("init." + std::to_string(j), params[j].detach().clone());
     // Real gradients of a model being trained, then injected trouble at some steps.
     const int steps = 24;
     std::vector<std::vector<torch::Tensor>> grads(steps);
@@ -219,7 +224,8 @@ class GradScalerTest : public QObject {
     QTemporaryDir dir;
     const QString path = dir.filePath("grads.safetensors");
     spur::save_safetensors(path.toStdString(), file,
-                           {{"init_scale", std::to_string(init_scale)}, {"growth_interval", std::to_string(growth_interval)},
+                           {{"init_scale", std::to_string(init_scale)},
+                            {"growth_interval", std::to_string(growth_interval)},
                             {"lr", std::to_string(lr)}});
 
     // Spur, the same way.
@@ -247,8 +253,9 @@ class GradScalerTest : public QObject {
     QCOMPARE(their_scales.size(), steps);
     int skipped = 0;
     for (int i = 0; i < steps; ++i) {
-      QVERIFY2(scales[i] == their_scales[i].toDouble(),
-               qPrintable(QString("step %1: scale %2, torch %3").arg(i).arg(scales[i]).arg(their_scales[i].toDouble())));
+      QVERIFY2(
+          scales[i] == their_scales[i].toDouble(),
+          qPrintable(QString("step %1: scale %2, torch %3").arg(i).arg(scales[i]).arg(their_scales[i].toDouble())));
       QVERIFY2(stepped[i] == their_stepped[i].toBool(), qPrintable(QString("step %1: stepped differs").arg(i)));
       skipped += !stepped[i];
     }
@@ -257,7 +264,8 @@ class GradScalerTest : public QObject {
     const auto their_params = theirs["params"].toArray();
     const auto flat = torch::cat({mine[0].detach().reshape({-1}), mine[1].detach().reshape({-1})});
     QCOMPARE(static_cast<int64_t>(their_params.size()), flat.numel());
-    for (int64_t k = 0; k < flat.numel(); ++k) QCOMPARE(flat[k].item<float>(), static_cast<float>(their_params[k].toDouble()));
+    for (int64_t k = 0; k < flat.numel(); ++k)
+      QCOMPARE(flat[k].item<float>(), static_cast<float>(their_params[k].toDouble()));
   }
 
   void pending_found_inf_reports_the_step() {

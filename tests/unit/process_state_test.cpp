@@ -54,9 +54,10 @@ class ProcessStateTest : public QObject {
 
   void torchrun_variables() {
     // What torchrun sets on node 1 of 2 x 2 (reference/launch.md).
-    const auto state = read(env_of("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
-                                   "MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 TORCHELASTIC_RUN_ID=none "
-                                   "TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=2"));
+    const auto state =
+        read(env_of("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
+                    "MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 TORCHELASTIC_RUN_ID=none "
+                    "TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=2"));
     QCOMPARE(state.rank, 3);
     QCOMPARE(state.world_size, 4);
     QCOMPARE(state.local_rank, 1);
@@ -81,8 +82,9 @@ class ProcessStateTest : public QObject {
   }
 
   void mpi_variables() {
-    const auto state = read(env_of("OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=0 "
-                                   "OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=h MASTER_PORT=5"));
+    const auto state =
+        read(env_of("OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=0 "
+                    "OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=h MASTER_PORT=5"));
     QCOMPARE(state.rank, 2);
     QCOMPARE(state.world_size, 4);
     QCOMPARE(state.local_rank, 0);
@@ -130,16 +132,21 @@ class ProcessStateTest : public QObject {
     QTest::newRow("world size zero") << "RANK=0 WORLD_SIZE=0" + ok << "WORLD_SIZE=0 is out of range";
     QTest::newRow("rank without world size") << "RANK=0" + ok << "RANK is set but WORLD_SIZE is not";
     QTest::newRow("world size without rank") << "WORLD_SIZE=2" + ok << "WORLD_SIZE is set but RANK is not";
-    QTest::newRow("no master address") << "RANK=0 WORLD_SIZE=2 MASTER_PORT=1" << "MASTER_ADDR is not set";
-    QTest::newRow("no master port") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h" << "MASTER_PORT is not set";
+    QTest::newRow("no master address") << "RANK=0 WORLD_SIZE=2 MASTER_PORT=1"
+                                       << "MASTER_ADDR is not set";
+    QTest::newRow("no master port") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h"
+                                    << "MASTER_PORT is not set";
     QTest::newRow("port too large") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=70000"
                                     << "MASTER_PORT=70000 is out of range [1, 65535]";
     QTest::newRow("local rank too large") << "RANK=0 WORLD_SIZE=2 LOCAL_RANK=2" + ok << "LOCAL_RANK=2 is out of range";
-    QTest::newRow("fp8") << "ACCELERATE_MIXED_PRECISION=fp8" << "ACCELERATE_MIXED_PRECISION='fp8'";
-    QTest::newRow("bad bool") << "ACCELERATE_USE_CPU=maybe" << "ACCELERATE_USE_CPU='maybe' is not a boolean";
+    QTest::newRow("fp8") << "ACCELERATE_MIXED_PRECISION=fp8"
+                         << "ACCELERATE_MIXED_PRECISION='fp8'";
+    QTest::newRow("bad bool") << "ACCELERATE_USE_CPU=maybe"
+                              << "ACCELERATE_USE_CPU='maybe' is not a boolean";
     QTest::newRow("zero accumulation") << "SPUR_GRADIENT_ACCUMULATION_STEPS=0"
                                        << "SPUR_GRADIENT_ACCUMULATION_STEPS=0 is out of range";
-    QTest::newRow("timeout not a number") << "SPUR_RENDEZVOUS_TIMEOUT=5s" << "SPUR_RENDEZVOUS_TIMEOUT='5s'";
+    QTest::newRow("timeout not a number") << "SPUR_RENDEZVOUS_TIMEOUT=5s"
+                                          << "SPUR_RENDEZVOUS_TIMEOUT='5s'";
     // Issue 12, defect 7: a huge timeout overflowed into "-1s" instead of being refused by name.
     QTest::newRow("rendezvous timeout too long") << "SPUR_RENDEZVOUS_TIMEOUT=9300000000"
                                                  << "SPUR_RENDEZVOUS_TIMEOUT=9300000000 is out of range [1, 2000000]";

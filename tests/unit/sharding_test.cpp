@@ -132,7 +132,11 @@ class ShardingTest : public QObject {
             ++cases;
             const auto all = plan(len, bs, drop, layout);
             const QString where = QString("len %1 bs %2 np %3 split %4 even %5 drop %6")
-                                      .arg(len).arg(bs).arg(np).arg(layout.split_batches).arg(layout.even_batches)
+                                      .arg(len)
+                                      .arg(bs)
+                                      .arg(np)
+                                      .arg(layout.split_batches)
+                                      .arg(layout.even_batches)
                                       .arg(drop);
             const int64_t per_rank = layout.split_batches ? bs / np : bs;
             std::multiset<int64_t> seen;

@@ -104,8 +104,8 @@ class TrackingTest : public QObject {
     QCOMPARE(tracker->status, std::string("finished"));
     QCOMPARE(tracker->total, int64_t{40});
     using Row = std::tuple<std::string, int64_t, double>;
-    const std::vector<Row> expected{{"loss", 0, 1.5}, {"acc", 0, 0.25}, {"loss", 1, 1.0}, {"loss", 10, 0.5},
-                                    {"eval/loss", 11, 2.0}};
+    const std::vector<Row> expected{
+        {"loss", 0, 1.5}, {"acc", 0, 0.25}, {"loss", 1, 1.0}, {"loss", 10, 0.5}, {"eval/loss", 11, 2.0}};
     QVERIFY(tracker->seen == expected);
   }
 
@@ -120,7 +120,8 @@ class TrackingTest : public QObject {
     tracker->failing = false;  // the disk has room again
     accelerator.end_training();
     QCOMPARE(tracker->seen.size(), size_t{50});
-    for (int step = 0; step < 50; ++step) QCOMPARE(std::get<1>(tracker->seen[static_cast<size_t>(step)]), int64_t{step});
+    for (int step = 0; step < 50; ++step)
+      QCOMPARE(std::get<1>(tracker->seen[static_cast<size_t>(step)]), int64_t{step});
   }
 
   // While a tracker cannot write, only the newest max_backlog values are kept for it.

@@ -19,8 +19,14 @@
 namespace spur::studio {
 
 ConsoleView::ConsoleView(QString history_path, QWidget* parent)
-    : QWidget(parent), model_(new app::ConsoleModel(history_path, this)), list_(new QListView(this)),
-      ranks_(new QComboBox(this)), hosts_(new QComboBox(this)), banner_(new QLabel(this)), search_(new QLineEdit(this)), follow_(new QCheckBox(tr("Follow"), this)) {
+    : QWidget(parent),
+      model_(new app::ConsoleModel(history_path, this)),
+      list_(new QListView(this)),
+      ranks_(new QComboBox(this)),
+      hosts_(new QComboBox(this)),
+      banner_(new QLabel(this)),
+      search_(new QLineEdit(this)),
+      follow_(new QCheckBox(tr("Follow"), this)) {
   worker_ = new QObject;
   source_ = std::make_unique<app::ConsoleSource>(history_path);
   worker_->moveToThread(&thread_);
@@ -124,10 +130,14 @@ void ConsoleView::refresh() {
     return;
   }
   in_flight_ = true;
-  QMetaObject::invokeMethod(worker_, [this, query = model_->next_query()] {
-    auto batch = source_->read(query);  // on thread_
-    QMetaObject::invokeMethod(this, [this, batch = std::move(batch)] { received(batch); }, Qt::QueuedConnection);
-  }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_,
+      [this, query = model_->next_query()] {
+        auto batch = source_->read(query);  // on thread_
+        QMetaObject::invokeMethod(
+            this, [this, batch = std::move(batch)] { received(batch); }, Qt::QueuedConnection);
+      },
+      Qt::QueuedConnection);
 }
 
 void ConsoleView::received(const app::ConsoleBatch& batch) {
@@ -154,9 +164,9 @@ void ConsoleView::update_banner() {
   if (!model_->cause().isEmpty()) text += "\n" + model_->cause();
   banner_->setText(text);
   const bool bad = status == "failed";
-  banner_->setStyleSheet(bad ? "background: rgba(211, 47, 47, 40); border-left: 4px solid #d32f2f;"
-                             : status == "stopped" ? "background: rgba(240, 160, 0, 40); border-left: 4px solid #f0a000;"
-                                                   : "");
+  banner_->setStyleSheet(bad                   ? "background: rgba(211, 47, 47, 40); border-left: 4px solid #d32f2f;"
+                         : status == "stopped" ? "background: rgba(240, 160, 0, 40); border-left: 4px solid #f0a000;"
+                                               : "");
   banner_->show();
 }
 

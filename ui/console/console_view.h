@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // ConsoleView: one run's console lines (every rank's, as the launcher recorded them), filtered by rank and a
-// host and search text, following new lines at the bottom unless paused; a banner says how the run ended. Thin over app::ConsoleModel.
+// host and search text, following new lines at the bottom unless paused; a banner says how the run ended. Thin over
+// app::ConsoleModel.
 #pragma once
 
 #include <QThread>
@@ -19,7 +20,7 @@ namespace spur::app {
 class ConsoleModel;
 class ConsoleSource;
 struct ConsoleBatch;
-}
+}  // namespace spur::app
 
 namespace spur::studio {
 

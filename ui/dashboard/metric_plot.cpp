@@ -24,13 +24,14 @@ namespace spur::studio {
 
 QColor run_colour(qint64 run) {
   // Tableau 10: distinct, and readable on light and dark backgrounds.
-  static const QColor colours[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
-                                   QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
-                                   QColor(188, 189, 34),  QColor(23, 190, 207)};
+  static const QColor colours[] = {
+      QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),   QColor(214, 39, 40),  QColor(148, 103, 189),
+      QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34), QColor(23, 190, 207)};
   return colours[static_cast<size_t>(run) % 10];
 }
 
-MetricPlot::MetricPlot(QString key, QWidget* parent) : QWidget(parent), key_(std::move(key)), plot_(new QCustomPlot(this)) {
+MetricPlot::MetricPlot(QString key, QWidget* parent)
+    : QWidget(parent), key_(std::move(key)), plot_(new QCustomPlot(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(plot_);
@@ -113,9 +114,15 @@ QVector<double> MetricPlot::keys(const Line& line, std::size_t from) const {
   const double start = line.walls.empty() ? 0 : line.walls.front();
   for (std::size_t i = from; i < line.steps.size(); ++i) {
     switch (x_axis_) {
-      case XAxis::step: keys.push_back(line.steps[i]); break;
-      case XAxis::relative_time: keys.push_back(i < line.walls.size() ? line.walls[i] - start : 0); break;
-      case XAxis::wall_time: keys.push_back(i < line.walls.size() ? line.walls[i] : 0); break;
+      case XAxis::step:
+        keys.push_back(line.steps[i]);
+        break;
+      case XAxis::relative_time:
+        keys.push_back(i < line.walls.size() ? line.walls[i] - start : 0);
+        break;
+      case XAxis::wall_time:
+        keys.push_back(i < line.walls.size() ? line.walls[i] : 0);
+        break;
     }
   }
   return keys;
@@ -198,8 +205,8 @@ void MetricPlot::context_menu(const QPoint& at) {
   menu.addAction(tr("Fit"), this, [this] { reset_view(); });
   menu.addSeparator();
   menu.addAction(tr("Export image (PNG, SVG, PDF)..."), this, [this] {
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png",
-                                                      tr("Images (*.png *.svg *.pdf)"));
+    const QString file =
+        QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png", tr("Images (*.png *.svg *.pdf)"));
     if (!file.isEmpty()) save_image(file);
   });
   menu.addAction(tr("Export data (CSV)..."), this, [this] {
@@ -317,7 +324,8 @@ void MetricPlot::reset_view() {
   // Recomputed from the data: runs may have gone, or the x axis changed.
   have_extent_ = false;
   for (const auto& [run, line] : lines_) {
-    for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it) grow_extent(it->key, it->value);
+    for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it)
+      grow_extent(it->key, it->value);
   }
   fit_extent();
   plot_->replot();

@@ -43,7 +43,8 @@ class MetricPlot : public QWidget {
   void set_log_y(bool log);
   /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
   QString readout(double x) const;
-  /// Exports: an image (PNG, SVG or PDF by the file's extension) or the data as CSV (run,step,wall_time,value,smoothed).
+  /// Exports: an image (PNG, SVG or PDF by the file's extension) or the data as CSV
+  /// (run,step,wall_time,value,smoothed).
   bool save_image(const QString& file);
   bool save_csv(const QString& file) const;
   /// The x of a run's first drawn point, for tests.

@@ -16,7 +16,8 @@
 namespace spur::studio {
 
 QString bundled_example() {
-  return app::find_companion(nullptr, {"../examples/train_fashion_mnist", "../libexec/spur/examples/train_fashion_mnist"});
+  return app::find_companion(nullptr,
+                             {"../examples/train_fashion_mnist", "../libexec/spur/examples/train_fashion_mnist"});
 }
 
 DemoWorkspace prepare_demo(const QString& directory) {
@@ -26,8 +27,9 @@ DemoWorkspace prepare_demo(const QString& directory) {
   demo.config = QDir(directory).filePath("spur_config.yaml");
   demo.program = bundled_example();
   if (demo.program.isEmpty()) {
-    demo.error = "the example program train_fashion_mnist is not next to spur-studio (build the examples, or install "
-                 "Spur)";
+    demo.error =
+        "the example program train_fashion_mnist is not next to spur-studio (build the examples, or install "
+        "Spur)";
     return demo;
   }
   QDir().mkpath(directory);
@@ -57,7 +59,8 @@ DemoWorkspace prepare_demo(const QString& directory) {
     // One short, finished run of the example (150 steps and a test accuracy), recorded as any launch is.
     app::LaunchRequest first = answers.launch_request(demo.config);
     first.arguments = QStringList{"--max_steps", "150", "--log_every", "10", "--num_workers", "1"};
-    first.flags << "--run_name" << "demo: first run";
+    first.flags << "--run_name"
+                << "demo: first run";
     QProcess launcher;
     auto environment = QProcessEnvironment::systemEnvironment();
     environment.insert("SPUR_HISTORY", demo.history);

@@ -9,10 +9,10 @@ namespace spur::studio {
 
 struct DemoWorkspace {
   QString directory;
-  QString history;      // directory/history.db
-  QString config;       // directory/spur_config.yaml
-  QString program;      // the bundled example
-  QString error;        // why it could not be prepared; empty when it was
+  QString history;  // directory/history.db
+  QString config;   // directory/spur_config.yaml
+  QString program;  // the bundled example
+  QString error;    // why it could not be prepared; empty when it was
 };
 
 /// The example program shipped with Spur: in a build tree next to app/, installed under libexec/spur/examples.

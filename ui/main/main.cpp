@@ -19,11 +19,14 @@
 namespace {
 
 struct Options {
-  QCommandLineOption history{"history", "The run history database (default: $SPUR_HISTORY, else "
-                                        "$XDG_DATA_HOME/spur/history.db).", "file"};
+  QCommandLineOption history{"history",
+                             "The run history database (default: $SPUR_HISTORY, else "
+                             "$XDG_DATA_HOME/spur/history.db).",
+                             "file"};
   QCommandLineOption runs{"runs", "Runs to show first, by ID (default: the newest).", "1,2,..."};
-  QCommandLineOption demo{"demo", "Open the demo workspace: the bundled example, its configuration and a history "
-                                  "with one finished run (created on first use)."};
+  QCommandLineOption demo{"demo",
+                          "Open the demo workspace: the bundled example, its configuration and a history "
+                          "with one finished run (created on first use)."};
   QCommandLineOption version{QStringList{"v", "version"}, "Print the version."};
   void add_to(QCommandLineParser& parser) const {
     parser.setApplicationDescription("Spur Studio: set up, launch and watch LibTorch training runs");
@@ -64,11 +67,10 @@ int main(int argc, char** argv) {
   const auto& demo = options.demo;
   parser.process(app);
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
-  QString path = parser.isSet(history) ? parser.value(history)
-                                       : QString::fromStdString(spur::history::default_history_path());
+  QString path =
+      parser.isSet(history) ? parser.value(history) : QString::fromStdString(spur::history::default_history_path());
   if (parser.isSet(demo)) {
-    const QString directory =
-        QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
+    const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     // The demo's settings (last configuration and command: the example's) stay apart from the user's own.
     QApplication::setApplicationName("Spur Studio Demo");
     std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));

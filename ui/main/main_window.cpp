@@ -46,9 +46,14 @@
 namespace spur::studio {
 
 MainWindow::MainWindow(QString history_path, QWidget* parent)
-    : QMainWindow(parent), path_(QFileInfo(history_path).absoluteFilePath()), runs_(new app::RunsModel(path_, this)),
-      shown_(new QSortFilterProxyModel(this)), search_(new QLineEdit(this)), table_(new QTableView(this)),
-      dashboard_(new Dashboard(this)), console_(new ConsoleView(path_, this)),
+    : QMainWindow(parent),
+      path_(QFileInfo(history_path).absoluteFilePath()),
+      runs_(new app::RunsModel(path_, this)),
+      shown_(new QSortFilterProxyModel(this)),
+      search_(new QLineEdit(this)),
+      table_(new QTableView(this)),
+      dashboard_(new Dashboard(this)),
+      console_(new ConsoleView(path_, this)),
       timer_(new QTimer(this)),
       loader_(new SeriesLoader(path_)) {
   setWindowTitle(tr("Spur Studio"));
@@ -112,9 +117,7 @@ MainWindow::~MainWindow() {
   reader_thread_.wait();
 }
 
-QString MainWindow::data_directory() {
-  return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-}
+QString MainWindow::data_directory() { return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation); }
 
 void MainWindow::restore_settings() {
   QSettings settings;
@@ -179,7 +182,8 @@ void MainWindow::selection_changed() {
   dashboard_->set_runs(shown);
   // The console follows the newest selected run.
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
-  QMetaObject::invokeMethod(loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
   update_actions();
 }
@@ -278,7 +282,8 @@ QString MainWindow::export_metrics(qint64 run, const QString& file) {
   try {
     history::HistoryReader reader(path_.toStdString());
     QFile out(file);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return tr("Cannot write %1: %2").arg(file, out.errorString());
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Text))
+      return tr("Cannot write %1: %2").arg(file, out.errorString());
     QTextStream text(&out);
     text << "key,step,wall_time,value\n";
     for (const auto& key : reader.metric_keys(run)) {
@@ -295,8 +300,9 @@ QString MainWindow::export_metrics(qint64 run, const QString& file) {
 }
 
 QString MainWindow::launch(const app::LaunchRequest& request) {
-  const QString log = QDir(data_directory())
-                          .filePath("launches/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") + ".log");
+  const QString log =
+      QDir(data_directory())
+          .filePath("launches/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") + ".log");
   QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
   environment.insert("SPUR_HISTORY", path_);  // the run is recorded where this window looks
   const auto started = app::launch_detached(request, log, environment);
@@ -315,7 +321,8 @@ void MainWindow::check_pending() {
     for (int row = runs_->rowCount() - 1; row >= 0 && !found; --row) {
       const auto& run = runs_->run(row);
       // Only a run created after the launch, by this launcher here: pids are reused.
-      if (run.id > it->newest_before && run.pid == it->pid && QString::fromStdString(run.host) == app::local_host_name()) {
+      if (run.id > it->newest_before && run.pid == it->pid &&
+          QString::fromStdString(run.host) == app::local_host_name()) {
         found = run.id;
       }
     }
@@ -356,7 +363,8 @@ QString MainWindow::relaunch(qint64 run) {
   }
   if (request.working_directory.isEmpty()) {
     return tr("Run %1 does not say which directory it ran in (an older Spur recorded it): export its configuration "
-              "(Ctrl+E) and launch it from there.").arg(run);
+              "(Ctrl+E) and launch it from there.")
+        .arg(run);
   }
   // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
   const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
@@ -421,7 +429,8 @@ void MainWindow::choose_metric_columns(const QPoint& at) {
     action->setChecked(shown.contains(key));
     connect(action, &QAction::toggled, this, [this, key](bool on) {
       QStringList columns = runs_->metric_columns();
-      if (on) columns << key; else columns.removeAll(key);
+      if (on) columns << key;
+      else columns.removeAll(key);
       runs_->set_metric_columns(columns);
       table_->resizeColumnsToContents();
     });
@@ -451,9 +460,9 @@ void MainWindow::build_actions() {
   });
   create->setIcon(style->standardIcon(QStyle::SP_FileIcon));
   auto* open = make(file, tr("&Open run configuration..."), QKeySequence::Open, [this] {
-    const QString chosen = QFileDialog::getOpenFileName(
-        this, tr("Open a run configuration (Spur's or Accelerate's)"), QString::fromStdString(app::default_config_path()),
-        tr("Configurations (*.yaml *.yml *.json);;All files (*)"));
+    const QString chosen = QFileDialog::getOpenFileName(this, tr("Open a run configuration (Spur's or Accelerate's)"),
+                                                        QString::fromStdString(app::default_config_path()),
+                                                        tr("Configurations (*.yaml *.yml *.json);;All files (*)"));
     if (!chosen.isEmpty()) run_wizard(make_wizard(chosen));
   });
   open->setIcon(style->standardIcon(QStyle::SP_DialogOpenButton));
@@ -468,65 +477,92 @@ void MainWindow::build_actions() {
     run_wizard(wizard);
   });
   start->setIcon(style->standardIcon(QStyle::SP_MediaPlay));
-  stop_ = make(run_menu, tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), [this] {
-    const qint64 run = current_run();
-    if (run && QMessageBox::question(this, tr("Stop run"), tr("Stop run %1? Every rank is stopped.").arg(run)) ==
-                   QMessageBox::Yes) {
-      report(stop_run(run));
-    }
-  }, true);
+  stop_ = make(
+      run_menu, tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period),
+      [this] {
+        const qint64 run = current_run();
+        if (run && QMessageBox::question(this, tr("Stop run"), tr("Stop run %1? Every rank is stopped.").arg(run)) ==
+                       QMessageBox::Yes) {
+          report(stop_run(run));
+        }
+      },
+      true);
   stop_->setIcon(style->standardIcon(QStyle::SP_MediaStop));
-  relaunch_ = make(run_menu, tr("&Relaunch"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
-    if (const qint64 run = current_run()) report(relaunch(run));
-  }, true);
+  relaunch_ = make(
+      run_menu, tr("&Relaunch"), QKeySequence(Qt::CTRL | Qt::Key_R),
+      [this] {
+        if (const qint64 run = current_run()) report(relaunch(run));
+      },
+      true);
   relaunch_->setIcon(style->standardIcon(QStyle::SP_BrowserReload));
   run_menu->addSeparator();
-  make(run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2), [this] {
-    const qint64 run = current_run();
-    if (!run) return;
-    bool ok = false;
-    const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
-                                               QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
-    if (ok) report(rename_run(run, name));
-  }, true);
-  make(run_menu, tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T), [this] {
-    const qint64 run = current_run();
-    bool ok = false;
-    const QString tag = run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
-    if (ok) report(tag_run(run, tag));
-  }, true);
-  make(run_menu, tr("N&otes..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N), [this] {
-    const qint64 run = current_run();
-    bool ok = false;
-    const QString notes = run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
-                                                               QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
-                              : QString();
-    if (ok) report(set_notes(run, notes));
-  }, true);
-  make(run_menu, tr("&Export config..."), QKeySequence(Qt::CTRL | Qt::Key_E), [this] {
-    const qint64 run = current_run();
-    if (!run) return;
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
-                                                      QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
-    if (!file.isEmpty()) report(export_config(run, file));
-  }, true);
-  make(run_menu, tr("Export &metrics..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), [this] {
-    const qint64 run = current_run();
-    if (!run) return;
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's metrics"),
-                                                      QString("run-%1-metrics.csv").arg(run), tr("CSV (*.csv)"));
-    if (!file.isEmpty()) report(export_metrics(run, file));
-  }, true);
+  make(
+      run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2),
+      [this] {
+        const qint64 run = current_run();
+        if (!run) return;
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
+                                                   QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
+        if (ok) report(rename_run(run, name));
+      },
+      true);
+  make(
+      run_menu, tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T),
+      [this] {
+        const qint64 run = current_run();
+        bool ok = false;
+        const QString tag =
+            run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
+        if (ok) report(tag_run(run, tag));
+      },
+      true);
+  make(
+      run_menu, tr("N&otes..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N),
+      [this] {
+        const qint64 run = current_run();
+        bool ok = false;
+        const QString notes =
+            run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
+                                                 QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
+                : QString();
+        if (ok) report(set_notes(run, notes));
+      },
+      true);
+  make(
+      run_menu, tr("&Export config..."), QKeySequence(Qt::CTRL | Qt::Key_E),
+      [this] {
+        const qint64 run = current_run();
+        if (!run) return;
+        const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
+                                                          QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
+        if (!file.isEmpty()) report(export_config(run, file));
+      },
+      true);
+  make(
+      run_menu, tr("Export &metrics..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E),
+      [this] {
+        const qint64 run = current_run();
+        if (!run) return;
+        const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's metrics"),
+                                                          QString("run-%1-metrics.csv").arg(run), tr("CSV (*.csv)"));
+        if (!file.isEmpty()) report(export_metrics(run, file));
+      },
+      true);
   run_menu->addSeparator();
-  make(run_menu, tr("&Delete"), QKeySequence(QKeySequence::Delete), [this] {
-    const qint64 run = current_run();
-    if (!run) return;
-    if (QMessageBox::question(this, tr("Delete run"),
-                              tr("Delete run %1 and everything recorded for it? This cannot be undone.").arg(run)) ==
-        QMessageBox::Yes) {
-      report(delete_run(run));
-    }
-  }, true);
+  make(
+      run_menu, tr("&Delete"), QKeySequence(QKeySequence::Delete),
+      [this] {
+        const qint64 run = current_run();
+        if (!run) return;
+        if (QMessageBox::question(
+                this, tr("Delete run"),
+                tr("Delete run %1 and everything recorded for it? This cannot be undone.").arg(run)) ==
+            QMessageBox::Yes) {
+          report(delete_run(run));
+        }
+      },
+      true);
   table_->setContextMenuPolicy(Qt::ActionsContextMenu);
 
   auto* view = menuBar()->addMenu(tr("&View"));
@@ -535,9 +571,8 @@ void MainWindow::build_actions() {
     search_->selectAll();
   });
   make(view, tr("&Refresh"), QKeySequence::Refresh, [this] { refresh(); });
-  make(view, tr("Metric &columns..."), QKeySequence(), [this] {
-    choose_metric_columns(table_->horizontalHeader()->rect().center());
-  });
+  make(view, tr("Metric &columns..."), QKeySequence(),
+       [this] { choose_metric_columns(table_->horizontalHeader()->rect().center()); });
   auto* theme_menu = view->addMenu(tr("&Theme"));
   auto* themes = new QActionGroup(this);
   const Theme current = theme_from_name(QSettings().value("view/theme", "system").toString());

@@ -20,7 +20,7 @@ class QTimer;
 namespace spur::app {
 class RunsModel;
 struct SetupAnswers;
-}
+}  // namespace spur::app
 
 namespace spur::studio {
 
@@ -67,7 +67,10 @@ class MainWindow : public QMainWindow {
   static QString data_directory();
 
   /// Runs to show first (instead of the newest), as soon as they are in the history.
-  void show_runs(const QList<qint64>& ids) { wanted_ = ids; selected_once_ = false; }
+  void show_runs(const QList<qint64>& ids) {
+    wanted_ = ids;
+    selected_once_ = false;
+  }
 
  signals:
   void launched(qint64 run);

@@ -15,9 +15,7 @@ Theme theme_from_name(const QString& name) {
   return name == "dark" ? Theme::dark : name == "light" ? Theme::light : Theme::system;
 }
 
-QString theme_name(Theme theme) {
-  return theme == Theme::dark ? "dark" : theme == Theme::light ? "light" : "system";
-}
+QString theme_name(Theme theme) { return theme == Theme::dark ? "dark" : theme == Theme::light ? "light" : "system"; }
 
 bool desktop_prefers_dark() {
   const QString gtk = qEnvironmentVariable("GTK_THEME");

@@ -162,7 +162,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
 
   // --- Where ------------------------------------------------------------------------------------------------
   auto* where = new_page(tr("Where does the run happen?"),
-                     tr("Detected here: %1 CPU cores, %2 GPU(s).").arg(hardware.cpu_cores).arg(hardware.gpus));
+                         tr("Detected here: %1 CPU cores, %2 GPU(s).").arg(hardware.cpu_cores).arg(hardware.gpus));
   local_ = new QRadioButton(tr("On this machine (or machines you start by hand)"), where);
   local_->setObjectName("where_local");
   ssh_ = new QRadioButton(tr("On several machines over SSH"), where);
@@ -190,13 +190,16 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   machines->add(tr("Hosts:"), hosts_, [this] { return app::check_host_list(hosts_->text()); });
   machines->add(tr("Machines:"), machines_);
   machines->add(tr("This machine's rank:"), machine_rank_, [this] {
-    return machine_rank_->value() < machines_->value() ? QString() : tr("a rank from 0 to %1").arg(machines_->value() - 1);
+    return machine_rank_->value() < machines_->value() ? QString()
+                                                       : tr("a rank from 0 to %1").arg(machines_->value() - 1);
   });
-  machines->add(tr("Main machine's address:"), main_ip_, [this] { return app::check_host(main_ip_->text().trimmed()); });
+  machines->add(tr("Main machine's address:"), main_ip_,
+                [this] { return app::check_host(main_ip_->text().trimmed()); });
   machines->add(tr("Main machine's port:"), main_port_, [this] { return app::check_port(main_port_->text()); });
   machines->add(QString(), same_network_);
   machines->add(tr("Processes per machine:"), processes_, [this] {
-    return distributed_type_->currentText() == "NO" && processes_->value() > 1 && machines_->value() == 1 && !ssh_->isChecked()
+    return distributed_type_->currentText() == "NO" && processes_->value() > 1 && machines_->value() == 1 &&
+                   !ssh_->isChecked()
                ? tr("one process without a process group: choose MULTI_CPU or MULTI_GPU for more")
                : QString();
   });
@@ -204,8 +207,9 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   setPage(MachinesPage, machines);
 
   // --- SageMaker --------------------------------------------------------------------------------------------
-  auto* sm = new_page(tr("Amazon SageMaker"), tr("A training job with your container image; credentials come from your AWS "
-                                              "configuration."));
+  auto* sm =
+      new_page(tr("Amazon SageMaker"), tr("A training job with your container image; credentials come from your AWS "
+                                          "configuration."));
   sagemaker_type_ = combo(sm, "sagemaker_distributed_type", {"DATA_PARALLEL", "NO"});
   region_ = line(sm, "region");
   role_ = line(sm, "iam_role");
@@ -223,10 +227,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   };
   sm->add(tr("Distributed mode:"), sagemaker_type_);
   sm->add(tr("Region:"), region_, [this] { return app::check_region(region_->text().trimmed()); });
-  sm->add(tr("IAM role:"), role_, [this] { return role_->text().trimmed().isEmpty() ? tr("a role name or ARN") : QString(); });
+  sm->add(tr("IAM role:"), role_,
+          [this] { return role_->text().trimmed().isEmpty() ? tr("a role name or ARN") : QString(); });
   sm->add(tr("AWS profile:"), profile_);
   sm->add(tr("Training image:"), image_, [this] { return app::check_image_uri(image_->text()); });
-  sm->add(tr("Instance type:"), instance_type_, [this] { return app::check_instance_type(instance_type_->text().trimmed()); });
+  sm->add(tr("Instance type:"), instance_type_,
+          [this] { return app::check_instance_type(instance_type_->text().trimmed()); });
   sm->add(tr("Instances:"), instances_);
   sm->add(tr("Input channels:"), inputs_, optional_file(inputs_));
   sm->add(tr("Metrics:"), metrics_, optional_file(metrics_));
@@ -255,16 +261,17 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   environment_->setObjectName("environment");
   environment_->setPlaceholderText(tr("NAME=VALUE, one per line"));
   environment_->setMaximumHeight(90);
-  program->add(tr("Program:"), with_browse(program_, [this] {
-                 return QFileDialog::getOpenFileName(this, tr("Training program"), directory_->text());
-               }),
-               [this] {
-                 const QString program = program_->text().trimmed();
-                 // A configuration can be saved before there is a program; launching needs one.
-                 if (program.isEmpty()) return launch_now_->isChecked() ? tr("choose the training program") : QString();
-                 if (ssh_->isChecked() || sagemaker_->isChecked()) return QString();  // it runs on the machines
-                 return app::check_program(program, directory_->text().trimmed());
-               });
+  program->add(
+      tr("Program:"),
+      with_browse(program_,
+                  [this] { return QFileDialog::getOpenFileName(this, tr("Training program"), directory_->text()); }),
+      [this] {
+        const QString program = program_->text().trimmed();
+        // A configuration can be saved before there is a program; launching needs one.
+        if (program.isEmpty()) return launch_now_->isChecked() ? tr("choose the training program") : QString();
+        if (ssh_->isChecked() || sagemaker_->isChecked()) return QString();  // it runs on the machines
+        return app::check_program(program, directory_->text().trimmed());
+      });
   program->add(tr("Arguments:"), arguments_, [this] {
     try {
       app::shell_split(arguments_->text());
@@ -273,16 +280,19 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
       return tr("an unterminated quote");
     }
   });
-  program->add(tr("Working directory:"), with_browse(directory_, [this] {
-                 return QFileDialog::getExistingDirectory(this, tr("Working directory"), directory_->text());
-               }),
-               [this] { return app::check_directory(directory_->text().trimmed()); });
-  program->add(tr("Environment:"), environment_, [this] { return app::check_environment(environment_->toPlainText()); });
+  program->add(
+      tr("Working directory:"),
+      with_browse(
+          directory_,
+          [this] { return QFileDialog::getExistingDirectory(this, tr("Working directory"), directory_->text()); }),
+      [this] { return app::check_directory(directory_->text().trimmed()); });
+  program->add(tr("Environment:"), environment_,
+               [this] { return app::check_environment(environment_->toPlainText()); });
   setPage(ProgramPage, program);
 
   // --- Summary ----------------------------------------------------------------------------------------------
   auto* summary = new_page(tr("Save and launch"), tr("The file is Accelerate's format; the command runs it without the "
-                                                  "Studio."));
+                                                     "Studio."));
   path_ = line(summary, "config_path");
   yaml_ = new QPlainTextEdit(summary);
   yaml_->setObjectName("yaml");
@@ -303,10 +313,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
     connect(button, &QPushButton::clicked, summary, [text] { QGuiApplication::clipboard()->setText(text()); });
     return button;
   };
-  summary->add(tr("Save as:"), with_browse(path_, [this] {
-                 return QFileDialog::getSaveFileName(this, tr("Save the run configuration"), path_->text(),
-                                                     tr("YAML (*.yaml *.yml);;JSON (*.json)"));
-               }),
+  summary->add(tr("Save as:"),
+               with_browse(path_,
+                           [this] {
+                             return QFileDialog::getSaveFileName(this, tr("Save the run configuration"), path_->text(),
+                                                                 tr("YAML (*.yaml *.yml);;JSON (*.json)"));
+                           }),
                [this] {
                  const QFileInfo file(path_->text().trimmed());
                  if (path_->text().trimmed().isEmpty()) return tr("where to save the configuration");
@@ -337,12 +349,14 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   for (auto* edit : findChildren<QLineEdit*>()) {
     if (edit != command_) connect(edit, &QLineEdit::textChanged, this, recheck_all);
   }
-  for (auto* box : findChildren<QSpinBox*>()) connect(box, &QSpinBox::valueChanged, this, [this, recheck_all] {
-    update_visibility();
-    recheck_all();
-  });
+  for (auto* box : findChildren<QSpinBox*>())
+    connect(box, &QSpinBox::valueChanged, this, [this, recheck_all] {
+      update_visibility();
+      recheck_all();
+    });
   for (auto* box : findChildren<QComboBox*>()) connect(box, &QComboBox::currentIndexChanged, this, recheck_all);
-  for (auto* box : {local_, ssh_, sagemaker_}) connect(box, &QRadioButton::toggled, this, [this] { update_visibility(); });
+  for (auto* box : {local_, ssh_, sagemaker_})
+    connect(box, &QRadioButton::toggled, this, [this] { update_visibility(); });
   connect(use_cpu_, &QCheckBox::toggled, this, [this, recheck_all] {
     update_visibility();
     recheck_all();
@@ -463,12 +477,18 @@ void SetupWizard::set_launch_now(bool launch) { launch_now_->setChecked(launch);
 
 int SetupWizard::nextId() const {
   switch (currentId()) {
-    case WherePage: return sagemaker_->isChecked() ? SageMakerPage : MachinesPage;
-    case MachinesPage: return TrainingPage;
-    case SageMakerPage: return TrainingPage;
-    case TrainingPage: return ProgramPage;
-    case ProgramPage: return SummaryPage;
-    default: return -1;
+    case WherePage:
+      return sagemaker_->isChecked() ? SageMakerPage : MachinesPage;
+    case MachinesPage:
+      return TrainingPage;
+    case SageMakerPage:
+      return TrainingPage;
+    case TrainingPage:
+      return ProgramPage;
+    case ProgramPage:
+      return SummaryPage;
+    default:
+      return -1;
   }
 }
 

@@ -140,7 +140,8 @@ std::vector<ConsoleLine> HistoryReader::console(int64_t run, int64_t after_id, s
                   "SELECT id, host, rank, stream, wall, text FROM console WHERE run_id = ?1 AND id > ?2 "
                   "AND (?3 IS NULL OR rank = ?3) ORDER BY id LIMIT ?4");
   query.bind(1, run).bind(2, after_id);
-  if (rank) query.bind(3, static_cast<int64_t>(*rank)); else query.bind_null(3);
+  if (rank) query.bind(3, static_cast<int64_t>(*rank));
+  else query.bind_null(3);
   query.bind(4, limit);
   std::vector<ConsoleLine> lines;
   while (query.step()) {

@@ -8,8 +8,7 @@
 namespace spur::history {
 
 bool valid_status(const std::string& status) {
-  return status == "queued" || status == "running" || status == "finished" || status == "failed" ||
-         status == "stopped";
+  return status == "queued" || status == "running" || status == "finished" || status == "failed" || status == "stopped";
 }
 
 std::string default_history_path() {

@@ -31,7 +31,8 @@ int64_t HistoryWriter::create_run(Run run) {
                    "command, notes, total_steps, pid, host, params) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   insert.bind(1, run.name).bind(2, run.project).bind(3, run.status).bind(4, run.created).bind(5, run.started);
   insert.bind(6, run.ended);
-  if (run.exit_code) insert.bind(7, static_cast<int64_t>(*run.exit_code)); else insert.bind_null(7);
+  if (run.exit_code) insert.bind(7, static_cast<int64_t>(*run.exit_code));
+  else insert.bind_null(7);
   insert.bind(8, run.target).bind(9, run.hosts).bind(10, run.config).bind(11, run.command).bind(12, run.notes);
   insert.bind(13, run.total_steps).bind(14, run.pid).bind(15, run.host).bind(16, run.params);
   insert.run();
@@ -60,7 +61,8 @@ void HistoryWriter::set_status(int64_t run, const std::string& status, std::opti
                    "started = CASE WHEN ?1 = 'running' AND started = 0 THEN ?2 ELSE started END, "
                    "ended = CASE WHEN ?3 THEN ?2 ELSE ended END, exit_code = COALESCE(?4, exit_code) WHERE id = ?5");
   update.bind(1, status).bind(2, now).bind(3, static_cast<int64_t>(over));
-  if (exit_code) update.bind(4, static_cast<int64_t>(*exit_code)); else update.bind_null(4);
+  if (exit_code) update.bind(4, static_cast<int64_t>(*exit_code));
+  else update.bind_null(4);
   update.bind(5, run).run();
   Statement event(db_.handle(), "INSERT INTO events(run_id, wall, status, detail) VALUES(?, ?, ?, ?)");
   event.bind(1, run).bind(2, now).bind(3, status).bind(4, detail).run();
@@ -168,7 +170,10 @@ void HistoryWriter::append_metrics_once(int64_t run, const std::vector<MetricApp
     for (const auto& point : metric.points) max_step = std::max(max_step, point.step);
   }
   if (max_step >= 0) {
-    Statement(db_.handle(), "UPDATE runs SET last_step = max(last_step, ?) WHERE id = ?").bind(1, max_step).bind(2, run).run();
+    Statement(db_.handle(), "UPDATE runs SET last_step = max(last_step, ?) WHERE id = ?")
+        .bind(1, max_step)
+        .bind(2, run)
+        .run();
   }
   transaction.commit();
 }

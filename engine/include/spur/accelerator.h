@@ -94,7 +94,8 @@ class Accelerator {
 
   // --- prepare -------------------------------------------------------------------------------------------
   /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
-  /// PreparedOptimizer, a DataLoader a copy sharded for this process (Accelerate's rules, see sharding.h). One argument returns it alone; several return a tuple for structured bindings:
+  /// PreparedOptimizer, a DataLoader a copy sharded for this process (Accelerate's rules, see sharding.h). One argument
+  /// returns it alone; several return a tuple for structured bindings:
   ///   auto [model, optimizer] = accelerator.prepare(net, adam);
   /// An optimizer or scheduler passed as an lvalue must outlive the Accelerator and every copy of its prepared
   /// wrapper. A prepared DataLoader must be iterated on every rank (it yields this rank's share).
@@ -148,8 +149,7 @@ class Accelerator {
   /// end of an epoch). Set it on the last batch and clear it when a new epoch starts.
   void set_end_of_dataloader(bool end);
   /// Unscales (fp16) then clips the gradients' total norm; returns the norm before clipping.
-  torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
-                                double norm_type = 2.0);
+  torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm, double norm_type = 2.0);
   template <typename M>
   torch::Tensor clip_grad_norm_(const PreparedModel<M>& model, double max_norm, double norm_type = 2.0) {
     return clip_grad_norm_(model->parameters(), max_norm, norm_type);
@@ -237,9 +237,8 @@ class Accelerator {
   /// Pads dimension `dim` to the largest size over the ranks with `pad_index` (at the end, or the start).
   template <typename T>
   T pad_across_processes(const T& data, int64_t dim = 0, int64_t pad_index = 0, bool pad_first = false) const {
-    return detail::map_tensors(data, [=, c = comm()](const torch::Tensor& t) {
-      return detail::pad_tensor(c, t, dim, pad_index, pad_first);
-    });
+    return detail::map_tensors(
+        data, [=, c = comm()](const torch::Tensor& t) { return detail::pad_tensor(c, t, dim, pad_index, pad_first); });
   }
 
  private:

@@ -126,10 +126,14 @@ struct NumberCollator {
     }
   }
 };
-template <> struct Collator<int64_t> : NumberCollator<int64_t> {};
-template <> struct Collator<int32_t> : NumberCollator<int32_t> {};
-template <> struct Collator<double> : NumberCollator<double> {};
-template <> struct Collator<float> : NumberCollator<float> {};
+template <>
+struct Collator<int64_t> : NumberCollator<int64_t> {};
+template <>
+struct Collator<int32_t> : NumberCollator<int32_t> {};
+template <>
+struct Collator<double> : NumberCollator<double> {};
+template <>
+struct Collator<float> : NumberCollator<float> {};
 
 }  // namespace detail
 

@@ -89,19 +89,19 @@ class LoaderState {
   int64_t dataset_size = -1;         // map-style only
   bool stream = false;
   bool user_sampler = false;
-  bool prepared = false;  // set by Accelerator::prepare: shard (a stream pads its last block even on one process)
+  bool prepared = false;    // set by Accelerator::prepare: shard (a stream pads its last block even on one process)
   sharding::Layout layout;  // num_processes 1 until prepared
   int64_t rank = 0;
   int64_t epoch = 0;
-  int64_t position = 0;     // batches handed out in the current epoch
-  int64_t skip_next = 0;    // batches to skip when the next epoch starts (skip_first_batches, load_state)
-  bool at_end = false;      // the epoch's last batch has been handed out
-  int64_t remainder = -1;   // then: real samples of the last gathered round (gather_for_metrics)
+  int64_t position = 0;                 // batches handed out in the current epoch
+  int64_t skip_next = 0;                // batches to skip when the next epoch starts (skip_first_batches, load_state)
+  bool at_end = false;                  // the epoch's last batch has been handed out
+  int64_t remainder = -1;               // then: real samples of the last gathered round (gather_for_metrics)
   std::optional<torch::Device> device;  // prepared on a GPU: batches are moved there, as Accelerate does
 
   // Installed by Accelerator::prepare.
   std::function<void(const std::vector<int64_t>&)> check_order;  // collective: same order on every rank?
-  std::function<void(LoaderState*, bool)> on_active;              // an iteration starts (true) or ends (false)
+  std::function<void(LoaderState*, bool)> on_active;             // an iteration starts (true) or ends (false)
 
   struct EpochPlan {
     std::vector<std::vector<int64_t>> batches;  // this rank's index batches; empty vector = zero-sample batch
@@ -351,8 +351,8 @@ class DataLoader {
   /// Map-style: the collated batch of these dataset indices.
   using Fetch = std::function<Batch(const std::vector<int64_t>&)>;
   /// Stream: this rank's batches of an epoch.
-  using OpenStream = std::function<std::unique_ptr<detail::BatchStream<Batch>>(
-      int64_t epoch, const sharding::Layout&, int64_t rank, bool sharded)>;
+  using OpenStream = std::function<std::unique_ptr<detail::BatchStream<Batch>>(int64_t epoch, const sharding::Layout&,
+                                                                               int64_t rank, bool sharded)>;
 
   DataLoader(std::shared_ptr<detail::LoaderState> state, Fetch fetch, OpenStream open)
       : state_(std::move(state)), fetch_(std::move(fetch)), open_(std::move(open)) {}
@@ -412,8 +412,8 @@ class DataLoader {
       const int64_t workers = state.options.num_workers;
       const int64_t window = workers * state.options.prefetch_factor;
       if (state.stream) {
-        auto stream = std::make_unique<SeededStream>(loader.open_(state.epoch, state.layout, state.rank, state.prepared),
-                                                     seed_, state.epoch, state.rank);
+        auto stream = std::make_unique<SeededStream>(
+            loader.open_(state.epoch, state.layout, state.rank, state.prepared), seed_, state.epoch, state.rank);
         if (skip > 0) detail::note_stream_skip(state.rank, state.epoch, skip);
         for (int64_t i = 0; i < skip && stream->next(); ++i) state.position++;
         if (workers > 0) {
@@ -427,9 +427,9 @@ class DataLoader {
         next_ = std::min<int64_t>(skip, static_cast<int64_t>(plan_.batches.size()));
         state.position = next_;
         if (workers > 0 && next_ < static_cast<int64_t>(plan_.batches.size())) {
-          prefetcher_ = std::make_unique<detail::Prefetcher<Batch>>(
-              [this](int64_t i) { return produce(i); }, next_, static_cast<int64_t>(plan_.batches.size()), workers,
-              window);
+          prefetcher_ =
+              std::make_unique<detail::Prefetcher<Batch>>([this](int64_t i) { return produce(i); }, next_,
+                                                          static_cast<int64_t>(plan_.batches.size()), workers, window);
         }
       }
     }
@@ -486,11 +486,10 @@ class DataLoader {
     Batch place(Batch batch) const {
       const auto& device = state_->device;
       if (!device || device->is_cpu()) return batch;
-      return detail::transform_batch(std::move(batch), [&](torch::Tensor t) { return t.to(*device, /*non_blocking=*/true); });
+      return detail::transform_batch(std::move(batch),
+                                     [&](torch::Tensor t) { return t.to(*device, /*non_blocking=*/true); });
     }
-    std::optional<Batch> pull_stream() {
-      return stream_prefetcher_ ? stream_prefetcher_->next() : stream_->next();
-    }
+    std::optional<Batch> pull_stream() { return stream_prefetcher_ ? stream_prefetcher_->next() : stream_->next(); }
     int64_t remainder() const { return stream_prefetcher_ ? stream_prefetcher_->remainder() : stream_->remainder(); }
     std::optional<Batch> finish() {
       if (!finished_) state_->finish_epoch();
@@ -638,7 +637,8 @@ auto make_stream_loader(std::shared_ptr<Stream> stream, DataLoaderOptions option
           done_ = true;
           if (!sharded_) {
             // Not prepared: PyTorch's behaviour, a short last batch unless drop_last.
-            if (plain_.empty() || (drop_last_ && static_cast<int64_t>(plain_.size()) < batch_size_)) return std::nullopt;
+            if (plain_.empty() || (drop_last_ && static_cast<int64_t>(plain_.size()) < batch_size_))
+              return std::nullopt;
             return detail::collate_and_pin(std::exchange(plain_, {}), collate_, pin_);
           }
           if (auto last = shard_.finish()) return detail::collate_and_pin(std::move(*last), collate_, pin_);
@@ -671,12 +671,11 @@ auto make_stream_loader(std::shared_ptr<Stream> stream, DataLoaderOptions option
     bool done_ = false;
   };
 
-  typename DataLoader<Batch>::OpenStream open = [stream, collate, options](int64_t epoch,
-                                                                           const sharding::Layout& layout,
-                                                                           int64_t rank, bool sharded) {
-    stream->reset(epoch);
-    return std::unique_ptr<detail::BatchStream<Batch>>(new Shard(stream, collate, options, layout, rank, sharded));
-  };
+  typename DataLoader<Batch>::OpenStream open =
+      [stream, collate, options](int64_t epoch, const sharding::Layout& layout, int64_t rank, bool sharded) {
+        stream->reset(epoch);
+        return std::unique_ptr<detail::BatchStream<Batch>>(new Shard(stream, collate, options, layout, rank, sharded));
+      };
   return DataLoader<Batch>(std::move(state), nullptr, std::move(open));
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // PreparedModel<M>: the user's module after Accelerator::prepare. `model(x)` runs forward under autocast (bf16,
-// fp16) with fp32 outputs (tensors, and vectors, pairs, tuples of them) and arms gradient synchronisation, as DistributedDataParallel does; `model->` is the module.
+// fp16) with fp32 outputs (tensors, and vectors, pairs, tuples of them) and arms gradient synchronisation, as
+// DistributedDataParallel does; `model->` is the module.
 #pragma once
 
 #include <memory>
@@ -89,8 +90,7 @@ std::pair<A, B> to_fp32(std::pair<A, B> pair) {
 }
 template <typename... Ts>
 std::tuple<Ts...> to_fp32(std::tuple<Ts...> tuple) {
-  return std::apply([](auto&&... items) { return std::tuple<Ts...>(to_fp32(std::move(items))...); },
-                    std::move(tuple));
+  return std::apply([](auto&&... items) { return std::tuple<Ts...>(to_fp32(std::move(items))...); }, std::move(tuple));
 }
 template <typename T, typename = std::enable_if_t<!std::is_convertible_v<T, torch::Tensor>>>
 T to_fp32(T value) {

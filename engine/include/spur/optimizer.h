@@ -16,8 +16,7 @@ class AcceleratorCore;
 
 class PreparedOptimizer {
  public:
-  PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
-                    std::shared_ptr<detail::AcceleratorCore> core);
+  PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer, std::shared_ptr<detail::AcceleratorCore> core);
 
   /// Clears gradients; does nothing on micro-steps where gradients are being accumulated. Default: set to none
   /// (PyTorch 2's default), except on the CPU with LibTorch 1.13, where they are zeroed in place: there freed

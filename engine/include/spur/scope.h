@@ -13,8 +13,7 @@ class [[nodiscard]] Scope {
  public:
   Scope() = default;
   explicit Scope(std::function<void()> on_exit) : on_exit_(std::move(on_exit)) {}
-  Scope(Scope&& other) noexcept
-      : on_exit_(std::exchange(other.on_exit_, nullptr)), uncaught_(other.uncaught_) {}
+  Scope(Scope&& other) noexcept : on_exit_(std::exchange(other.on_exit_, nullptr)), uncaught_(other.uncaught_) {}
   Scope& operator=(Scope&& other) {
     if (this != &other) {
       close();

@@ -68,7 +68,8 @@ class StreamShard {
     if (drop_last_ || current_.empty()) return std::nullopt;
     remainder_ = static_cast<int64_t>(current_.size());
     if (first_.empty()) first_ = current_;
-    while (static_cast<int64_t>(current_.size()) < block_) current_.insert(current_.end(), first_.begin(), first_.end());
+    while (static_cast<int64_t>(current_.size()) < block_)
+      current_.insert(current_.end(), first_.begin(), first_.end());
     auto mine = take();
     current_.clear();
     return mine;

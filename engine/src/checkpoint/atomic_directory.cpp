@@ -105,7 +105,7 @@ void commit_directory(const std::string& path) {
   const fs::path tmp = temporary_directory(path);
   std::error_code error;
   recover_directory(path);  // a save interrupted between its renames: the last complete checkpoint first
-  sync_directory(tmp);  // its entries, not just the files' contents, are on disk before the swap
+  sync_directory(tmp);      // its entries, not just the files' contents, are on disk before the swap
   if (fs::exists(final_path, error)) {
     if (exchange(tmp, final_path) == 0) {
       // The exchange is made durable before the old checkpoint (now at tmp) is deleted.

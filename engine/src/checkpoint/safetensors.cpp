@@ -21,9 +21,9 @@ struct DType {
   c10::ScalarType type;
 };
 constexpr DType kTypes[] = {
-    {"F64", c10::ScalarType::Double}, {"F32", c10::ScalarType::Float},  {"F16", c10::ScalarType::Half},
-    {"BF16", c10::ScalarType::BFloat16}, {"I64", c10::ScalarType::Long}, {"I32", c10::ScalarType::Int},
-    {"I16", c10::ScalarType::Short},  {"I8", c10::ScalarType::Char},   {"U8", c10::ScalarType::Byte},
+    {"F64", c10::ScalarType::Double},    {"F32", c10::ScalarType::Float}, {"F16", c10::ScalarType::Half},
+    {"BF16", c10::ScalarType::BFloat16}, {"I64", c10::ScalarType::Long},  {"I32", c10::ScalarType::Int},
+    {"I16", c10::ScalarType::Short},     {"I8", c10::ScalarType::Char},   {"U8", c10::ScalarType::Byte},
     {"BOOL", c10::ScalarType::Bool},
 };
 
@@ -241,9 +241,9 @@ int64_t parse_size(const std::string& text) {
   const double number = std::stod(text.substr(0, i));
   std::string unit = text.substr(i);
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
-  const std::map<std::string, double> units{{"", 1},         {"B", 1},         {"KB", 1e3},      {"MB", 1e6},
-                                            {"GB", 1e9},     {"TB", 1e12},     {"KIB", 1024.0},  {"MIB", 1048576.0},
-                                            {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  const std::map<std::string, double> units{
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
   const auto it = units.find(unit);
   if (it == units.end()) throw Error("'" + text + "' has an unknown unit (B, KB, MB, GB, TB, KiB, MiB, GiB)");
   return static_cast<int64_t>(number * it->second);

@@ -124,7 +124,9 @@ torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const std::st
   return t;
 }
 
-std::string model_file(size_t i) { return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors"; }
+std::string model_file(size_t i) {
+  return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
+}
 std::string indexed(const std::string& stem, size_t i) {
   std::string name = stem;
   if (i > 0) name.append("_").append(std::to_string(i));
@@ -274,11 +276,11 @@ void Accelerator::save_state(const std::string& dir) {
   });
   if (failure.empty()) failure = rng_failure;
   if (!rng_failure.empty()) written.first = -1;
-  const auto all = detail::gather_tensor(
-      comm(), torch::tensor({written.first, static_cast<int64_t>(written.second), grads_written.first,
-                             static_cast<int64_t>(grads_written.second)},
-                            torch::kLong)
-                  .unsqueeze(0));
+  const auto all =
+      detail::gather_tensor(comm(), torch::tensor({written.first, static_cast<int64_t>(written.second),
+                                                   grads_written.first, static_cast<int64_t>(grads_written.second)},
+                                                  torch::kLong)
+                                        .unsqueeze(0));
 
   if (is_main_process() && failure.empty()) {
     failure = attempt([&] {
@@ -329,8 +331,8 @@ void Accelerator::load_state(const std::string& dir) {
     failure = attempt([&] {
       const std::string from = detail::recover_directory(dir);
       if (!from.empty()) {
-        std::cerr << "spur: checkpoint " << dir << " was missing after an interrupted save; restored it from "
-                  << from << std::endl;
+        std::cerr << "spur: checkpoint " << dir << " was missing after an interrupted save; restored it from " << from
+                  << std::endl;
       }
     });
   }
@@ -381,8 +383,8 @@ void Accelerator::load_state(const std::string& dir) {
       auto expect_count = [&](const char* key, size_t have, const char* what) {
         const int64_t saved = state.at(key, state_path).as_int(key);
         if (saved != static_cast<int64_t>(have)) {
-          throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " +
-                      std::to_string(have) + " (prepare the same objects, in the same order, before load_state)");
+          throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " + std::to_string(have) +
+                      " (prepare the same objects, in the same order, before load_state)");
         }
       };
       expect_count("models", core.models.size(), "model(s)");
@@ -398,7 +400,8 @@ void Accelerator::load_state(const std::string& dir) {
         const auto& saved = saved_loaders[i];
         if (saved.at("stream", "loader").as_bool("stream") != loaders[i]->stream ||
             saved.at("dataset_size", "loader").as_int("dataset_size") != loaders[i]->dataset_size) {
-          throw Error("data loader " + std::to_string(i) + " is not the one saved (another dataset size or kind): "
+          throw Error("data loader " + std::to_string(i) +
+                      " is not the one saved (another dataset size or kind): "
                       "prepare the same loaders, in the same order");
         }
       }
@@ -520,39 +523,40 @@ void Accelerator::save_module(torch::nn::Module& module, const std::string& dir,
   // Only the main process writes; every rank learns whether it failed (a bad shard size, an unwritable
   // directory, a dtype safetensors cannot hold), instead of waiting at a barrier for the collective timeout.
   std::string failure;
-  if (is_main_process()) failure = attempt([&] {
-    const int64_t limit = parse_size(options.max_shard_size);
-    const auto dict = state_dict(module);
-    // Greedy in parameter order, as Accelerate: a new shard when the next tensor would overflow this one.
-    std::vector<NamedTensors> shards(1);
-    int64_t current = 0, total = 0;
-    for (const auto& entry : dict.tensors) {
-      const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
-      if (current + bytes > limit && !shards.back().empty()) {
-        shards.emplace_back();
-        current = 0;
+  if (is_main_process())
+    failure = attempt([&] {
+      const int64_t limit = parse_size(options.max_shard_size);
+      const auto dict = state_dict(module);
+      // Greedy in parameter order, as Accelerate: a new shard when the next tensor would overflow this one.
+      std::vector<NamedTensors> shards(1);
+      int64_t current = 0, total = 0;
+      for (const auto& entry : dict.tensors) {
+        const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
+        if (current + bytes > limit && !shards.back().empty()) {
+          shards.emplace_back();
+          current = 0;
+        }
+        shards.back().push_back(entry);
+        current += bytes;
+        total += bytes;
       }
-      shards.back().push_back(entry);
-      current += bytes;
-      total += bytes;
-    }
-    detail::replace_directory(dir, [&](const std::string& tmp) {
-      const std::map<std::string, std::string> metadata{{"format", "pt"}, {"spur.aliases", aliases_text(dict)}};
-      if (shards.size() == 1) {
-        save_safetensors(tmp + "/model.safetensors", shards[0], metadata);
-        return;
-      }
-      json::Object weight_map;
-      char name[64];
-      for (size_t i = 0; i < shards.size(); ++i) {
-        std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-        save_safetensors(tmp + "/" + name, shards[i], metadata);
-        for (const auto& entry : shards[i]) weight_map.emplace_back(entry.first, std::string(name));
-      }
-      json::Object index{{"metadata", json::Object{{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
-      detail::write_file(tmp + "/model.safetensors.index.json", json::write(json::Value(std::move(index))) + "\n");
+      detail::replace_directory(dir, [&](const std::string& tmp) {
+        const std::map<std::string, std::string> metadata{{"format", "pt"}, {"spur.aliases", aliases_text(dict)}};
+        if (shards.size() == 1) {
+          save_safetensors(tmp + "/model.safetensors", shards[0], metadata);
+          return;
+        }
+        json::Object weight_map;
+        char name[64];
+        for (size_t i = 0; i < shards.size(); ++i) {
+          std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+          save_safetensors(tmp + "/" + name, shards[i], metadata);
+          for (const auto& entry : shards[i]) weight_map.emplace_back(entry.first, std::string(name));
+        }
+        json::Object index{{"metadata", json::Object{{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
+        detail::write_file(tmp + "/model.safetensors.index.json", json::write(json::Value(std::move(index))) + "\n");
+      });
     });
-  });
   agree(comm(), failure, "save_model(" + dir + ")");
 }
 

@@ -119,34 +119,31 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(
   options->devices = std::move(devices);
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
   if (gloo->getOptions().get() != options.get()) {
-    throw std::runtime_error("c10d's ProcessGroupGloo is laid out differently from the headers Spur was compiled "
-                             "with (LibTorch " TORCH_VERSION "): rebuild Spur against the LibTorch it runs with");
+    throw std::runtime_error(
+        "c10d's ProcessGroupGloo is laid out differently from the headers Spur was compiled "
+        "with (LibTorch " TORCH_VERSION "): rebuild Spur against the LibTorch it runs with");
   }
   return as_process_group(store, rank, size, gloo, c10::DeviceType::CPU, false, timeout);
 }
-
 
 // --- DDP's Reducer ----------------------------------------------------------------------------------------
 // Its constructor, per release (reducer.hpp): 1.13-2.6 take per_bucket_size_limits (by const& from 2.4); 2.7
 // drops it; 2.8 adds skip_all_reduce_unused_params and use_python_reducer; 2.11 adds bucket_bytes_cap_list; 2.12
 // and 2.15 add defaulted flags (batched_grad_copy, lazy_bucket_allocation), left at their defaults here.
 #if SPUR_TORCH_AT_LEAST(2, 16)
-#error "Spur has not been built against this LibTorch yet: check c10d::Reducer's constructor (engine/src/compat/torch_compat.h)"
+#error \
+    "Spur has not been built against this LibTorch yet: check c10d::Reducer's constructor (engine/src/compat/torch_compat.h)"
 #endif
-inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> params,
-                                                   std::vector<std::vector<size_t>> buckets,
-                                                   std::vector<size_t> bucket_limits,
-                                                   c10::intrusive_ptr<c10d::ProcessGroup> group,
-                                                   std::vector<bool> expect_sparse, int64_t bucket_cap,
-                                                   bool find_unused, bool gradient_as_bucket_view,
-                                                   std::unordered_map<size_t, std::string> names,
-                                                   int64_t first_bucket_cap) {
+inline std::unique_ptr<c10d::Reducer> make_reducer(
+    std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets, std::vector<size_t> bucket_limits,
+    c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<bool> expect_sparse, int64_t bucket_cap, bool find_unused,
+    bool gradient_as_bucket_view, std::unordered_map<size_t, std::string> names, int64_t first_bucket_cap) {
 #if SPUR_TORCH_AT_LEAST(2, 11)
   (void)bucket_limits;
-  return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),
-                                         std::move(expect_sparse), bucket_cap, find_unused, gradient_as_bucket_view,
-                                         std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
-                                         /*use_python_reducer=*/false, /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
+  return std::make_unique<c10d::Reducer>(
+      std::move(params), std::move(buckets), std::move(group), std::move(expect_sparse), bucket_cap, find_unused,
+      gradient_as_bucket_view, std::move(names), first_bucket_cap, /*skip_all_reduce_unused_params=*/false,
+      /*use_python_reducer=*/false, /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
 #elif SPUR_TORCH_AT_LEAST(2, 8)
   (void)bucket_limits;
   return std::make_unique<c10d::Reducer>(std::move(params), std::move(buckets), std::move(group),

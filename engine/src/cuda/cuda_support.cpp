@@ -19,8 +19,8 @@ static_assert(NCCL_VERSION_CODE == SPUR_NCCL_VERSION_CODE,
 namespace spur::detail {
 namespace {
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                       int size, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                       std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);

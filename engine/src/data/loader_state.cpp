@@ -55,8 +55,8 @@ LoaderGeneratorScope::~LoaderGeneratorScope() { current_loader_generator = previ
 
 void note_stream_skip(int64_t rank, int64_t epoch, int64_t batches) {
   if (rank != 0) return;
-  std::cerr << "spur: data loader: resuming a stream at batch " << batches << " of epoch " << epoch
-            << ": its first " << batches << " batch(es) are read again and discarded (the stream's next() runs "
+  std::cerr << "spur: data loader: resuming a stream at batch " << batches << " of epoch " << epoch << ": its first "
+            << batches << " batch(es) are read again and discarded (the stream's next() runs "
             << "for them, with the same per-batch generators)" << std::endl;
 }
 

@@ -34,8 +34,12 @@ std::vector<int64_t> RandomSampler::indices(int64_t epoch) {
 }
 
 WeightedRandomSampler::WeightedRandomSampler(at::Tensor weights, int64_t num_samples, bool replacement, uint64_t seed)
-    : weights_(weights.to(torch::kDouble).contiguous()), num_samples_(num_samples), replacement_(replacement), seed_(seed) {
-  if (weights_.dim() != 1 || weights_.numel() == 0) throw Error("WeightedRandomSampler: weights must be a non-empty 1-d tensor");
+    : weights_(weights.to(torch::kDouble).contiguous()),
+      num_samples_(num_samples),
+      replacement_(replacement),
+      seed_(seed) {
+  if (weights_.dim() != 1 || weights_.numel() == 0)
+    throw Error("WeightedRandomSampler: weights must be a non-empty 1-d tensor");
   if (num_samples < 1) throw Error("WeightedRandomSampler: num_samples must be at least 1");
   if (!replacement && num_samples > weights_.numel()) {
     throw Error("WeightedRandomSampler: without replacement, num_samples (" + std::to_string(num_samples) +

@@ -24,9 +24,7 @@ std::shared_ptr<Communicator>& joined() {
   return *communicator;
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 // One Gloo device per connection each pair of ranks keeps. Collectives alternate between the devices' contexts,
 // so two buckets in flight use two TCP connections instead of queueing on one.
@@ -37,7 +35,8 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Proce
     std::string list(ifnames);
     for (size_t start = 0; start <= list.size();) {
       const size_t end = std::min(list.find(',', start), list.size());
-      if (end > start) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, end - start)));
+      if (end > start)
+        devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(list.substr(start, end - start)));
       start = end + 1;
     }
     return devices;
@@ -74,8 +73,8 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
       }
       group = cuda->make_nccl_group(store, state.rank, state.world_size, timeout);
     } else {
-      group = compat::make_gloo_group(store, state.rank, state.world_size,
-                                      gloo_devices(state, config.gloo_channels), timeout);
+      group = compat::make_gloo_group(store, state.rank, state.world_size, gloo_devices(state, config.gloo_channels),
+                                      timeout);
     }
   } catch (const Error&) {
     throw;
@@ -90,7 +89,8 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
     if (!config.shared_memory_allreduce || (choice && std::string(choice) == "0")) {
       communicator->shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0)";
     } else {
-      communicator->shm_ = ShmAllreduce::create(*store, state.rank, state.world_size, timeout, &communicator->shm_note_);
+      communicator->shm_ =
+          ShmAllreduce::create(*store, state.rank, state.world_size, timeout, &communicator->shm_note_);
     }
   }
   joined() = std::move(communicator);
@@ -114,8 +114,8 @@ std::string Communicator::describe() const {
 
 bool Communicator::is_communication_error(const std::exception& error) {
   const std::string what = error.what();
-  for (const char* mark : {"gloo", "Gloo", "NCCL", "Connection", "connection", "Socket", "socket", "peer",
-                           "Timed out", "timed out", "Timeout"}) {
+  for (const char* mark : {"gloo", "Gloo", "NCCL", "Connection", "connection", "Socket", "socket", "peer", "Timed out",
+                           "timed out", "Timeout"}) {
     if (what.find(mark) != std::string::npos) return true;
   }
   return false;

@@ -128,8 +128,7 @@ class ReducerModelSync final : public ModelSync {
         c10d::compute_bucket_assignment_by_size(trained, {first_cap, options.bucket_cap_bytes}, expect_sparse);
     reducer_ = compat::make_reducer(trained, std::move(buckets), std::move(limits), group, expect_sparse,
                                     static_cast<int64_t>(options.bucket_cap_bytes), options.find_unused_parameters,
-                                    options.gradient_as_bucket_view, std::move(names),
-                                    static_cast<int64_t>(first_cap));
+                                    options.gradient_as_bucket_view, std::move(names), static_cast<int64_t>(first_cap));
     if (auto* shm = core_->comm->shared_memory()) reducer_->register_comm_hook(std::make_unique<SharedMemoryHook>(shm));
   }
 
@@ -157,8 +156,9 @@ class ReducerModelSync final : public ModelSync {
     if (!reducer_ || !sync) return false;
     const bool find_unused = core_->options.find_unused_parameters;
     if (find_unused && outputs.empty()) {
-      throw Error("find_unused_parameters needs the model's outputs, but forward returned no tensor Spur can "
-                  "see (a Tensor, or vectors, pairs and tuples of them)");
+      throw Error(
+          "find_unused_parameters needs the model's outputs, but forward returned no tensor Spur can "
+          "see (a Tensor, or vectors, pairs and tuples of them)");
     }
     reducer_->prepare_for_backward(find_unused ? outputs : std::vector<torch::Tensor>{});
     if (!find_unused) return false;

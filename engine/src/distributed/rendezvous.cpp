@@ -21,13 +21,9 @@ std::string cause(const std::exception& e) {
   return text;
 }
 
-std::string endpoint(const ProcessState& state) {
-  return state.master_addr + ":" + std::to_string(state.master_port);
-}
+std::string endpoint(const ProcessState& state) { return state.master_addr + ":" + std::to_string(state.master_port); }
 
-std::string rank_key(int64_t rank) {
-  return "rank/" + std::to_string(rank);
-}
+std::string rank_key(int64_t rank) { return "rank/" + std::to_string(rank); }
 
 }  // namespace
 
@@ -47,8 +43,8 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
     store = c10::make_intrusive<c10d::TCPStore>(state.master_addr, options);
   } catch (const std::exception& e) {
     if (host_store) {
-      throw Error("rank 0 could not host the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " +
-                  cause(e) + ". Another run may hold the port: choose another MASTER_PORT");
+      throw Error("rank 0 could not host the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " + cause(e) +
+                  ". Another run may hold the port: choose another MASTER_PORT");
     }
     throw Error("rank " + std::to_string(state.rank) + " could not reach the rendezvous store at " + where +
                 " (MASTER_ADDR:MASTER_PORT) within " + seconds + ": " + cause(e) +
@@ -82,9 +78,9 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
       throw Error("rendezvous at " + where + " failed on rank " + std::to_string(state.rank) +
                   ": the store went away (" + cause(e) + "); rank 0 probably stopped");
     }
-    throw Error("rendezvous at " + where + " timed out after " + seconds + " on rank " +
-                std::to_string(state.rank) + ": " + std::to_string(arrived) + " of " +
-                std::to_string(state.world_size) + " ranks arrived; missing rank(s) " + missing +
+    throw Error("rendezvous at " + where + " timed out after " + seconds + " on rank " + std::to_string(state.rank) +
+                ": " + std::to_string(arrived) + " of " + std::to_string(state.world_size) +
+                " ranks arrived; missing rank(s) " + missing +
                 ". Start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or raise "
                 "SPUR_RENDEZVOUS_TIMEOUT");
   }

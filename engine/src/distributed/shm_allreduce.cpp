@@ -33,7 +33,8 @@ constexpr int kMaxRanks = 1024;
 enum Field : std::size_t { kPid = 0, kArrived = 1, kReduced = 2, kFields = 3 };
 
 std::size_t field_offset(int size, Field field, int rank) {
-  return kLine + (static_cast<std::size_t>(field) * static_cast<std::size_t>(size) + static_cast<std::size_t>(rank)) * kLine;
+  return kLine +
+         (static_cast<std::size_t>(field) * static_cast<std::size_t>(size) + static_cast<std::size_t>(rank)) * kLine;
 }
 
 std::size_t data_offset(int size) {
@@ -54,7 +55,8 @@ std::string machine_identity() {
   std::string id;
   std::getline(boot, id);
   struct stat shm {};
-  const std::string dev = ::stat("/dev/shm", &shm) == 0 ? std::to_string(shm.st_dev) + ":" + std::to_string(shm.st_ino) : "";
+  const std::string dev =
+      ::stat("/dev/shm", &shm) == 0 ? std::to_string(shm.st_dev) + ":" + std::to_string(shm.st_ino) : "";
   return std::string(host) + "|" + id + "|" + dev;
 }
 

@@ -29,8 +29,8 @@ class ShmAllreduce {
  public:
   /// Every rank calls it (through the run's store). Returns nullptr, with the reason in `why_not`, when the
   /// ranks are not all on this machine or shared memory cannot be had; the caller then stays on Gloo.
-  static std::unique_ptr<ShmAllreduce> create(c10d::Store& store, int rank, int size,
-                                              std::chrono::milliseconds timeout, std::string* why_not);
+  static std::unique_ptr<ShmAllreduce> create(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                                              std::string* why_not);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;

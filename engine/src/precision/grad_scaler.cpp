@@ -13,8 +13,9 @@ namespace spur {
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
   if (!(options.init_scale > 0) || !(options.growth_factor > 1.0) || !(options.backoff_factor > 0.0) ||
       !(options.backoff_factor < 1.0) || options.growth_interval < 1) {
-    throw Error("GradScaler options need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and "
-                "growth_interval >= 1");
+    throw Error(
+        "GradScaler options need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and "
+        "growth_interval >= 1");
   }
 }
 

@@ -34,8 +34,8 @@ int64_t parse_integer(const std::string& name, const std::string& text, int64_t 
     throw Error("environment variable " + name + "='" + text + "' is not an integer");
   }
   if (value < minimum || value > maximum) {
-    throw Error("environment variable " + name + "=" + text + " is out of range [" + std::to_string(minimum) +
-                ", " + std::to_string(maximum) + "]");
+    throw Error("environment variable " + name + "=" + text + " is out of range [" + std::to_string(minimum) + ", " +
+                std::to_string(maximum) + "]");
   }
   return value;
 }
@@ -88,8 +88,8 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   auto size_text = lookup_any(lookup, {"WORLD_SIZE"});
   bool mpi = false;
   if (!rank_text && !size_text) {
-    rank_text = lookup_any(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"},
-                           &rank_name);
+    rank_text =
+        lookup_any(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"}, &rank_name);
     size_text = lookup_any(lookup, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}, &size_name);
     mpi = rank_text.has_value() && size_text.has_value();
     if (!mpi) {
@@ -145,7 +145,8 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   if (auto text = lookup_any(lookup, {"SPUR_MIXED_PRECISION", "ACCELERATE_MIXED_PRECISION"}, &name)) {
     state.mixed_precision = parse_precision(*text);
     if (!state.mixed_precision) {
-      throw Error("environment variable " + name + "='" + *text + "' is not a mixed precision Spur runs: use no, "
+      throw Error("environment variable " + name + "='" + *text +
+                  "' is not a mixed precision Spur runs: use no, "
                   "fp16 or bf16");
     }
   }

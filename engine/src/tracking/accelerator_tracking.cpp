@@ -39,13 +39,15 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
   std::vector<std::shared_ptr<Tracker>> trackers;
   for (const auto& name : names) {
     if (name == "sqlite") {
-      trackers.push_back(make_sqlite_tracker(options.history.empty() ? history::default_history_path() : options.history));
+      trackers.push_back(
+          make_sqlite_tracker(options.history.empty() ? history::default_history_path() : options.history));
     } else if (name == "stream") {
       trackers.push_back(make_stream_tracker());
     } else if (name == "csv") {
       trackers.push_back(make_csv_tracker(options.csv_directory));
     } else if (name != "none") {
-      throw Error("unknown tracker '" + name + "' (SPUR_TRACKERS or TrackingOptions::trackers): sqlite, stream, csv or none");
+      throw Error("unknown tracker '" + name +
+                  "' (SPUR_TRACKERS or TrackingOptions::trackers): sqlite, stream, csv or none");
     }
   }
   for (auto& tracker : options.custom) trackers.push_back(tracker);
@@ -61,7 +63,8 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
   core.tracking = std::make_unique<detail::TrackingHub>(std::move(run), std::move(trackers), options);
 }
 
-void Accelerator::log(std::initializer_list<std::pair<std::string_view, LogValue>> values, std::optional<int64_t> step) {
+void Accelerator::log(std::initializer_list<std::pair<std::string_view, LogValue>> values,
+                      std::optional<int64_t> step) {
   auto& core = *core_;
   if (!core.tracking) return;
   std::pair<std::string_view, double> plain[16];
@@ -84,7 +87,8 @@ void Accelerator::log(const std::vector<std::pair<std::string, double>>& values,
   const int64_t at = step.value_or(core.next_log_step);
   core.next_log_step = at + 1;
   std::vector<std::pair<std::string_view, double>> plain(values.begin(), values.end());
-  for (std::size_t i = 0; i < plain.size(); i += 16) core.tracking->log(plain.data() + i, std::min<std::size_t>(16, plain.size() - i), at);
+  for (std::size_t i = 0; i < plain.size(); i += 16)
+    core.tracking->log(plain.data() + i, std::min<std::size_t>(16, plain.size() - i), at);
 }
 
 void Accelerator::set_total_steps(int64_t total_steps) {

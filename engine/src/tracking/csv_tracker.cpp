@@ -36,8 +36,8 @@ class CsvTracker : public Tracker {
 
   void write(const MetricBatch& batch) override {
     for (const auto& r : batch.records) {
-      file_ << r.step << ',' << quoted(batch.keys[r.key]) << ',' << r.value << ',' << std::fixed
-            << std::setprecision(6) << r.wall << std::defaultfloat << std::setprecision(17) << '\n';
+      file_ << r.step << ',' << quoted(batch.keys[r.key]) << ',' << r.value << ',' << std::fixed << std::setprecision(6)
+            << r.wall << std::defaultfloat << std::setprecision(17) << '\n';
     }
     file_.flush();
     if (!file_) throw Error("cannot write " + path_);

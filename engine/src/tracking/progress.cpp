@@ -24,8 +24,11 @@ std::string clock_text(double seconds) {
 }  // namespace
 
 ProgressBar::ProgressBar(int64_t total, std::string description, bool enabled)
-    : total_(total), description_(std::move(description)), shown_(enabled && ::isatty(STDERR_FILENO) == 1),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {
+    : total_(total),
+      description_(std::move(description)),
+      shown_(enabled && ::isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {
   if (shown_) draw(false);
 }
 
@@ -56,8 +59,9 @@ void ProgressBar::draw(bool final) {
     const int width = 30, filled = static_cast<int>(fraction * width);
     char head[16];
     std::snprintf(head, sizeof(head), "%3d%%|", static_cast<int>(fraction * 100));
-    line += head + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), ' ') +
-            "| " + std::to_string(count_) + "/" + std::to_string(total_);
+    line += head + std::string(static_cast<size_t>(filled), '#') +
+            std::string(static_cast<size_t>(width - filled), ' ') + "| " + std::to_string(count_) + "/" +
+            std::to_string(total_);
     const double left = rate > 0 ? static_cast<double>(total_ - count_) / rate : 0;
     line += " [" + clock_text(elapsed) + "<" + clock_text(left);
   } else {

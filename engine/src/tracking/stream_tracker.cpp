@@ -13,15 +13,21 @@ class StreamTracker : public Tracker {
   std::string name() const override { return "stream"; }
 
   void start(const TrackingRun& run) override {
-    emit(json::Object{{"type", "run"}, {"project", run.project}, {"name", run.name}, {"params", run.params},
+    emit(json::Object{{"type", "run"},
+                      {"project", run.project},
+                      {"name", run.name},
+                      {"params", run.params},
                       {"total_steps", run.total_steps}});
   }
 
   void write(const MetricBatch& batch) override {
     std::string text;
     for (const auto& r : batch.records) {
-      text += "@spur " + json::write(json::Object{{"type", "metric"}, {"key", batch.keys[r.key]}, {"step", r.step},
-                                                  {"value", r.value}, {"wall", r.wall}}) + "\n";
+      text +=
+          "@spur " +
+          json::write(json::Object{
+              {"type", "metric"}, {"key", batch.keys[r.key]}, {"step", r.step}, {"value", r.value}, {"wall", r.wall}}) +
+          "\n";
     }
     put(text);
   }

@@ -88,9 +88,10 @@ void TrackingHub::finish(const std::string& status) {
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();
   if (dropped_pending_) {
-    std::cerr << "spur: tracking: " << dropped_pending_
-              << " logged value(s) were not recorded (logged after end_training, or while the trackers could not keep up)"
-              << std::endl;
+    std::cerr
+        << "spur: tracking: " << dropped_pending_
+        << " logged value(s) were not recorded (logged after end_training, or while the trackers could not keep up)"
+        << std::endl;
   }
   for (auto& slot : slots_) {
     const auto left = slot.backlog.size();
@@ -125,7 +126,8 @@ void TrackingHub::loop() {
       // for up to a minute, rather than being dropped.
       using namespace std::chrono_literals;
       const auto deadline = std::chrono::steady_clock::now() + 60s;
-      for (auto pause = 50ms; std::chrono::steady_clock::now() < deadline; pause = std::min<std::chrono::milliseconds>(pause * 2, 1s)) {
+      for (auto pause = 50ms; std::chrono::steady_clock::now() < deadline;
+           pause = std::min<std::chrono::milliseconds>(pause * 2, 1s)) {
         const bool waiting = std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
           return slot.busy && (!slot.backlog.empty() || !slot.started);
         });

@@ -31,9 +31,9 @@ struct Run {
   double created = 0, started = 0, ended = 0;
   std::optional<int> exit_code;
   std::string target = "local";  // local, ssh, sagemaker
-  std::string hosts;              // comma-separated
-  std::string config;             // the run configuration's YAML, as launched
-  std::string command;            // the command line
+  std::string hosts;             // comma-separated
+  std::string config;            // the run configuration's YAML, as launched
+  std::string command;           // the command line
   std::string notes;
   std::string params = "{}";  // the program's parameters (init_trackers' config), a JSON object
   std::vector<std::string> tags;
