@@ -19,8 +19,8 @@
 # inside libtorch_cpu.so) and touches no Gloo object: ProcessGroupGloo's own members are pointers and standard
 # containers, so its layout does not depend on Gloo's headers, and the engine checks it at run time anyway.
 
-set(SPUR_TORCH "wheel" CACHE STRING "LibTorch to build against: wheel (the torch wheel in SPUR_PYTHON) or system (Debian's libtorch-dev)")
-set_property(CACHE SPUR_TORCH PROPERTY STRINGS wheel system)
+set(SPUR_TORCH "wheel" CACHE STRING "LibTorch to build against: wheel (the torch wheel in SPUR_PYTHON), system (Debian's libtorch-dev) or none (the torch-free parts only: the tsan preset)")
+set_property(CACHE SPUR_TORCH PROPERTY STRINGS wheel system none)
 set(SPUR_TORCH_MINIMUM 1.13)
 
 # The environment installer/setup.sh makes: the torch wheel, Accelerate, safetensors, TensorBoard.

@@ -22,7 +22,7 @@ spur::test::RankResult spur_cli(const QStringList& arguments,
 }
 
 QString write(const QTemporaryDir& dir, const QString& name, const QString& text) {
-  const QString path = dir.path() + "/" + name;
+  QString path = dir.path() + "/" + name;
   QFile file(path);
   file.open(QIODevice::WriteOnly);
   file.write(text.toUtf8());
@@ -158,6 +158,11 @@ class ConfigTest : public QObject {
                                   << ":2: the tag !false is not one of YAML's own";
     QTest::newRow("a control character") << QString("distributed_type: 'NO'\nnum_processes: 8") + QChar(0) + "\n"
                                          << ":2: control character 0x00";
+    QTest::newRow("an empty key in a flow mapping")
+        << "{\"distributed_type\": \"NO\",\n\"downcast_bf16\": \n\n:\n,\n}\n"
+        << ":4: a key must be a name, not empty";
+    QTest::newRow("an empty key") << "distributed_type: 'NO'\n\"\": 1\n"
+                                  << ":2: a key must be a name, not empty";
     QTest::newRow("a lone comma") << ","
                                   << ": a configuration is a mapping of keys to values";
     QTest::newRow("deep nesting") << "distributed_type: MULTI_CPU\ndeepspeed_config: " + QString(100, '[') +
