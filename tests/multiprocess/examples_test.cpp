@@ -165,7 +165,7 @@ class ExamplesTest : public QObject {
              qPrintable(output));
     QDir(dir.path()).mkpath("bad");
     const QString bad = dir.filePath("bad");
-    write(bad + "/train-images-idx3-ubyte.gz", QByteArray("\x1f\x8b\x08\x00 this is not gzip data at all", 40));
+    write(bad + "/train-images-idx3-ubyte.gz", QByteArray("\x1f\x8b\x08\x00", 4) + " this is not gzip data at all");
     output = failure(SPUR_EXAMPLE_FASHION, {"--data_dir", bad, "--max_steps", "1"});
     QVERIFY2(output.contains(bad + "/train-images-idx3-ubyte.gz:") && output.contains("gzip"), qPrintable(output));
     write(bad + "/train-images-idx3-ubyte.gz", gzip(idx_header(0x00000801, {4}) + QByteArray(4, '\0')));

@@ -228,7 +228,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   if (!in) corrupt(path, "could not read its data");
   for (const auto& entry : entries) {
     auto tensor = torch::empty(entry.shape, torch::dtype(entry.type));
-    std::memcpy(tensor.data_ptr(), data.data() + entry.begin, static_cast<size_t>(entry.end - entry.begin));
+    // A tensor with no elements has no storage (data_ptr() is null) and nothing to copy (found by UBSan).
+    if (entry.end > entry.begin) {
+      std::memcpy(tensor.data_ptr(), data.data() + entry.begin, static_cast<size_t>(entry.end - entry.begin));
+    }
     result.tensors.emplace_back(entry.name, std::move(tensor));
   }
   return result;
