@@ -17,7 +17,7 @@ class Arguments;
 /// `spur config [default|show|validate]`: write, show and check Accelerate-format run configurations.
 int config_command(const QStringList& arguments);
 /// `spur launch [flags] PROGRAM [ARGS...]`: this machine's ranks of a run, supervised.
-int launch_command(const QStringList& arguments);
+int launch_command(const QStringList& given);
 /// `spur test [launch flags]`: spur-check launched as `spur launch` would launch a program; says whether it works.
 int test_command(const QStringList& arguments);
 /// `spur sagemaker follow|stop|describe JOB`: a SageMaker training job submitted earlier.

@@ -154,7 +154,7 @@ bool RunsModel::refresh() {
         auto& seen = last_read_[run.id];
         // A running run may log at a step it already reached (validation at the same step): read it always.
         if (run.status == "running" || seen.first != run.last_step || seen.second != run.status ||
-            !last_points_.count(run.id)) {
+            !last_points_.contains(run.id)) {
           last_points_[run.id] = reader_->last_points(run.id);
           seen = {run.last_step, run.status};
         }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Format and lint checks, as CI runs them (installer/setup.sh test):
+#   clang-format (.clang-format) on every C++ file in the tree: it was formatted once, so any drift is a change's;
+#   clang-tidy (.clang-tidy) on the C++ sources a change touches, with the compile commands of build/.
+# Usage: tests/lint/check.sh [BASE]   BASE: the commit the change starts from (default HEAD~1: the last commit)
+#        tests/lint/check.sh --fix    reformats every file in place (then review and commit)
+# Debian's clang-format and clang-tidy (14 on Debian 12); exits non-zero on any finding.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+files() { git ls-files -- '*.cpp' '*.h' ':!:tests/fixtures/**'; }
+if [ "${1:-}" = "--fix" ]; then
+  files | xargs clang-format -i
+  exit 0
+fi
+status=0
+echo "clang-format: $(files | wc -l) files"
+if ! files | xargs clang-format --dry-run -Werror 2>/tmp/spur-format.$$; then
+  grep -E "error:" /tmp/spur-format.$$ | cut -d: -f1 | sort -u | sed 's/^/  not formatted: /'
+  echo "  (tests/lint/check.sh --fix formats them)"
+  status=1
+fi
+rm -f /tmp/spur-format.$$
+
+base=${1:-HEAD~1}
+if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
+  echo "clang-tidy: no commit $base to compare with; nothing to check"
+  exit $status
+fi
+mapfile -t changed < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp' ':!:tests/fixtures/**' ':!:tests/fuzz/**')
+if [ ! -f build/compile_commands.json ]; then
+  echo "clang-tidy: build/compile_commands.json is missing: configure build/ first (cmake --preset default)"
+  exit 1
+fi
+checked=()
+for file in "${changed[@]}"; do
+  # Only what build/ compiles (the fuzz targets build with their own project).
+  grep -q "\"file\": \"$PWD/$file\"" build/compile_commands.json && checked+=("$file")
+done
+echo "clang-tidy: ${#checked[@]} changed source file(s) since $base"
+for file in "${checked[@]}"; do
+  if ! clang-tidy -p build --quiet "$file" 2>/dev/null | grep -E -A3 "^$PWD/.*(warning|error):"; then
+    continue
+  fi
+  status=1
+done
+exit $status
