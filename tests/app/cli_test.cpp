@@ -103,6 +103,25 @@ class CliTest : public QObject {
 
   // The report names the configuration a launch would use (XDG default here), what it says, and a broken
   // file's error instead of failing.
+  // Issue 12: a history readable by others (made by an older Spur, or loosened by hand) is named with a warning.
+  void env_warns_of_a_history_others_can_read() {
+    QTemporaryDir home;
+    auto environment = QProcessEnvironment::systemEnvironment();
+    const QString path = home.filePath("history.db");
+    environment.insert("SPUR_HISTORY", path);
+    auto missing = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
+    QVERIFY2(missing.output.contains("History: " + path + " (not created yet)"), qPrintable(missing.output));
+    write_file(path, "");
+    QVERIFY(QFile::setPermissions(path, QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+    auto private_one = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
+    QVERIFY2(private_one.output.contains("History: " + path + "\n"), qPrintable(private_one.output));
+    QVERIFY(QFile::setPermissions(path, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ReadOther));
+    auto open_one = spur::test::run_process(SPUR_CLI, {"env"}, environment, 30000);
+    QVERIFY2(open_one.output.contains("History: " + path + "  <- WARNING: mode 0604, readable by others") &&
+                 open_one.output.contains("chmod 600 " + path),
+             qPrintable(open_one.output));
+  }
+
   void env_names_the_config_in_effect() {
     QTemporaryDir home;
     auto environment = QProcessEnvironment::systemEnvironment();
