@@ -3,8 +3,8 @@
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
 #   installer/setup.sh studio install what is missing, build, open Spur Studio on the demo workspace
 #   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
-#   installer/setup.sh test   install what is missing, build both trees, run the whole test suite on both
-#                             (non-zero on any failure)
+#   installer/setup.sh test   install what is missing, build the wheel tree and the sanitizer trees, run every
+#                             suite, the fuzzers and the format and lint checks (non-zero on any failure)
 #   installer/setup.sh deps | build   just those steps
 # Two builds: build/ against the pinned torch wheel (LibTorch 2.x, a CUDA build; the main target) and build-debian/
 # against Debian's libtorch-dev (LibTorch 1.13, CPU; the Debian packages). The wheel, Accelerate, safetensors and
@@ -100,14 +100,29 @@ case "${1:-}" in
   test)
     install_packages
     python_environment
-    build
+    # The wheel tree as users build it; Debian's LibTorch built with ASan + UBSan on all of Spur's code (the
+    # plain Debian tree differs only in flags: `build` makes it); the torch-free parts under TSan
+    # (docs/sanitizers.md says what runs under which and why).
+    say "building against the torch wheel (cmake --preset default, build/)"
+    cmake --preset default
+    cmake --build --preset default
+    say "building against Debian's libtorch-dev with ASan + UBSan (cmake --preset debian-asan, build-debian-asan/)"
+    cmake --preset debian-asan
+    cmake --build --preset debian-asan
+    say "building the torch-free parts with ThreadSanitizer (cmake --preset tsan, build-tsan/)"
+    cmake --preset tsan
+    cmake --build --preset tsan
     status=0
     say "running the test suite against the torch wheel (ctest --preset default)"
     ctest --preset default || status=1
-    say "running the test suite against Debian's LibTorch (ctest --preset debian)"
-    ctest --preset debian || status=1
-    say "replaying the fuzz corpora under ASan + UBSan (tests/fuzz/run.sh --ci)"
-    tests/fuzz/run.sh --ci || status=1
+    say "running the test suite against Debian's LibTorch under ASan + UBSan (ctest --preset debian-asan)"
+    ctest --preset debian-asan || status=1
+    say "running the threaded torch-free suites under TSan (ctest --preset tsan)"
+    ctest --preset tsan || status=1
+    say "fuzzing: the corpora replayed, then 15 s of new inputs per target (tests/fuzz/run.sh --ci 15)"
+    tests/fuzz/run.sh --ci 15 || status=1
+    say "format and lint (tests/lint/check.sh: clang-format on every file, clang-tidy on the last commit's)"
+    tests/lint/check.sh || status=1
     exit "$status"
     ;;
   deps) install_packages; python_environment ;;
