@@ -125,6 +125,43 @@ class CheckpointTest : public QObject {
     }
   }
 
+  // Headers a hostile or broken writer could make: each is refused with the tensor and the reason, before any
+  // size is used (a shape or offsets near 2^63 overflowed the byte count, which is undefined behaviour).
+  void hostile_headers_are_refused_data() {
+    QTest::addColumn<QByteArray>("header");
+    QTest::addColumn<int>("data_bytes");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("shape overflows") << QByteArray(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],)"
+                                                   R"("data_offsets":[0,0]}})")
+                                     << 0 << "tensor 'a': shape too large";
+    QTest::newRow("offsets overflow")
+        << QByteArray(R"({"a":{"dtype":"U8","shape":[1],)"
+                      R"("data_offsets":[-9223372036854775807,4611686018427387904]}})")
+        << 1 << "tensor 'a': data_offsets [-9223372036854775807, 4611686018427387904] are not a range";
+    QTest::newRow("offsets past the data") << QByteArray(R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})")
+                                           << 4 << "reach past the end of the data part (4 bytes; truncated?)";
+    QTest::newRow("unknown dtype") << QByteArray(R"({"a":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})") << 1
+                                   << "tensor 'a': unknown dtype F8";
+    QTest::newRow("gap") << QByteArray(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})") << 2
+                         << "tensor 'a' does not start where the previous ends";
+  }
+  void hostile_headers_are_refused() {
+    QFETCH(QByteArray, header);
+    QFETCH(int, data_bytes);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const auto path = (dir.path() + "/t.safetensors").toStdString();
+    {
+      std::ofstream out(path, std::ios::binary);
+      const uint64_t length = header.size();
+      out.write(reinterpret_cast<const char*>(&length), 8);
+      out.write(header.constData(), header.size());
+      out << std::string(static_cast<size_t>(data_bytes), '\0');
+    }
+    const QString error = expect_error([&] { spur::load_safetensors(path); });
+    QVERIFY2(error.contains(QString::fromStdString(path)) && error.contains(message), qPrintable(error));
+  }
+
   void damaged_files_are_named() {
     QTemporaryDir dir;
     const auto path = (dir.path() + "/t.safetensors").toStdString();

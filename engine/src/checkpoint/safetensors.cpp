@@ -13,6 +13,8 @@
 #include <spur/error.h>
 #include <spur/json.h>
 
+#include "safetensors_header.h"
+
 namespace spur {
 namespace {
 
@@ -163,71 +165,24 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
-  json::Value header;
-  try {
-    header = json::parse(text);
-  } catch (const Error& e) {
-    corrupt(path, std::string("header: ") + e.what());
-  }
   const int64_t data_size = file_size - 8 - static_cast<int64_t>(length);
-
+  detail::SafetensorsHeader header;
+  try {
+    header = detail::parse_safetensors_header(text, data_size);
+  } catch (const Error& e) {
+    corrupt(path, e.what());
+  }
   SafetensorsFile result;
-  struct Entry {
-    std::string name;
-    c10::ScalarType type;
-    std::vector<int64_t> shape;
-    int64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [name, info] : header.as_object("the header")) {
-    if (name == "__metadata__") {
-      for (const auto& [key, value] : info.as_object("__metadata__")) {
-        result.metadata[key] = value.as_string("__metadata__." + key);
-      }
-      continue;
-    }
-    try {
-      Entry entry{name, c10::ScalarType::Undefined, {}, 0, 0};
-      const auto& dtype = info.at("dtype", name).as_string(name + ".dtype");
-      for (const auto& t : kTypes) {
-        if (dtype == t.name) entry.type = t.type;
-      }
-      if (entry.type == c10::ScalarType::Undefined) throw Error("unknown dtype " + dtype);
-      int64_t numel = 1;
-      for (const auto& d : info.at("shape", name).as_array(name + ".shape")) {
-        const int64_t size = d.as_int(name + ".shape");
-        if (size < 0) throw Error("negative dimension");
-        entry.shape.push_back(size);
-        numel *= size;
-      }
-      const auto& offsets = info.at("data_offsets", name).as_array(name + ".data_offsets");
-      if (offsets.size() != 2) throw Error("data_offsets needs two numbers");
-      entry.begin = offsets[0].as_int();
-      entry.end = offsets[1].as_int();
-      if (entry.end - entry.begin != numel * static_cast<int64_t>(c10::elementSize(entry.type))) {
-        throw Error("data_offsets span " + std::to_string(entry.end - entry.begin) + " bytes for " +
-                    std::to_string(numel) + " elements of " + dtype);
-      }
-      entries.push_back(std::move(entry));
-    } catch (const Error& e) {
-      corrupt(path, "tensor '" + name + "': " + e.what());
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
-  int64_t expected = 0;
-  for (const auto& entry : entries) {
-    if (entry.begin != expected) corrupt(path, "tensor '" + entry.name + "' does not start where the previous ends");
-    expected = entry.end;
-  }
-  if (expected != data_size) {
-    corrupt(path, "the data holds " + std::to_string(data_size) + " bytes, the header describes " +
-                      std::to_string(expected) + " (truncated?)");
-  }
+  result.metadata = std::move(header.metadata);
   std::string data(static_cast<size_t>(data_size), '\0');
   in.read(data.data(), data_size);
   if (!in) corrupt(path, "could not read its data");
-  for (const auto& entry : entries) {
-    auto tensor = torch::empty(entry.shape, torch::dtype(entry.type));
+  for (const auto& entry : header.entries) {
+    c10::ScalarType type = c10::ScalarType::Undefined;
+    for (const auto& t : kTypes) {
+      if (entry.dtype == t.name) type = t.type;
+    }
+    auto tensor = torch::empty(entry.shape, torch::dtype(type));
     // A tensor with no elements has no storage (data_ptr() is null) and nothing to copy (found by UBSan).
     if (entry.end > entry.begin) {
       std::memcpy(tensor.data_ptr(), data.data() + entry.begin, static_cast<size_t>(entry.end - entry.begin));

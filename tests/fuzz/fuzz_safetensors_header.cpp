@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fuzz target: a safetensors file as load_safetensors reads it (8-byte little-endian header length, the JSON
+// header, the data part), up to the tensors themselves. Anything may be refused with a spur::Error; what is
+// accepted must describe the data part exactly: tensors in order, no gap or overlap, each one's bytes equal to its
+// shape's element count times its element size, computed here without overflow.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <spur/error.h>
+
+#include "safetensors_header.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 8) return 0;
+  uint64_t length = 0;
+  std::memcpy(&length, data, 8);
+  if (length > size - 8) return 0;  // load_safetensors refuses these before reading the header
+  const std::string text(reinterpret_cast<const char*>(data) + 8, length);
+  const auto data_size = static_cast<int64_t>(size - 8 - length);
+  try {
+    const auto header = spur::detail::parse_safetensors_header(text, data_size);
+    int64_t expected = 0;
+    for (const auto& entry : header.entries) {
+      if (entry.begin != expected) __builtin_trap();
+      __int128 bytes = spur::detail::safetensors_element_size(entry.dtype);
+      for (const int64_t dimension : entry.shape) bytes *= dimension;
+      if (bytes != static_cast<__int128>(entry.end) - entry.begin) __builtin_trap();
+      expected = entry.end;
+    }
+    if (expected != data_size) __builtin_trap();
+  } catch (const spur::Error&) {
+  }
+  return 0;
+}
