@@ -357,7 +357,19 @@ RunConfig RunConfig::load(const std::string& path) {
   return parse(text.str(), path);
 }
 
-RunConfig RunConfig::parse(const std::string& text, const std::string& name) {
+RunConfig RunConfig::parse(const std::string& yaml, const std::string& name) {
+  // Line breaks as YAML defines them: CR LF, CR and LF are all one LF (YAML 1.2, 5.4). yaml-cpp kept a CR before a
+  // comma in a flow mapping as part of a plain value, which then read back without it (found by fuzz_config in
+  // CI; PyYAML reads the value without the CR). Files saved with Windows line ends read as before.
+  std::string text;
+  text.reserve(yaml.size());
+  for (size_t i = 0; i < yaml.size(); ++i) {
+    if (yaml[i] != '\r') {
+      text += yaml[i];
+    } else if (i + 1 >= yaml.size() || yaml[i + 1] != '\n') {
+      text += '\n';
+    }
+  }
   // Text only, as Accelerate's yaml.safe_load reads it: no control characters but tab and line ends (a NUL in a
   // value was read, then written back changed; found by fuzz_config).
   for (size_t i = 0, line = 1; i < text.size(); ++i) {

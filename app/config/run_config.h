@@ -24,7 +24,7 @@ class RunConfig {
   /// Reads and validates a file (".json": JSON, anything else: YAML). Throws ConfigError.
   static RunConfig load(const std::string& path);
   /// Same, from text; `name` is what errors call the file.
-  static RunConfig parse(const std::string& text, const std::string& name);
+  static RunConfig parse(const std::string& yaml, const std::string& name);
   /// From a mapping built in code (strings tagged "!" stay strings: 'no', 'NO'); validated as a file would be.
   static RunConfig from_node(const YAML::Node& root, const std::string& name);
   /// A local configuration for this machine with Accelerate's `config default` values.
