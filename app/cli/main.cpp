@@ -4,6 +4,7 @@
 #include <QTextStream>
 
 #include "cli/commands.h"
+#include "launch/byte_text.h"
 
 namespace {
 
@@ -29,7 +30,10 @@ int main(int argc, char** argv) {
   QCoreApplication app(argc, argv);
   QCoreApplication::setApplicationName("spur");
   QCoreApplication::setApplicationVersion(SPUR_VERSION_STRING);
-  QStringList arguments = app.arguments().mid(1);
+  // From argv itself: QCoreApplication::arguments() rewrites bytes that are not UTF-8 to U+FFFD; a program path,
+  // argument or --env value may hold any bytes (launch/byte_text.h).
+  QStringList arguments;
+  for (int i = 1; i < argc; ++i) arguments << spur::app::text_from_bytes(QByteArray(argv[i]));
   QTextStream out(stdout);
   QTextStream err(stderr);
 

@@ -5,6 +5,14 @@
 #include "launch/launch_plan.h"
 #include "launch/launch_request.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "launch/byte_text.h"
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -93,21 +101,32 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     if (program.contains('/')) {
       // A path: say what is wrong with the file (issue 12: "no such executable file" for a file that exists but
       // lacks the execute bit, or is a directory).
-      const QFileInfo info(program);
-      if (info.isDir()) throw LaunchError("cannot run '" + program + "': it is a directory");
-      if (!info.exists()) throw LaunchError("cannot run '" + program + "': no such file");
-      if (!info.isExecutable()) {
+      // Judged on the path's own bytes, which need not be UTF-8 (launch/byte_text.h).
+      const QByteArray path = bytes_from_text(program);
+      struct stat info {};
+      if (::stat(path.constData(), &info) != 0) throw LaunchError("cannot run '" + program + "': no such file");
+      if (S_ISDIR(info.st_mode)) throw LaunchError("cannot run '" + program + "': it is a directory");
+      if (::access(path.constData(), X_OK) != 0) {
         throw LaunchError("cannot run '" + program + "': the file is not executable (chmod +x " + program + ")");
       }
-      resolved = info.absoluteFilePath();
+      resolved = program;
+      if (!program.startsWith('/')) {
+        char cwd[PATH_MAX];
+        if (::getcwd(cwd, sizeof cwd)) resolved = QDir::cleanPath(text_from_bytes(cwd) + "/" + program);
+      }
     } else {
       resolved = QStandardPaths::findExecutable(program);
       if (resolved.isEmpty()) throw LaunchError("cannot run '" + program + "': no such executable file on PATH");
     }
     // Neither an ELF file nor a script: exec would hand it to /bin/sh as a script of garbage.
     // (An execute-only file cannot be read: the kernel judges it.)
-    QFile file(resolved);
-    const QByteArray head = file.open(QIODevice::ReadOnly) ? file.read(4) : QByteArray("#!");
+    QByteArray head("#!");
+    if (const int fd = ::open(bytes_from_text(resolved).constData(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      char first[4];
+      const auto n = ::read(fd, first, sizeof first);
+      head = QByteArray(first, n > 0 ? n : 0);
+      ::close(fd);
+    }
     if (!head.startsWith("\x7f"
                          "ELF") &&
         !head.startsWith("#!")) {

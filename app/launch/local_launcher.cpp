@@ -2,9 +2,12 @@
 // Rank supervision on this machine; see local_launcher.h. Signals reach the event loop through a self-pipe.
 #include "launch/local_launcher.h"
 
+#include "launch/byte_text.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <QEventLoop>
@@ -12,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 namespace spur::app {
 namespace {
@@ -33,7 +38,7 @@ QString signal_name(int signal) {
 }  // namespace
 
 LocalLauncher::LocalLauncher(LaunchPlan plan, SupervisionOptions options, QTextStream& out, QTextStream& err)
-    : plan_(std::move(plan)), options_(options), out_(out), err_(err) {
+    : plan_(std::move(plan)), options_(std::move(options)), out_(out), err_(err) {
   kill_timer_.setSingleShot(true);
   connect(&kill_timer_, &QTimer::timeout, this, [this] { stop_all(SIGKILL); });
 }
@@ -104,6 +109,13 @@ int LocalLauncher::run() {
     const auto& rank = *ranks_[*failed_rank_];
     const QString cause =
         exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_);
+    if (rank.pid <= 0) {
+      // It never started (the reason is printed above): no pid, no output to show.
+      err_ << "spur launch: " << rank.spec.label << " could not be started; the other ranks were stopped.\n";
+      failure_ = rank.spec.label + " could not be started.";
+      err_.flush();
+      return exit_code_;
+    }
     err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: " << cause
          << "; the other ranks were stopped. " << (rank.tail.empty() ? "It printed nothing.\n" : "Its last lines:\n");
     failure_ = rank.spec.label + " failed: " + cause + ".";
@@ -119,6 +131,53 @@ int LocalLauncher::run() {
   return exit_code_;
 }
 
+namespace {
+
+// Empty when a rank can be started; else why not, when the cause is this process's file descriptors: starting a
+// rank takes up to 8 (QProcess's pipes and its fork descriptor), and at the limit QProcess reports ENOENT.
+QString descriptors_short() {
+  constexpr int kNeeded = 8;
+  int taken[kNeeded];
+  int got = 0;
+  int error = 0;
+  for (; got < kNeeded; ++got) {
+    taken[got] = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+    if (taken[got] < 0) {
+      error = errno;
+      break;
+    }
+  }
+  for (int i = 0; i < got; ++i) ::close(taken[i]);
+  if (error != EMFILE && error != ENFILE) return {};
+  struct rlimit limit {};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (error == ENFILE) return "the system's table of open files is full (ENFILE)";
+  return QString(
+             "too many open files: this launcher may have %1 (ulimit -n) and a rank needs up to %2 more; "
+             "raise the limit (ulimit -n 4096)")
+      .arg(static_cast<qulonglong>(limit.rlim_cur))
+      .arg(kNeeded);
+}
+
+// What a child executes itself when QProcess would rewrite its bytes (see start()).
+struct ExactExec {
+  QByteArray program;
+  std::vector<QByteArray> storage;  // argv, then envp
+  std::vector<char*> argv, envp;
+};
+
+// "[rankN] line" on the launcher's terminal, the rank's bytes unchanged (launch/byte_text.h).
+void write_line(QTextStream& stream, const QString& label, const QString& line) {
+  if (!holds_escaped_bytes(line) || !stream.device()) {
+    stream << "[" << label << "] " << line << "\n";
+    return;
+  }
+  stream.flush();
+  stream.device()->write("[" + label.toUtf8() + "] " + bytes_from_text(line) + "\n");
+}
+
+}  // namespace
+
 void LocalLauncher::start(Rank& rank) {
   rank.process = std::make_unique<QProcess>();
   auto* process = rank.process.get();
@@ -130,10 +189,41 @@ void LocalLauncher::start(Rank& rank) {
   // (--interactive): a background group reading it would be stopped (SIGTTIN), so it stays in the launcher's
   // group, which the terminal's Ctrl-C reaches anyway.
   rank.own_group = !(options_.stdin_mode == SupervisionOptions::Stdin::Rank0 && rank.spec.rank == 0);
-  process->setChildProcessModifier([launcher, own_group = rank.own_group] {
+  // A program path, argument or --env value holding bytes that are not UTF-8 (launch/byte_text.h): QProcess would
+  // rewrite them to U+FFFD, so the child executes them itself, byte for byte, everything made before the fork.
+  auto exact = std::make_shared<ExactExec>();
+  bool escaped = holds_escaped_bytes(rank.spec.program);
+  for (const auto& argument : rank.spec.arguments) escaped = escaped || holds_escaped_bytes(argument);
+  for (const auto& key : rank.spec.environment.keys()) {
+    escaped = escaped || holds_escaped_bytes(rank.spec.environment.value(key));
+  }
+  if (escaped) {
+    exact->program = bytes_from_text(rank.spec.program);
+    exact->storage.push_back(exact->program);
+    for (const auto& argument : rank.spec.arguments) exact->storage.push_back(bytes_from_text(argument));
+    const auto arguments = exact->storage.size();
+    for (const auto& key : environment.keys()) {
+      // Inherited values as the launcher got them (bytes); the run's own through bytes_from_text.
+      const QByteArray value = rank.spec.environment.contains(key) ? bytes_from_text(environment.value(key))
+                                                                   : qgetenv(key.toLocal8Bit().constData());
+      exact->storage.push_back(bytes_from_text(key) + '=' + value);
+    }
+    for (size_t i = 0; i < exact->storage.size(); ++i) {
+      (i < arguments ? exact->argv : exact->envp).push_back(exact->storage[i].data());
+    }
+    exact->argv.push_back(nullptr);
+    exact->envp.push_back(nullptr);
+  }
+  process->setChildProcessModifier([launcher, own_group = rank.own_group, exact] {
     if (own_group) ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);         // dies with the launcher, even a SIGKILLed one
     if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
+    if (!exact->argv.empty()) {
+      ::execve(exact->program.constData(), exact->argv.data(), exact->envp.data());
+      static const char message[] = "spur launch: execve of the rank's program failed\n";
+      (void)!::write(STDERR_FILENO, message, sizeof message - 1);
+      ::_exit(127);
+    }
   });
   switch (options_.stdin_mode) {
     case SupervisionOptions::Stdin::Pipe:
@@ -152,6 +242,18 @@ void LocalLauncher::start(Rank& rank) {
   connect(process, &QProcess::readyReadStandardError, this, [this, &rank] { read(rank, QProcess::StandardError); });
   connect(process, &QProcess::finished, this,
           [this, &rank](int code, QProcess::ExitStatus status) { finished(rank, code, status); });
+  // Out of file descriptors, QProcess says "No such file or directory" (issue 12): name the real cause first.
+  const QString descriptors = descriptors_short();
+  if (!descriptors.isEmpty()) {
+    err_ << "spur launch: cannot start " << rank.spec.label << ": " << descriptors << "\n";
+    err_.flush();
+    if (!failed_rank_) {
+      failed_rank_ = rank.spec.local_rank;
+      exit_code_ = 127;
+    }
+    stop_all(SIGTERM);
+    return;
+  }
   process->start(rank.spec.program, rank.spec.arguments);
   if (!process->waitForStarted(30000)) {
     err_ << "spur launch: cannot start " << rank.spec.label << " (" << rank.spec.program
@@ -182,10 +284,10 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   while ((newline = partial.indexOf('\n')) >= 0 || partial.size() >= kMaxLineBytes) {
     const bool cut = newline < 0 || newline > kMaxLineBytes;
     const qsizetype length = cut ? kMaxLineBytes : newline;
-    const QString line = QString::fromUtf8(partial.left(length));
+    const QString line = text_from_bytes(partial.left(length));
     partial.remove(0, cut ? length : length + 1);
     if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
-    stream << "[" << rank.spec.label << "] " << line << "\n";
+    write_line(stream, rank.spec.label, line);
     rank.tail.push_back(line);
     if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
   }
@@ -197,10 +299,10 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
   read(rank, QProcess::StandardError);
   for (auto* partial : {&rank.partial_out, &rank.partial_err}) {
     if (!partial->isEmpty()) {
-      const QString line = QString::fromUtf8(*partial);
+      const QString line = text_from_bytes(*partial);
       partial->clear();
       if (options_.on_line && options_.on_line(rank.spec, partial == &rank.partial_err, line)) continue;
-      (partial == &rank.partial_out ? out_ : err_) << "[" << rank.spec.label << "] " << line << "\n";
+      write_line(partial == &rank.partial_out ? out_ : err_, rank.spec.label, line);
       rank.tail.push_back(line);
       partial->clear();
     }

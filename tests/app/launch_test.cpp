@@ -2,7 +2,10 @@
 // `spur launch` on this machine, with real processes: the plan and its environment, flags over the file, the
 // first failure stopping the others with its code and last lines, signals forwarded, SIGTERM escalated to
 // SIGKILL, and no rank outliving a launcher that is itself killed.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -506,6 +509,53 @@ class LaunchTest : public QObject {
     const auto removed = spur::test::run_process(SPUR_CLI, {"runs", "rm", "1"}, env, 30000);
     QVERIFY2(removed.exit_code == 0, qPrintable(removed.output));
     QVERIFY(spur::test::all_dead(spur::test::rank_pids(dir.path(), 1), 5000));
+  }
+
+  // Issue 12, defect 10: a program under a path that is not UTF-8, an argument and an --env value that are not
+  // UTF-8, and rank output that is not UTF-8 all pass through byte for byte (they were rewritten to U+FFFD and
+  // the program "could not be found"). spur gets them from a shell, as from a terminal.
+  void bytes_that_are_not_utf8_pass_through() {
+    QTemporaryDir dir;
+    const QByteArray folder = QFile::encodeName(dir.path()) + "/d\xff";
+    QVERIFY(::mkdir(folder.constData(), 0700) == 0);
+    {
+      // The path cannot go through QFile (it would be rewritten too): POSIX calls.
+      const QByteArray path = folder + "/prog\xfe";
+      const int fd = ::open(path.constData(), O_WRONLY | O_CREAT | O_EXCL, 0700);
+      QVERIFY(fd >= 0);
+      const QByteArray text = "#!/bin/sh\nprintf '%s|%s|\\377\\n' \"$1\" \"$X\"\n";
+      QVERIFY(::write(fd, text.constData(), text.size()) == text.size());
+      ::close(fd);
+    }
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const QString script =
+        "exec \"$0\" launch --no_config --num_processes 1 --env X=\"$(printf 'v\\375')\" "
+        "\"$(printf '%s/d\\377/prog\\376' \"$1\")\" \"$(printf 'a\\374b')\"";
+    QProcess shell;
+    shell.setProcessEnvironment(env);
+    shell.setProcessChannelMode(QProcess::MergedChannels);
+    shell.start("/bin/sh", {"-c", script, SPUR_CLI, dir.path()});
+    QVERIFY(shell.waitForFinished(60000));
+    const QByteArray output = shell.readAll();
+    QVERIFY2(shell.exitCode() == 0, output.constData());
+    QVERIFY2(output.contains("[rank0] a\xfc"
+                             "b|v\xfd|\xff\n"),
+             output.toHex(' ').constData());
+  }
+
+  // Issue 12, defect 12: out of file descriptors, a rank's start failed with "No such file or directory" (QProcess's
+  // words) and "(pid 0) failed ... It printed nothing". The cause is named, with the limit and what to do.
+  void too_many_open_files_is_named() {
+    QTemporaryDir dir;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const auto result = spur::test::run_process(
+        "/bin/sh", {"-c", "ulimit -n 20 && exec \"$0\" launch --num_processes 8 /bin/echo hi", SPUR_CLI}, env, 60000);
+    QVERIFY2(result.exit_code != 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("too many open files", Qt::CaseInsensitive), qPrintable(result.output));
+    QVERIFY2(!result.output.contains("No such file or directory") && !result.output.contains("(pid 0)"),
+             qPrintable(result.output));
   }
 
   void bad_input_is_named() {
