@@ -14,11 +14,11 @@
 #include <spur/blas.h>
 #include <spur/history/records.h>
 
-#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "config/run_config.h"
 #include "launch/companion.h"
+#include "runs/run_status.h"
 
 namespace spur::cli {
 namespace {
@@ -62,16 +62,10 @@ QString compiler() {
 // The run history, and a warning when it is readable by others: Spur creates it 0600 (consoles and configs can
 // hold secrets), but one made by an older Spur, or loosened by hand, keeps the mode it has.
 QList<QPair<QString, QString>> history_rows() {
-  const std::string path = history::default_history_path();
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return {{"History", QString::fromStdString(path) + " (not created yet)"}};
-  QString value = QString::fromStdString(path);
-  if ((info.st_mode & 077) != 0) {
-    value += QString("  <- WARNING: mode %1, readable by others; consoles and configs can hold secrets: chmod 600 %2")
-                 .arg(info.st_mode & 0777, 4, 8, QChar('0'))
-                 .arg(QString::fromStdString(path));
-  }
-  return {{"History", value}};
+  const QString path = QString::fromStdString(history::default_history_path());
+  if (!QFile::exists(path)) return {{"History", path + " (not created yet)"}};
+  const QString warning = app::history_permission_warning(path);
+  return {{"History", warning.isEmpty() ? path : path + "  <- WARNING: " + warning}};
 }
 
 // Which configuration a launch here would use, and what it says: "stale global config silently used" is a

@@ -3,6 +3,7 @@
 #include "runs/run_status.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <QDateTime>
@@ -90,6 +91,14 @@ QString progress_text(const history::Run& run) {
     text += " eta " + duration_text(elapsed / fraction - elapsed);
   }
   return text;
+}
+
+QString history_permission_warning(const QString& path) {
+  struct stat info {};
+  if (::stat(QFile::encodeName(path).constData(), &info) != 0 || (info.st_mode & 077) == 0) return {};
+  return QString("mode %1, readable by others; consoles and configs can hold secrets: chmod 600 %2")
+      .arg(info.st_mode & 0777, 4, 8, QChar('0'))
+      .arg(path);
 }
 
 }  // namespace spur::app

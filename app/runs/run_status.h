@@ -25,6 +25,10 @@ double progress_fraction(const history::Run& run);
 QString time_text(double seconds_since_epoch);
 /// "12m05s", "3h04m".
 QString duration_text(double seconds);
+/// Empty when the history file at path is private (or does not exist yet); else a warning that others can read it,
+/// with its mode and the command that fixes it. Spur creates histories 0600 (consoles and configs can hold
+/// secrets); one made by an older Spur, or loosened by hand, keeps its mode. `spur env` and the Studio show it.
+QString history_permission_warning(const QString& path);
 /// Seconds from start to end (or to now while running); -1 before it started.
 double run_duration(const history::Run& run);
 

@@ -12,6 +12,7 @@
 #include <QSlider>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QLabel>
 #include <QTest>
 #include <qcustomplot.h>
 
@@ -46,6 +47,24 @@ class StudioTest : public QObject {
     const auto accuracy = reader.series(runs[0].id, "accuracy");
     QCOMPARE(accuracy.size(), size_t{1});
     QVERIFY2(accuracy[0].value > 0.5, "150 steps should already beat chance by far");
+  }
+
+  // Issue 12: a history others can read is pointed out in the status bar; a private one is not.
+  void a_history_others_can_read_is_pointed_out() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    { spur::history::HistoryWriter writer(path.toStdString()); }
+    {
+      spur::studio::MainWindow window(path);
+      QVERIFY(!window.findChild<QLabel*>("history_permission_warning"));
+    }
+    QVERIFY(QFile::setPermissions(path, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ReadGroup));
+    spur::studio::MainWindow window(path);
+    window.show();
+    auto* label = window.findChild<QLabel*>("history_permission_warning");
+    QVERIFY(label && label->isVisible());
+    QVERIFY2(label->text().contains("mode 0640, readable by others") && label->text().contains("chmod 600 " + path),
+             qPrintable(label->text()));
   }
 
   void a_run_written_elsewhere_appears_live() {

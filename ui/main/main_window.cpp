@@ -13,6 +13,7 @@
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
@@ -45,7 +46,7 @@
 
 namespace spur::studio {
 
-MainWindow::MainWindow(QString history_path, QWidget* parent)
+MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     : QMainWindow(parent),
       path_(QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
@@ -95,6 +96,13 @@ MainWindow::MainWindow(QString history_path, QWidget* parent)
   splitter->setSizes({460, 820});
   setCentralWidget(splitter);
   statusBar()->showMessage(tr("History: %1").arg(path_));
+  // A history others can read (an older Spur's, or loosened by hand) is pointed out for as long as it stays so.
+  if (const QString warning = app::history_permission_warning(path_); !warning.isEmpty()) {
+    auto* label = new QLabel(tr("History %1").arg(warning), this);
+    label->setObjectName("history_permission_warning");
+    label->setStyleSheet("color: #b00020; font-weight: bold");
+    statusBar()->addPermanentWidget(label);
+  }
   resize(1280, 800);
 
   loader_->moveToThread(&reader_thread_);
@@ -242,26 +250,26 @@ QString last_lines(const QString& file, int count) {
 
 QString MainWindow::rename_run(qint64 run, const QString& name) {
   if (name.trimmed().isEmpty()) return tr("A run needs a name.");
-  const QString error = with_writer(path_, [&](auto& w) { w.set_names(run, "", name.trimmed().toStdString()); });
+  QString error = with_writer(path_, [&](auto& w) { w.set_names(run, "", name.trimmed().toStdString()); });
   refresh();
   return error;
 }
 
 QString MainWindow::tag_run(qint64 run, const QString& tag) {
   if (tag.trimmed().isEmpty()) return tr("A tag cannot be empty.");
-  const QString error = with_writer(path_, [&](auto& w) { w.add_tag(run, tag.trimmed().toStdString()); });
+  QString error = with_writer(path_, [&](auto& w) { w.add_tag(run, tag.trimmed().toStdString()); });
   refresh();
   return error;
 }
 
 QString MainWindow::set_notes(qint64 run, const QString& notes) {
-  const QString error = with_writer(path_, [&](auto& w) { w.set_notes(run, notes.toStdString()); });
+  QString error = with_writer(path_, [&](auto& w) { w.set_notes(run, notes.toStdString()); });
   refresh();
   return error;
 }
 
 QString MainWindow::delete_run(qint64 run) {
-  const QString error = with_writer(path_, [&](auto& w) { w.delete_run(run); });
+  QString error = with_writer(path_, [&](auto& w) { w.delete_run(run); });
   refresh();
   return error;
 }
@@ -582,7 +590,7 @@ void MainWindow::build_actions() {
     action->setCheckable(true);
     action->setChecked(theme == current);
     themes->addAction(action);
-    connect(action, &QAction::triggered, this, [theme] {
+    connect(action, &QAction::triggered, this, [theme = theme] {
       QSettings().setValue("view/theme", theme_name(theme));
       apply_theme(theme);
     });

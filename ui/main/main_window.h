@@ -33,7 +33,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QString history_path, QWidget* parent = nullptr);
+  explicit MainWindow(const QString& history_path, QWidget* parent = nullptr);
   ~MainWindow() override;
 
   app::RunsModel* runs() const { return runs_; }
