@@ -14,7 +14,6 @@
 #include <spur/blas.h>
 #include <spur/history/records.h>
 
-
 #include "cli/commands.h"
 #include "config/run_config.h"
 #include "launch/companion.h"
