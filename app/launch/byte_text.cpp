@@ -2,8 +2,6 @@
 // See byte_text.h: UTF-8 with invalid bytes escaped as lone low surrogates, and back.
 #include "launch/byte_text.h"
 
-#include <algorithm>
-
 namespace spur::app {
 namespace {
 
@@ -35,6 +33,13 @@ int valid_sequence(const QByteArray& bytes, qsizetype i, char32_t& code) {
   return length;
 }
 
+// Whether text[i] is an escaped byte: a low surrogate U+DC80..U+DCFF not paired with the high surrogate before it
+// (U+12492, valid UTF-8, is D809 DC92: fuzz_launch_arguments found it counted as an escape).
+bool escaped_at(const QString& text, qsizetype i) {
+  const char16_t unit = text[i].unicode();
+  return unit >= 0xDC80 && unit <= 0xDCFF && !(i > 0 && text[i - 1].isHighSurrogate());
+}
+
 }  // namespace
 
 QString text_from_bytes(const QByteArray& bytes) {
@@ -60,43 +65,25 @@ QString text_from_bytes(const QByteArray& bytes) {
 }
 
 QByteArray bytes_from_text(const QString& text) {
+  // Qt encodes the text between escaped bytes.
   QByteArray bytes;
   bytes.reserve(text.size());
-  const auto put = [&](char32_t code) {
-    if (code < 0x80) {
-      bytes += static_cast<char>(code);
-    } else if (code < 0x800) {
-      bytes += static_cast<char>(0xC0 | (code >> 6));
-      bytes += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      bytes += static_cast<char>(0xE0 | (code >> 12));
-      bytes += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      bytes += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      bytes += static_cast<char>(0xF0 | (code >> 18));
-      bytes += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      bytes += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      bytes += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  };
+  qsizetype start = 0;
   for (qsizetype i = 0; i < text.size(); ++i) {
-    const char16_t unit = text[i].unicode();
-    if (QChar::isHighSurrogate(unit) && i + 1 < text.size() && QChar::isLowSurrogate(text[i + 1].unicode())) {
-      put(QChar::surrogateToUcs4(unit, text[i + 1].unicode()));
-      ++i;
-    } else if (unit >= 0xDC80 && unit <= 0xDCFF) {
-      bytes += static_cast<char>(unit - 0xDC00);  // an escaped byte
-    } else if (QChar::isSurrogate(unit)) {
-      put(0xFFFD);
-    } else {
-      put(unit);
-    }
+    if (!escaped_at(text, i)) continue;
+    bytes += QStringView(text).sliced(start, i - start).toUtf8();
+    bytes += static_cast<char>(text[i].unicode() - 0xDC00);
+    start = i + 1;
   }
+  bytes += QStringView(text).sliced(start).toUtf8();
   return bytes;
 }
 
 bool holds_escaped_bytes(const QString& text) {
-  return std::ranges::any_of(text, [](QChar c) { return c.unicode() >= 0xDC80 && c.unicode() <= 0xDCFF; });
+  for (qsizetype i = 0; i < text.size(); ++i) {
+    if (escaped_at(text, i)) return true;
+  }
+  return false;
 }
 
 }  // namespace spur::app

@@ -14,7 +14,7 @@ namespace spur::app {
 /// Decodes UTF-8, each byte of an invalid sequence kept as U+DC00 + byte.
 QString text_from_bytes(const QByteArray& bytes);
 
-/// Encodes as UTF-8, U+DC80..U+DCFF back to the byte they stand for (other lone surrogates as U+FFFD).
+/// Encodes as UTF-8, U+DC80..U+DCFF back to the byte they stand for (other lone surrogates as '?', as toUtf8).
 QByteArray bytes_from_text(const QString& text);
 
 /// Whether text holds an escaped byte (and so needs bytes_from_text, not toUtf8, to reach the system).

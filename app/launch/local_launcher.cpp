@@ -178,6 +178,16 @@ void write_line(QTextStream& stream, const QString& label, const QString& line) 
 
 }  // namespace
 
+void LocalLauncher::cannot_start(Rank& rank, const QString& why) {
+  err_ << "spur launch: cannot start " << rank.spec.label << why << "\n";
+  err_.flush();
+  if (!failed_rank_) {
+    failed_rank_ = rank.spec.local_rank;
+    exit_code_ = 127;
+  }
+  stop_all(SIGTERM);
+}
+
 void LocalLauncher::start(Rank& rank) {
   rank.process = std::make_unique<QProcess>();
   auto* process = rank.process.get();
@@ -243,27 +253,13 @@ void LocalLauncher::start(Rank& rank) {
   connect(process, &QProcess::finished, this,
           [this, &rank](int code, QProcess::ExitStatus status) { finished(rank, code, status); });
   // Out of file descriptors, QProcess says "No such file or directory" (issue 12): name the real cause first.
-  const QString descriptors = descriptors_short();
-  if (!descriptors.isEmpty()) {
-    err_ << "spur launch: cannot start " << rank.spec.label << ": " << descriptors << "\n";
-    err_.flush();
-    if (!failed_rank_) {
-      failed_rank_ = rank.spec.local_rank;
-      exit_code_ = 127;
-    }
-    stop_all(SIGTERM);
+  if (const QString descriptors = descriptors_short(); !descriptors.isEmpty()) {
+    cannot_start(rank, ": " + descriptors);
     return;
   }
   process->start(rank.spec.program, rank.spec.arguments);
   if (!process->waitForStarted(30000)) {
-    err_ << "spur launch: cannot start " << rank.spec.label << " (" << rank.spec.program
-         << "): " << process->errorString() << "\n";
-    err_.flush();
-    if (!failed_rank_) {
-      failed_rank_ = rank.spec.local_rank;
-      exit_code_ = 127;
-    }
-    stop_all(SIGTERM);
+    cannot_start(rank, " (" + rank.spec.program + "): " + process->errorString());
     return;
   }
   rank.pid = process->processId();

@@ -76,6 +76,8 @@ class LocalLauncher : public QObject {
   };
 
   void start(Rank& rank);
+  /// Says why the rank could not be started (`why` follows its label), fails the run with 127, stops the others.
+  void cannot_start(Rank& rank, const QString& why);
   void read(Rank& rank, QProcess::ProcessChannel channel);
   void finished(Rank& rank, int code, QProcess::ExitStatus status);
   void stop_all(int signal);

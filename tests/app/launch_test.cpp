@@ -16,6 +16,7 @@
 #include <QThread>
 
 #include "rank_group.h"
+#include "launch/byte_text.h"
 #include "launch/detached_launch.h"
 #include "launch/launch_request.h"
 #include "runs/run_status.h"
@@ -514,6 +515,23 @@ class LaunchTest : public QObject {
   // Issue 12, defect 10: a program under a path that is not UTF-8, an argument and an --env value that are not
   // UTF-8, and rank output that is not UTF-8 all pass through byte for byte (they were rewritten to U+FFFD and
   // the program "could not be found"). spur gets them from a shell, as from a terminal.
+  // Found by fuzz_launch_arguments: U+12492 (F0 92 92 92, valid UTF-8) is D809 DC92 in UTF-16, and its low half
+  // was taken for an escaped byte.
+  void escaped_bytes_are_told_from_supplementary_characters() {
+    for (const QByteArray& valid :
+         {QByteArray("\xf0\x92\x92\x92"), QByteArray("\xf0\x90\x82\x80"), QByteArray("plain")}) {
+      const QString text = spur::app::text_from_bytes(valid);
+      QVERIFY(!spur::app::holds_escaped_bytes(text));
+      QCOMPARE(text, QString::fromUtf8(valid));
+      QCOMPARE(spur::app::bytes_from_text(text), valid);
+    }
+    for (const QByteArray& invalid : {QByteArray("\xff"), QByteArray("a\xf0\x92\x92"), QByteArray("\xc0\x80")}) {
+      const QString text = spur::app::text_from_bytes(invalid);
+      QVERIFY(spur::app::holds_escaped_bytes(text));
+      QCOMPARE(spur::app::bytes_from_text(text), invalid);
+    }
+  }
+
   void bytes_that_are_not_utf8_pass_through() {
     QTemporaryDir dir;
     const QByteArray folder = QFile::encodeName(dir.path()) + "/d\xff";

@@ -18,6 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& word : bytes.split('\0')) {
     words << spur::app::text_from_bytes(word);
     if (spur::app::bytes_from_text(words.back()) != word) __builtin_trap();  // bytes pass through unchanged
+    // Escapes exactly where the word is not UTF-8 (Qt's decoder judges).
+    if (spur::app::holds_escaped_bytes(words.back()) != (QString::fromUtf8(word).toUtf8() != word)) __builtin_trap();
   }
   try {
     const spur::cli::Arguments args(words, {"num_processes", "env", "hosts", "config_file", "main_process_port"},
