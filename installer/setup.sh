@@ -119,8 +119,8 @@ case "${1:-}" in
     ctest --preset debian-asan || status=1
     say "running the threaded torch-free suites under TSan (ctest --preset tsan)"
     ctest --preset tsan || status=1
-    say "fuzzing: the corpora replayed, then 15 s of new inputs per target (tests/fuzz/run.sh --ci 15)"
-    tests/fuzz/run.sh --ci 15 || status=1
+    say "fuzzing: the corpora replayed, then 10 s of new inputs per target (tests/fuzz/run.sh --ci 10)"
+    tests/fuzz/run.sh --ci 10 || status=1
     say "format and lint (tests/lint/check.sh: clang-format on every file, clang-tidy on the last commit's)"
     tests/lint/check.sh || status=1
     exit "$status"
