@@ -72,6 +72,15 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
   if (core.accumulation_steps < 1) {
     throw Error("gradient_accumulation_steps must be at least 1, not " + std::to_string(core.accumulation_steps));
   }
+  core.project = options.project_config;
+  if (core.project.total_limit && *core.project.total_limit < 1) {
+    throw Error("ProjectConfiguration::total_limit is " + std::to_string(*core.project.total_limit) +
+                "; it must be at least 1 (leave it unset to keep every checkpoint)");
+  }
+  if (core.project.iteration < 0) {
+    throw Error("ProjectConfiguration::iteration is " + std::to_string(core.project.iteration) +
+                "; it must be 0 or more");
+  }
   core.device = pick_device(options.cpu.value_or(core.state.use_cpu.value_or(false)), core.state.local_rank);
   check_precision_supported(core.precision, core.device);
   if (core.precision == Precision::fp16) core.scaler.emplace(options.scaler);
@@ -194,6 +203,8 @@ void Accelerator::begin_accumulation_step() {
 }
 
 bool Accelerator::sync_gradients() const { return core_->gradient.sync_gradients; }
+
+bool Accelerator::sync_each_batch() const { return core_->options.sync_each_batch; }
 
 void Accelerator::set_end_of_dataloader(bool end) { core_->gradient.end_of_dataloader = end; }
 

@@ -3,8 +3,10 @@
 // options, device, process group, loss scaler, gradient-accumulation step). Internal; training thread only.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -12,6 +14,7 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
+#include <spur/accelerator.h>
 #include <spur/options.h>
 #include <spur/data.h>
 #include <spur/model.h>
@@ -63,6 +66,20 @@ class AcceleratorCore {
     std::function<void(torch::serialize::InputArchive&)> load;
   };
   std::vector<Custom> custom;
+
+  // Project layout; iteration counts up with each automatic checkpoint.
+  ProjectConfiguration project;
+  // Old automatic checkpoints being removed after a save (main process): joined before the next save and at the
+  // end, so removal never blocks the training step that saved.
+  std::thread removal;
+  int64_t next_hook_id = 0;
+  std::map<int64_t, SaveStatePreHook> save_hooks;
+  std::map<int64_t, LoadStatePreHook> load_hooks;
+  bool trigger = false;  // set_trigger / check_trigger
+
+  ~AcceleratorCore() {
+    if (removal.joinable()) removal.join();
+  }
 };
 
 /// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.

@@ -27,6 +27,10 @@ PreparedScheduler::PreparedScheduler(std::shared_ptr<torch::optim::LRScheduler> 
 }
 
 void PreparedScheduler::step() {
+  if (!core_->options.step_scheduler_with_optimizer) {
+    scheduler_->step();
+    return;
+  }
   if (!core_->gradient.sync_gradients || core_->step_was_skipped) return;
   const int64_t times = core_->options.split_batches ? 1 : core_->state.world_size;
   for (int64_t i = 0; i < times; ++i) scheduler_->step();

@@ -12,7 +12,8 @@ Memory is shown three ways: peak RSS (counts the LibTorch code pages both ranks 
 program starts at ~150 MiB RSS here, `import torch` at ~225 MiB), PSS (shared pages split between the
 processes using them) and private memory (what one more rank costs). The target is checked on private.
   tracking:   accelerator.log cost per value on the training thread (target <= 1 us; baseline: a vector append),
-              values/s the history writer sustains (target > 500,000), read of a 1,000,000-point series (< 100 ms)
+              also with the tensorboard tracker on; values/s the history writer sustains (target > 500,000), read
+              of a 1,000,000-point series (< 100 ms); TensorBoard event files written, against PyTorch's SummaryWriter
   launch:     `spur launch --num_processes 2` / torchrun, to both ranks' first line and to exit (launch_bench.py)
   accuracy:   time for the Fashion-MNIST example to reach 90% test accuracy on 2 processes, Spur (`spur launch`)
               against the same under `accelerate launch` (train_peer.py); program start to the epoch's test result
@@ -140,6 +141,29 @@ def row(what, workload, unit, baseline_name, baseline, spur, target_key):
     return ratio
 
 
+def tensorboard_peer(python, values):
+    """PyTorch's SummaryWriter.add_scalar, 4 values a step, until close() returns: values/s (None without torch)."""
+    code = (
+        "import sys, tempfile, time\n"
+        "from torch.utils.tensorboard import SummaryWriter\n"
+        "n = int(sys.argv[1])\n"
+        "with tempfile.TemporaryDirectory() as d:\n"
+        "    w = SummaryWriter(d)\n"
+        "    start = time.perf_counter()\n"
+        "    for step in range(n // 4):\n"
+        "        v = float(step)\n"
+        "        w.add_scalar('loss', v, step); w.add_scalar('lr', v * 2, step)\n"
+        "        w.add_scalar('accuracy', v * 3, step); w.add_scalar('grad_norm', v * 4, step)\n"
+        "    w.close()\n"
+        "    print(n / (time.perf_counter() - start))\n")
+    try:
+        out = subprocess.run([python, "-c", code, str(values)], check=True, capture_output=True, text=True,
+                             timeout=600).stdout
+        return float(out.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, OSError):
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", required=True, help="path to the step_bench binary")
@@ -252,6 +276,14 @@ def main():
               f"{'meets' if t['read_ms'] < 100 else 'MISSES'} < 100 ms (best of 5 more: {t['read_best_ms']:.2f} ms)")
         print(f"track  log -> seen by a reader, worst of 10         {t['visible_ms']:8.1f} ms  "
               f"{'meets' if t['visible_ms'] < 250 else 'MISSES'} < 250 ms")
+        tb_ns = t["log_tensorboard_ns_per_value"]
+        print(f"track  accelerator.log per value with tensorboard too     spur {tb_ns:8.1f} ns  "
+              f"{'meets' if tb_ns <= 1000 else 'MISSES'} <= 1000 ns")
+        # The peer: PyTorch's SummaryWriter.add_scalar (what Accelerate's tensorboard tracker calls), same values.
+        peer = tensorboard_peer(args.python or sys.executable, args.tracking_values)
+        if peer:
+            print(f"track  TensorBoard, values/s to a closed file: SummaryWriter {peer:12.0f}  spur (both trackers) "
+                  f"{t['tensorboard_drain_values_per_s']:12.0f}  ratio {t['tensorboard_drain_values_per_s'] / peer:6.2f}")
 
     if args.plot_bench:
         out = subprocess.run([args.plot_bench, "1000000"], check=True, capture_output=True, text=True,

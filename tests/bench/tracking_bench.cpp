@@ -3,6 +3,8 @@
 //   log_ns_per_value      training-thread cost of accelerator.log per value (4 values a call, sqlite tracker),
 //   baseline_ns_per_value the same loop appending the values to a std::vector (what logging costs at least)
 //   drain_values_per_s    values/s from the first log to end_training() returning (everything in the database)
+//   log_tensorboard_ns_per_value  the same log loop with the tensorboard tracker added (log_with)
+//   tensorboard_drain_values_per_s  values/s from the first log to end_training() with both trackers
 //   writer_values_per_s   HistoryWriter::append_metrics alone, batches of 10,000 over 4 metrics
 //   read_ms               reading one series of `points` points (HistoryReader::series), the first time in the
 //                         process (fresh memory: on this VM page faults cost as much as the read);
@@ -70,6 +72,27 @@ int main(int argc, char** argv) {
     log_ns = seconds_since(start) * 1e9 / static_cast<double>(values);
     accelerator.end_training();
     drain_rate = static_cast<double>(values) / seconds_since(start);
+  }
+
+  // The same loop with TensorBoard event files written too (the training thread should not notice).
+  double tensorboard_log_ns = 0, tensorboard_drain = 0;
+  {
+    spur::AcceleratorOptions accelerator_options;
+    accelerator_options.project_config.logging_dir = (dir / "tensorboard").string();
+    accelerator_options.log_with = {"tensorboard"};
+    spur::Accelerator accelerator(accelerator_options);
+    spur::TrackingOptions options;
+    options.trackers = {"sqlite"};
+    options.history = (dir / "history-tb.db").string();
+    accelerator.init_trackers("bench", {{"lr", 0.1}}, options);
+    start = Clock::now();
+    for (int64_t step = 0; step < values / 4; ++step) {
+      const double v = static_cast<double>(step);
+      accelerator.log({{"loss", v}, {"lr", v * 2}, {"accuracy", v * 3}, {"grad_norm", v * 4}}, step);
+    }
+    tensorboard_log_ns = seconds_since(start) * 1e9 / static_cast<double>(values);
+    accelerator.end_training();
+    tensorboard_drain = static_cast<double>(values) / seconds_since(start);
   }
 
   double writer_rate = 0;
@@ -142,8 +165,9 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"values\": %lld, \"log_ns_per_value\": %.2f, \"baseline_ns_per_value\": %.2f, "
       "\"drain_values_per_s\": %.0f, \"writer_values_per_s\": %.0f, \"read_points\": %zu, \"read_ms\": %.2f, "
-      "\"read_best_ms\": %.2f, \"visible_ms\": %.1f}\n",
+      "\"read_best_ms\": %.2f, \"visible_ms\": %.1f, \"log_tensorboard_ns_per_value\": %.2f, "
+      "\"tensorboard_drain_values_per_s\": %.0f}\n",
       static_cast<long long>(values), log_ns, baseline_ns, drain_rate, writer_rate, read_points, read_ms, read_best_ms,
-      visible_ms);
+      visible_ms, tensorboard_log_ns, tensorboard_drain);
   return 0;
 }

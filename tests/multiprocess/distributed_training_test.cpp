@@ -102,19 +102,24 @@ class DistributedTrainingTest : public QObject {
   void accumulation_matches_large_batch_data() {
     QTest::addColumn<int>("world");
     QTest::addColumn<int>("k");
-    QTest::newRow("1 rank, 3 micro-steps") << 1 << 3;
-    QTest::newRow("2 ranks, 3 micro-steps") << 2 << 3;
-    QTest::newRow("3 ranks, 2 micro-steps") << 3 << 2;
+    QTest::addColumn<bool>("sync_each_batch");
+    QTest::newRow("1 rank, 3 micro-steps") << 1 << 3 << false;
+    QTest::newRow("2 ranks, 3 micro-steps") << 2 << 3 << false;
+    QTest::newRow("3 ranks, 2 micro-steps") << 3 << 2 << false;
+    // Issue 15: synchronising every micro-step gives the same parameters (only more communication).
+    QTest::newRow("2 ranks, 3 micro-steps, sync_each_batch") << 2 << 3 << true;
   }
 
   void accumulation_matches_large_batch() {
     QFETCH(int, world);
     QFETCH(int, k);
+    QFETCH(bool, sync_each_batch);
     QTemporaryDir out;
     const int steps = 5;
     run_reference(out.path(), steps, world * k * 2);
     RankGroup ranks(SPUR_TEST_WORKER, {"accumulate", "--out", out.path(), "--steps", QString::number(steps)}, world);
     ranks.set_env("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(k));
+    if (sync_each_batch) ranks.set_env("SPUR_TEST_SYNC_EACH_BATCH", "1");
     QVERIFY(ranks.start());
     verify_ranks(ranks, world, out.path(), 2e-5);
   }

@@ -124,6 +124,24 @@ class ExamplesTest : public QObject {
     verify_training(ranks.result(0).output, 2);
     verify_checksums(ranks, 2);
     QVERIFY2(ranks.result(0).output.contains("on 10000 images"), qPrintable(ranks.result(0).output));
+    // Issue 15: its checkpoint is output_dir/checkpoints/checkpoint_0, its TensorBoard file in
+    // output_dir/fashion-mnist.
+    QVERIFY(QFile::exists(out.filePath("checkpoints/checkpoint_0/spur_state.json")));
+    QCOMPARE(QDir(out.filePath("fashion-mnist")).entryList({"events.out.tfevents.*"}, QDir::Files).size(), 1);
+    // --resume_from_checkpoint latest: picks up at step 200 and saves checkpoint_1.
+    RankGroup resumed(SPUR_EXAMPLE_FASHION,
+                      {"--max_steps", "205", "--batch_size", "32", "--num_workers", "1", "--log_every", "5",
+                       "--output_dir", out.path(), "--resume_from_checkpoint", "latest"},
+                      2);
+    resumed.set_env("OMP_NUM_THREADS", "1");
+    QVERIFY(resumed.start());
+    QVERIFY2(resumed.wait(600000), qPrintable(resumed.transcript()));
+    for (int rank = 0; rank < 2; ++rank)
+      QVERIFY2(resumed.result(rank).exit_code == 0, qPrintable(resumed.transcript()));
+    const auto output = resumed.result(0).output;
+    QVERIFY2(output.contains("resumed from " + out.filePath("checkpoints/checkpoint_0")) &&
+                 output.contains("step 205/205") && output.contains("checkpoints/checkpoint_1"),
+             qPrintable(output));
   }
 
   // Issue 14: the GPT (a smaller one, for time) on 2 ranks for 300 steps on the default corpus.
@@ -194,8 +212,8 @@ class ExamplesTest : public QObject {
     write(dir.filePath("small.txt"), lines);
     output =
         failure(SPUR_EXAMPLE_GPT, {"--data", dir.filePath("small.txt"), "--block_size", "4", "--resume_from_checkpoint",
-                                   mlp_dir + "/checkpoints/epoch_1", "--max_steps", "1"});
-    QVERIFY2(output.contains(mlp_dir + "/checkpoints/epoch_1"), qPrintable(output));
+                                   mlp_dir + "/checkpoints/checkpoint_0", "--max_steps", "1"});
+    QVERIFY2(output.contains(mlp_dir + "/checkpoints/checkpoint_0"), qPrintable(output));
   }
 
   void mlp_under_torchrun() {

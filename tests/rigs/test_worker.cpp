@@ -2,15 +2,20 @@
 // A rank program for the multi-process tests: `test_worker SCENARIO [--out DIR] [--steps N] [--k K]
 // [--bucket_bytes B] [--crash_rank R] [--rows N]`. It trains or calls collectives on cue, writes what the test compares
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -222,9 +227,14 @@ int ddp(const Args& args) {
 }
 
 // k micro-batches of 2 rows per rank and optimizer step, through accumulate(); k comes from the environment
-// (SPUR_GRADIENT_ACCUMULATION_STEPS), as the launcher would pass it.
+// (SPUR_GRADIENT_ACCUMULATION_STEPS), as the launcher would pass it. SPUR_TEST_SYNC_EACH_BATCH=1 turns on
+// AcceleratorOptions::sync_each_batch: gradients are then identical across ranks on every micro-step.
 int accumulate(const Args& args) {
-  spur::Accelerator accelerator;
+  const char* each = std::getenv("SPUR_TEST_SYNC_EACH_BATCH");
+  const bool sync_each_batch = each && std::string(each) == "1";
+  spur::AcceleratorOptions options;
+  options.sync_each_batch = sync_each_batch;
+  spur::Accelerator accelerator(options);
   const int64_t world = accelerator.num_processes();
   const int64_t rank = accelerator.process_index();
   const int64_t k = accelerator.gradient_accumulation_steps();
@@ -249,7 +259,7 @@ int accumulate(const Args& args) {
         auto all = accelerator.gather(grads.unsqueeze(0));
         bool identical = true;
         for (int64_t r = 1; r < world; ++r) identical = identical && all[r].equal(all[0]);
-        check(identical == accelerator.sync_gradients(),
+        check(identical == (accelerator.sync_gradients() || sync_each_batch),
               "gradients identical across ranks exactly on sync steps (micro-step " + std::to_string(i) + ")");
       }
       optimizer.step();
@@ -779,6 +789,16 @@ int accumulation(const Args& args) {
   return 0;
 }
 
+// The README's checkpoints-and-TensorBoard loop for --steps epochs, in --out (its "out" is relative).
+int project(const Args& args) {
+  const int64_t epochs = args.steps;
+  auto train_set = make_set(args.rows);
+  std::filesystem::current_path(args.out);
+#include "readme_project.inc"
+  write_flat(args.out + "/rank" + std::to_string(accelerator.process_index()) + ".bin", flat(*net));
+  return 0;
+}
+
 // One process, plain LibTorch, one Adam step on every --k consecutive batches of the same (unprepared) loader at
 // once: what N ranks x K micro-steps must equal.
 int large_batch(const Args& args) {
@@ -846,6 +866,193 @@ int track(const Args& args) {
   return 0;
 }
 
+// Issue 15's process helpers on every rank: objects gathered and broadcast, inputs split (with padding on uneven
+// counts), triggers, the batch-size search agreeing across ranks, and the logger's three ways of writing.
+int helpers(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t rank = accelerator.process_index();
+  const int64_t world = accelerator.num_processes();
+  auto join = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
+    return out;
+  };
+
+  // gather_object: one value per rank; a vector is concatenated; maps and JSON values travel whole.
+  const auto names = accelerator.gather_object("rank-" + std::to_string(rank) + "-\u00e9");
+  std::vector<std::string> expected_names;
+  for (int64_t r = 0; r < world; ++r) expected_names.push_back("rank-" + std::to_string(r) + "-\u00e9");
+  check(names == expected_names, "gather_object strings", join(names));
+  std::vector<int64_t> mine(static_cast<std::size_t>(rank + 1), rank);
+  const auto flat = accelerator.gather_object(mine);
+  std::vector<int64_t> expected_flat;
+  for (int64_t r = 0; r < world; ++r) expected_flat.insert(expected_flat.end(), static_cast<std::size_t>(r + 1), r);
+  check(flat == expected_flat, "gather_object concatenates vectors of uneven length");
+  const auto maps = accelerator.gather_object(
+      std::map<std::string, double>{{"loss", 0.5 * static_cast<double>(rank)}, {"nan", std::nan("")}});
+  check(maps.size() == static_cast<std::size_t>(world) &&
+            maps.back().at("loss") == 0.5 * static_cast<double>(world - 1) && std::isnan(maps.front().at("nan")),
+        "gather_object maps with NaN");
+  const auto empty = accelerator.gather_object(std::vector<std::string>{});
+  check(empty.empty(), "gather_object of empty vectors");
+
+  // broadcast_object_list from the last rank; the others start with lists of other sizes.
+  std::vector<std::string> list = rank == world - 1 ? std::vector<std::string>{"a", "b", "c"}
+                                                    : std::vector<std::string>(static_cast<std::size_t>(rank), "x");
+  accelerator.broadcast_object_list(list, world - 1);
+  check(list == std::vector<std::string>{"a", "b", "c"}, "broadcast_object_list from the last rank", join(list));
+  try {
+    std::vector<int> nothing;
+    accelerator.broadcast_object_list(nothing, world);
+    check(false, "broadcast_object_list from a rank that does not exist raises");
+  } catch (const spur::Error& e) {
+    check(std::string(e.what()).find("from_process " + std::to_string(world)) != std::string::npos,
+          "broadcast_object_list from a rank that does not exist raises", e.what());
+  }
+
+  // split_between_processes: 7 items (uneven for 2 and 3 ranks), with and without padding.
+  const std::vector<int> items{0, 1, 2, 3, 4, 5, 6};
+  const auto share = accelerator.split_between_processes(items);
+  const int64_t per = 7 / world, extras = 7 % world;
+  const int64_t begin = rank * per + std::min(rank, extras);
+  const int64_t count = per + (rank < extras ? 1 : 0);
+  std::vector<int> expected_share(items.begin() + begin, items.begin() + begin + count);
+  check(share == expected_share, "split_between_processes vector");
+  const auto padded = accelerator.split_between_processes(items, true);
+  auto expected_padded = expected_share;
+  expected_padded.resize(static_cast<std::size_t>(per + (extras > 0 ? 1 : 0)), 6);
+  check(padded == expected_padded, "split_between_processes pads with the last item");
+  const auto all_shares = accelerator.gather_object(padded);
+  check(all_shares.size() == static_cast<std::size_t>(world * (per + (extras > 0 ? 1 : 0))),
+        "padded shares are the same length on every rank");
+  const auto rows = torch::arange(14, torch::kFloat).reshape({7, 2});
+  const auto tensor_share = accelerator.split_between_processes(rows, true);
+  check(tensor_share.size(0) == per + (extras > 0 ? 1 : 0) && tensor_share[0][0].item<float>() == 2.0f * begin &&
+            tensor_share[-1][0].item<float>() == (count < tensor_share.size(0) ? 12.0f : 2.0f * (begin + count - 1)),
+        "split_between_processes tensor with padding", str(tensor_share));
+  const auto map_share =
+      accelerator.split_between_processes(std::map<std::string, std::vector<int>>{{"a", items}, {"b", items}});
+  check(map_share.at("a") == expected_share && map_share.at("b") == expected_share, "split_between_processes map");
+  const auto few = accelerator.split_between_processes(std::vector<int>{42}, true);
+  check(few == std::vector<int>{42}, "fewer items than processes: padded with the last");
+
+  // Triggers: rank 1 (the last, with 2 ranks) raises at step 3; every rank stops at step 3, and the trigger is
+  // lowered after the check.
+  int64_t stopped = -1;
+  for (int64_t step = 0; step < 10; ++step) {
+    if (step == 3 && rank == 1) accelerator.set_trigger();
+    if (accelerator.check_trigger()) {
+      stopped = step;
+      break;
+    }
+  }
+  check(stopped == 3, "check_trigger stops every rank at the same step", std::to_string(stopped));
+  check(!accelerator.check_trigger(), "check_trigger lowers the trigger");
+
+  // find_executable_batch_size: only the last rank runs out of memory above 16; every rank ends on 16.
+  std::vector<int64_t> tried;
+  const int64_t size = accelerator.find_executable_batch_size(128, [&](int64_t batch_size) {
+    tried.push_back(batch_size);
+    if (rank == world - 1 && batch_size > 16) throw std::bad_alloc();
+    if (rank == 0 && batch_size > 64) {
+      throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                       "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes.");
+    }
+    return batch_size;
+  });
+  check(size == 16 && tried == std::vector<int64_t>{128, 64, 32, 16}, "find_executable_batch_size agrees on 16",
+        std::to_string(size));
+  // Another error on rank 0 only: rethrown there, a spur::Error on the others; nobody waits for the timeout.
+  try {
+    accelerator.find_executable_batch_size(4, [&](int64_t size) -> int64_t {
+      if (rank == 0) throw std::runtime_error("not memory");
+      return size;
+    });
+    check(false, "find_executable_batch_size passes other errors through");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    check(rank == 0 ? what == "not memory" : what.find("failed on another rank") != std::string::npos,
+          "find_executable_batch_size passes other errors through", what);
+  }
+
+  // on_* helpers run on their process only.
+  const auto on_main = accelerator.on_main_process([] { return 7; });
+  check(on_main.has_value() == accelerator.is_main_process(), "on_main_process");
+  int ran = 0;
+  accelerator.on_last_process([&] { ++ran; });
+  accelerator.on_process(0, [&] { ran += 10; });
+  check(ran == (accelerator.is_last_process() ? 1 : 0) + (rank == 0 ? 10 : 0), "on_last_process and on_process");
+
+  // The logger: main only (no rank), every rank (with its rank), in order.
+  auto& logger = spur::get_logger("helpers");
+  logger.info("main only line");
+  logger.debug("a debug line, below the level");
+  logger.warning("every rank line", {.main_process_only = false});
+  // in_order into one file all ranks append to, so the test sees the order the lines were written in.
+  const int saved_stderr = ::dup(STDERR_FILENO);
+  const int shared = ::open((args.out + "/ordered.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ::dup2(shared, STDERR_FILENO);
+  for (int i = 0; i < 3; ++i) logger.info("ordered " + std::to_string(i), {.in_order = true});
+  ::dup2(saved_stderr, STDERR_FILENO);
+  ::close(shared);
+  ::close(saved_stderr);
+  accelerator.wait_for_everyone();
+  return 0;
+}
+
+// Automatic checkpoints with total_limit 2 on every rank: saves one per step; with --crash_rank R and --save_at K,
+// rank R dies inside the K-th save (after the temporary directory exists, before anything is committed). With
+// --load 1, resumes from the latest and saves once more.
+int rotate(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.project_config.project_dir = args.out;
+  options.project_config.automatic_checkpoint_naming = true;
+  options.project_config.total_limit = 2;
+  spur::Accelerator accelerator(options);
+  torch::manual_seed(1);
+  torch::nn::Linear net(4, 4);
+  auto model = accelerator.prepare(net);
+  accelerator.register_save_state_pre_hook([&](spur::ModelList&, std::vector<spur::NamedTensors>&, const std::string&) {
+    if (accelerator.save_iteration() == args.save_at && accelerator.process_index() == args.crash_rank) {
+      std::printf("crashing in save %lld\n", static_cast<long long>(args.save_at));
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+  });
+  if (args.load) {
+    const std::string loaded = accelerator.load_state();
+    std::printf("loaded %s weight %g next %lld\n", loaded.c_str(), net->weight.view(-1)[0].item<double>(),
+                static_cast<long long>(accelerator.save_iteration()));
+    std::printf("saved %s\n", accelerator.save_state().c_str());
+    return 0;
+  }
+  torch::NoGradGuard no_grad;
+  for (int64_t step = 0; step < args.steps; ++step) {
+    for (auto& p : net->parameters()) p.fill_(static_cast<double>(step));
+    const std::string dir = accelerator.save_state();
+    std::printf("saved %s\n", dir.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// Logs scalars and a text to TensorBoard, waits for the writer to hand them over, then aborts without
+// end_training: the event file must still read back.
+int tensorboard_crash(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.project_config.logging_dir = args.out;
+  options.log_with = {"tensorboard"};
+  spur::Accelerator accelerator(options);
+  accelerator.init_trackers("crash", {{"lr", 0.25}}, {.trackers = {"none"}});
+  for (int64_t step = 0; step < args.steps; ++step)
+    accelerator.log({{"loss", 1.0 / static_cast<double>(step + 1)}}, step);
+  accelerator.log({{"note", "before the crash"}}, args.steps);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // several flush intervals
+  std::printf("aborting\n");
+  std::fflush(stdout);
+  std::abort();
+}
+
 int rendezvous(const Args&) {
   spur::Accelerator accelerator;
   std::cout << "joined as rank " << accelerator.process_index() << std::endl;
@@ -876,6 +1083,12 @@ int main(int argc, char** argv) try {
     code = save_loop(args);
   } else if (args.scenario == "track") {
     code = track(args);
+  } else if (args.scenario == "helpers") {
+    code = helpers(args);
+  } else if (args.scenario == "rotate") {
+    code = rotate(args);
+  } else if (args.scenario == "tensorboard_crash") {
+    code = tensorboard_crash(args);
   } else if (args.scenario == "rendezvous") {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {
@@ -894,6 +1107,8 @@ int main(int argc, char** argv) try {
     code = readme::quick_start(args);
   } else if (args.scenario == "readme_accumulation") {
     code = readme::accumulation(args);
+  } else if (args.scenario == "readme_project") {
+    code = readme::project(args);
   } else if (args.scenario == "large_batch") {
     code = readme::large_batch(args);
   } else {

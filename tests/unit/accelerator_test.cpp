@@ -18,6 +18,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
+#include <torch/optim/schedulers/step_lr.h>
 
 #include <spur/spur.h>
 
@@ -159,6 +160,34 @@ class AcceleratorTest : public QObject {
     accelerator.set_end_of_dataloader(true);
     auto scope = accelerator.accumulate(model);
     QVERIFY(accelerator.sync_gradients());
+  }
+
+  // Issue 15: a prepared scheduler steps with the optimizer (every 2nd micro-step here) unless
+  // step_scheduler_with_optimizer is off, when it steps on every call as the plain scheduler does.
+  void step_scheduler_with_optimizer_data() {
+    QTest::addColumn<bool>("with_optimizer");
+    QTest::addColumn<double>("lr");
+    // LibTorch's StepLR decays from its second step on: 2 steps halve the rate once, 4 steps three times.
+    QTest::newRow("with the optimizer (default)") << true << 0.1 * 0.5;
+    QTest::newRow("every call") << false << 0.1 * 0.125;
+  }
+
+  void step_scheduler_with_optimizer() {
+    QFETCH(bool, with_optimizer);
+    QFETCH(double, lr);
+    spur::Accelerator accelerator({.gradient_accumulation_steps = 2, .step_scheduler_with_optimizer = with_optimizer});
+    auto net = make_net();
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    torch::optim::StepLR schedule(sgd, 1, 0.5);
+    auto [model, optimizer, scheduler] = accelerator.prepare(net, sgd, schedule);
+    for (int i = 0; i < 4; ++i) {
+      auto scope = accelerator.accumulate(model);
+      accelerator.backward(model(torch::ones({2, 6})).sum());
+      optimizer.step();
+      scheduler.step();
+      optimizer.zero_grad();
+    }
+    QCOMPARE(sgd.param_groups()[0].options().get_lr(), lr);
   }
 
   // Issue 19, defect 3: the README's old loop (zero_grad before backward) wiped, on the synchronising

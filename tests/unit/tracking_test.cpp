@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tracking in one process: what trackers receive (keys, steps, order, tensors), the csv tracker's file, a
-// tracker that fails for a while (records kept and delivered later; a bounded backlog drops the oldest), and
-// the progress bar staying quiet off a terminal.
+// Tracking in one process: what trackers receive (keys, steps, order, tensors), the csv tracker's file, the
+// tensorboard tracker's event files read back by TensorBoard's own readers (also after a crash), a tracker that
+// fails for a while (records kept and delivered later; a bounded backlog drops the oldest), and the progress bar
+// staying quiet off a terminal.
+#include <QDir>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -61,6 +67,19 @@ spur::TrackingOptions only(std::shared_ptr<spur::Tracker> tracker) {
   options.flush_interval = std::chrono::milliseconds(10);
   return options;
 }
+
+// tests/rigs/read_tensorboard.py: TensorBoard's own readers on a run folder.
+QJsonObject read_tensorboard(const QString& dir) {
+  QProcess rig;
+  rig.start(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/read_tensorboard.py", dir});
+  if (!rig.waitForFinished(120000) || rig.exitCode() != 0) {
+    qWarning("%s", rig.readAllStandardError().constData());
+    return {};
+  }
+  return QJsonDocument::fromJson(rig.readAllStandardOutput()).object();
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -157,6 +176,126 @@ class TrackingTest : public QObject {
     QCOMPARE(lines[0], QString("step,key,value,wall_time"));
     QVERIFY2(lines[1].startsWith("3,loss,0.125,"), qPrintable(lines[1]));
     QVERIFY2(lines[2].startsWith("3,\"a,b\",2,"), qPrintable(lines[2]));
+  }
+
+  // log_with {"tensorboard"}: logging_dir/<project>/events.out.tfevents.*, read back by TensorBoard with the same
+  // scalars (float32, as PyTorch's SummaryWriter writes them), steps, wall times, texts and hyperparameters.
+  void the_tensorboard_tracker_writes_what_tensorboard_reads() {
+    QTemporaryDir dir;
+    const double before = now();
+    {
+      spur::AcceleratorOptions options;
+      options.project_config.project_dir = dir.path().toStdString();
+      options.log_with = {"tensorboard"};
+      spur::Accelerator accelerator(options);
+      spur::TrackingOptions tracking;
+      tracking.trackers = {"none"};  // TensorBoard alone (no history)
+      tracking.run_name = "first";
+      accelerator.init_trackers(
+          "proj", {{"lr", 0.001}, {"model", "cnn"}, {"amp", false}, {"optim", spur::json::Object{{"beta", 0.9}}}},
+          tracking);
+      for (int step = 0; step < 100; ++step) {
+        accelerator.log({{"loss", 1.0 / (step + 1)}, {"eval/acc", step * 0.01}}, step);
+      }
+      accelerator.log({{"sample", "a text, \u00e9"}, {"lr", 0.5}}, 100);
+      accelerator.end_training();
+    }
+    const double after = now();
+    const auto read = read_tensorboard(dir.path() + "/proj");
+    QCOMPARE(read["files"].toInt(), 1);
+    const auto loss = read["scalars"].toObject()["loss"].toArray();
+    const auto acc = read["scalars"].toObject()["eval/acc"].toArray();
+    QCOMPARE(loss.size(), 100);
+    QCOMPARE(acc.size(), 100);
+    for (int step = 0; step < 100; ++step) {
+      const auto point = loss[step].toArray();
+      QCOMPARE(point[0].toInt(), step);
+      QCOMPARE(point[1].toDouble(), static_cast<double>(static_cast<float>(1.0 / (step + 1))));
+      QVERIFY(point[2].toDouble() >= before - 1 && point[2].toDouble() <= after + 1);
+      QCOMPARE(acc[step].toArray()[1].toDouble(), static_cast<double>(static_cast<float>(step * 0.01)));
+    }
+    QCOMPARE(read["scalars"].toObject()["lr"].toArray()[0].toArray()[0].toInt(), 100);
+    const auto text = read["texts"].toObject()["sample/text_summary"].toArray();
+    QCOMPARE(text.size(), 1);
+    QCOMPARE(text[0].toArray()[0].toInt(), 100);
+    QCOMPARE(text[0].toArray()[1].toString(), QString::fromUtf8("a text, \u00e9"));
+    const auto hparams = read["hparams"].toObject();
+    QCOMPARE(hparams["lr"].toDouble(), 0.001);
+    QCOMPARE(hparams["model"].toString(), QString("cnn"));
+    QCOMPARE(hparams["amp"].toBool(true), false);
+    QCOMPARE(hparams["optim/beta"].toDouble(), 0.9);
+    QCOMPARE(read["group_name"].toString(), QString("first"));
+    QCOMPARE(read["session_end"].toInt(), 1);  // STATUS_SUCCESS
+  }
+
+  // A program that aborts without end_training leaves an event file TensorBoard reads up to the last batch the
+  // writer handed over.
+  void a_crash_leaves_a_readable_event_file() {
+    QTemporaryDir dir;
+    QProcess worker;
+    worker.setProcessChannelMode(QProcess::MergedChannels);
+    worker.start(SPUR_TEST_WORKER, {"tensorboard_crash", "--out", dir.path(), "--steps", "50"});
+    QVERIFY(worker.waitForFinished(60000));
+    const QString output = QString::fromUtf8(worker.readAll());
+    QVERIFY2(worker.exitStatus() == QProcess::CrashExit && output.contains("aborting"), qPrintable(output));
+    const auto read = read_tensorboard(dir.path() + "/crash");
+    QCOMPARE(read["scalars"].toObject()["loss"].toArray().size(), 50);
+    QCOMPARE(read["texts"].toObject()["note/text_summary"].toArray().size(), 1);
+    QCOMPARE(read["hparams"].toObject()["lr"].toDouble(), 0.25);
+    QVERIFY(read["session_end"].isNull());  // never ended
+  }
+
+  // "all" selects every tracker that writes files (tensorboard and csv) besides the history's default.
+  void log_with_all_selects_every_file_tracker() {
+    QTemporaryDir dir;
+    {
+      spur::AcceleratorOptions options;
+      options.project_config.logging_dir = dir.filePath("logs").toStdString();
+      options.log_with = {"all"};
+      spur::Accelerator accelerator(options);
+      spur::TrackingOptions tracking;
+      tracking.trackers = {"none"};
+      tracking.csv_directory = dir.filePath("csv").toStdString();
+      tracking.run_name = "r";
+      accelerator.init_trackers("p", {}, tracking);
+      accelerator.log({{"x", 1}}, 0);
+      accelerator.end_training();
+    }
+    QCOMPARE(QDir(dir.filePath("logs/p")).entryList({"events.out.tfevents.*"}, QDir::Files).size(), 1);
+    QVERIFY(QFile::exists(dir.filePath("csv/p/r/metrics.csv")));
+  }
+
+  // An unknown name in log_with, and a logging directory that cannot be made: errors naming the value or path.
+  void bad_tracker_settings_are_named() {
+    QTemporaryDir dir;
+    {
+      spur::AcceleratorOptions options;
+      options.log_with = {"tensorbord"};
+      spur::Accelerator accelerator(options);
+      try {
+        accelerator.init_trackers("p", {}, {.trackers = {"none"}});
+        QFAIL("expected an error");
+      } catch (const spur::Error& e) {
+        QVERIFY2(std::string(e.what()).find("unknown tracker 'tensorbord' (AcceleratorOptions::log_with") !=
+                     std::string::npos,
+                 e.what());
+      }
+    }
+    QFile file(dir.filePath("a-file"));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.close();
+    spur::AcceleratorOptions options;
+    options.project_config.logging_dir = dir.filePath("a-file/logs").toStdString();
+    options.log_with = {"tensorboard"};
+    spur::Accelerator accelerator(options);
+    try {
+      accelerator.init_trackers("p", {}, {.trackers = {"none"}});
+      QFAIL("expected an error");
+    } catch (const spur::Error& e) {
+      QVERIFY2(std::string(e.what()).find("the TensorBoard logging directory " +
+                                          dir.filePath("a-file/logs/p").toStdString()) != std::string::npos,
+               e.what());
+    }
   }
 
   void unknown_trackers_are_named() {

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -23,6 +26,7 @@
 #include <spur/collectives.h>
 #include <spur/data.h>
 #include <spur/model.h>
+#include <spur/objects.h>
 #include <spur/optimizer.h>
 #include <spur/options.h>
 #include <spur/checkpoint.h>
@@ -34,12 +38,49 @@
 
 namespace spur {
 
-/// A value for Accelerator::log: any number, or a one-element tensor (read with .item()).
+/// A value for Accelerator::log: any number, a one-element tensor (read with .item()), or a text (trackers that
+/// keep text, as tensorboard, store it; the others skip it).
 struct LogValue {
   template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
-  LogValue(T v) : value(static_cast<double>(v)) {}  // NOLINT: implicit, so {"loss", 0.5} reads naturally
-  LogValue(const torch::Tensor& tensor);            // NOLINT
-  double value;
+  LogValue(T v) : value(static_cast<double>(v)) {}            // NOLINT: implicit, so {"loss", 0.5} reads naturally
+  LogValue(const torch::Tensor& tensor);                      // NOLINT
+  LogValue(const char* s) : text(s), is_text(true) {}         // NOLINT
+  LogValue(std::string_view s) : text(s), is_text(true) {}    // NOLINT
+  LogValue(const std::string& s) : text(s), is_text(true) {}  // NOLINT
+  double value = 0;
+  std::string_view text;  // valid for the log call only: the tracker copies it
+  bool is_text = false;
+};
+
+/// What Accelerator::register_save_state_pre_hook and register_load_state_pre_hook return: remove() takes the
+/// hook out again (also after the Accelerator is gone).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (auto fn = std::exchange(remove_, nullptr)) fn();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
+
+/// The modules save_state and load_state cover, in the order they were prepared.
+using ModelList = std::vector<std::shared_ptr<torch::nn::Module>>;
+/// Called by save_state before it writes: `weights[i]` (every parameter and buffer of models[i], on the CPU) is what
+/// goes to model_<i>.safetensors; a hook may change them, or erase a model's entry from both lists to save it
+/// itself. Accelerate's save_model_hook(models, weights, output_dir).
+using SaveStatePreHook =
+    std::function<void(ModelList& models, std::vector<NamedTensors>& weights, const std::string& dir)>;
+/// Called by load_state before it reads: erase a model from `models` to load it yourself.
+using LoadStatePreHook = std::function<void(ModelList& models, const std::string& dir)>;
+
+/// Accelerator::save's options.
+struct SaveOptions {
+  /// true: a safetensors file; false: a dict of tensors in torch.save's format (torch.load reads it in Python,
+  /// also with weights_only; torch::pickle_load in C++). Default: true.
+  bool safe_serialization = true;
 };
 
 namespace detail {
@@ -86,6 +127,37 @@ class Accelerator {
     ((line << separator << args, separator = " "), ...);
     print_line(line.str());
   }
+  bool is_last_process() const;
+  /// Runs `fn` on the main process only and returns its result there (std::optional for non-void results;
+  /// std::nullopt elsewhere). No collective: the other ranks return at once.
+  template <typename F>
+  auto on_main_process(F&& fn) const {
+    return run_if(is_main_process(), std::forward<F>(fn));
+  }
+  /// On the first process of each machine.
+  template <typename F>
+  auto on_local_main_process(F&& fn) const {
+    return run_if(is_local_main_process(), std::forward<F>(fn));
+  }
+  template <typename F>
+  auto on_last_process(F&& fn) const {
+    return run_if(is_last_process(), std::forward<F>(fn));
+  }
+  /// On the process of index `process_index` (over all machines).
+  template <typename F>
+  auto on_process(int64_t process_index, F&& fn) const {
+    return run_if(process_index == this->process_index(), std::forward<F>(fn));
+  }
+  /// On the process of local index `local_process_index` on each machine.
+  template <typename F>
+  auto on_local_process(int64_t local_process_index, F&& fn) const {
+    return run_if(local_process_index == this->local_process_index(), std::forward<F>(fn));
+  }
+  /// Raises this process's trigger (e.g. its loss went NaN); check_trigger() on every rank then sees it.
+  void set_trigger();
+  /// True on every rank when any rank called set_trigger() since the last check (then every trigger is
+  /// lowered). A collective: every rank must call it, e.g. once per step, then `break` together.
+  bool check_trigger();
   /// The main process runs the scope's body first; the others wait, then run it (e.g. to download data once).
   Scope main_process_first();
   Scope local_main_process_first();
@@ -130,11 +202,12 @@ class Accelerator {
   /// Runs code under autocast for this run's precision (the prepared model's forward already does).
   AutocastScope autocast() const;
   /// Counts a micro-step: gradients are synchronised (and the prepared optimizers step) on every
-  /// gradient_accumulation_steps-th call only; in between the models' gradients accumulate locally.
+  /// gradient_accumulation_steps-th call only; in between the models' gradients accumulate locally (or are
+  /// synchronised too, with AcceleratorOptions::sync_each_batch).
   template <typename... Models>
   Scope accumulate(Models&... models) {
     begin_accumulation_step();
-    if (sync_gradients()) return Scope{};
+    if (sync_gradients() || sync_each_batch()) return Scope{};
     return no_sync(models...);
   }
   /// While the scope lives, backward passes of these models accumulate gradients without synchronising.
@@ -145,6 +218,8 @@ class Accelerator {
   }
   /// True when the current micro-step synchronises gradients and steps the optimizer.
   bool sync_gradients() const;
+  /// AcceleratorOptions::sync_each_batch.
+  bool sync_each_batch() const;
   /// Marks the end of the data: accumulate() synchronises while it is set (on a partial accumulation at the
   /// end of an epoch). Set it on the last batch and clear it when a new epoch starts.
   void set_end_of_dataloader(bool end);
@@ -162,16 +237,88 @@ class Accelerator {
   bool optimizer_step_was_skipped() const;
   /// The fp16 loss scaler; nullptr unless mixed_precision is fp16.
   GradScaler* scaler();
+  /// Calls fn(batch_size) from `starting_batch_size`, halving the size (or applying `reduce`) while fn runs out of
+  /// memory (CUDA's or the CPU allocator's OutOfMemoryError, std::bad_alloc); returns fn's result. After each
+  /// try the ranks agree: if any ran out of memory, all retry with the smaller size, so every rank ends on the
+  /// same one; another error on one rank is rethrown there and a spur::Error on the others. Each rank must reach
+  /// the agreement: keep collectives that one rank's failure could leave half-done (the first backward of a
+  /// prepared model) inside fn's first steps, where every rank fails alike. Reaching 0 is a spur::Error.
+  template <typename F>
+  auto find_executable_batch_size(int64_t starting_batch_size, F&& fn,
+                                  const std::function<int64_t(int64_t)>& reduce = nullptr) {
+    using R = std::invoke_result_t<F&, int64_t>;
+    int64_t batch_size = starting_batch_size;
+    for (;;) {
+      if (batch_size <= 0) throw Error("find_executable_batch_size: no batch size fits in memory (reached 0)");
+      // Every rank reaches the agreement, whatever happened: ran (0), out of memory (1), another error (2).
+      std::exception_ptr error;
+      int outcome = 0;
+      std::optional<std::conditional_t<std::is_void_v<R>, int, R>> result;
+      try {
+        if constexpr (std::is_void_v<R>) {
+          fn(batch_size);
+          result.emplace(0);
+        } else {
+          result.emplace(fn(batch_size));
+        }
+      } catch (...) {
+        error = std::current_exception();
+        outcome = is_out_of_memory(error, batch_size) ? 1 : 2;
+      }
+      const int agreed = agree_batch_size_outcome(outcome);
+      if (outcome == 2) std::rethrow_exception(error);
+      if (agreed == 2)
+        throw Error("find_executable_batch_size: fn failed on another rank (its output names the cause)");
+      if (agreed == 0) {
+        if constexpr (std::is_void_v<R>) {
+          return;
+        } else {
+          return std::move(*result);
+        }
+      }
+      release_cached_memory();
+      batch_size = reduce ? reduce(batch_size) : batch_size / 2;
+    }
+  }
 
   // --- checkpoints ----------------------------------------------------------------------------------------
   /// Saves everything prepared (models as safetensors, optimizers, schedulers, the loss scaler, data-loader
   /// epochs and positions), every rank's RNG state and registered objects into `dir`, replacing it atomically:
   /// a crash mid-save leaves the previous checkpoint whole. Every rank calls it. On several machines `dir`
-  /// must be on storage they share.
-  void save_state(const std::string& dir);
+  /// must be on storage they share. With no `dir` and ProjectConfiguration::automatic_checkpoint_naming, saves
+  /// project_dir/checkpoints/checkpoint_<iteration>, then removes the oldest beyond total_limit and counts
+  /// iteration up. Returns the directory written.
+  std::string save_state(const std::string& dir = "");
   /// Restores what save_state saved into the same prepared objects; data loaders resume at the saved batch.
-  /// A missing or corrupt file, or a checkpoint of another world size, is a spur::Error naming it.
-  void load_state(const std::string& dir);
+  /// A missing or corrupt file, or a checkpoint of another world size, is a spur::Error naming it. With no `dir`
+  /// and automatic checkpoint naming, loads the latest checkpoint_<N> (an error naming the folder when there is
+  /// none) and sets the next iteration to N + 1. Returns the directory read.
+  std::string load_state(const std::string& dir = "");
+  /// The latest complete checkpoint under project_dir/checkpoints, or "" when there is none (to decide whether
+  /// to resume: `if (!accelerator.latest_checkpoint().empty()) accelerator.load_state();`).
+  std::string latest_checkpoint() const;
+  /// The project layout in effect (project_dir, logging_dir, iteration as it stands now).
+  const ProjectConfiguration& project_configuration() const;
+  std::string project_dir() const;
+  /// Where file-writing trackers write: ProjectConfiguration::logging_dir, else project_dir, else "runs".
+  std::string logging_dir() const;
+  /// The number the next automatic checkpoint gets.
+  int64_t save_iteration() const;
+  /// Sets it (0 or more), e.g. to number a fresh run's checkpoints after those already in project_dir, as
+  /// Accelerate's error message asks ("override save_iteration").
+  void set_save_iteration(int64_t iteration);
+  HookHandle register_save_state_pre_hook(SaveStatePreHook hook);
+  HookHandle register_load_state_pre_hook(LoadStatePreHook hook);
+  /// The module's parameters and buffers by name (tied tensors under each of their names), detached, on the CPU.
+  template <typename M>
+  NamedTensors get_state_dict(const PreparedModel<M>& model) const {
+    return get_state_dict(static_cast<const torch::nn::Module&>(*model.ptr()));
+  }
+  NamedTensors get_state_dict(const torch::nn::Module& module) const;
+  /// Writes tensors to `path` on the main process only (others return at once), replacing it atomically.
+  void save(const NamedTensors& tensors, const std::string& path, SaveOptions options = {}) const;
+  void save(const std::map<std::string, torch::Tensor>& tensors, const std::string& path,
+            SaveOptions options = {}) const;
   /// Also saves and restores `object` in save_state/load_state: anything with save(OutputArchive&) and
   /// load(InputArchive&), as LibTorch's modules and optimizers (e.g. an EMA model).
   template <typename T>
@@ -234,6 +381,45 @@ class Accelerator {
       return detail::broadcast_tensor(c, t, from_process);
     });
   }
+  /// Every rank's `object`, in rank order, on every rank (any type spur::ObjectCodec can send: numbers, strings,
+  /// JSON values, vectors and maps of them). A vector is concatenated instead, as Accelerate does for lists.
+  template <typename T>
+  std::vector<T> gather_object(const T& object) const {
+    std::vector<T> out;
+    for (const auto& part : detail::gather_bytes(comm(), json::write(ObjectCodec<T>::encode(object)))) {
+      out.push_back(ObjectCodec<T>::decode(parse_object(part)));
+    }
+    return out;
+  }
+  template <typename T, typename A>
+  std::vector<T, A> gather_object(const std::vector<T, A>& objects) const {
+    std::vector<T, A> out;
+    for (const auto& part :
+         detail::gather_bytes(comm(), json::write(ObjectCodec<std::vector<T, A>>::encode(objects)))) {
+      for (auto&& item : ObjectCodec<std::vector<T, A>>::decode(parse_object(part))) out.push_back(std::move(item));
+    }
+    return out;
+  }
+  /// Replaces `objects` on every rank by rank `from_process`'s (sizes may differ); returns it.
+  template <typename T, typename A>
+  std::vector<T, A>& broadcast_object_list(std::vector<T, A>& objects, int64_t from_process = 0) const {
+    const std::string bytes =
+        process_index() == from_process ? json::write(ObjectCodec<std::vector<T, A>>::encode(objects)) : std::string();
+    objects =
+        ObjectCodec<std::vector<T, A>>::decode(parse_object(detail::broadcast_bytes(comm(), bytes, from_process)));
+    return objects;
+  }
+
+  /// This process's contiguous share of `inputs` for inference: a vector or a tensor (along dim 0) or a map of
+  /// them (every value the same length). Shares differ by at most one item, the first ranks taking the extra.
+  /// With apply_padding, short shares repeat the input's last item so every rank has as many (drop the padding
+  /// after gather()). With one process, `inputs` unchanged. No collective.
+  template <typename T>
+  T split_between_processes(const T& inputs, bool apply_padding = false) const {
+    if (num_processes() == 1) return inputs;
+    return split_values(inputs, split_length(inputs), apply_padding);
+  }
+
   /// Pads dimension `dim` to the largest size over the ranks with `pad_index` (at the end, or the start).
   template <typename T>
   T pad_across_processes(const T& data, int64_t dim = 0, int64_t pad_index = 0, bool pad_first = false) const {
@@ -289,6 +475,63 @@ class Accelerator {
   void begin_accumulation_step();
   void print_line(const std::string& line) const;
   detail::Communicator* comm() const;
+  static json::Value parse_object(const std::string& bytes);
+  // find_executable_batch_size: whether `error` is an out-of-memory error (then says so on stderr).
+  bool is_out_of_memory(const std::exception_ptr& error, int64_t batch_size) const;
+  // The largest outcome over the ranks (0 ran, 1 out of memory, 2 another error).
+  int agree_batch_size_outcome(int mine);
+  void release_cached_memory() const;
+
+  template <typename F>
+  static auto run_if(bool here, F&& fn) {
+    using R = std::invoke_result_t<F&>;
+    if constexpr (std::is_void_v<R>) {
+      if (here) fn();
+    } else {
+      return here ? std::optional<R>(fn()) : std::optional<R>();
+    }
+  }
+
+  // split_between_processes: the length every value shares, this rank's [begin, end) and the padded length.
+  struct SplitRange {
+    int64_t begin = 0, end = 0, padded = 0;
+  };
+  SplitRange split_range(int64_t length) const;
+  template <typename T, typename A>
+  static int64_t length_of(const std::vector<T, A>& v) {
+    return static_cast<int64_t>(v.size());
+  }
+  static int64_t length_of(const torch::Tensor& t) { return t.dim() == 0 ? 1 : t.size(0); }
+  template <typename T>
+  SplitRange split_length(const T& inputs) const {
+    return split_range(length_of(inputs));
+  }
+  template <typename K, typename V, typename C, typename A>
+  SplitRange split_length(const std::map<K, V, C, A>& inputs) const {
+    int64_t length = -1;
+    for (const auto& [key, value] : inputs) {
+      const int64_t n = length_of(value);
+      if (length >= 0 && n != length) {
+        throw Error("split_between_processes: every value of the map must have the same length (" +
+                    std::to_string(length) + " and " + std::to_string(n) + ")");
+      }
+      length = n;
+    }
+    return split_range(std::max<int64_t>(length, 0));
+  }
+  template <typename T, typename A>
+  static std::vector<T, A> split_values(const std::vector<T, A>& v, SplitRange range, bool pad) {
+    std::vector<T, A> out(v.begin() + range.begin, v.begin() + range.end);
+    if (pad && !v.empty()) out.resize(static_cast<std::size_t>(range.padded), v.back());
+    return out;
+  }
+  static torch::Tensor split_values(const torch::Tensor& t, SplitRange range, bool pad);
+  template <typename K, typename V, typename C, typename A>
+  static std::map<K, V, C, A> split_values(const std::map<K, V, C, A>& inputs, SplitRange range, bool pad) {
+    std::map<K, V, C, A> out;
+    for (const auto& [key, value] : inputs) out.emplace(key, split_values(value, range, pad));
+    return out;
+  }
 
   std::shared_ptr<detail::AcceleratorCore> core_;
 };

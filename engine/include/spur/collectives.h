@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -28,6 +29,11 @@ torch::Tensor reduce_tensor(Communicator* comm, const torch::Tensor& tensor, Red
 torch::Tensor broadcast_tensor(Communicator* comm, const torch::Tensor& tensor, int64_t from_process);
 torch::Tensor pad_tensor(Communicator* comm, const torch::Tensor& tensor, int64_t dim, int64_t pad_index,
                          bool pad_first);
+
+// Bytes between ranks (gather_object, broadcast_object_list): every rank's bytes in rank order, and rank
+// `from_process`'s bytes on every rank. With no communicator, the input alone.
+std::vector<std::string> gather_bytes(Communicator* comm, const std::string& bytes);
+std::string broadcast_bytes(Communicator* comm, const std::string& bytes, int64_t from_process);
 
 // Applies `fn` to every tensor of a nested structure, in an order that is the same on every rank
 // (vectors by index, maps by key; unordered maps are visited in sorted key order).

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spur {
 
@@ -31,6 +32,24 @@ struct GradScalerOptions {
 /// millisecond counts they are converted to.
 inline constexpr int64_t kMaxTimeoutSeconds = 2'000'000;
 
+/// Where a run keeps its checkpoints and logs, as Accelerate's ProjectConfiguration.
+struct ProjectConfiguration {
+  /// The project's directory: automatic checkpoints go to project_dir/checkpoints/checkpoint_<N>. Default: "" (the
+  /// current directory).
+  std::string project_dir;
+  /// Where trackers that write files (tensorboard) write, under a folder named after init_trackers' project.
+  /// Default: "" (project_dir when set, else "runs").
+  std::string logging_dir;
+  /// save_state() and load_state() without a directory save the next checkpoint_<iteration> and load the latest.
+  /// Default: false.
+  bool automatic_checkpoint_naming = false;
+  /// With automatic naming, keep at most this many checkpoints: the oldest go once a new one is complete.
+  /// Default: std::nullopt (keep all). 0 or less is an error.
+  std::optional<int64_t> total_limit;
+  /// The number of the next automatic checkpoint (load_state() of checkpoint_<N> sets it to N + 1). Default: 0.
+  int64_t iteration = 0;
+};
+
 struct AcceleratorOptions {
   /// Default: the launcher's SPUR_MIXED_PRECISION / ACCELERATE_MIXED_PRECISION, else Precision::no.
   std::optional<Precision> mixed_precision;
@@ -41,6 +60,19 @@ struct AcceleratorOptions {
   std::optional<int64_t> gradient_accumulation_steps;
   /// Loss scaling for fp16.
   GradScalerOptions scaler = {};
+  /// Synchronise gradients on every micro-step of an accumulation, not only the last (more communication, no
+  /// accumulated unsynchronised gradients held per rank); the optimizer still steps every
+  /// gradient_accumulation_steps. As Accelerate's GradientAccumulationPlugin(sync_each_batch). Default: false.
+  bool sync_each_batch = false;
+  /// A prepared scheduler steps only when the optimizers stepped (num_processes times unless split_batches); false:
+  /// it steps on every call, as the plain scheduler. As Accelerate's step_scheduler_with_optimizer. Default: true.
+  bool step_scheduler_with_optimizer = true;
+
+  /// Checkpoint and logging layout (automatic checkpoint naming and rotation).
+  ProjectConfiguration project_config = {};
+  /// Trackers init_trackers starts besides Spur's own (the launcher's SPUR_TRACKERS, else the history):
+  /// "tensorboard", "csv", or "all" for both. Default: none.
+  std::vector<std::string> log_with;
 
   // Data loaders, as Accelerate's DataLoaderConfiguration.
   /// true: a prepared loader's batch_size is the global batch, split between the processes; false: every

@@ -6,7 +6,9 @@
 #include <spur/accelerator.h>
 #include <spur/collectives.h>
 #include <spur/error.h>
+#include <spur/logging.h>
 #include <spur/model.h>
+#include <spur/objects.h>
 #include <spur/optimizer.h>
 #include <spur/options.h>
 #include <spur/precision.h>

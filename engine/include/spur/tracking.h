@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Experiment tracking: Accelerator::init_trackers / log / end_training hand metrics to trackers (sqlite: the run
-// history; stream: lines on stdout for a launcher to ingest; csv; or your own) through one background writer.
+// history; stream: lines on stdout for a launcher to ingest; tensorboard: event files; csv; or your own) through one
+// background writer.
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,14 @@ struct MetricBatch {
   const std::vector<MetricRecord>& records;
 };
 
+/// One logged text (Accelerator::log with a string value).
+struct TextRecord {
+  std::string key;
+  std::string text;
+  int64_t step = 0;
+  double wall = 0;
+};
+
 /// What init_trackers says about the run.
 struct TrackingRun {
   std::string project;
@@ -44,6 +53,8 @@ class Tracker {
   virtual std::string name() const = 0;
   virtual void start(const TrackingRun& run) = 0;
   virtual void write(const MetricBatch& batch) = 0;
+  /// Texts, in the order they were logged (trackers that keep no text ignore them).
+  virtual void write_text(const std::vector<TextRecord>& texts) { (void)texts; }
   virtual void set_total_steps(int64_t total_steps) { (void)total_steps; }
   /// `status`: "finished" or "failed".
   virtual void finish(const std::string& status) { (void)status; }
@@ -55,10 +66,14 @@ std::shared_ptr<Tracker> make_sqlite_tracker(std::string history_path);
 std::shared_ptr<Tracker> make_stream_tracker();
 /// <directory>/<project>/<run>/metrics.csv with columns step,key,value,wall_time.
 std::shared_ptr<Tracker> make_csv_tracker(std::string directory);
+/// TensorBoard event files in `directory` (made if missing): scalars (float32, as PyTorch's SummaryWriter), texts,
+/// and the run's config as the hparams plugin's hyperparameters (nested keys joined with "/"). Every batch is
+/// written whole, so a crash leaves a file TensorBoard reads up to the last batch; finish() syncs it to disk.
+std::shared_ptr<Tracker> make_tensorboard_tracker(std::string directory);
 
 struct TrackingOptions {
-  /// Built-in trackers by name: "sqlite", "stream", "csv". Empty: SPUR_TRACKERS (comma-separated, set by the
-  /// launcher), else "sqlite".
+  /// Built-in trackers by name: "sqlite", "stream", "csv", "tensorboard", "none". Empty: SPUR_TRACKERS
+  /// (comma-separated, set by the launcher), else "sqlite". AcceleratorOptions::log_with adds to these.
   std::vector<std::string> trackers;
   /// Your own trackers, in addition.
   std::vector<std::shared_ptr<Tracker>> custom;

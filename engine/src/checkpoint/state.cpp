@@ -25,6 +25,7 @@
 #include <spur/version.h>
 
 #include "accelerator_core.h"
+#include "checkpoint/project.h"
 #include "compat/torch_compat.h"
 
 namespace spur {
@@ -40,21 +41,26 @@ struct StateDict {
   std::vector<std::pair<std::string, std::string>> aliases;  // alias -> name stored
 };
 
-StateDict state_dict(const torch::nn::Module& module) {
+StateDict dedupe(const NamedTensors& named) {
   StateDict dict;
   std::unordered_map<const void*, std::string> seen;
-  auto add = [&](const std::string& name, const torch::Tensor& t) {
-    if (!t.defined()) return;
+  for (const auto& [name, t] : named) {
+    if (!t.defined()) continue;
     auto [it, fresh] = seen.emplace(t.unsafeGetTensorImpl(), name);
     if (fresh) {
       dict.tensors.emplace_back(name, t);
     } else {
       dict.aliases.emplace_back(name, it->second);
     }
-  };
-  for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
-  for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
+  }
   return dict;
+}
+
+StateDict state_dict(const torch::nn::Module& module) {
+  NamedTensors named;
+  for (const auto& item : module.named_parameters(true)) named.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) named.emplace_back(item.key(), item.value());
+  return dedupe(named);
 }
 
 std::string aliases_text(const StateDict& dict) {
@@ -198,13 +204,39 @@ NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& mo
 
 }  // namespace
 
-void Accelerator::save_state(const std::string& dir) {
+std::string Accelerator::save_state(const std::string& requested) {
   auto& core = *core_;
+  const bool automatic = requested.empty();
+  std::string dir = requested;
+  if (automatic) {
+    if (!core.project.automatic_checkpoint_naming) {
+      throw Error("save_state() needs a directory, or ProjectConfiguration::automatic_checkpoint_naming");
+    }
+    dir = detail::checkpoints_folder(core.project) + "/checkpoint_" + std::to_string(core.project.iteration);
+  }
+  if (core.removal.joinable()) core.removal.join();  // the last rotation's removals
   const std::string tmp = detail::temporary_directory(dir);
   std::string failure;
   if (is_main_process()) {
     failure = attempt([&] {
       std::error_code error;
+      if (automatic) {
+        // Refused: overwriting a checkpoint, or one numbered below the newest (latest_checkpoint() would never
+        // find it, and rotation would remove it first).
+        const auto existing = detail::automatic_checkpoints(detail::checkpoints_folder(core.project));
+        if (!existing.empty() && existing.back().first >= core.project.iteration) {
+          const bool same = existing.back().first == core.project.iteration ||
+                            std::any_of(existing.begin(), existing.end(),
+                                        [&](const auto& entry) { return entry.first == core.project.iteration; });
+          throw Error("checkpoint " + dir +
+                      (same ? " already exists" : " would be older than " + existing.back().second) +
+                      ": ProjectConfiguration::iteration " + std::to_string(core.project.iteration) +
+                      (same ? " would overwrite it" : " is behind it") +
+                      " (load_state() the latest first, or "
+                      "set_save_iteration(" +
+                      std::to_string(existing.back().first + 1) + "))");
+        }
+      }
       fs::remove_all(tmp, error);  // left by a save that crashed
       fs::create_directories(tmp, error);
       if (error) throw Error("cannot create " + tmp + ": " + error.message());
@@ -212,14 +244,36 @@ void Accelerator::save_state(const std::string& dir) {
   }
   agree(comm(), failure, "save_state(" + dir + ")");
 
+  // Pre-hooks see every model's weights (copies, on the CPU) and may change them or take models out, as
+  // Accelerate's. Every rank agrees on the outcome even where only some registered hooks.
+  ModelList hooked_models = core.models;
+  std::vector<NamedTensors> hooked_weights;
+  const bool hooked = !core.save_hooks.empty();
+  failure = attempt([&] {
+    if (!hooked) return;
+    for (const auto& model : core.models) {
+      auto weights = get_state_dict(*model);
+      std::unordered_map<const void*, torch::Tensor> copies;  // tied tensors stay one (copied) tensor
+      for (auto& [name, tensor] : weights) {
+        auto [it, fresh] = copies.emplace(tensor.unsafeGetTensorImpl(), torch::Tensor());
+        if (fresh) it->second = tensor.clone();
+        tensor = it->second;
+      }
+      hooked_weights.push_back(std::move(weights));
+    }
+    for (auto& [id, hook] : core.save_hooks) hook(hooked_models, hooked_weights, tmp);
+  });
+  agree(comm(), failure, "save_state(" + dir + ") pre-hook");
+  const std::size_t model_count = hooked ? hooked_weights.size() : core.models.size();
+
   json::Object files;
   auto record = [&](const std::string& name, std::pair<int64_t, uint64_t> written) {
     files.emplace_back(name, json::Object{{"size", written.first}, {"hash", hex(written.second)}});
   };
   if (is_main_process()) {
     failure = attempt([&] {
-      for (size_t i = 0; i < core.models.size(); ++i) {
-        const auto dict = state_dict(*core.models[i]);
+      for (size_t i = 0; i < model_count; ++i) {
+        const auto dict = hooked ? dedupe(hooked_weights[i]) : state_dict(*core.models[i]);
         record(model_file(i), save_safetensors(tmp + "/" + model_file(i), dict.tensors,
                                                {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
       }
@@ -299,7 +353,7 @@ void Accelerator::save_state(const std::string& dir) {
       json::Object state{{"format", kFormat},
                          {"spur_version", SPUR_VERSION},
                          {"world_size", num_processes()},
-                         {"models", static_cast<int64_t>(core.models.size())},
+                         {"models", static_cast<int64_t>(model_count)},
                          {"optimizers", static_cast<int64_t>(core.optimizers.size())},
                          {"schedulers", static_cast<int64_t>(core.schedulers.size())},
                          {"custom_objects", static_cast<int64_t>(core.custom.size())},
@@ -313,10 +367,24 @@ void Accelerator::save_state(const std::string& dir) {
   agree(comm(), failure, "save_state(" + dir + ")");
   if (is_main_process()) failure = attempt([&] { detail::commit_directory(dir); });
   agree(comm(), failure, "save_state(" + dir + ")");
+  core.project.iteration += 1;  // as Accelerate, after every save
+  if (automatic && is_main_process()) detail::rotate_checkpoints(core);
+  return dir;
 }
 
-void Accelerator::load_state(const std::string& dir) {
+std::string Accelerator::load_state(const std::string& requested) {
   auto& core = *core_;
+  std::string dir = requested;
+  if (dir.empty()) {
+    if (!core.project.automatic_checkpoint_naming) {
+      throw Error("load_state() needs a directory, or ProjectConfiguration::automatic_checkpoint_naming");
+    }
+    dir = latest_checkpoint();
+    if (dir.empty()) {
+      throw Error("load_state(): there is no checkpoint to load in " + detail::checkpoints_folder(core.project) +
+                  " (save_state() writes checkpoint_<N> there)");
+    }
+  }
   const std::string base = dir + "/";
   const std::string state_path = base + kStateFile;
   std::vector<std::shared_ptr<detail::LoaderState>> loaders;
@@ -354,9 +422,11 @@ void Accelerator::load_state(const std::string& dir) {
     }
     return path;
   };
+  // Pre-hooks may take models out (they load those themselves), as Accelerate's. They run once the checkpoint is
+  // verified (phase 1 checks up to as many model files as were prepared), so a bad checkpoint reaches no hook.
+  ModelList models = core.models;
   std::vector<std::string> to_read;
   bool restore_gradients = false;
-  for (size_t i = 0; i < core.models.size(); ++i) to_read.push_back(model_file(i));
   for (size_t i = 0; i < core.optimizers.size(); ++i) to_read.push_back(indexed("optimizer", i));
   for (size_t i = 0; i < core.schedulers.size(); ++i) to_read.push_back(indexed("scheduler", i));
   if (core.scaler) to_read.push_back("scaler.pt");
@@ -387,7 +457,14 @@ void Accelerator::load_state(const std::string& dir) {
                       " (prepare the same objects, in the same order, before load_state)");
         }
       };
-      expect_count("models", core.models.size(), "model(s)");
+      const int64_t saved_models = state.at("models", state_path).as_int("models");
+      if (saved_models < 0 || saved_models > static_cast<int64_t>(core.models.size())) {
+        throw Error("it holds " + std::to_string(saved_models) + " model(s), this run prepared " +
+                    std::to_string(core.models.size()) +
+                    " (prepare the same objects, in the same order, before "
+                    "load_state)");
+      }
+      for (int64_t i = 0; i < saved_models; ++i) to_read.push_back(model_file(static_cast<size_t>(i)));
       expect_count("optimizers", core.optimizers.size(), "optimizer(s)");
       expect_count("schedulers", core.schedulers.size(), "scheduler(s)");
       expect_count("custom_objects", core.custom.size(), "registered object(s)");
@@ -418,12 +495,25 @@ void Accelerator::load_state(const std::string& dir) {
   });
   agree(comm(), failure, "load_state(" + dir + ")");
 
+  failure = attempt([&] {
+    for (auto& [id, hook] : core.load_hooks) hook(models, dir);
+    const int64_t saved_models = state.at("models").as_int();
+    if (saved_models != static_cast<int64_t>(models.size())) {
+      throw Error("cannot load checkpoint " + dir + ": it holds " + std::to_string(saved_models) +
+                  " model(s), this run prepared " + std::to_string(core.models.size()) +
+                  (core.load_hooks.empty() ? std::string()
+                                           : " and its load_state pre-hooks left " + std::to_string(models.size())) +
+                  " (prepare the same objects, in the same order, before load_state)");
+    }
+  });
+  agree(comm(), failure, "load_state(" + dir + ") pre-hook");
+
   // Phase 2: restore.
-  for (size_t i = 0; i < core.models.size(); ++i) {
+  for (size_t i = 0; i < models.size(); ++i) {
     const auto path = base + model_file(i);
     auto file = load_safetensors(path);
     std::map<std::string, torch::Tensor> loaded(file.tensors.begin(), file.tensors.end());
-    assign(*core.models[i], loaded, path);
+    assign(*models[i], loaded, path);
   }
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
     const auto path = base + indexed("optimizer", i);
@@ -517,6 +607,14 @@ void Accelerator::load_state(const std::string& dir) {
     core.backwards_since_step = core.gradient.step % std::max<int64_t>(1, core.accumulation_steps);
   }
   core.step_was_skipped = state.at("step_was_skipped").as_bool();
+  // Loading checkpoint_<N> of this project: the next automatic save is N + 1, not an overwrite.
+  std::error_code error;
+  const auto folder = fs::weakly_canonical(detail::checkpoints_folder(core.project), error);
+  const auto path = fs::weakly_canonical(dir, error);
+  if (const auto n = detail::checkpoint_number(path.filename().string()); n && path.parent_path() == folder) {
+    core.project.iteration = std::max(core.project.iteration, *n + 1);
+  }
+  return dir;
 }
 
 void Accelerator::save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options) {

@@ -4,6 +4,7 @@
 #include "cuda/cuda_support.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <nccl.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
@@ -29,11 +30,13 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<
 
 std::string device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
 
+void empty_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+
 }  // namespace
 }  // namespace spur::detail
 
 extern "C" __attribute__((visibility("default"))) const spur::detail::CudaSupport* spur_cuda_support() {
   static const spur::detail::CudaSupport table{spur::detail::kCudaSupportAbi, &spur::detail::make_nccl_group,
-                                               &spur::detail::device_name};
+                                               &spur::detail::device_name, &spur::detail::empty_cache};
   return &table;
 }

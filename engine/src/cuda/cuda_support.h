@@ -18,15 +18,17 @@ namespace spur::detail {
 /// What libspur_cuda provides (its entry point `spur_cuda_support` returns it).
 struct CudaSupport {
   /// Version of this table; libspur refuses a libspur_cuda of another.
-  int abi = 1;
+  int abi = 2;
   /// The NCCL process group for a CUDA run.
   c10::intrusive_ptr<c10d::ProcessGroup> (*make_nccl_group)(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                             int size, std::chrono::milliseconds timeout) = nullptr;
   /// The name of CUDA device `index` ("NVIDIA H200").
   std::string (*device_name)(int index) = nullptr;
+  /// Returns the CUDA caching allocator's unused blocks to the driver (torch.cuda.empty_cache()).
+  void (*empty_cache)() = nullptr;
 };
 
-inline constexpr int kCudaSupportAbi = 1;
+inline constexpr int kCudaSupportAbi = 2;
 
 /// The loaded CUDA half, or nullptr (a CPU build, no GPU here, or it failed to load: cuda_support_status says).
 const CudaSupport* cuda_support();

@@ -5,6 +5,7 @@
 #include <spur/collectives.h>
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include <torch/types.h>
@@ -207,6 +208,32 @@ torch::Tensor pad_tensor(Communicator* comm, const torch::Tensor& tensor, int64_
   const int64_t start = pad_first ? longest - tensor.size(dim) : 0;
   padded.narrow(dim, start, tensor.size(dim)).copy_(tensor);
   return padded;
+}
+
+// Lengths first (one int64 per rank), then the bytes as one uint8 tensor, cut back into each rank's part.
+std::vector<std::string> gather_bytes(Communicator* comm, const std::string& bytes) {
+  if (!comm) return {bytes};
+  const auto lengths = gather_tensor(comm, torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kLong));
+  auto local = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kByte);
+  if (!bytes.empty()) std::memcpy(local.data_ptr(), bytes.data(), bytes.size());
+  const auto all = gather_tensor(comm, local).contiguous();
+  const auto* data = static_cast<const char*>(all.data_ptr());
+  std::vector<std::string> out;
+  int64_t offset = 0;
+  for (int64_t r = 0; r < lengths.size(0); ++r) {
+    const int64_t n = lengths[r].item<int64_t>();
+    out.push_back(n > 0 ? std::string(data + offset, static_cast<std::size_t>(n)) : std::string());
+    offset += n;
+  }
+  return out;
+}
+
+std::string broadcast_bytes(Communicator* comm, const std::string& bytes, int64_t from_process) {
+  auto local = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kByte);
+  if (!bytes.empty()) std::memcpy(local.data_ptr(), bytes.data(), bytes.size());
+  const auto received = broadcast_tensor(comm, local, from_process).contiguous();
+  if (received.numel() == 0) return {};
+  return std::string(static_cast<const char*>(received.data_ptr()), static_cast<std::size_t>(received.numel()));
 }
 
 }  // namespace spur::detail

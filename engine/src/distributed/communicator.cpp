@@ -50,6 +50,11 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Proce
 
 }  // namespace
 
+std::shared_ptr<Communicator> Communicator::current() {
+  std::lock_guard<std::mutex> lock(join_mutex);
+  return joined();
+}
+
 std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   std::lock_guard<std::mutex> lock(join_mutex);
   if (auto existing = joined()) {

@@ -33,6 +33,8 @@ class Communicator {
   /// Rendezvous and process-group creation. The first call in a process joins; later calls return the same
   /// Communicator, which lives until the process exits.
   static std::shared_ptr<Communicator> join(const Config& config);
+  /// The process's Communicator once an Accelerator joined the group, else nullptr (the logger's in_order).
+  static std::shared_ptr<Communicator> current();
 
   int rank() const { return rank_; }
   int size() const { return size_; }

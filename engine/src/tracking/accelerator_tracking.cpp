@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Accelerator::init_trackers, log, set_total_steps and end_training: trackers chosen from the options or the
 // launcher's SPUR_TRACKERS, fed through one TrackingHub.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include <spur/accelerator.h>
@@ -23,6 +29,16 @@ std::vector<std::string> split(const std::string& text) {
   return parts;
 }
 
+// Made now, on the training thread, so a bad logging directory is an error where init_trackers is called.
+void ensure_writable_directory(const std::string& directory, const std::string& what) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) throw Error("cannot create " + what + " " + directory + ": " + error.message());
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw Error(what + " " + directory + " is not writable: " + std::strerror(errno));
+  }
+}
+
 }  // namespace
 
 LogValue::LogValue(const torch::Tensor& tensor) : value(tensor.item<double>()) {}
@@ -30,14 +46,33 @@ LogValue::LogValue(const torch::Tensor& tensor) : value(tensor.item<double>()) {
 void Accelerator::init_trackers(const std::string& project, json::Object config, TrackingOptions options) {
   auto& core = *core_;
   if (core.tracking) throw Error("init_trackers was already called");
-  if (!options.all_processes && !core.state.is_main_process()) return;
   std::vector<std::string> names = options.trackers;
   if (names.empty()) {
     const char* chosen = std::getenv("SPUR_TRACKERS");
     names = split(chosen && *chosen ? chosen : "sqlite");
   }
-  std::vector<std::shared_ptr<Tracker>> trackers;
+  names.insert(names.end(), core.options.log_with.begin(), core.options.log_with.end());
+  // "all": every tracker that writes files, besides the history.
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "all") {
+      names[i] = "tensorboard";
+      names.insert(names.begin() + static_cast<std::ptrdiff_t>(i) + 1, "csv");
+    }
+  }
+  // Every rank judges the names, so a typo is the same error everywhere, not only on the main process.
+  std::vector<std::string> chosen;
   for (const auto& name : names) {
+    if (name != "sqlite" && name != "stream" && name != "csv" && name != "tensorboard" && name != "none") {
+      throw Error("unknown tracker '" + name +
+                  "' (AcceleratorOptions::log_with, TrackingOptions::trackers or SPUR_TRACKERS): sqlite, stream, "
+                  "tensorboard, csv, all or none");
+    }
+    if (name != "none" && std::find(chosen.begin(), chosen.end(), name) == chosen.end()) chosen.push_back(name);
+  }
+  if (!options.all_processes && !core.state.is_main_process()) return;
+
+  std::vector<std::shared_ptr<Tracker>> trackers;
+  for (const auto& name : chosen) {
     if (name == "sqlite") {
       trackers.push_back(
           make_sqlite_tracker(options.history.empty() ? history::default_history_path() : options.history));
@@ -45,9 +80,12 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
       trackers.push_back(make_stream_tracker());
     } else if (name == "csv") {
       trackers.push_back(make_csv_tracker(options.csv_directory));
-    } else if (name != "none") {
-      throw Error("unknown tracker '" + name +
-                  "' (SPUR_TRACKERS or TrackingOptions::trackers): sqlite, stream, csv or none");
+    } else if (name == "tensorboard") {
+      // logging_dir/<project>, as Accelerate's TensorBoardTracker; one folder per rank when every rank records.
+      std::string directory = logging_dir() + "/" + (project.empty() ? "default" : project);
+      if (options.all_processes && core.state.world_size > 1) directory += "/rank" + std::to_string(core.state.rank);
+      ensure_writable_directory(directory, "the TensorBoard logging directory");
+      trackers.push_back(make_tensorboard_tracker(directory));
     }
   }
   for (auto& tracker : options.custom) trackers.push_back(tracker);
@@ -72,6 +110,10 @@ void Accelerator::log(std::initializer_list<std::pair<std::string_view, LogValue
   core.next_log_step = at + 1;
   std::size_t n = 0;
   for (const auto& [key, value] : values) {
+    if (value.is_text) {
+      core.tracking->log_text(key, value.text, at);
+      continue;
+    }
     plain[n++] = {key, value.value};
     if (n == 16) {
       core.tracking->log(plain, n, at);

@@ -65,6 +65,17 @@ void TrackingHub::log(const std::pair<std::string_view, double>* values, std::si
   }
 }
 
+void TrackingHub::log_text(std::string_view key, std::string_view text, int64_t step) {
+  const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  TextRecord record{std::string(key), std::string(text), step, wall};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stop_ || pending_texts_.size() >= max_backlog_) {
+    ++dropped_pending_;
+    return;
+  }
+  pending_texts_.push_back(std::move(record));
+}
+
 void TrackingHub::set_total_steps(int64_t total_steps) {
   std::lock_guard<std::mutex> lock(mutex_);
   total_steps_ = total_steps;
@@ -94,7 +105,7 @@ void TrackingHub::finish(const std::string& status) {
         << std::endl;
   }
   for (auto& slot : slots_) {
-    const auto left = slot.backlog.size();
+    const auto left = slot.backlog.size() + slot.text_backlog.size();
     if (slot.dropped || left) {
       std::cerr << "spur: tracking: " << slot.tracker->name() << ": " << (slot.dropped + left)
                 << " logged value(s) could not be recorded (" << slot.error << ")" << std::endl;
@@ -104,6 +115,7 @@ void TrackingHub::finish(const std::string& status) {
 
 void TrackingHub::loop() {
   std::vector<MetricRecord> batch;
+  std::vector<TextRecord> texts;
   std::vector<std::string> keys;
   for (;;) {
     int64_t total = -1;
@@ -113,14 +125,16 @@ void TrackingHub::loop() {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, interval_, [&] { return stop_ || requested_ > delivered_; });
       batch.swap(pending_);
+      texts.swap(pending_texts_);
       if (keys.size() != keys_.size()) keys = keys_;
       total = total_steps_;
       total_steps_ = -1;
       ticket = requested_;
       stopping = stop_;
     }
-    deliver(batch, keys, total);
+    deliver(batch, texts, keys, total);
     batch.clear();
+    texts.clear();
     if (stopping) {
       // The run's last values wait for a history that another process is writing (several launches at once),
       // for up to a minute, rather than being dropped.
@@ -129,11 +143,11 @@ void TrackingHub::loop() {
       for (auto pause = 50ms; std::chrono::steady_clock::now() < deadline;
            pause = std::min<std::chrono::milliseconds>(pause * 2, 1s)) {
         const bool waiting = std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
-          return slot.busy && (!slot.backlog.empty() || !slot.started);
+          return slot.busy && (!slot.backlog.empty() || !slot.text_backlog.empty() || !slot.started);
         });
         if (!waiting) break;
         std::this_thread::sleep_for(pause);
-        deliver(batch, keys, -1);
+        deliver(batch, texts, keys, -1);
       }
       for (auto& slot : slots_) {
         try {
@@ -154,13 +168,17 @@ void TrackingHub::loop() {
   }
 }
 
-void TrackingHub::deliver(std::vector<MetricRecord>& batch, const std::vector<std::string>& keys, int64_t total_steps) {
+void TrackingHub::deliver(std::vector<MetricRecord>& batch, std::vector<TextRecord>& texts,
+                          const std::vector<std::string>& keys, int64_t total_steps) {
   for (auto& slot : slots_) {
     std::vector<MetricRecord>* records = &batch;
     if (!slot.backlog.empty()) {
       slot.backlog.insert(slot.backlog.end(), batch.begin(), batch.end());
       records = &slot.backlog;
     }
+    // Texts are rare: each slot keeps its own copy until its tracker took them.
+    slot.text_backlog.insert(slot.text_backlog.end(), texts.begin(), texts.end());
+    bool written = false;
     try {
       if (!slot.started) {
         TrackingRun run = run_;
@@ -170,6 +188,9 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, const std::vector<st
       if (total_steps >= 0) slot.tracker->set_total_steps(total_steps);
       if (!records->empty()) slot.tracker->write(MetricBatch{keys, *records});
       slot.backlog.clear();
+      written = true;
+      if (!slot.text_backlog.empty()) slot.tracker->write_text(slot.text_backlog);
+      slot.text_backlog.clear();
       slot.busy = false;
       if (slot.warned) {
         std::cerr << "spur: tracking: " << slot.tracker->name() << " writes again" << std::endl;
@@ -179,10 +200,16 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, const std::vector<st
       slot.error = e.what();
       const auto* history_error = dynamic_cast<const history::HistoryError*>(&e);
       slot.busy = history_error && history_error->busy();
-      if (records == &batch) slot.backlog = batch;
+      if (records == &batch && !written) slot.backlog = batch;
       if (slot.backlog.size() > max_backlog_) {
         const auto excess = slot.backlog.size() - max_backlog_;
         slot.backlog.erase(slot.backlog.begin(), slot.backlog.begin() + static_cast<std::ptrdiff_t>(excess));
+        slot.dropped += excess;
+      }
+      if (slot.text_backlog.size() > max_backlog_) {
+        const auto excess = slot.text_backlog.size() - max_backlog_;
+        slot.text_backlog.erase(slot.text_backlog.begin(),
+                                slot.text_backlog.begin() + static_cast<std::ptrdiff_t>(excess));
         slot.dropped += excess;
       }
       if (!slot.warned) {

@@ -25,6 +25,8 @@ class TrackingHub {
 
   /// Training thread: queue values (their wall time is now).
   void log(const std::pair<std::string_view, double>* values, std::size_t count, int64_t step);
+  /// Training thread: queue a text (its wall time is now).
+  void log_text(std::string_view key, std::string_view text, int64_t step);
   void set_total_steps(int64_t total_steps);
   /// Delivers everything queued, finishes the trackers with `status` and stops the writer; idempotent.
   void finish(const std::string& status);
@@ -36,6 +38,7 @@ class TrackingHub {
     std::shared_ptr<Tracker> tracker;
     bool started = false;
     std::vector<MetricRecord> backlog;
+    std::vector<TextRecord> text_backlog;
     uint64_t dropped = 0;
     bool warned = false;
     std::string error;
@@ -44,7 +47,8 @@ class TrackingHub {
 
   uint32_t key_id(std::string_view key);
   void loop();
-  void deliver(std::vector<MetricRecord>& batch, const std::vector<std::string>& keys, int64_t total_steps);
+  void deliver(std::vector<MetricRecord>& batch, std::vector<TextRecord>& texts, const std::vector<std::string>& keys,
+               int64_t total_steps);
 
   TrackingRun run_;
   std::chrono::milliseconds interval_;
@@ -56,6 +60,7 @@ class TrackingHub {
   std::mutex mutex_;
   std::condition_variable wake_, flushed_;
   std::vector<MetricRecord> pending_;
+  std::vector<TextRecord> pending_texts_;
   std::vector<std::string> keys_;
   int64_t total_steps_ = -1;  // -1: unchanged since the last delivery
   uint64_t requested_ = 0, delivered_ = 0;
