@@ -3,11 +3,13 @@
 //   ./train_fashion_mnist [--epochs 5] [--batch_size 64] [--lr 3e-3] [--mixed_precision no|fp16|bf16]
 //                         [--gradient_accumulation_steps K] [--num_workers 2] [--data_dir DIR]
 //                         [--output_dir DIR] [--resume_from_checkpoint PATH|latest] [--max_steps N]
+//                         [--checkpoints_total_limit N]
 //   spur launch --num_processes 2 ./train_fashion_mnist
 // Augmentation (a random 28x28 crop of the image padded by 2, and a horizontal flip) runs in the loader's worker
 // threads from spur::loader_generator(). AdamW, a warm-up then cosine schedule, gradient clipping; each epoch it
 // measures accuracy on the 10,000 test images (every image once, whatever the number of ranks) and saves a
-// checkpoint. Logs loss, accuracy, learning rate and samples/s to the run history.
+// checkpoint (output_dir/checkpoints/checkpoint_N, the newest --checkpoints_total_limit kept). Logs loss, accuracy,
+// learning rate and samples/s to the run history and to TensorBoard (output_dir/fashion-mnist).
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +22,7 @@
 
 #include <spur/spur.h>
 
+#include "../common/example_checkpoints.h"
 #include "../common/example_flags.h"
 
 #include "cnn.h"
@@ -41,6 +44,7 @@ struct Options {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string output_dir = "fashion_mnist_output";
   std::string resume;
+  int64_t keep = 3;       // checkpoints kept
   int64_t max_steps = 0;  // 0: whole epochs
   int64_t log_every = 50;
   uint64_t seed = 42;
@@ -52,7 +56,8 @@ Options parse(int argc, char** argv) {
   const std::string usage =
       " (known: --epochs N --batch_size B --lr LR --weight_decay W --clip C --num_workers N "
       "--gradient_accumulation_steps K --mixed_precision no|fp16|bf16 --data_dir DIR --output_dir DIR "
-      "--resume_from_checkpoint PATH|latest --max_steps N --log_every N --seed S --checksum)";
+      "--resume_from_checkpoint PATH|latest --checkpoints_total_limit N --max_steps N --log_every N --seed S "
+      "--checksum)";
   ExampleFlags flags(argc, argv, usage);
   while (flags.next()) {
     if (flags.is("--epochs")) o.epochs = flags.integer(1);
@@ -66,6 +71,7 @@ Options parse(int argc, char** argv) {
     else if (flags.is("--data_dir")) o.data_dir = flags.value();
     else if (flags.is("--output_dir")) o.output_dir = flags.value();
     else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
+    else if (flags.is("--checkpoints_total_limit")) o.keep = flags.integer(1);
     else if (flags.is("--max_steps")) o.max_steps = flags.integer(1);
     else if (flags.is("--log_every")) o.log_every = flags.integer(1);
     else if (flags.is("--seed")) o.seed = static_cast<uint64_t>(flags.integer(0));
@@ -130,26 +136,6 @@ int64_t count_parameters(torch::nn::Module& module) {
   return total;
 }
 
-// "latest": the newest epoch_N checkpoint under output_dir/checkpoints; else the path itself.
-std::string checkpoint_to_resume(const Options& o) {
-  if (o.resume != "latest") return o.resume;
-  const fs::path dir = fs::path(o.output_dir) / "checkpoints";
-  std::error_code error;
-  int64_t best = -1;
-  std::string found;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("epoch_", 0) != 0 || !entry.is_directory()) continue;
-    try {
-      const int64_t n = std::stoll(name.substr(6));
-      if (n > best) best = n, found = entry.path().string();
-    } catch (const std::exception&) {
-    }
-  }
-  if (found.empty()) throw spur::Error("--resume_from_checkpoint latest: no checkpoint under " + dir.string());
-  return found;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -163,6 +149,11 @@ int main(int argc, char** argv) try {
     accelerator_options.mixed_precision = *precision;
   }
   if (o.accumulation > 0) accelerator_options.gradient_accumulation_steps = o.accumulation;
+  // Checkpoints as output_dir/checkpoints/checkpoint_N, the oldest removed beyond the limit; TensorBoard event
+  // files in output_dir/fashion-mnist besides the run history.
+  accelerator_options.project_config = {
+      .project_dir = o.output_dir, .automatic_checkpoint_naming = true, .total_limit = o.keep};
+  accelerator_options.log_with = {"tensorboard"};
   spur::Accelerator accelerator(accelerator_options);
   accelerator.print(spur::environment_summary(), "|", accelerator.num_processes(), "process(es) on",
                     accelerator.device().str(), "| mixed precision", spur::to_string(accelerator.mixed_precision()),
@@ -196,12 +187,17 @@ int main(int argc, char** argv) try {
       accelerator.prepare(net, adamw, schedule, train_loader, test_loader);
 
   int64_t epoch = 1, step = 0;
+  // The optimizer step count goes into the checkpoints too (a run stopped by --max_steps resumes mid-epoch).
+  auto saved_step = torch::zeros({}, torch::kLong);
+  accelerator.register_for_checkpointing([&](torch::serialize::OutputArchive& a) { a.write("step", saved_step); },
+                                         [&](torch::serialize::InputArchive& a) { a.read("step", saved_step); });
+  if (o.resume.empty()) number_after_old_checkpoints(accelerator);
   if (!o.resume.empty()) {
-    const std::string path = checkpoint_to_resume(o);
-    accelerator.load_state(path);
+    // "latest": the newest checkpoint_N under output_dir/checkpoints.
+    const std::string path = accelerator.load_state(o.resume == "latest" ? "" : o.resume);
     epoch = train.epoch() + 1;
-    step = (epoch - 1) * train.size() / accelerator.gradient_accumulation_steps();
-    accelerator.print("resumed from", path, "at epoch", epoch);
+    step = saved_step.item<int64_t>();
+    accelerator.print("resumed from", path, "at epoch", epoch, "step", step);
   }
   const int64_t total =
       o.max_steps > 0 ? o.max_steps : o.epochs * train.size() / accelerator.gradient_accumulation_steps();
@@ -278,10 +274,8 @@ int main(int argc, char** argv) try {
       accelerator.log({{"accuracy", correct / seen}, {"epoch", epoch}}, step);
     }
     // Every epoch's end (and where --max_steps stopped it) is a checkpoint to resume from.
-    const std::string checkpoint =
-        (fs::path(o.output_dir) / "checkpoints" / ("epoch_" + std::to_string(epoch))).string();
-    accelerator.save_state(checkpoint);
-    accelerator.print("saved", checkpoint);
+    saved_step.fill_(step);
+    accelerator.print("saved", accelerator.save_state());
   }
   if (o.checksum) {
     torch::NoGradGuard no_grad;

@@ -35,6 +35,7 @@
 
 #include <spur/spur.h>
 
+#include "../common/example_checkpoints.h"
 #include "../common/example_flags.h"
 
 #include "gpt_model.h"
@@ -223,25 +224,6 @@ std::string continue_text(Gpt& model, const std::string& prompt, int64_t count, 
   return std::string(ids.begin(), ids.end());
 }
 
-std::string checkpoint_to_resume(const Options& o) {
-  if (o.resume != "latest") return o.resume;
-  const fs::path dir = fs::path(o.output_dir) / "checkpoints";
-  std::error_code error;
-  int64_t best = -1;
-  std::string found;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !entry.is_directory()) continue;
-    try {
-      const int64_t n = std::stoll(name.substr(5));
-      if (n > best) best = n, found = entry.path().string();
-    } catch (const std::exception&) {
-    }
-  }
-  if (found.empty()) throw spur::Error("--resume_from_checkpoint latest: no checkpoint under " + dir.string());
-  return found;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -253,7 +235,20 @@ int main(int argc, char** argv) try {
     accelerator_options.mixed_precision = *precision;
   }
   if (o.accumulation > 0) accelerator_options.gradient_accumulation_steps = o.accumulation;
+  // Checkpoints as output_dir/checkpoints/checkpoint_N (the newest 3 kept); TensorBoard files in output_dir/gpt.
+  accelerator_options.project_config = {
+      .project_dir = o.output_dir, .automatic_checkpoint_naming = true, .total_limit = 3};
+  accelerator_options.log_with = {"tensorboard"};
   spur::Accelerator accelerator(accelerator_options);
+  // "latest": the newest checkpoint_N under output_dir/checkpoints.
+  auto checkpoint_to_resume = [&]() -> std::string {
+    if (o.resume != "latest") return o.resume;
+    const std::string latest = accelerator.latest_checkpoint();
+    if (latest.empty()) {
+      throw spur::Error("--resume_from_checkpoint latest: no checkpoint under " + o.output_dir + "/checkpoints");
+    }
+    return latest;
+  };
   accelerator.print(spur::environment_summary(), "|", accelerator.num_processes(), "process(es) on",
                     accelerator.device().str(), "| mixed precision", spur::to_string(accelerator.mixed_precision()),
                     "| gradients via", accelerator.gradient_transport());
@@ -280,7 +275,7 @@ int main(int argc, char** argv) try {
     // Sampling from a checkpoint: load the weights and continue the prompt, on the main process.
     if (o.resume.empty()) throw spur::Error("--sample needs --resume_from_checkpoint PATH|latest");
     auto model = accelerator.prepare(net);
-    spur::load_model(*net, checkpoint_to_resume(o));
+    spur::load_model(*net, checkpoint_to_resume());
     if (accelerator.is_main_process())
       std::cout << continue_text(net, o.sample, o.sample_bytes, accelerator.device()) << "\n";
     return EXIT_SUCCESS;
@@ -304,9 +299,9 @@ int main(int argc, char** argv) try {
   auto counter = torch::zeros({}, torch::kLong);
   accelerator.register_for_checkpointing([&](torch::serialize::OutputArchive& a) { a.write("step", counter); },
                                          [&](torch::serialize::InputArchive& a) { a.read("step", counter); });
+  if (o.resume.empty()) number_after_old_checkpoints(accelerator);
   if (!o.resume.empty()) {
-    const std::string path = checkpoint_to_resume(o);
-    accelerator.load_state(path);
+    const std::string path = accelerator.load_state(checkpoint_to_resume());
     step = counter.item<int64_t>();
     accelerator.print("resumed from", path, "at step", step);
   }
@@ -387,11 +382,7 @@ int main(int argc, char** argv) try {
                           std::to_string(std::exp(valid_loss)), "(unigram entropy", std::to_string(entropy) + ")");
         accelerator.log({{"valid_loss", valid_loss}, {"perplexity", std::exp(valid_loss)}}, step);
       }
-      if (step % o.save_every == 0 || step == o.max_steps) {
-        const std::string checkpoint =
-            (fs::path(o.output_dir) / "checkpoints" / ("step_" + std::to_string(step))).string();
-        accelerator.save_state(checkpoint);
-      }
+      if (step % o.save_every == 0 || step == o.max_steps) accelerator.save_state();
       if (step >= o.max_steps) break;
     }
   }
