@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   sink.reserve(static_cast<size_t>(values));
   auto start = Clock::now();
   for (int64_t step = 0; step < values / 4; ++step) {
-    const double v = static_cast<double>(step);
+    const auto v = static_cast<double>(step);
     sink.emplace_back(step, v);
     sink.emplace_back(step, v * 2);
     sink.emplace_back(step, v * 3);
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     accelerator.init_trackers("bench", {}, options);
     start = Clock::now();
     for (int64_t step = 0; step < values / 4; ++step) {
-      const double v = static_cast<double>(step);
+      const auto v = static_cast<double>(step);
       accelerator.log({{"loss", v}, {"lr", v * 2}, {"accuracy", v * 3}, {"grad_norm", v * 4}}, step);
     }
     log_ns = seconds_since(start) * 1e9 / static_cast<double>(values);
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     accelerator.init_trackers("bench", {{"lr", 0.1}}, options);
     start = Clock::now();
     for (int64_t step = 0; step < values / 4; ++step) {
-      const double v = static_cast<double>(step);
+      const auto v = static_cast<double>(step);
       accelerator.log({{"loss", v}, {"lr", v * 2}, {"accuracy", v * 3}, {"grad_norm", v * 4}}, step);
     }
     tensorboard_log_ns = seconds_since(start) * 1e9 / static_cast<double>(values);

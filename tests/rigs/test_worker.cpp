@@ -500,7 +500,7 @@ int metrics(const Args&) {
   auto x = torch::randn({17, 4});
   auto y = torch::randint(0, 3, {17});
   torch::NoGradGuard no_grad;
-  const double reference = (model(x).argmax(1) == y).to(torch::kDouble).mean().item<double>();
+  const auto reference = (model(x).argmax(1) == y).to(torch::kDouble).mean().item<double>();
   for (bool even : {true, false}) {
     spur::AcceleratorOptions options;
     options.even_batches = even;
@@ -564,7 +564,7 @@ int resume(const Args& args) {
   const std::string dir = args.out + "/checkpoint";
   if (args.load) accelerator.load_state(dir);
   model->train();
-  int64_t step = counter.item<int64_t>();
+  auto step = counter.item<int64_t>();
   while (step < args.steps) {
     for (auto& batch : train_loader) {
       auto scope = accelerator.accumulate(model);
@@ -745,7 +745,7 @@ int precision(const Args& args) {
     accelerator.backward(loss);
     optimizer.step();
     optimizer.zero_grad();
-    const double mean = accelerator.reduce(loss.detach(), spur::Reduction::mean).item<double>();
+    const auto mean = accelerator.reduce(loss.detach(), spur::Reduction::mean).item<double>();
     if (accelerator.is_main_process()) std::printf("loss %lld %.6f\n", static_cast<long long>(step), mean);
   }
   if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());
@@ -857,7 +857,7 @@ int track(const Args& args) {
   for (int64_t step = 0; step < args.steps; ++step) {
     accelerator.log({{"x", step}}, step);
     if (step % 100 == 99) {
-      std::printf("logged %lld\n", static_cast<long long>(step + 1));
+      std::printf("logged %lld\n", static_cast<long long>(step) + 1);
       std::fflush(stdout);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -955,7 +955,7 @@ int helpers(const Args& args) {
     tried.push_back(batch_size);
     if (rank == world - 1 && batch_size > 16) throw std::bad_alloc();
     if (rank == 0 && batch_size > 64) {
-      throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+      throw c10::Error({"helpers", __FILE__, static_cast<uint32_t>(__LINE__)},
                        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes.");
     }
     return batch_size;
