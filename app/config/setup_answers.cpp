@@ -185,7 +185,7 @@ QString check_host_list(const QString& hosts) {
   QStringList list = split_host_list(hosts);
   if (list.isEmpty()) return "list at least one host";
   for (const auto& host : list) {
-    if (const QString problem = check_host(host); !problem.isEmpty()) return problem;
+    if (QString problem = check_host(host); !problem.isEmpty()) return problem;
   }
   if (list.removeDuplicates() > 0) return "a host is listed twice";
   return {};

@@ -11,7 +11,7 @@ namespace spur::app {
 
 QString find_companion(const char* variable, const QStringList& beside, const QString& on_path) {
   if (variable) {
-    if (const QString chosen = qEnvironmentVariable(variable); !chosen.isEmpty()) return chosen;
+    if (QString chosen = qEnvironmentVariable(variable); !chosen.isEmpty()) return chosen;
   }
   const QDir here(QCoreApplication::applicationDirPath());
   for (const auto& relative : beside) {

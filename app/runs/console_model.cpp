@@ -86,9 +86,11 @@ ConsoleBatch ConsoleSource::read(const ConsoleQuery& query) {
     if (batch.record_changed && batch.record &&
         (batch.record->status == "failed" || batch.record->status == "stopped")) {
       const auto events = reader_->events(query.run);
-      for (auto it = events.rbegin(); it != events.rend(); ++it) {
-        if (!it->detail.empty()) {
-          batch.cause = QString::fromStdString(it->detail);
+      // The newest event that says why (backwards by index: clang-tidy's clang 14 cannot read libstdc++ 12's
+      // std::ranges::reverse_view).
+      for (std::size_t i = events.size(); i-- > 0;) {
+        if (!events[i].detail.empty()) {
+          batch.cause = QString::fromStdString(events[i].detail);
           break;
         }
       }

@@ -61,7 +61,7 @@ void RunRecorder::Queue::take(Queue& from) {
   from.params.reset();
 }
 
-RunRecorder::RunRecorder(const std::string& path, history::Run run, QTextStream& err, RunRecorderOptions options)
+RunRecorder::RunRecorder(const std::string& path, const history::Run& run, QTextStream& err, RunRecorderOptions options)
     : path_(path), err_(err), options_(options) {
   const auto deadline = std::chrono::steady_clock::now() + kCreateDeadline;
   bool said_waiting = false;

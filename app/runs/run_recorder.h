@@ -53,7 +53,7 @@ class RunRecorder {
   /// Creates the run in the history at `path` (waiting, with retries, while another process writes it). On a
   /// history that cannot be written it warns once on `err` and the launch goes on without it (recording() is
   /// false).
-  RunRecorder(const std::string& path, history::Run run, QTextStream& err, RunRecorderOptions options = {});
+  RunRecorder(const std::string& path, const history::Run& run, QTextStream& err, RunRecorderOptions options = {});
   /// Finishes as "failed" (exit code -1) if finish() was not called, writing what is queued.
   ~RunRecorder();
   RunRecorder(const RunRecorder&) = delete;

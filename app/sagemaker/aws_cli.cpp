@@ -14,7 +14,7 @@
 namespace spur::app {
 
 QString find_aws_cli(const QProcessEnvironment& environment) {
-  const QString chosen = environment.value("SPUR_AWS_CLI");
+  QString chosen = environment.value("SPUR_AWS_CLI");
   if (!chosen.isEmpty()) return chosen;
   if (QFileInfo("/usr/bin/aws").isExecutable()) return "/usr/bin/aws";
   return QStandardPaths::findExecutable("aws");

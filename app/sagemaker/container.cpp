@@ -69,7 +69,7 @@ std::optional<SageMakerContainer> detect_sagemaker_container(const QProcessEnvir
 }
 
 QString SageMakerContainer::program() const {
-  const QString program = hyperparameters.value(kProgramHyperparameter).toString();
+  QString program = hyperparameters.value(kProgramHyperparameter).toString();
   if (program.isEmpty()) {
     throw LaunchError("SageMaker container: no program to launch: the job's hyperparameters have no " +
                       QString(kProgramHyperparameter) + " (submit it with `spur launch`), and none was given");

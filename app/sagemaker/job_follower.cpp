@@ -57,7 +57,7 @@ bool transient(const AwsError& error) {
       "ThrottlingException",      "Throttling",          "RequestLimitExceeded",
       "TooManyRequestsException", "ServiceUnavailable",  "ServiceUnavailableException",
       "InternalFailure",          "InternalServerError", "RequestTimeout"};
-  return codes.count(error.error_code()) > 0 || error.exit_code() == 255 || error.exit_code() == 124;
+  return codes.contains(error.error_code()) || error.exit_code() == 255 || error.exit_code() == 124;
 }
 
 QString instance_of_log_stream(const QString& job, const QString& stream) {

@@ -202,7 +202,7 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
   }
   static const std::set<QString> credentials = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   for (auto it = environment.begin(); it != environment.end(); ++it) {
-    if (credentials.count(it.key())) {
+    if (credentials.contains(it.key())) {
       throw ConfigError(it.key().toStdString() +
                         ": credentials never go into a job (it runs with its IAM role, "
                         "iam_role_name)");

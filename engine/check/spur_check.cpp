@@ -67,9 +67,9 @@ int main(int argc, char** argv) try {
 
   // all-reduce: the sum of rank+1 over all ranks is world*(world+1)/2.
   auto t0 = Clock::now();
-  const double sum = accelerator.reduce(torch::full({}, static_cast<double>(rank + 1), floats)).item<double>();
+  const auto sum = accelerator.reduce(torch::full({}, static_cast<double>(rank + 1), floats)).item<double>();
   const double allreduce_ms = ms_since(t0);
-  expect(sum == static_cast<double>(world * (world + 1) / 2), "all-reduce (sum of rank+1)",
+  expect(sum == static_cast<double>(world * (world + 1)) / 2, "all-reduce (sum of rank+1)",
          me + " got " + fixed(sum, 1) + ", expected " + std::to_string(world * (world + 1) / 2));
 
   // gather with an uneven first dimension: rank r contributes r+1 copies of r.
@@ -85,7 +85,7 @@ int main(int argc, char** argv) try {
 
   // broadcast from the last rank, so a wrong "from" cannot pass by accident.
   const auto from = world - 1;
-  const double value =
+  const auto value =
       accelerator.broadcast(torch::full({3}, rank == from ? 42.0 : -1.0, floats), from).sum().item<double>();
   expect(value == 126.0, "broadcast", me + " got sum " + fixed(value, 1) + ", expected 126");
 

@@ -221,7 +221,7 @@ class HistoryTest : public QObject {
       const double values[2] = {0.5, 0.25}, walls[2] = {10, 11};
       const int64_t steps[2] = {3, 4};
       unsigned char blob[48];
-      for (int i = 0; i < 2; ++i) {
+      for (std::ptrdiff_t i = 0; i < 2; ++i) {
         std::memcpy(blob + 24 * i, &steps[i], 8);
         std::memcpy(blob + 24 * i + 8, &values[i], 8);
         std::memcpy(blob + 24 * i + 16, &walls[i], 8);
@@ -343,7 +343,7 @@ class HistoryTest : public QObject {
     QCOMPARE(lines.front(), QString("key,step,value,wall_time"));
     QCOMPARE(static_cast<size_t>(lines.size() - 1), loss.size());
     for (size_t i = 0; i < loss.size(); ++i) {
-      const auto fields = lines[static_cast<qsizetype>(i + 1)].split(',');
+      const auto fields = lines[static_cast<qsizetype>(i) + 1].split(',');
       QCOMPARE(fields[0], QString("loss"));
       QCOMPARE(fields[1].toLongLong(), loss[i].step);
       QCOMPARE(fields[2].toDouble(), loss[i].value);
@@ -474,7 +474,7 @@ class HistoryTest : public QObject {
   void concurrent_launches_lose_nothing() {
     QTemporaryDir dir;
     const QString history = dir.filePath("history.db");
-    spur::history::HistoryWriter(history.toStdString());  // created (and migrated) before the race
+    { spur::history::HistoryWriter created(history.toStdString()); }  // created (and migrated) before the race
     constexpr int kLaunches = 4;
     constexpr int kLines = 40000;
     auto env = QProcessEnvironment::systemEnvironment();
@@ -515,7 +515,7 @@ class HistoryTest : public QObject {
     QStringList outputs;
     for (auto& launch : launches) {
       QVERIFY(launch.process->waitForFinished(180000));
-      const QString output = QString::fromUtf8(seen[&launch - &launches[0]] + launch.process->readAll());
+      const QString output = QString::fromUtf8(seen[&launch - launches.data()] + launch.process->readAll());
       QVERIFY2(launch.process->exitCode() == 0, qPrintable(output));
       QVERIFY2(output.contains("recorded as run") && !output.contains("incomplete"), qPrintable(output));
       outputs << output;

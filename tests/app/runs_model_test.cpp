@@ -83,6 +83,7 @@ class RunsModelTest : public QObject {
     const int64_t a = writer.create_run({});
     const int64_t b = writer.create_run({});
     std::vector<spur::history::Point> many;
+    many.reserve(3000);
     for (int step = 0; step < 3000; ++step) many.push_back({step, 1.0 / (step + 1), 0});  // three chunks
     writer.append_metrics(a, {{"loss", many}, {"accuracy", {{0, 0.5, 0}, {1, 0.75, 0}}}});
     writer.append_metrics(b, {{"loss", {{0, 2.0, 0}}}});

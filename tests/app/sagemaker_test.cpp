@@ -490,7 +490,7 @@ class SageMakerTest : public QObject {
       write_file(root + "/input/config/hyperparameters.json",
                  json({{"spur_program", check},
                        {"spur_arguments", "[]"},
-                       {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
+                       {"spur_launch_flags", R"(["--mixed_precision","bf16"])"}}));
       auto env = aws_environment(dir);
       env.insert("SPUR_SAGEMAKER_ROOT", root);
       auto process = std::make_unique<QProcess>();
@@ -546,7 +546,7 @@ class SageMakerTest : public QObject {
     write_file(root + "/input/config/hyperparameters.json",
                json({{"spur_program", "/bin/echo"},
                      {"spur_arguments", "[\"from job\"]"},
-                     {"spur_launch_flags", "[\"--mixed_precision\",\"bf16\"]"}}));
+                     {"spur_launch_flags", R"(["--mixed_precision","bf16"])"}}));
     QDir().mkpath(dir.filePath("gpus/0000:00:1e.0"));
     QDir().mkpath(dir.filePath("gpus/0000:00:1f.0"));
     auto env = aws_environment(dir);
@@ -567,7 +567,7 @@ class SageMakerTest : public QObject {
     write_file(root + "/input/config/resourceconfig.json",
                json({{"current_host", "algo-1"}, {"hosts", QJsonArray{"algo-1"}}}));
     write_file(root + "/input/config/hyperparameters.json",
-               json({{"spur_program", "/bin/sh"}, {"spur_arguments", "[\"-c\",\"echo out of memory; exit 3\"]"}}));
+               json({{"spur_program", "/bin/sh"}, {"spur_arguments", R"(["-c","echo out of memory; exit 3"])"}}));
     auto env = aws_environment(dir);
     env.insert("SPUR_SAGEMAKER_ROOT", root);
     auto result = spur::test::run_process(SPUR_CLI, {"launch", "train"}, env, 30000);

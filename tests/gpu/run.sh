@@ -5,7 +5,7 @@
 # 1. finds that machine's own torch (SPUR_PYTHON, else the set-up's environment, else python3) and checks that it
 #    sees a GPU; 2. builds Spur against it (CUDA, NCCL); 3. runs spur env and spur-check (NCCL at world size 1);
 # 4. runs the test suite's engine parts (unit, multiprocess) with the GPU visible, when Qt Test is there to build
-#    them; 5. trains the examples (MLP, Fashion-MNIST one epoch, GPT 300 steps) on the GPU in fp32, fp16 and bf16; 6. benchmarks one process on the GPU: Spur
+#    them, and find_executable_batch_size against the GPU's real out-of-memory error; 5. trains the examples (MLP, Fashion-MNIST one epoch, GPT 300 steps) on the GPU in fp32, fp16 and bf16; 6. benchmarks one process on the GPU: Spur
 #    against hand-written LibTorch, and against Accelerate (when installed) on the same torch. Prints one summary
 #    and exits non-zero if any step failed. Nothing here needs a network.
 # SPUR_GPU_DRY_RUN=1 runs every step on a machine without a GPU (on the CPU), to check the script itself.
@@ -80,6 +80,8 @@ step "spur-check (NCCL, world 1)" env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WOR
 if [ "$with_qt" = ON ]; then
   step "ctest unit" ctest --test-dir "$build" -L unit --output-on-failure
   step "ctest multiprocess" ctest --test-dir "$build" -L multiprocess --output-on-failure
+  # find_executable_batch_size against the device's own out-of-memory error (1 GiB per item, from 16 TiB down).
+  step "batch size search (device OOM)" "$build/tests/spur_test_worker" batch_search
 else
   record "ctest" skip "no Qt 6 Test here: the suites were not built"
 fi

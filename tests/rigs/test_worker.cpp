@@ -1053,6 +1053,22 @@ int tensorboard_crash(const Args& args) {
   std::abort();
 }
 
+// find_executable_batch_size against the device's real out-of-memory error (tests/gpu/run.sh): 1 GiB of float32 per
+// batch item, from 16 TiB down, until one allocation fits; prints the size found. (On the CPU a large malloc may
+// succeed without touching memory, so the size found there says little.)
+int batch_search(const Args&) {
+  spur::Accelerator accelerator;
+  const auto options = torch::TensorOptions(torch::kFloat).device(accelerator.device());
+  const int64_t found = accelerator.find_executable_batch_size(16384, [&](int64_t size) {
+    auto block = torch::empty({size, 256, 1024, 1024}, options);
+    return block.size(0);
+  });
+  check(found >= 1, "find_executable_batch_size found a size", std::to_string(found));
+  std::printf("batch size %lld fits on %s (%lld GiB)\n", static_cast<long long>(found),
+              accelerator.device().str().c_str(), static_cast<long long>(found));
+  return 0;
+}
+
 int rendezvous(const Args&) {
   spur::Accelerator accelerator;
   std::cout << "joined as rank " << accelerator.process_index() << std::endl;
@@ -1089,6 +1105,8 @@ int main(int argc, char** argv) try {
     code = rotate(args);
   } else if (args.scenario == "tensorboard_crash") {
     code = tensorboard_crash(args);
+  } else if (args.scenario == "batch_search") {
+    code = batch_search(args);
   } else if (args.scenario == "rendezvous") {
     code = rendezvous(args);
   } else if (args.scenario == "reference") {

@@ -55,7 +55,7 @@ void type_into(QWidget* field, const QString& text) {
 void apply_edit(SetupWizard& wizard, const QString& edit) {
   const QString name = edit.section('=', 0, 0);
   const QString value = edit.section('=', 1);
-  QWidget* field = wizard.currentPage()->findChild<QWidget*>(name);
+  auto* field = wizard.currentPage()->findChild<QWidget*>(name);
   QVERIFY2(field, qPrintable("no field " + name + " on page " + QString::number(wizard.currentId())));
   if (auto* box = qobject_cast<QComboBox*>(field)) {
     QTest::keyClicks(box, value);

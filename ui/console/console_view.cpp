@@ -18,7 +18,7 @@
 
 namespace spur::studio {
 
-ConsoleView::ConsoleView(QString history_path, QWidget* parent)
+ConsoleView::ConsoleView(const QString& history_path, QWidget* parent)
     : QWidget(parent),
       model_(new app::ConsoleModel(history_path, this)),
       list_(new QListView(this)),

@@ -28,7 +28,7 @@ class ConsoleView : public QWidget {
   Q_OBJECT
 
  public:
-  explicit ConsoleView(QString history_path, QWidget* parent = nullptr);
+  explicit ConsoleView(const QString& history_path, QWidget* parent = nullptr);
   ~ConsoleView() override;
 
   void set_run(qint64 run);

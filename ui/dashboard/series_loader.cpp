@@ -13,7 +13,7 @@ SeriesLoader::SeriesLoader(QString history_path) : path_(std::move(history_path)
 void SeriesLoader::set_runs(const QList<qint64>& runs) {
   runs_ = std::set<qint64>(runs.begin(), runs.end());
   for (auto it = cursors_.begin(); it != cursors_.end();) {
-    it = runs_.count(it->first.first) ? std::next(it) : cursors_.erase(it);
+    it = runs_.contains(it->first.first) ? std::next(it) : cursors_.erase(it);
   }
 }
 

@@ -87,5 +87,5 @@ int main(int argc, char** argv) {
   for (const auto& id : parser.value(runs).split(',', Qt::SkipEmptyParts)) ids << id.toLongLong();
   if (!ids.isEmpty()) window.show_runs(ids);
   window.show();
-  return app.exec();
+  return QApplication::exec();
 }

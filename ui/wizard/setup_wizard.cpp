@@ -75,7 +75,7 @@ class SetupWizard::Page : public QWizardPage {
   QString problem() const {
     for (const auto& row : rows_) {
       if (!row.check || !row.shown) continue;
-      if (const QString text = row.check(); !text.isEmpty()) return text;
+      if (QString text = row.check(); !text.isEmpty()) return text;
     }
     return {};
   }
@@ -123,7 +123,7 @@ QComboBox* combo(QWidget* parent, const char* name, const QStringList& items) {
 }
 
 // A line edit with a "Browse..." button beside it.
-QWidget* with_browse(QLineEdit* edit, std::function<QString()> choose) {
+QWidget* with_browse(QLineEdit* edit, const std::function<QString()>& choose) {
   auto* box = new QWidget(edit->parentWidget());
   box->setObjectName(edit->objectName() + "_row");
   auto* row = new QHBoxLayout(box);
@@ -307,7 +307,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   summary_error_->setWordWrap(true);
   launch_now_ = new QCheckBox(tr("Launch it when I press Finish"), summary);
   launch_now_->setObjectName("launch_now");
-  auto copy_button = [summary](const char* name, std::function<QString()> text) {
+  auto copy_button = [summary](const char* name, const std::function<QString()>& text) {
     auto* button = new QPushButton(tr("Copy"), summary);
     button->setObjectName(name);
     connect(button, &QPushButton::clicked, summary, [text] { QGuiApplication::clipboard()->setText(text()); });
@@ -480,7 +480,6 @@ int SetupWizard::nextId() const {
     case WherePage:
       return sagemaker_->isChecked() ? SageMakerPage : MachinesPage;
     case MachinesPage:
-      return TrainingPage;
     case SageMakerPage:
       return TrainingPage;
     case TrainingPage:
