@@ -29,20 +29,8 @@ class Message {
     put_varint(value);
     return *this;
   }
-  Message& fixed64(int field, double value) {
-    key(field, 1);
-    uint64_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((bits >> (8 * i)) & 0xFF);
-    return *this;
-  }
-  Message& fixed32(int field, float value) {
-    key(field, 5);
-    uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((bits >> (8 * i)) & 0xFF);
-    return *this;
-  }
+  Message& fixed64(int field, double value) { return fixed<uint64_t>(field, 1, value); }
+  Message& fixed32(int field, float value) { return fixed<uint32_t>(field, 5, value); }
   Message& bytes(int field, std::string_view value) {
     key(field, 2);
     put_varint(value.size());
@@ -53,6 +41,16 @@ class Message {
   const std::string& str() const { return bytes_; }
 
  private:
+  // A double (wire type 1) or float (5) as its bits, little-endian.
+  template <typename Bits, typename Value>
+  Message& fixed(int field, int wire_type, Value value) {
+    static_assert(sizeof(Bits) == sizeof(Value));
+    key(field, wire_type);
+    Bits bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    for (std::size_t i = 0; i < sizeof bits; ++i) bytes_ += static_cast<char>((bits >> (8 * i)) & 0xFF);
+    return *this;
+  }
   void key(int field, int wire_type) {
     put_varint(static_cast<uint64_t>(field) << 3 | static_cast<uint64_t>(wire_type));
   }

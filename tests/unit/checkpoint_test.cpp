@@ -18,9 +18,12 @@
 
 #include <spur/spur.h>
 
+#include "expect_error.h"
 #include "test_main.h"
 
 namespace {
+
+using spur::test::expect_error;
 
 spur::NamedTensors sample_tensors() {
   torch::manual_seed(0);
@@ -31,15 +34,6 @@ spur::NamedTensors sample_tensors() {
           {"mask", torch::tensor({true, false, true})},
           {"scalar", torch::tensor(2.5, torch::kDouble)},
           {"empty", torch::zeros({0, 3})}};
-}
-
-QString expect_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const spur::Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 // tests/rigs/read_safetensors.py with the real safetensors package (SPUR_PEER_PYTHON's environment).

@@ -18,20 +18,14 @@
 
 #include <spur/spur.h>
 
+#include "expect_error.h"
 #include "test_main.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+using spur::test::expect_error;
 
-QString expect_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const spur::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+namespace fs = std::filesystem;
 
 spur::AcceleratorOptions project(const QString& dir, std::optional<int64_t> limit = std::nullopt) {
   spur::AcceleratorOptions options;

@@ -22,9 +22,12 @@
 
 #include <spur/spur.h>
 
+#include "expect_error.h"
 #include "test_main.h"
 
 namespace {
+
+using spur::test::expect_error;
 
 // Keeps what it is given; fails while `failing` is set, counting the attempts.
 class Recording : public spur::Tracker {
@@ -272,14 +275,8 @@ class TrackingTest : public QObject {
       spur::AcceleratorOptions options;
       options.log_with = {"tensorbord"};
       spur::Accelerator accelerator(options);
-      try {
-        accelerator.init_trackers("p", {}, {.trackers = {"none"}});
-        QFAIL("expected an error");
-      } catch (const spur::Error& e) {
-        QVERIFY2(std::string(e.what()).find("unknown tracker 'tensorbord' (AcceleratorOptions::log_with") !=
-                     std::string::npos,
-                 e.what());
-      }
+      const auto error = expect_error([&] { accelerator.init_trackers("p", {}, {.trackers = {"none"}}); });
+      QVERIFY2(error.contains("unknown tracker 'tensorbord' (AcceleratorOptions::log_with"), qPrintable(error));
     }
     QFile file(dir.filePath("a-file"));
     QVERIFY(file.open(QIODevice::WriteOnly));
@@ -288,14 +285,8 @@ class TrackingTest : public QObject {
     options.project_config.logging_dir = dir.filePath("a-file/logs").toStdString();
     options.log_with = {"tensorboard"};
     spur::Accelerator accelerator(options);
-    try {
-      accelerator.init_trackers("p", {}, {.trackers = {"none"}});
-      QFAIL("expected an error");
-    } catch (const spur::Error& e) {
-      QVERIFY2(std::string(e.what()).find("the TensorBoard logging directory " +
-                                          dir.filePath("a-file/logs/p").toStdString()) != std::string::npos,
-               e.what());
-    }
+    const auto error = expect_error([&] { accelerator.init_trackers("p", {}, {.trackers = {"none"}}); });
+    QVERIFY2(error.contains("the TensorBoard logging directory " + dir.filePath("a-file/logs/p")), qPrintable(error));
   }
 
   void unknown_trackers_are_named() {

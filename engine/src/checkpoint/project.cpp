@@ -62,6 +62,21 @@ std::vector<std::pair<int64_t, std::string>> automatic_checkpoints(const std::st
   return found;
 }
 
+NamedTensors cpu_state_dict(const torch::nn::Module& module, bool copy) {
+  NamedTensors out;
+  // Tied tensors stay one tensor under each name (moved or copied to the CPU once).
+  std::unordered_map<const void*, torch::Tensor> once;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    if (!t.defined()) return;
+    auto [it, fresh] = once.emplace(t.unsafeGetTensorImpl(), torch::Tensor());
+    if (fresh) it->second = t.detach().to(torch::kCPU, /*non_blocking=*/false, copy);
+    out.emplace_back(name, it->second);
+  };
+  for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
+  return out;
+}
+
 void rotate_checkpoints(AcceleratorCore& core) {
   const auto& project = core.project;
   const std::string folder = checkpoints_folder(project);
@@ -175,18 +190,7 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 NamedTensors Accelerator::get_state_dict(const torch::nn::Module& module) const {
-  NamedTensors out;
-  // Tied tensors stay one tensor under each name (copied to the CPU once).
-  std::unordered_map<const void*, torch::Tensor> copies;
-  auto add = [&](const std::string& name, const torch::Tensor& t) {
-    if (!t.defined()) return;
-    auto [it, fresh] = copies.emplace(t.unsafeGetTensorImpl(), torch::Tensor());
-    if (fresh) it->second = t.detach().to(torch::kCPU);
-    out.emplace_back(name, it->second);
-  };
-  for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
-  for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
-  return out;
+  return detail::cpu_state_dict(module, /*copy=*/false);
 }
 
 void Accelerator::save(const NamedTensors& tensors, const std::string& path, SaveOptions options) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <spur/checkpoint.h>
 #include <spur/options.h>
 
 namespace spur::detail {
@@ -21,6 +22,9 @@ std::optional<int64_t> checkpoint_number(const std::string& name);
 /// The complete automatic checkpoints in `folder`, oldest (lowest N) first; a checkpoint left under its
 /// ".spur-new" name by an interrupted save counts under its own name (load_state puts it back).
 std::vector<std::pair<int64_t, std::string>> automatic_checkpoints(const std::string& folder);
+/// Every parameter and buffer of `module` by name (tied tensors once, under each name), detached, on the CPU:
+/// views of CPU tensors unless `copy` (what save_state's pre-hooks get: copies, made once, also from the GPU).
+NamedTensors cpu_state_dict(const torch::nn::Module& module, bool copy);
 /// Main process, after a save: moves the oldest checkpoints beyond total_limit aside (one rename each, so the
 /// folder at once holds the newest total_limit) and removes them on core.removal, a background thread.
 void rotate_checkpoints(AcceleratorCore& core);

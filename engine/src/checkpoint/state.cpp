@@ -251,16 +251,7 @@ std::string Accelerator::save_state(const std::string& requested) {
   const bool hooked = !core.save_hooks.empty();
   failure = attempt([&] {
     if (!hooked) return;
-    for (const auto& model : core.models) {
-      auto weights = get_state_dict(*model);
-      std::unordered_map<const void*, torch::Tensor> copies;  // tied tensors stay one (copied) tensor
-      for (auto& [name, tensor] : weights) {
-        auto [it, fresh] = copies.emplace(tensor.unsafeGetTensorImpl(), torch::Tensor());
-        if (fresh) it->second = tensor.clone();
-        tensor = it->second;
-      }
-      hooked_weights.push_back(std::move(weights));
-    }
+    for (const auto& model : core.models) hooked_weights.push_back(detail::cpu_state_dict(*model, /*copy=*/true));
     for (auto& [id, hook] : core.save_hooks) hook(hooked_models, hooked_weights, tmp);
   });
   agree(comm(), failure, "save_state(" + dir + ") pre-hook");
