@@ -14,11 +14,31 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 
 namespace spur::app {
+
+std::optional<std::string> read_proc_file(const std::string& path) {
+  // POSIX reads, not an ifstream: libstdc++'s filebuf throws when read() fails, and reading /proc/PID/stat of a
+  // process that exits in between fails with ESRCH ("No such process"): it once ended an SSH launch that way.
+  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file < 0) return std::nullopt;
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const auto got = ::read(file, buffer, sizeof buffer);
+    if (got > 0) {
+      text.append(buffer, static_cast<std::size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    ::close(file);
+    if (got < 0) return std::nullopt;
+    return text;
+  }
+}
+
 namespace {
 
 // The guard: reads group ids (int32) until the launcher says stand down (0) or its pipe closes (it died), then
@@ -125,8 +145,9 @@ std::vector<pid_t> DescendantGuard::left() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const auto name = entry.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto read = read_proc_file((entry.path() / "stat").string());
+    if (!read) continue;  // it ended while we looked
+    const std::string& text = *read;
     const auto close = text.rfind(')');
     if (close == std::string::npos) continue;
     char state = 0;

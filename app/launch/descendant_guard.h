@@ -16,9 +16,15 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace spur::app {
+
+/// The whole of a small file such as /proc/PID/stat; nullopt if it cannot be opened or read (the process ended
+/// between listing /proc and reading: read() fails with ESRCH). Never throws.
+std::optional<std::string> read_proc_file(const std::string& path);
 
 class DescendantGuard {
  public:

@@ -17,6 +17,7 @@
 
 #include "rank_group.h"
 #include "launch/byte_text.h"
+#include "launch/descendant_guard.h"
 #include "launch/detached_launch.h"
 #include "launch/launch_request.h"
 #include "runs/run_status.h"
@@ -91,6 +92,20 @@ class LaunchTest : public QObject {
     QVERIFY(spur::app::owns_run(run));
     QCOMPARE(spur::app::stop_run(run), QString());
     QVERIFY(other.waitForFinished(5000));  // SIGTERM
+  }
+
+  // The launcher scans /proc for what a rank left behind; a process that ends between the listing and the read
+  // makes read() fail (ESRCH). An ifstream turned that failure into an exception that ended an SSH launch after
+  // training had finished ("basic_filebuf::underflow error reading the file: No such process"). A directory fails
+  // read() the same way (EISDIR), every time.
+  void reading_a_vanished_proc_file_is_not_an_error() {
+    QTemporaryDir directory;
+    QVERIFY(directory.isValid());
+    QVERIFY(!spur::app::read_proc_file(directory.path().toStdString()).has_value());
+    QVERIFY(!spur::app::read_proc_file(directory.filePath("absent").toStdString()).has_value());
+    const auto self = spur::app::read_proc_file("/proc/self/stat");
+    QVERIFY(self.has_value());
+    QVERIFY(self->find(") ") != std::string::npos);
   }
 
   // The Studio's command lines: written quoted for a shell, read back the same (relaunch reads the history's).
