@@ -6,9 +6,12 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -81,6 +84,20 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
     throw Error("ProjectConfiguration::iteration is " + std::to_string(core.project.iteration) +
                 "; it must be 0 or more");
   }
+  core.zero_stage = options.zero_stage.value_or(core.state.zero_stage.value_or(0));
+  if (core.zero_stage < 0 || core.zero_stage > 3) {
+    throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) + "; it must be 0, 1 or 2");
+  }
+  if (core.zero_stage == 3) {
+    const std::string source = options.zero_stage ? "AcceleratorOptions::zero_stage = 3" : core.state.zero_stage_source;
+    throw Error(source +
+                ": ZeRO stage 3 (parameters sharded too; FSDP's FULL_SHARD) is not implemented (docs/zero.md says "
+                "why); stage 2 (DeepSpeed zero_stage 2, FSDP SHARD_GRAD_OP) shards the optimizer state and the "
+                "gradients");
+  }
+  if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {
+    for (const auto& note : core.state.ignored_sharding_settings) std::cerr << "spur: warning: " << note << "\n";
+  }
   core.device = pick_device(options.cpu.value_or(core.state.use_cpu.value_or(false)), core.state.local_rank);
   check_precision_supported(core.precision, core.device);
   if (core.precision == Precision::fp16) core.scaler.emplace(options.scaler);
@@ -103,6 +120,14 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
     config.gloo_channels = options.gloo_channels;
     config.shared_memory_allreduce = options.shared_memory_allreduce;
     core.comm = detail::Communicator::join(config);
+    if (core.zero_stage > 0 && core.scaler) {
+      // One inf/nan verdict for all shards: every rank skips the step, or none does.
+      core.scaler->set_found_inf_reduction([comm = core.comm](torch::Tensor& found_inf) {
+        auto flag = found_inf.to(torch::kCPU, torch::kFloat).reshape({1}).contiguous();
+        comm->allreduce_(flag);
+        found_inf.copy_(flag.clamp_max(1).to(found_inf.device()).reshape(found_inf.sizes()));
+      });
+    }
   }
   if (core.state.is_main_process()) warn_if_slow_blas();
 }
@@ -161,7 +186,17 @@ std::shared_ptr<detail::ModelSync> Accelerator::make_model_sync(std::shared_ptr<
 }
 
 PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer) {
-  return PreparedOptimizer(std::move(optimizer), core_);
+  std::shared_ptr<detail::ZeroShards> shards;
+  if (!core_->zero_layouts.empty()) {
+    shards = std::make_shared<detail::ZeroShards>(*optimizer, core_->zero_layouts, core_->comm);
+  } else if (core_->zero_stage > 0 && core_->comm) {
+    throw Error("ZeRO stage " + std::to_string(core_->zero_stage) +
+                ": prepare the model before the optimizer (or both in one prepare call)");
+  }
+  PreparedOptimizer prepared(std::move(optimizer), core_);
+  core_->zero_shards.resize(core_->optimizers.size());
+  core_->zero_shards.back() = std::move(shards);
+  return prepared;
 }
 
 void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
@@ -221,7 +256,11 @@ Scope Accelerator::no_sync_models(std::vector<detail::ModelSync*> models) {
 }
 
 void Accelerator::unscale_gradients() {
-  if (!core_->scaler || !core_->gradient.sync_gradients) return;
+  if (!core_->gradient.sync_gradients) return;
+  for (const auto& shards : core_->zero_shards) {
+    if (shards) shards->attach_gradients();
+  }
+  if (!core_->scaler) return;
   for (const auto& optimizer : core_->optimizers) {
     if (!core_->scaler->unscaled(*optimizer)) core_->scaler->unscale_(*optimizer);
   }
@@ -240,12 +279,70 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
     return core_->scaler ? total / core_->scaler->get_scale() : total;
   }
   unscale_gradients();
+  if (core_->zero_stage > 0 && core_->comm && !core_->zero_layouts.empty()) {
+    return clip_sharded_grad_norm(parameters, max_norm, norm_type);
+  }
   return torch::tensor(torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type));
+}
+
+// ZeRO: each rank holds the reduced gradient of its shard only; the norm is combined over the ranks (sum of p-th
+// powers, or the maximum), then each rank scales its shard, as clip_grad_norm_ scales the whole.
+torch::Tensor Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                                  double norm_type) {
+  // A tensor listed twice (a tied weight under two names) counts twice and is scaled twice, exactly as
+  // torch::nn::utils::clip_grad_norm_ treats it, so that results equal DDP's.
+  std::unordered_map<const void*, int> listed;
+  for (const auto& p : parameters) ++listed[p.unsafeGetTensorImpl()];
+  std::vector<std::pair<torch::Tensor, int>> grads;
+  for (const auto& shards : core_->zero_shards) {
+    if (!shards) continue;
+    for (const auto& slice : shards->slices()) {
+      const auto it = listed.find(slice.param.unsafeGetTensorImpl());
+      if (it != listed.end() && slice.shard.grad().defined()) grads.emplace_back(slice.shard.grad(), it->second);
+    }
+  }
+  const bool infinity = std::isinf(norm_type);
+  double local = 0;
+  for (const auto& [g, times] : grads) {
+    const auto part = g.detach().to(torch::kDouble).abs();
+    local = infinity ? std::max(local, part.max().item<double>())
+                     : local + times * part.pow(norm_type).sum().item<double>();
+  }
+  double total = 0;
+  if (infinity) {
+    for (const auto& value : core_->comm->allgather(torch::tensor({local}, torch::kDouble))) {
+      total = std::max(total, value.item<double>());
+    }
+  } else {
+    auto sum = torch::tensor({local}, torch::kDouble);
+    core_->comm->allreduce_(sum);
+    total = std::pow(sum.item<double>(), 1.0 / norm_type);
+  }
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient < 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& [g, times] : grads) g.mul_(std::pow(coefficient, times));
+  }
+  return torch::tensor(total, torch::kFloat);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value) {
   if (!core_->gradient.sync_gradients) return;  // a micro-step holds a partial (maybe scaled) sum: clip the full one
   unscale_gradients();
+  if (core_->zero_stage > 0 && core_->comm && !core_->zero_layouts.empty()) {
+    std::unordered_set<const void*> wanted;
+    for (const auto& p : parameters) wanted.insert(p.unsafeGetTensorImpl());
+    torch::NoGradGuard no_grad;
+    for (const auto& shards : core_->zero_shards) {
+      if (!shards) continue;
+      for (const auto& slice : shards->slices()) {
+        if (wanted.count(slice.param.unsafeGetTensorImpl()) && slice.shard.grad().defined()) {
+          slice.shard.grad().clamp_(-clip_value, clip_value);
+        }
+      }
+    }
+    return;
+  }
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 

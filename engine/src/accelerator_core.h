@@ -22,6 +22,7 @@
 #include <spur/state.h>
 
 #include "distributed/communicator.h"
+#include "distributed/zero.h"
 #include "tracking/tracking_hub.h"
 
 namespace spur::detail {
@@ -45,6 +46,17 @@ class AcceleratorCore {
   std::unique_ptr<TrackingHub> tracking;  // null: not recording on this process
   int64_t next_log_step = 0;
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+  // ZeRO (stage > 0 and more than one process): each prepared model's flat layout, and each prepared optimizer's
+  // shard of them (indexed as `optimizers`; null for none).
+  int64_t zero_stage = 0;
+  std::vector<std::shared_ptr<ZeroLayout>> zero_layouts;
+  std::vector<std::shared_ptr<ZeroShards>> zero_shards;
+  ZeroShards* shards_of(const torch::optim::Optimizer& optimizer) const {
+    for (size_t i = 0; i < optimizers.size() && i < zero_shards.size(); ++i) {
+      if (optimizers[i].get() == &optimizer) return zero_shards[i].get();
+    }
+    return nullptr;
+  }
   bool step_was_skipped = false;
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
   // backward() calls since gradients were last stepped or zeroed, and whether this micro-step had one: a

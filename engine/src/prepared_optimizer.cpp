@@ -50,6 +50,10 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
   }
   core_->backwards_since_step = 0;
   const bool set_to_none = set_to_none_option.value_or(core_->device.is_cuda() || compat::kZeroGradSetsToNone);
+  if (auto* shards = core_->shards_of(*optimizer_)) {
+    shards->zero_grad(set_to_none);
+    return;
+  }
   for (auto& group : optimizer_->param_groups()) {
     for (auto& param : group.params()) {
       auto& grad = param.mutable_grad();
@@ -67,6 +71,8 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
 void PreparedOptimizer::step() {
   if (!core_->gradient.sync_gradients) return;
   core_->backwards_since_step = 0;
+  auto* shards = core_->shards_of(*optimizer_);
+  if (shards) shards->attach_gradients();
   if (core_->scaler) {
     step_was_skipped_ = !core_->scaler->step(*optimizer_);
     core_->scaler_update_pending = true;  // applied by the next backward, once for all optimizers
@@ -74,6 +80,9 @@ void PreparedOptimizer::step() {
     optimizer_->step();
     step_was_skipped_ = false;
   }
+  // ZeRO: each rank stepped its shard; every rank's shard goes to every rank (a skipped step changed nothing,
+  // and every rank skipped it: the scaler's verdict is reduced over the shards).
+  if (shards && !step_was_skipped_) shards->all_gather();
   core_->step_was_skipped = step_was_skipped_;
 }
 

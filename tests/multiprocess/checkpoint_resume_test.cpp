@@ -29,8 +29,9 @@ std::map<std::pair<int, int>, QString> losses(const QString& output) {
   return out;
 }
 
-QString run_ranks(const QStringList& arguments, int world, bool expect_success = true) {
+QString run_ranks(const QStringList& arguments, int world, bool expect_success = true, int zero_stage = 0) {
   RankGroup ranks(SPUR_TEST_WORKER, arguments, world);
+  ranks.set_env("SPUR_ZERO_STAGE", QString::number(zero_stage));
   if (!ranks.start()) return "could not start";
   if (!ranks.wait(180000)) return "timeout:\n" + ranks.transcript();
   QString all;
@@ -54,22 +55,34 @@ class CheckpointResumeTest : public QObject {
   void resume_mid_epoch_is_bit_exact_data() {
     QTest::addColumn<int>("world");
     QTest::addColumn<QStringList>("flags");
-    QTest::newRow("1 rank") << 1 << QStringList{};
-    QTest::newRow("2 ranks, shuffled") << 2 << QStringList{};
-    QTest::newRow("2 ranks, saved mid-accumulation") << 2 << QStringList{"--accumulate", "3"};
-    QTest::newRow("2 ranks, clock-seeded shuffle") << 2 << QStringList{"--random_seed", "1"};
-    QTest::newRow("2 ranks, 2 workers augmenting") << 2 << QStringList{"--workers", "2"};
+    QTest::addColumn<int>("zero_stage");
+    QTest::newRow("1 rank") << 1 << QStringList{} << 0;
+    QTest::newRow("2 ranks, shuffled") << 2 << QStringList{} << 0;
+    QTest::newRow("2 ranks, saved mid-accumulation") << 2 << QStringList{"--accumulate", "3"} << 0;
+    QTest::newRow("2 ranks, clock-seeded shuffle") << 2 << QStringList{"--random_seed", "1"} << 0;
+    QTest::newRow("2 ranks, 2 workers augmenting") << 2 << QStringList{"--workers", "2"} << 0;
     QTest::newRow("1 rank, all of them") << 1
-                                         << QStringList{"--accumulate", "3", "--random_seed", "1", "--workers", "3"};
+                                         << QStringList{"--accumulate", "3", "--random_seed", "1", "--workers", "3"}
+                                         << 0;
+    // Issue 17: each rank saves and restores its shard of Adam's state.
+    QTest::newRow("3 ranks, ZeRO stage 1") << 3 << QStringList{} << 1;
+    QTest::newRow("2 ranks, ZeRO stage 2, saved mid-accumulation") << 2 << QStringList{"--accumulate", "3"} << 2;
   }
 
   void resume_mid_epoch_is_bit_exact() {
     QFETCH(int, world);
     QFETCH(QStringList, flags);
+    QFETCH(int, zero_stage);
     QTemporaryDir out;
     const QStringList common = QStringList{"resume", "--out", out.path(), "--steps", "30", "--save_at", "13"} + flags;
-    const auto full = run_ranks(common, world);
-    const auto resumed = run_ranks(common + QStringList{"--load", "1"}, world);
+    const auto full = run_ranks(common, world, true, zero_stage);
+    const auto resumed = run_ranks(common + QStringList{"--load", "1"}, world, true, zero_stage);
+    if (zero_stage > 0) {
+      for (int rank = 0; rank < world; ++rank) {
+        QVERIFY(QFile::exists(out.filePath(QString("checkpoint/optimizer_rank%1.pt").arg(rank))));
+      }
+      QVERIFY(!QFile::exists(out.filePath("checkpoint/optimizer.pt")));
+    }
     const auto a = losses(full);
     const auto b = losses(resumed);
     QVERIFY2(a.size() == size_t(30 * world), qPrintable(full));
@@ -94,6 +107,25 @@ class CheckpointResumeTest : public QObject {
     run_ranks({"resume", "--out", out.path(), "--steps", "4", "--save_at", "2"}, 2);
     const auto output = run_ranks({"resume", "--out", out.path(), "--steps", "4", "--load", "1"}, 1, false);
     QVERIFY2(output.contains("saved by 2 processes and this run has 1"), qPrintable(output));
+  }
+
+  // Issue 17: optimizer shards fit only the world size that saved them, and only a sharded run; the weights
+  // (model.safetensors, consolidated: byte for byte what DDP saves) load anywhere.
+  void zero_shards_fit_their_world_size_only() {
+    QTemporaryDir zero, ddp;
+    const QStringList save{"resume", "--steps", "4", "--save_at", "2"};
+    QVERIFY(!run_ranks(save + QStringList{"--out", zero.path()}, 2, true, 2).startsWith("failed"));
+    QVERIFY(!run_ranks(save + QStringList{"--out", ddp.path()}, 2, true, 0).startsWith("failed"));
+    QFile a(zero.filePath("checkpoint/model.safetensors")), b(ddp.filePath("checkpoint/model.safetensors"));
+    QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+    QVERIFY2(a.readAll() == b.readAll(), "ZeRO's consolidated model differs from DDP's");
+    const QStringList load{"resume", "--steps", "4", "--load", "1"};
+    auto output = run_ranks(load + QStringList{"--out", zero.path()}, 3, false, 2);
+    QCOMPARE(output.count("sharded over 2 processes (ZeRO stage 2) and this run has 3"), 3);
+    output = run_ranks(load + QStringList{"--out", zero.path()}, 2, false, 0);
+    QCOMPARE(output.count("its optimizer state is sharded (ZeRO stage 2) and this run's is not"), 2);
+    output = run_ranks(load + QStringList{"--out", ddp.path()}, 2, false, 1);
+    QCOMPARE(output.count("saved without ZeRO"), 2);
   }
 
   void a_kill_mid_save_keeps_the_previous_checkpoint() {

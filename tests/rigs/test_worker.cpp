@@ -28,6 +28,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/schedulers/step_lr.h>
 #include <torch/optim/sgd.h>
 
@@ -45,12 +46,14 @@ struct Args {
   int64_t rows = 12;  // reference: rows of the global batch per step
   int64_t save_at = -1;
   bool load = false;
-  int64_t big = 0;           // save_loop: parameters of the model, in millions
-  int64_t accumulate = 1;    // resume: micro-steps per optimizer step
-  int64_t workers = 0;       // resume: loader threads (with augmentation drawn from spur::loader_generator())
-  bool random_seed = false;  // resume: seed torch from the clock before building the loader (no fixed seed)
-  int64_t batch = 64;        // large_batch: the README loop's batch size
-  int64_t hidden = 128;      // large_batch: the README model's width
+  int64_t big = 0;                // save_loop: parameters of the model, in millions
+  int64_t accumulate = 1;         // resume: micro-steps per optimizer step
+  int64_t workers = 0;            // resume: loader threads (with augmentation drawn from spur::loader_generator())
+  bool random_seed = false;       // resume: seed torch from the clock before building the loader (no fixed seed)
+  int64_t batch = 64;             // large_batch: the README loop's batch size
+  int64_t hidden = 128;           // large_batch: the README model's width
+  std::string optimizer = "sgd";  // zero: sgd (momentum) or adamw
+  double clip = 0;                // zero: clip_grad_norm_ to this (0: none)
 };
 
 Args parse(int argc, char** argv) {
@@ -74,6 +77,8 @@ Args parse(int argc, char** argv) {
     else if (key == "--random_seed") args.random_seed = value == "1";
     else if (key == "--batch") args.batch = std::stoll(value);
     else if (key == "--hidden") args.hidden = std::stoll(value);
+    else if (key == "--optimizer") args.optimizer = value;
+    else if (key == "--clip") args.clip = std::stod(value);
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -754,6 +759,57 @@ int precision(const Args& args) {
   return 0;
 }
 
+// Issue 17: the same training under DDP (SPUR_ZERO_STAGE=0) and ZeRO stages 1 and 2 (the test sets the stage):
+// the tied-weight Net, AdamW or SGD with momentum, --accumulate micro-steps per step, optional clipping, the
+// launcher's mixed precision. Writes each rank's parameters and, per step, the gradient norm clipping saw.
+int zero(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.gradient_accumulation_steps = args.accumulate;
+  spur::Accelerator accelerator(options);
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  const int64_t k = accelerator.gradient_accumulation_steps();
+  const int64_t micro = 2;
+  auto [x, y] = make_data(args.steps, world * k * micro);
+  Net net = make_net(1000 + rank);
+  std::vector<torch::Tensor> trained;
+  for (const auto& p : unique_parameters(*net)) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  std::unique_ptr<torch::optim::Optimizer> base;
+  if (args.optimizer == "adamw") {
+    base = std::make_unique<torch::optim::AdamW>(trained, torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+  } else {
+    base = std::make_unique<torch::optim::SGD>(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  auto [model, optimizer] = accelerator.prepare(net, *base);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    for (int64_t i = 0; i < k; ++i) {
+      auto scope = accelerator.accumulate(model);
+      const int64_t offset = (rank * k + i) * micro;
+      auto loss =
+          torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)), y[step].narrow(0, offset, micro));
+      accelerator.backward(loss);
+      const char* stage = std::getenv("SPUR_ZERO_STAGE");
+      if (stage && std::string(stage) == "2" && world > 1 && accelerator.sync_gradients()) {
+        bool freed = true;
+        for (const auto& p : trained) freed = freed && !p.grad().defined();
+        check(freed, "stage 2 keeps no full gradient after a synchronising backward");
+      }
+      if (args.clip > 0 && accelerator.sync_gradients()) {
+        const double norm = accelerator.clip_grad_norm_(model->parameters(), args.clip).item<double>();
+        if (rank == 0) std::printf("norm %lld %.9g\n", static_cast<long long>(step), norm);
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());
+  std::fflush(stdout);
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
 // --- The README's training loops, compiled from README.md (tests/rigs/extract_readme.py) --------------------------
 namespace readme {
 
@@ -1083,6 +1139,8 @@ int main(int argc, char** argv) try {
   int code = 2;
   if (args.scenario == "ddp") {
     code = ddp(args);
+  } else if (args.scenario == "zero") {
+    return zero(args);
   } else if (args.scenario == "accumulate") {
     code = accumulate(args);
   } else if (args.scenario == "collectives") {

@@ -123,6 +123,39 @@ class ProcessStateTest : public QObject {
     if (accumulation >= 0) QCOMPARE(*state.gradient_accumulation_steps, accumulation);
   }
 
+  // Issue 17: the ZeRO stage from Spur's variable, or from what `accelerate launch` sets for DeepSpeed and FSDP.
+  void zero_stage_from_launchers_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<int>("stage");  // -1: unset
+    QTest::addColumn<int>("ignored");
+    QTest::newRow("nothing") << "" << -1 << 0;
+    QTest::newRow("spur") << "SPUR_ZERO_STAGE=1" << 1 << 0;
+    QTest::newRow("spur wins") << "SPUR_ZERO_STAGE=0 ACCELERATE_USE_DEEPSPEED=true ACCELERATE_DEEPSPEED_ZERO_STAGE=2"
+                               << 0 << 0;
+    QTest::newRow("deepspeed, default stage") << "ACCELERATE_USE_DEEPSPEED=true" << 2 << 0;
+    QTest::newRow("deepspeed stage 1") << "ACCELERATE_USE_DEEPSPEED=true ACCELERATE_DEEPSPEED_ZERO_STAGE=1" << 1 << 0;
+    QTest::newRow("deepspeed off") << "ACCELERATE_USE_DEEPSPEED=false ACCELERATE_DEEPSPEED_ZERO_STAGE=1" << -1 << 0;
+    QTest::newRow("deepspeed offload")
+        << "ACCELERATE_USE_DEEPSPEED=true ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE=cpu "
+           "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE=none"
+        << 2 << 1;
+    QTest::newRow("fsdp shard_grad_op") << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP" << 2 << 0;
+    QTest::newRow("fsdp by number") << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=2" << 2 << 0;
+    QTest::newRow("fsdp no_shard") << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=NO_SHARD" << 0 << 0;
+    QTest::newRow("fsdp default is full_shard") << "ACCELERATE_USE_FSDP=true" << 3 << 0;
+    QTest::newRow("fsdp offload")
+        << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=shard_grad_op FSDP_OFFLOAD_PARAMS=true" << 2 << 1;
+  }
+  void zero_stage_from_launchers() {
+    QFETCH(QString, env);
+    QFETCH(int, stage);
+    QFETCH(int, ignored);
+    const auto state = read(env_of(env));
+    QCOMPARE(state.zero_stage.has_value(), stage >= 0);
+    if (stage >= 0) QCOMPARE(*state.zero_stage, stage);
+    QCOMPARE(int(state.ignored_sharding_settings.size()), ignored);
+  }
+
   void errors_name_the_variable_data() {
     QTest::addColumn<QString>("env");
     QTest::addColumn<QString>("expected");
@@ -152,6 +185,12 @@ class ProcessStateTest : public QObject {
                                                  << "SPUR_RENDEZVOUS_TIMEOUT=9300000000 is out of range [1, 2000000]";
     QTest::newRow("collective timeout too long") << "SPUR_COLLECTIVE_TIMEOUT=2000001"
                                                  << "SPUR_COLLECTIVE_TIMEOUT=2000001 is out of range [1, 2000000]";
+    QTest::newRow("zero stage 4") << "SPUR_ZERO_STAGE=4"
+                                  << "SPUR_ZERO_STAGE=4 is out of range [0, 3]";
+    QTest::newRow("deepspeed stage x") << "ACCELERATE_USE_DEEPSPEED=1 ACCELERATE_DEEPSPEED_ZERO_STAGE=x"
+                                       << "ACCELERATE_DEEPSPEED_ZERO_STAGE='x' is not an integer";
+    QTest::newRow("fsdp hybrid") << "ACCELERATE_USE_FSDP=1 FSDP_SHARDING_STRATEGY=HYBRID_SHARD"
+                                 << "FSDP_SHARDING_STRATEGY=HYBRID_SHARD: hybrid sharding";
   }
 
   void errors_name_the_variable() {

@@ -469,6 +469,7 @@ class Accelerator {
   PreparedOptimizer prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
   PreparedScheduler prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler);
   Scope no_sync_models(std::vector<detail::ModelSync*> models);
+  torch::Tensor clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm, double norm_type);
   sharding::Layout data_layout() const;
   void register_loader(const std::shared_ptr<detail::LoaderState>& loader);
   int64_t metrics_keep() const;

@@ -99,6 +99,13 @@ struct AcceleratorOptions {
   std::optional<std::size_t> first_bucket_cap_bytes;
   /// Set when some parameters take no part in a forward pass (costs a graph traversal per step).
   bool find_unused_parameters = false;
+  /// ZeRO sharding, as DeepSpeed's stages: 0 plain data parallel; 1 each rank keeps the optimizer state of its
+  /// 1/N of the parameters only (steps it, then all-gathers the parameters); 2 the reduced gradients are sharded
+  /// too (reduced in buckets during backward; parameters' .grad() stay undefined after a synchronising backward).
+  /// Results equal data parallel's; the optimizer must be prepared after (or with) its model. Stage 3 is not
+  /// implemented (docs/zero.md). Default: the launcher's SPUR_ZERO_STAGE, or Accelerate's DeepSpeed / FSDP
+  /// variables (ProcessState::zero_stage), else 0.
+  std::optional<int64_t> zero_stage;
   /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
   bool broadcast_buffers = true;
   /// Gradients live inside the all-reduce buckets, which saves copying every gradient in and out of them each

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -52,6 +53,10 @@ class GradScaler {
   /// loss * scale.
   torch::Tensor scale(const torch::Tensor& loss) const;
   /// Divides `optimizer`'s gradients by the scale once per step and records whether any is inf/nan.
+  /// Sharded gradients (ZeRO): `reduce` combines this rank's inf/nan finding (a 1-element float tensor, 0 or
+  /// non-zero) with every other rank's, in place, so that all ranks skip a step or none does. Set by the
+  /// Accelerator; every rank calls unscale_ for the same optimizers in the same order.
+  void set_found_inf_reduction(std::function<void(torch::Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
   void unscale_(torch::optim::Optimizer& optimizer);
   /// Unscales if not yet done, then steps `optimizer` unless its gradients held inf/nan. True if it stepped.
   bool step(torch::optim::Optimizer& optimizer);
@@ -85,6 +90,7 @@ class GradScaler {
   double scale_;
   int64_t growth_tracker_ = 0;
   std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
+  std::function<void(torch::Tensor&)> reduce_found_inf_;
 };
 
 }  // namespace spur

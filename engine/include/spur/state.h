@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include <spur/options.h>
@@ -35,6 +36,15 @@ struct ProcessState {
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<std::chrono::seconds> rendezvous_timeout;
   std::optional<std::chrono::seconds> collective_timeout;
+  /// ZeRO stage (0: plain DDP, 1: optimizer state sharded, 2: gradients too): SPUR_ZERO_STAGE, else Accelerate's
+  /// ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE (default 2), else ACCELERATE_USE_FSDP +
+  /// FSDP_SHARDING_STRATEGY (SHARD_GRAD_OP: 2, NO_SHARD: 0, FULL_SHARD, the default: 3, which Spur refuses).
+  std::optional<int64_t> zero_stage;
+  /// Where zero_stage came from ("SPUR_ZERO_STAGE", "FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP"...), for messages.
+  std::string zero_stage_source;
+  /// DeepSpeed and FSDP settings the launcher passed that Spur does not honour, each by name and value (the main
+  /// process warns once).
+  std::vector<std::string> ignored_sharding_settings;
 
   bool distributed() const { return world_size > 1; }
   bool is_main_process() const { return rank == 0; }

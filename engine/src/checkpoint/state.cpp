@@ -139,6 +139,24 @@ std::string indexed(const std::string& stem, size_t i) {
   return name.append(".pt");
 }
 
+// ZeRO: each rank's shard of optimizer i's state (optimizer_rank1.pt, optimizer_2_rank1.pt...).
+std::string optimizer_shard_file(size_t i, int64_t rank) {
+  std::string name = indexed("optimizer", i);
+  return name.insert(name.size() - 3, "_rank" + std::to_string(rank));
+}
+
+bool sharded(const detail::AcceleratorCore& core, size_t optimizer) {
+  return optimizer < core.zero_shards.size() && core.zero_shards[optimizer] != nullptr;
+}
+
+// 0 unless some optimizer's state is sharded (then the run's ZeRO stage).
+int64_t sharded_stage(const detail::AcceleratorCore& core) {
+  for (size_t i = 0; i < core.optimizers.size(); ++i) {
+    if (sharded(core, i)) return core.zero_stage;
+  }
+  return 0;
+}
+
 }  // namespace
 
 PreparedScheduler Accelerator::prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
@@ -269,6 +287,7 @@ std::string Accelerator::save_state(const std::string& requested) {
                                                {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
       }
       for (size_t i = 0; i < core.optimizers.size(); ++i) {
+        if (sharded(core, i)) continue;  // every rank writes its shard, below
         torch::serialize::OutputArchive archive;
         core.optimizers[i]->save(archive);
         record(indexed("optimizer", i), write_archive(tmp + "/" + indexed("optimizer", i), archive));
@@ -302,6 +321,7 @@ std::string Accelerator::save_state(const std::string& requested) {
   // accumulated so far (they differ per rank until the synchronising micro-step). Main learns each file's size
   // and hash through one gather.
   std::pair<int64_t, uint64_t> written{-1, 0}, grads_written{0, 0};
+  std::vector<std::pair<int64_t, uint64_t>> shards_written(core.optimizers.size(), {0, 0});
   const bool mid_accumulation = core.accumulation_steps > 1 && core.gradient.step % core.accumulation_steps != 0;
   const std::string rng_failure = attempt([&] {
     torch::serialize::OutputArchive rng;
@@ -312,6 +332,12 @@ std::string Accelerator::save_state(const std::string& requested) {
     }
     compat::save_cuda_rng(rng);
     written = write_archive(tmp + "/random_states_" + std::to_string(process_index()) + ".pt", rng);
+    for (size_t i = 0; i < core.optimizers.size(); ++i) {
+      if (!sharded(core, i)) continue;
+      torch::serialize::OutputArchive archive;
+      core.optimizers[i]->save(archive);
+      shards_written[i] = write_archive(tmp + "/" + optimizer_shard_file(i, process_index()), archive);
+    }
     if (mid_accumulation) {
       const auto grads = gradients(core.models);
       if (!grads.empty()) {
@@ -321,11 +347,13 @@ std::string Accelerator::save_state(const std::string& requested) {
   });
   if (failure.empty()) failure = rng_failure;
   if (!rng_failure.empty()) written.first = -1;
-  const auto all =
-      detail::gather_tensor(comm(), torch::tensor({written.first, static_cast<int64_t>(written.second),
-                                                   grads_written.first, static_cast<int64_t>(grads_written.second)},
-                                                  torch::kLong)
-                                        .unsqueeze(0));
+  std::vector<int64_t> mine{written.first, static_cast<int64_t>(written.second), grads_written.first,
+                            static_cast<int64_t>(grads_written.second)};
+  for (const auto& [size, hash] : shards_written) {
+    mine.push_back(size);
+    mine.push_back(static_cast<int64_t>(hash));
+  }
+  const auto all = detail::gather_tensor(comm(), torch::tensor(mine, torch::kLong).unsqueeze(0));
 
   if (is_main_process() && failure.empty()) {
     failure = attempt([&] {
@@ -335,6 +363,13 @@ std::string Accelerator::save_state(const std::string& requested) {
                {all[r][0].item<int64_t>(), static_cast<uint64_t>(all[r][1].item<int64_t>())});
         if (all[r][2].item<int64_t>() > 0) {
           record(gradients_file(r), {all[r][2].item<int64_t>(), static_cast<uint64_t>(all[r][3].item<int64_t>())});
+        }
+        for (size_t i = 0; i < core.optimizers.size(); ++i) {
+          const int64_t column = 4 + 2 * static_cast<int64_t>(i);
+          if (!sharded(core, i)) continue;
+          if (all[r][column].item<int64_t>() <= 0) return;  // that rank failed; agree() reports it
+          record(optimizer_shard_file(i, r),
+                 {all[r][column].item<int64_t>(), static_cast<uint64_t>(all[r][column + 1].item<int64_t>())});
         }
       }
       json::Array loaders;
@@ -346,6 +381,7 @@ std::string Accelerator::save_state(const std::string& requested) {
                          {"world_size", num_processes()},
                          {"models", static_cast<int64_t>(model_count)},
                          {"optimizers", static_cast<int64_t>(core.optimizers.size())},
+                         {"zero_stage", sharded_stage(core)},
                          {"schedulers", static_cast<int64_t>(core.schedulers.size())},
                          {"custom_objects", static_cast<int64_t>(core.custom.size())},
                          {"accumulation_step", core.gradient.step},
@@ -418,7 +454,9 @@ std::string Accelerator::load_state(const std::string& requested) {
   ModelList models = core.models;
   std::vector<std::string> to_read;
   bool restore_gradients = false;
-  for (size_t i = 0; i < core.optimizers.size(); ++i) to_read.push_back(indexed("optimizer", i));
+  for (size_t i = 0; i < core.optimizers.size(); ++i) {
+    to_read.push_back(sharded(core, i) ? optimizer_shard_file(i, process_index()) : indexed("optimizer", i));
+  }
   for (size_t i = 0; i < core.schedulers.size(); ++i) to_read.push_back(indexed("scheduler", i));
   if (core.scaler) to_read.push_back("scaler.pt");
   for (size_t i = 0; i < core.custom.size(); ++i) to_read.push_back("custom_checkpoint_" + std::to_string(i) + ".pt");
@@ -436,6 +474,24 @@ std::string Accelerator::load_state(const std::string& requested) {
         throw Error("format " + std::to_string(state.at("format").as_int()) + " is not one this Spur reads");
       }
       const int64_t world = state.at("world_size", state_path).as_int("world_size");
+      const json::Value* zero = state.find("zero_stage");
+      const int64_t saved_stage = zero ? zero->as_int("zero_stage") : 0;
+      if (saved_stage > 0 && world != num_processes()) {
+        throw Error("it holds the optimizer state sharded over " + std::to_string(world) + " processes (ZeRO stage " +
+                    std::to_string(saved_stage) + ") and this run has " + std::to_string(num_processes()) +
+                    ": resume with " + std::to_string(world) +
+                    " processes, or start afresh from its consolidated weights (spur::load_model(*model, \"" + dir +
+                    "\") loads model.safetensors at any number of processes)");
+      }
+      if ((saved_stage > 0) != (sharded_stage(core) > 0)) {
+        throw Error(saved_stage > 0
+                        ? "its optimizer state is sharded (ZeRO stage " + std::to_string(saved_stage) +
+                              ") and this run's is not: resume with ZeRO stage 1 or 2"
+                        : "its optimizer state is whole (saved without ZeRO) and this run shards it (ZeRO "
+                          "stage " +
+                              std::to_string(core.zero_stage) +
+                              "): resume without ZeRO, or start afresh from its weights (spur::load_model)");
+      }
       if (world != num_processes()) {
         throw Error("it was saved by " + std::to_string(world) + " processes and this run has " +
                     std::to_string(num_processes()) + " (RNG states and data positions are per rank): resume with " +
@@ -507,7 +563,7 @@ std::string Accelerator::load_state(const std::string& requested) {
     assign(*models[i], loaded, path);
   }
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
-    const auto path = base + indexed("optimizer", i);
+    const auto path = base + (sharded(core, i) ? optimizer_shard_file(i, process_index()) : indexed("optimizer", i));
     auto archive = read_archive(path, core.device);
     try {
       auto& optimizer = *core.optimizers[i];

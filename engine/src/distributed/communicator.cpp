@@ -134,7 +134,6 @@ void Communicator::fail(const std::string& operation, const std::exception& caus
               " (another rank probably stopped; its own output names the cause)");
 }
 
-template <typename WorkPtr>
 void Communicator::wait(const WorkPtr& work, const char* operation) {
   try {
     work->wait();
@@ -155,6 +154,25 @@ std::vector<torch::Tensor> Communicator::allgather(const torch::Tensor& tensor) 
   for (int i = 0; i < size_; ++i) output[0].push_back(torch::empty_like(input[0]));
   wait(group_->allgather(output, input), "all-gather");
   return output[0];
+}
+
+void Communicator::allgather_chunks_(torch::Tensor& flat) {
+  const int64_t chunk = flat.numel() / size_;
+  // The input is a copy: Gloo writes the outputs while it may still read the input.
+  std::vector<torch::Tensor> input{flat.narrow(0, rank_ * chunk, chunk).clone()};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  output[0].reserve(size_);
+  for (int i = 0; i < size_; ++i) output[0].push_back(flat.narrow(0, i * chunk, chunk));
+  wait(group_->allgather(output, input), "all-gather (ZeRO parameters)");
+}
+
+Communicator::WorkPtr Communicator::allreduce_async(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors{tensor};
+  try {
+    return group_->allreduce(tensors);
+  } catch (const std::exception& e) {
+    fail("all-reduce", e);
+  }
 }
 
 void Communicator::broadcast_(torch::Tensor& tensor, int root) {

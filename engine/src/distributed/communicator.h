@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -20,6 +21,9 @@ namespace spur::detail {
 
 class Communicator {
  public:
+  /// A collective in flight (c10d::Work from LibTorch 2.0, c10d::ProcessGroup::Work before).
+  using WorkPtr = decltype(std::declval<c10d::ProcessGroup&>().barrier());
+
   struct Config {
     ProcessState state;
     torch::Device device{torch::kCPU};
@@ -51,6 +55,13 @@ class Communicator {
   void allreduce_(torch::Tensor& tensor);
   /// Every rank's `tensor` (same shape and dtype on every rank), in rank order.
   std::vector<torch::Tensor> allgather(const torch::Tensor& tensor);
+  /// `flat` holds size() equal chunks; each rank's own chunk goes to every rank, in place (ZeRO's parameter
+  /// all-gather after each rank stepped its shard).
+  void allgather_chunks_(torch::Tensor& flat);
+  /// Starts summing `tensor` over ranks in place; finish with wait().
+  WorkPtr allreduce_async(torch::Tensor& tensor);
+  /// Waits for `work`; a failure is rethrown as fail(operation) does.
+  void wait(const WorkPtr& work, const char* operation);
   /// Overwrites `tensor` with rank `root`'s (same shape and dtype on every rank).
   void broadcast_(torch::Tensor& tensor, int root);
   void barrier();
@@ -63,9 +74,6 @@ class Communicator {
                c10::intrusive_ptr<c10d::ProcessGroup> group);
 
  private:
-  template <typename WorkPtr>
-  void wait(const WorkPtr& work, const char* operation);
-
   int rank_;
   int size_;
   torch::Device device_;

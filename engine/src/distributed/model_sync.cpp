@@ -123,6 +123,17 @@ class ReducerModelSync final : public ModelSync {
     const auto& options = core_->options;
     const std::size_t first_cap =
         options.first_bucket_cap_bytes.value_or(core_->device.is_cuda() ? std::size_t{1} << 20 : std::size_t{4} << 20);
+    if (core_->zero_stage > 0) {
+      // ZeRO: the trained parameters move into one flat buffer that the optimizer's shards and the all-gather
+      // address (zero.h). Stage 2 reduces gradients itself; stage 1 keeps DDP's Reducer.
+      auto layout = std::make_shared<ZeroLayout>(trained, core_->comm->size(), core_->comm->rank(),
+                                                 static_cast<int>(core_->zero_stage));
+      core_->zero_layouts.push_back(layout);
+      if (core_->zero_stage >= 2) {
+        zero_gradients_ = ZeroGradients::create(layout, core_->comm, options.bucket_cap_bytes, first_cap);
+        return;
+      }
+    }
     std::vector<bool> expect_sparse(trained.size(), false);
     auto [buckets, limits] =
         c10d::compute_bucket_assignment_by_size(trained, {first_cap, options.bucket_cap_bytes}, expect_sparse);
@@ -153,6 +164,11 @@ class ReducerModelSync final : public ModelSync {
   bool end_forward(std::vector<torch::Tensor>& outputs) override {
     const bool sync = torch::GradMode::is_enabled() && require_sync_;
     require_forward_param_sync_ = sync;
+    if (zero_gradients_ && sync) {
+      // Parameters that take no part are reduced as zeros at the end of backward: no sink needed.
+      zero_gradients_->prepare_for_backward();
+      return false;
+    }
     if (!reducer_ || !sync) return false;
     const bool find_unused = core_->options.find_unused_parameters;
     if (find_unused && outputs.empty()) {
@@ -186,6 +202,7 @@ class ReducerModelSync final : public ModelSync {
   std::shared_ptr<torch::nn::Module> module_;
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
   bool require_sync_ = true;
   bool require_forward_param_sync_ = true;
 };

@@ -52,6 +52,11 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     auto inv = torch::full({1}, inverse, cuda_grads.front().options().dtype(torch::kFloat));
     at::_amp_foreach_non_finite_check_and_unscale_(cuda_grads, state.found_inf, inv);
   }
+  if (reduce_found_inf_) {
+    // Every rank takes part, also one whose shard held no gradient.
+    if (!state.found_inf.defined()) state.found_inf = torch::zeros({1}, torch::kFloat);
+    reduce_found_inf_(state.found_inf);
+  }
   state.unscaled = true;
 }
 

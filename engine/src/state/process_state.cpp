@@ -69,6 +69,61 @@ std::optional<std::chrono::seconds> seconds_var(const ProcessState::Lookup& look
   return std::nullopt;
 }
 
+// ZeRO's stage from Spur's variable or from what `accelerate launch` sets for DeepSpeed and FSDP.
+void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
+  auto ignore_unless = [&](const char* name, std::initializer_list<const char*> harmless, const std::string& why) {
+    auto value = lookup(name);
+    if (!value || value->empty()) return;
+    std::string lower = *value;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const char* ok : harmless) {
+      if (lower == ok) return;
+    }
+    state.ignored_sharding_settings.push_back(std::string(name) + "=" + *value + ": " + why);
+  };
+  if (auto stage = integer_var(lookup, {"SPUR_ZERO_STAGE"}, 0, 3)) {
+    state.zero_stage = stage;
+    state.zero_stage_source = "SPUR_ZERO_STAGE=" + std::to_string(*stage);
+    return;
+  }
+  if (bool_var(lookup, {"ACCELERATE_USE_DEEPSPEED"}).value_or(false)) {
+    // DeepSpeedPlugin's default stage is 2.
+    state.zero_stage = integer_var(lookup, {"ACCELERATE_DEEPSPEED_ZERO_STAGE"}, 0, 3).value_or(2);
+    state.zero_stage_source = "ACCELERATE_DEEPSPEED_ZERO_STAGE=" + std::to_string(*state.zero_stage);
+    ignore_unless("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", {"none"},
+                  "not honoured: the optimizer state stays on the training device");
+    ignore_unless("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", {"none"},
+                  "not honoured: the parameters stay on the training device");
+    ignore_unless("ACCELERATE_DEEPSPEED_CONFIG_FILE", {}, "not read: Spur takes the stage from zero_stage only");
+    ignore_unless("ACCELERATE_DEEPSPEED_ZERO3_INIT", {"false", "0"}, "not honoured (stage 3 only)");
+    return;
+  }
+  if (bool_var(lookup, {"ACCELERATE_USE_FSDP"}).value_or(false)) {
+    // Accelerate passes the strategy's name or its number (1-5); FULL_SHARD is FSDP's default.
+    const std::string text = lookup_any(lookup, {"FSDP_SHARDING_STRATEGY"}).value_or("FULL_SHARD");
+    std::string upper = text;
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    if (upper == "SHARD_GRAD_OP" || upper == "2") {
+      state.zero_stage = 2;
+    } else if (upper == "NO_SHARD" || upper == "3") {
+      state.zero_stage = 0;
+    } else if (upper == "FULL_SHARD" || upper == "1") {
+      state.zero_stage = 3;
+    } else if (upper == "HYBRID_SHARD" || upper == "4" || upper == "HYBRID_SHARD_ZERO2" || upper == "5") {
+      throw Error("environment variable FSDP_SHARDING_STRATEGY=" + text +
+                  ": hybrid sharding (sharded within a machine, replicated across machines) is not implemented; "
+                  "use SHARD_GRAD_OP (ZeRO stage 2) or NO_SHARD");
+    } else {
+      throw Error("environment variable FSDP_SHARDING_STRATEGY='" + text +
+                  "' is not an FSDP sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
+                  "HYBRID_SHARD_ZERO2 (or 1-5)");
+    }
+    state.zero_stage_source = "FSDP_SHARDING_STRATEGY=" + text;
+    ignore_unless("FSDP_OFFLOAD_PARAMS", {"false", "0"}, "not honoured: the parameters stay on the training device");
+    ignore_unless("FSDP_ACTIVATION_CHECKPOINTING", {"false", "0"}, "not honoured: activations are kept");
+  }
+}
+
 }  // namespace
 
 ProcessState ProcessState::from_environment() {
@@ -155,6 +210,7 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
       integer_var(lookup, {"SPUR_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"}, 1);
   state.rendezvous_timeout = seconds_var(lookup, "SPUR_RENDEZVOUS_TIMEOUT");
   state.collective_timeout = seconds_var(lookup, "SPUR_COLLECTIVE_TIMEOUT");
+  read_sharding(lookup, state);
   return state;
 }
 

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+// ZeRO stages 1 and 2: the flat parameter layout, stage 2's bucketed gradient reduction during backward, and the
+// optimizer's shard of the parameters. See zero.h.
+#include "distributed/zero.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <spur/error.h>
+
+namespace spur::detail {
+namespace {
+
+std::string shape_text(const torch::Tensor& t) {
+  std::string text = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.size(d));
+  return text + "]";
+}
+
+}  // namespace
+
+ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage)
+    : stage_(stage), rank_(rank) {
+  if (params.empty()) throw Error("ZeRO: a model without trained parameters has nothing to shard");
+  const auto options = params.front().options();
+  int64_t total = 0;
+  for (const auto& p : params) {
+    if (p.scalar_type() != options.dtype().toScalarType() || p.device() != options.device()) {
+      throw Error("ZeRO stage " + std::to_string(stage) + ": the model's trained parameters must share one dtype " +
+                  "and device; one is " + std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() +
+                  ", another " + std::string(c10::toString(options.dtype().toScalarType())) + " on " +
+                  options.device().str());
+    }
+    total += p.numel();
+  }
+  chunk_ = std::max<int64_t>(1, (total + world - 1) / world);
+  torch::NoGradGuard no_grad;
+  flat_ = torch::zeros({chunk_ * world}, options.requires_grad(false));
+  int64_t offset = 0;
+  for (const auto& p : params) {
+    auto slot = flat_.narrow(0, offset, p.numel());
+    slot.copy_(p.detach().reshape({-1}));
+    // The parameter keeps its identity (autograd leaf, optimizer key); only its storage moves into the buffer.
+    p.set_data(slot.view(p.sizes()));
+    index_.emplace(p.unsafeGetTensorImpl(), entries_.size());
+    entries_.push_back({p, offset, p.numel()});
+    offset += p.numel();
+  }
+  if (stage_ >= 2) grad_shard_ = torch::zeros({chunk_}, options.requires_grad(false));
+}
+
+const ZeroLayout::Entry* ZeroLayout::find(const torch::Tensor& param) const {
+  const auto it = index_.find(param.unsafeGetTensorImpl());
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+// --- stage 2: gradients ---------------------------------------------------------------------------------------
+
+ZeroGradients::ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm)
+    : layout_(std::move(layout)), comm_(std::move(comm)) {}
+
+std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout> layout,
+                                                     std::shared_ptr<Communicator> comm, std::size_t bucket_bytes,
+                                                     std::size_t first_bucket_bytes) {
+  auto self = std::make_shared<ZeroGradients>(std::move(layout), std::move(comm));
+  const auto& entries = self->layout_->entries();
+  const auto element = static_cast<std::size_t>(self->layout_->flat().element_size());
+  // Buckets in reverse order of the parameters, which is about the order backward produces their gradients (as
+  // DDP's first cut); each bucket is one contiguous range of the flat buffer.
+  self->bucket_of_.assign(entries.size(), 0);
+  std::size_t bytes = 0;
+  for (size_t k = entries.size(); k-- > 0;) {
+    const std::size_t size = static_cast<std::size_t>(entries[k].numel) * element;
+    const std::size_t cap = self->buckets_.size() == 1 ? first_bucket_bytes : bucket_bytes;
+    if (self->buckets_.empty() || (!self->buckets_.back().entries.empty() && bytes + size > cap)) {
+      self->buckets_.emplace_back();
+      bytes = 0;
+    }
+    auto& bucket = self->buckets_.back();
+    if (bucket.entries.empty()) bucket.end = entries[k].offset + entries[k].numel;
+    bucket.begin = entries[k].offset;
+    bucket.entries.push_back(k);
+    bytes += size;
+    self->bucket_of_[k] = self->buckets_.size() - 1;
+  }
+  for (auto& bucket : self->buckets_) bucket.pending = bucket.entries.size();
+  self->seen_.assign(entries.size(), false);
+
+  std::weak_ptr<ZeroGradients> weak = self;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(entries[k].param);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (auto gradients = weak.lock()) gradients->ready(k);
+          return outputs;
+        }));
+    self->accumulators_.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
+  }
+  return self;
+}
+
+void ZeroGradients::prepare_for_backward() { armed_ = true; }
+
+void ZeroGradients::ready(size_t entry) {
+  if (!armed_ || seen_[entry]) return;
+  seen_[entry] = true;
+  if (!finish_queued_) {
+    finish_queued_ = true;
+    std::weak_ptr<ZeroGradients> weak = shared_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+      if (auto gradients = weak.lock()) gradients->finish();
+    });
+  }
+  --buckets_[bucket_of_[entry]].pending;
+  // Buckets go out in a fixed order on every rank (collectives must match), as soon as they and all before them
+  // are complete; at most two stay in flight, which bounds the full-size gradient buffers held.
+  while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
+    launch(buckets_[next_++]);
+    while (next_ - completed_ > 2) complete(buckets_[completed_++]);
+  }
+}
+
+void ZeroGradients::launch(Bucket& bucket) {
+  torch::NoGradGuard no_grad;
+  auto& flat = layout_->flat();
+  bucket.buffer = torch::zeros({bucket.end - bucket.begin}, flat.options());
+  for (const size_t k : bucket.entries) {
+    const auto& entry = layout_->entries()[k];
+    auto& grad = entry.param.mutable_grad();
+    if (grad.defined()) {
+      bucket.buffer.narrow(0, entry.offset - bucket.begin, entry.numel).copy_(grad.reshape({-1}));
+      grad = torch::Tensor();  // the full gradient is not kept: only this rank's slice, below
+    }
+  }
+  if (auto* shm = comm_->shared_memory()) {
+    // As the DDP path's shared-memory hook: sum, then divide, on every rank alike.
+    shm->allreduce(bucket.buffer);
+    bucket.buffer.div_(comm_->size());
+  } else {
+    // As DDP's default hook: divide, then sum.
+    bucket.buffer.div_(comm_->size());
+    bucket.work = comm_->allreduce_async(bucket.buffer);
+  }
+}
+
+void ZeroGradients::complete(Bucket& bucket) {
+  torch::NoGradGuard no_grad;
+  if (bucket.work) {
+    comm_->wait(bucket.work, "all-reduce (ZeRO gradients)");
+    bucket.work.reset();
+  }
+  const int64_t lo = std::max(bucket.begin, layout_->owned_begin());
+  const int64_t hi = std::min(bucket.end, layout_->owned_end());
+  if (lo < hi) {
+    layout_->grad_shard()
+        .narrow(0, lo - layout_->owned_begin(), hi - lo)
+        .add_(bucket.buffer.narrow(0, lo - bucket.begin, hi - lo));
+  }
+  bucket.buffer = torch::Tensor();
+}
+
+void ZeroGradients::finish() {
+  // Parameters that got no gradient in this backward (unused) count as zeros, as DDP's find_unused_parameters.
+  while (next_ < buckets_.size()) launch(buckets_[next_++]);
+  while (completed_ < buckets_.size()) complete(buckets_[completed_++]);
+  layout_->has_grad = true;
+  for (auto& bucket : buckets_) bucket.pending = bucket.entries.size();
+  std::fill(seen_.begin(), seen_.end(), false);
+  next_ = completed_ = 0;
+  armed_ = false;
+  finish_queued_ = false;
+}
+
+// --- the optimizer's shard -----------------------------------------------------------------------------------
+
+ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std::shared_ptr<ZeroLayout>>& layouts,
+                       std::shared_ptr<Communicator> comm)
+    : comm_(std::move(comm)) {
+  const int stage = layouts.empty() ? 1 : layouts.front()->stage();
+  if (!optimizer.state().empty()) {
+    throw Error("ZeRO stage " + std::to_string(stage) +
+                ": prepare the optimizer before it has state (its state is sharded as it is created); to resume, "
+                "load_state() after prepare");
+  }
+  std::unordered_set<ZeroLayout*> seen_layouts;
+  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+    auto& group = optimizer.param_groups()[g];
+    std::vector<torch::Tensor> shards;
+    for (size_t j = 0; j < group.params().size(); ++j) {
+      const auto& param = group.params()[j];
+      ZeroLayout* layout = nullptr;
+      const ZeroLayout::Entry* entry = nullptr;
+      for (const auto& candidate : layouts) {
+        if ((entry = candidate->find(param))) {
+          layout = candidate.get();
+          break;
+        }
+      }
+      if (!entry) {
+        throw Error("ZeRO stage " + std::to_string(stage) + ": the optimizer's parameter " + std::to_string(j) +
+                    " of group " + std::to_string(g) + " (shape " + shape_text(param) +
+                    ") is not a trained parameter of a prepared model: prepare the model before the optimizer (or "
+                    "both in one prepare call)");
+      }
+      params_.push_back(param);
+      if (seen_layouts.insert(layout).second) layouts_.push_back(layout);
+      const int64_t lo = std::max(entry->offset, layout->owned_begin());
+      const int64_t hi = std::min(entry->offset + entry->numel, layout->owned_end());
+      if (lo >= hi) continue;  // none of this parameter is this rank's
+      auto shard = layout->flat().narrow(0, lo, hi - lo);
+      shards.push_back(shard);
+      slices_.push_back({shard, param, layout, lo, hi});
+    }
+    group.params() = std::move(shards);
+  }
+}
+
+void ZeroShards::attach_gradients() {
+  for (auto& slice : slices_) {
+    auto& grad = slice.shard.mutable_grad();
+    if (grad.defined()) continue;  // attached since the last zero_grad (unscaling or clipping may have changed it)
+    if (slice.layout->stage() >= 2) {
+      if (!slice.layout->has_grad) continue;
+      grad = slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin);
+    } else {
+      const auto& full = slice.param.grad();
+      if (!full.defined()) continue;
+      const int64_t offset = slice.layout->find(slice.param)->offset;
+      grad = full.reshape({-1}).narrow(0, slice.begin - offset, slice.end - slice.begin);
+    }
+  }
+}
+
+void ZeroShards::all_gather() {
+  torch::NoGradGuard no_grad;
+  for (auto* layout : layouts_) comm_->allgather_chunks_(layout->flat());
+}
+
+void ZeroShards::zero_grad(bool set_to_none) {
+  for (auto& param : params_) {
+    auto& grad = param.mutable_grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      grad = torch::Tensor();
+    } else {
+      grad = grad.detach();
+      grad.zero_();
+    }
+  }
+  for (auto& slice : slices_) slice.shard.mutable_grad() = torch::Tensor();
+  for (auto* layout : layouts_) {
+    if (layout->stage() < 2) continue;
+    layout->grad_shard().zero_();
+    layout->has_grad = false;
+  }
+}
+
+}  // namespace spur::detail

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// ZeRO stages 1 and 2 (DeepSpeed's names; FSDP's SHARD_GRAD_OP is stage 2): each rank keeps the optimizer state
+// (stage 1), and the reduced gradients too (stage 2), of its own contiguous shard of the parameters only.
+//
+//   ZeroLayout      one prepared model's trained parameters laid end to end in one flat buffer of
+//                   world x chunk elements (the tail padded with zeros); the parameters become views into it, so
+//                   the all-gather after a step writes them in place. Rank r owns [r * chunk, (r + 1) * chunk).
+//   ZeroGradients   stage 2's gradient reduction (instead of DDP's Reducer): hooks on every parameter's gradient
+//                   accumulator reduce buckets, in a fixed order, while backward still runs; each rank keeps
+//                   its owned range of the reduced gradient and frees the parameters' full gradients.
+//   ZeroShards      a prepared optimizer's view of the layouts: its parameter groups list this rank's slices of
+//                   the parameters (so any LibTorch optimizer whose state is per parameter, and only per element,
+//                   steps exactly as it would on the whole), their gradients point at the reduced gradients'
+//                   slices, and the step ends with the all-gather.
+//
+// Reduction: an all-reduce per bucket (shared memory when every rank is on this machine, else Gloo or NCCL,
+// started asynchronously so that it overlaps the rest of backward); each rank then keeps its slice. A
+// reduce-scatter would move half the bytes; c10d's needs equal slices per rank of every bucket, which buckets cut
+// at parameter boundaries do not have (see docs/zero.md).
+//
+// Threading: the training thread; the hooks run on autograd's backward thread, which the training thread waits
+// for (as the Reducer's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include "distributed/communicator.h"
+
+namespace spur::detail {
+
+class ZeroLayout {
+ public:
+  struct Entry {
+    torch::Tensor param;
+    int64_t offset = 0;  // in the flat buffer
+    int64_t numel = 0;
+  };
+
+  /// Flattens `params` (one dtype and device; distinct tensors) into the buffer; their values are kept.
+  ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage);
+
+  int stage() const { return stage_; }
+  int64_t chunk() const { return chunk_; }
+  int64_t owned_begin() const { return rank_ * chunk_; }
+  int64_t owned_end() const { return (rank_ + 1) * chunk_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  /// The entry of `param`, or nullptr when it is not one of this layout's.
+  const Entry* find(const torch::Tensor& param) const;
+  torch::Tensor& flat() { return flat_; }
+  /// Stage 2: the reduced (averaged) gradient of the owned range, `chunk` elements.
+  torch::Tensor& grad_shard() { return grad_shard_; }
+  /// Whether grad_shard holds a gradient since the last zero_grad.
+  bool has_grad = false;
+
+ private:
+  int stage_;
+  int rank_;
+  int64_t chunk_ = 0;
+  torch::Tensor flat_;
+  torch::Tensor grad_shard_;
+  std::vector<Entry> entries_;
+  std::unordered_map<const void*, size_t> index_;
+};
+
+class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
+ public:
+  /// Hooks every parameter of `layout`; the hooks hold the result weakly (a parameter outliving it is harmless).
+  static std::shared_ptr<ZeroGradients> create(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm,
+                                               std::size_t bucket_bytes, std::size_t first_bucket_bytes);
+  ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm);
+  ZeroGradients(const ZeroGradients&) = delete;
+  ZeroGradients& operator=(const ZeroGradients&) = delete;
+  /// Arms the hooks for the coming backward (a synchronising one).
+  void prepare_for_backward();
+
+ private:
+  struct Bucket {
+    int64_t begin = 0;  // flat range [begin, end), parameters entries [first, last]
+    int64_t end = 0;
+    std::vector<size_t> entries;
+    size_t pending = 0;
+    torch::Tensor buffer;
+    Communicator::WorkPtr work;
+  };
+  void ready(size_t entry);
+  void launch(Bucket& bucket);
+  void complete(Bucket& bucket);
+  void finish();
+
+  std::shared_ptr<ZeroLayout> layout_;
+  std::shared_ptr<Communicator> comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;                    // entry -> bucket
+  std::vector<bool> seen_;                           // entry: gradient ready in this backward
+  std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
+  size_t next_ = 0;                                  // next bucket to launch
+  size_t completed_ = 0;                             // buckets whose slice is in grad_shard
+  bool armed_ = false;
+  bool finish_queued_ = false;
+};
+
+class ZeroShards {
+ public:
+  /// Replaces the optimizer's parameters by this rank's slices of them. Throws spur::Error when a parameter is in
+  /// no layout (the model was not prepared first) or the optimizer already has state.
+  ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std::shared_ptr<ZeroLayout>>& layouts,
+             std::shared_ptr<Communicator> comm);
+  /// Points each slice's gradient at the reduced gradient (stage 1: a view of the parameter's full gradient;
+  /// stage 2: of the layout's grad_shard). Before unscaling, clipping and stepping.
+  void attach_gradients();
+  /// After the optimizer stepped its slices: every rank's slices to every rank.
+  void all_gather();
+  /// Clears every gradient the optimizer's parameters have (full ones, and stage 2's shards).
+  void zero_grad(bool set_to_none);
+  /// This rank's slices, with the parameters they came from (for clipping a given parameter list).
+  struct Slice {
+    torch::Tensor shard;
+    torch::Tensor param;
+    ZeroLayout* layout;
+    int64_t begin;  // flat range
+    int64_t end;
+  };
+  const std::vector<Slice>& slices() const { return slices_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
+ private:
+  std::vector<Slice> slices_;
+  std::vector<torch::Tensor> params_;  // the optimizer's original parameters
+  std::vector<ZeroLayout*> layouts_;   // those its parameters are in
+  std::shared_ptr<Communicator> comm_;
+};
+
+}  // namespace spur::detail
