@@ -47,6 +47,8 @@ const char* kUsage =
     "flags (Accelerate's names; dashes or underscores): --num_processes N (total) --num_machines M\n"
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
+    "  --use_deepspeed [--zero_stage 1|2] | --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP|NO_SHARD\n"
+    "  (ZeRO: optimizer state, and with stage 2 gradients, sharded over the processes)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
     "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
@@ -137,6 +139,20 @@ int launch_command(const QStringList& given) {
     }
     if (auto v = args.integer("num_cpu_threads_per_process", 1, 4096)) {
       options.num_cpu_threads_per_process = static_cast<int>(*v);
+    }
+    const bool deepspeed = args.has("use_deepspeed") || args.value("zero_stage");
+    const bool fsdp = args.has("use_fsdp") || args.value("fsdp_sharding_strategy");
+    if (deepspeed && fsdp) throw UsageError("give --use_deepspeed (--zero_stage) or --use_fsdp, not both");
+    if (deepspeed) options.zero_stage = static_cast<int>(args.integer("zero_stage", 0, 3).value_or(2));
+    if (fsdp) {
+      const QString strategy = args.value("fsdp_sharding_strategy").value_or("FULL_SHARD");
+      const auto stage = app::fsdp_strategy_stage(strategy.toStdString());
+      if (!stage) {
+        throw UsageError("--fsdp_sharding_strategy " + strategy +
+                         ": Spur runs SHARD_GRAD_OP (ZeRO stage 2) and NO_SHARD (plain data parallel); FULL_SHARD "
+                         "and the hybrid strategies are not implemented");
+      }
+      options.zero_stage = *stage;
     }
     for (const auto& assignment : args.values("env")) {
       options.environment << app::parse_environment_assignment(assignment);

@@ -613,12 +613,34 @@ YAML::Node RunConfig::node() const {
 std::vector<std::string> RunConfig::unsupported() const {
   std::vector<std::string> notes;
   const std::string type = distributed_type();
-  if (type == "DEEPSPEED" || type == "FSDP" || type == "XLA" || type == "MEGATRON_LM" || type == "MODEL_PARALLEL" ||
+  if (type == "XLA" || type == "MEGATRON_LM" || type == "MODEL_PARALLEL" ||
       (type.rfind("MULTI_", 0) == 0 && type != "MULTI_CPU" && type != "MULTI_GPU")) {
     notes.push_back("distributed_type " + type + ": Spur runs data parallel (DDP) instead");
   }
-  for (const char* key : {"deepspeed_config", "fsdp_config", "megatron_lm_config", "parallelism_config", "fp8_config",
-                          "dynamo_config", "mpirun_config"}) {
+  // DEEPSPEED and FSDP select Spur's own ZeRO (stage from deepspeed_config.zero_stage, or
+  // fsdp_config.fsdp_sharding_strategy); every other key of theirs that asks for something is named.
+  auto honoured_only = [&](const char* section, std::initializer_list<const char*> honoured, bool active) {
+    const YAML::Node* node = find(section);
+    if (!node || empty_map(*node) || !node->IsMap()) return;
+    for (const auto& item : *node) {
+      const std::string key = item.first.as<std::string>();
+      if (active && std::find(honoured.begin(), honoured.end(), key) != honoured.end()) continue;
+      const std::string value = item.second.IsScalar() ? item.second.Scalar() : std::string("...");
+      std::string lower = value;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (lower == "none" || lower == "false" || lower.empty()) continue;
+      notes.push_back(std::string(section) + "." + key + " " + value + ": not acted on by Spur" +
+                      (active ? "" : " (distributed_type is " + type + ")"));
+    }
+  };
+  if ((type == "DEEPSPEED" || type == "FSDP") && (zero_stage() < 0 || zero_stage() > 2)) {
+    notes.push_back("distributed_type " + type +
+                    (type == "FSDP" ? " with this fsdp_sharding_strategy" : " with this zero_stage") +
+                    ": Spur's ZeRO runs stage 1 and 2 (SHARD_GRAD_OP) only; `spur launch` refuses the file");
+  }
+  honoured_only("deepspeed_config", {"zero_stage", "deepspeed_multinode_launcher"}, type == "DEEPSPEED");
+  honoured_only("fsdp_config", {"fsdp_sharding_strategy", "fsdp_version"}, type == "FSDP");
+  for (const char* key : {"megatron_lm_config", "parallelism_config", "fp8_config", "dynamo_config", "mpirun_config"}) {
     const YAML::Node* node = find(key);
     if (node && !empty_map(*node)) notes.push_back(std::string(key) + ": kept in the file, not acted on by Spur");
   }
@@ -627,6 +649,36 @@ std::vector<std::string> RunConfig::unsupported() const {
   if (find("tpu_name") || find("commands") || find("command_file"))
     notes.emplace_back("TPU keys: Spur does not run on TPUs");
   return notes;
+}
+
+std::optional<int> fsdp_strategy_stage(const std::string& strategy) {
+  std::string upper = strategy;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (upper == "SHARD_GRAD_OP" || upper == "2") return 2;
+  if (upper == "NO_SHARD" || upper == "3") return 0;
+  if (upper == "FULL_SHARD" || upper == "1") return 3;
+  return std::nullopt;
+}
+
+int RunConfig::zero_stage() const {
+  const std::string type = distributed_type();
+  auto nested = [&](const char* section, const char* key) -> std::optional<std::string> {
+    const YAML::Node* node = find(section);
+    if (!node || !node->IsMap() || !(*node)[key] || !(*node)[key].IsScalar()) return std::nullopt;
+    return (*node)[key].Scalar();
+  };
+  if (type == "DEEPSPEED") {
+    const auto stage = nested("deepspeed_config", "zero_stage");
+    if (!stage) return 2;  // DeepSpeedPlugin's default
+    try {
+      return std::stoi(*stage);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  if (type == "FSDP")
+    return fsdp_strategy_stage(nested("fsdp_config", "fsdp_sharding_strategy").value_or("FULL_SHARD")).value_or(-1);
+  return 0;
 }
 
 std::string default_config_path() {

@@ -39,6 +39,10 @@ class RunConfig {
   bool sagemaker() const { return text("compute_environment", "LOCAL_MACHINE") == "AMAZON_SAGEMAKER"; }
   std::string distributed_type() const { return text("distributed_type", ""); }
   std::string mixed_precision() const { return text("mixed_precision", "no"); }
+  /// ZeRO stage the file asks for: DEEPSPEED's deepspeed_config.zero_stage (default 2), FSDP's
+  /// fsdp_config.fsdp_sharding_strategy (SHARD_GRAD_OP 2, NO_SHARD 0, FULL_SHARD (the default) 3; hybrid ones -1,
+  /// which Spur refuses), else 0.
+  int zero_stage() const;
   bool use_cpu() const { return flag("use_cpu", false); }
   bool debug() const { return flag("debug", false); }
   /// Total over all machines; -1 when the file leaves it to the command line.
@@ -78,6 +82,10 @@ class RunConfig {
 };
 
 /// Where the default configuration lives: $XDG_CONFIG_HOME/spur/default_config.yaml.
+/// FSDP's sharding strategy (name, any case, or Accelerate's number 1-5) as a ZeRO stage: SHARD_GRAD_OP 2,
+/// NO_SHARD 0, FULL_SHARD 3; nullopt for the hybrid strategies and anything else.
+std::optional<int> fsdp_strategy_stage(const std::string& strategy);
+
 std::string default_config_path();
 /// Accelerate's: $HF_HOME/accelerate/default_config.yaml ($XDG_CACHE_HOME/huggingface or ~/.cache/huggingface).
 std::string accelerate_config_path();

@@ -88,6 +88,21 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     throw LaunchError("--mixed_precision " + plan.mixed_precision + ": Spur runs no, fp16 or bf16");
   }
   plan.use_cpu = options.cpu || (config && config->use_cpu());
+  plan.zero_stage = options.zero_stage.value_or(config ? config->zero_stage() : 0);
+  if (plan.zero_stage < 0 || plan.zero_stage > 3) {
+    throw LaunchError(
+        QString("the configuration's ZeRO setting (deepspeed_config.zero_stage, or "
+                "fsdp_config.fsdp_sharding_strategy) is not one Spur runs: zero_stage 1 or 2, or "
+                "SHARD_GRAD_OP / NO_SHARD"));
+  }
+  if (plan.zero_stage == 3) {
+    throw LaunchError(
+        QString(options.zero_stage ? "--zero_stage 3 / --fsdp_sharding_strategy FULL_SHARD"
+                                   : "the configuration's ZeRO stage 3 (deepspeed_config.zero_stage 3, "
+                                     "or FSDP's FULL_SHARD, its default)") +
+        ": stage 3 (parameters sharded) is not implemented; stage 2 (zero_stage 2, fsdp_sharding_strategy "
+        "SHARD_GRAD_OP) shards the optimizer state and the gradients (docs/zero.md)");
+  }
   const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
 
   // Threads: what the user set wins; else the machine's cores shared between its ranks (torchrun sets 1).
@@ -159,6 +174,7 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     if (options.gradient_accumulation_steps) {
       env.insert("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(*options.gradient_accumulation_steps));
     }
+    env.insert("SPUR_ZERO_STAGE", QString::number(plan.zero_stage));
     if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
     for (const auto& [name, value] : options.environment) env.insert(name, value);
     if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);

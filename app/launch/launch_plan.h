@@ -34,6 +34,8 @@ struct LaunchOptions {
   std::optional<QString> gpu_ids;
   std::optional<int> gradient_accumulation_steps;
   std::optional<int> num_cpu_threads_per_process;
+  /// ZeRO stage from `--use_deepspeed [--zero_stage N]` or `--use_fsdp [--fsdp_sharding_strategy S]`.
+  std::optional<int> zero_stage;
   /// `--env NAME=VALUE`: set for every rank (over the launcher's own environment).
   QList<QPair<QString, QString>> environment;
 };
@@ -67,6 +69,7 @@ struct LaunchPlan {
   int master_port = 0;
   QString mixed_precision = "no";
   bool use_cpu = false;
+  int zero_stage = 0;           // SPUR_ZERO_STAGE for every rank when above 0
   std::vector<RankSpec> ranks;  // this machine's ranks
   QStringList notes;            // config keys Spur does not act on, and other things worth saying
   /// Human-readable: each rank's command and the variables the launcher sets.

@@ -29,13 +29,16 @@ const QSet<QString>& launch_valued_flags() {
                                    "job_name",
                                    "aws_endpoint_url",
                                    "poll_interval",
-                                   "run_name"};
+                                   "run_name",
+                                   "zero_stage",
+                                   "fsdp_sharding_strategy"};
   return flags;
 }
 
 const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu",         "use_cpu",   "dry_run", "help",      "multi_gpu", "exit_on_stdin_eof",
-                                   "interactive", "no_config", "detach",  "no_history"};
+  static const QSet<QString> flags{"cpu",       "use_cpu",           "dry_run",       "help",
+                                   "multi_gpu", "exit_on_stdin_eof", "interactive",   "no_config",
+                                   "detach",    "no_history",        "use_deepspeed", "use_fsdp"};
   return flags;
 }
 

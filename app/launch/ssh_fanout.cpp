@@ -144,6 +144,9 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
                        "--grace_period",
                        QString::number(grace_seconds)};
     if (plan.use_cpu) remote << "--cpu";
+    if (plan.zero_stage > 0)
+      remote << "--use_deepspeed"
+             << "--zero_stage" << QString::number(plan.zero_stage);
     if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
     if (launch.gradient_accumulation_steps) {
       remote << "--gradient_accumulation_steps" << QString::number(*launch.gradient_accumulation_steps);

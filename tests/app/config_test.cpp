@@ -273,8 +273,52 @@ class ConfigTest : public QObject {
     QCOMPARE(result.exit_code, 0);
     QVERIFY(result.output.contains("fsdp_sharding_strategy: FULL_SHARD"));
     QVERIFY(result.output.contains("- 1"));
-    QVERIFY2(result.output.contains("note: distributed_type FSDP"), qPrintable(result.output));
-    QVERIFY2(result.output.contains("note: fsdp_config"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("note: distributed_type FSDP with this fsdp_sharding_strategy: Spur's ZeRO runs "
+                                    "stage 1 and 2"),
+             qPrintable(result.output));
+    QVERIFY2(result.output.contains("note: fsdp_config.nested ...: not acted on by Spur"), qPrintable(result.output));
+    QVERIFY2(!result.output.contains("fsdp_config.fsdp_sharding_strategy"), qPrintable(result.output));
+  }
+
+  // Issue 17: DeepSpeed's and FSDP's settings, in the file or as flags, become the ranks' SPUR_ZERO_STAGE; what
+  // Spur does not run is refused before anything starts, by name.
+  void sharding_settings_reach_the_ranks_data() {
+    QTest::addColumn<QString>("yaml");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("expected");
+    const QString two = "num_processes: 2\n";
+    QTest::newRow("deepspeed stage 1") << "distributed_type: DEEPSPEED\n" + two + "deepspeed_config:\n  zero_stage: 1\n"
+                                       << QStringList{} << "SPUR_ZERO_STAGE=1";
+    QTest::newRow("deepspeed default") << "distributed_type: DEEPSPEED\n" + two << QStringList{} << "SPUR_ZERO_STAGE=2";
+    QTest::newRow("fsdp shard_grad_op") << "distributed_type: FSDP\n" + two +
+                                               "fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
+                                        << QStringList{} << "SPUR_ZERO_STAGE=2";
+    QTest::newRow("plain") << "distributed_type: MULTI_CPU\n" + two << QStringList{} << "SPUR_ZERO_STAGE=0";
+    QTest::newRow("flags") << "distributed_type: MULTI_CPU\n" + two
+                           << QStringList{"--use_deepspeed", "--zero_stage", "1"} << "SPUR_ZERO_STAGE=1";
+    QTest::newRow("fsdp flag") << "distributed_type: MULTI_CPU\n" + two
+                               << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "shard_grad_op"}
+                               << "SPUR_ZERO_STAGE=2";
+    QTest::newRow("fsdp default is stage 3") << "distributed_type: FSDP\n" + two << QStringList{}
+                                             << "ZeRO stage 3 (deepspeed_config.zero_stage 3, or FSDP's FULL_SHARD";
+    QTest::newRow("zero_stage 3 flag") << "distributed_type: MULTI_CPU\n" + two << QStringList{"--zero_stage", "3"}
+                                       << "--zero_stage 3 / --fsdp_sharding_strategy FULL_SHARD: stage 3";
+    QTest::newRow("hybrid flag") << "distributed_type: MULTI_CPU\n" + two
+                                 << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "HYBRID_SHARD"}
+                                 << "--fsdp_sharding_strategy HYBRID_SHARD: Spur runs SHARD_GRAD_OP";
+    QTest::newRow("both") << "distributed_type: MULTI_CPU\n" + two << QStringList{"--use_deepspeed", "--use_fsdp"}
+                          << "give --use_deepspeed (--zero_stage) or --use_fsdp, not both";
+  }
+  void sharding_settings_reach_the_ranks() {
+    QFETCH(QString, yaml);
+    QFETCH(QStringList, flags);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    const QString path = write(dir, "zero.yaml", yaml);
+    const auto result =
+        spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+    QVERIFY2(result.output.contains(expected), qPrintable(result.output));
+    QCOMPARE(result.exit_code == 0, expected.startsWith("SPUR_ZERO_STAGE="));
   }
 
   // Found by fuzz_config in CI: a CR before a comma in a flow mapping stayed in the plain value ("static\r"), which
