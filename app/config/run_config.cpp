@@ -623,7 +623,7 @@ std::vector<std::string> RunConfig::unsupported() const {
     const YAML::Node* node = find(section);
     if (!node || empty_map(*node) || !node->IsMap()) return;
     for (const auto& item : *node) {
-      const std::string key = item.first.as<std::string>();
+      const auto key = item.first.as<std::string>();
       if (active && std::find(honoured.begin(), honoured.end(), key) != honoured.end()) continue;
       const std::string value = item.second.IsScalar() ? item.second.Scalar() : std::string("...");
       std::string lower = value;

@@ -797,7 +797,7 @@ int zero(const Args& args) {
         check(freed, "stage 2 keeps no full gradient after a synchronising backward");
       }
       if (args.clip > 0 && accelerator.sync_gradients()) {
-        const double norm = accelerator.clip_grad_norm_(model->parameters(), args.clip).item<double>();
+        const auto norm = accelerator.clip_grad_norm_(model->parameters(), args.clip).item<double>();
         if (rank == 0) std::printf("norm %lld %.9g\n", static_cast<long long>(step), norm);
       }
       optimizer.step();
