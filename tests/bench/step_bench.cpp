@@ -2,6 +2,8 @@
 // Training-step benchmark on reference/benchmarks.md's workloads (SGD lr 0.01, cross-entropy, fp32).
 //   step_bench single WORKLOAD [--steps N]   one process: hand-written LibTorch step vs Spur step, interleaved
 //   step_bench rank WORKLOAD [--steps N]     one rank of a Spur DDP run (RANK, WORLD_SIZE... from the driver)
+//   step_bench adamw WORKLOAD [--steps N]    the same with AdamW (lr 1e-3, weight decay 0.01): zero_bench.py runs it
+//                                            with SPUR_ZERO_STAGE 0, 1 and 2 (issue 17)
 // Prints one JSON object per line; run_benchmarks.py turns them into ratios.
 #include <sys/resource.h>
 
@@ -12,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <torch/nn/functional/loss.h>
@@ -19,6 +22,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/cuda.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <spur/spur.h>
@@ -39,7 +43,9 @@ struct Workload {
 Workload workload(const std::string& name) {
   if (name == "small") return {"small", 256, 512, 10, 64};
   if (name == "large") return {"large", 1024, 2048, 10, 128};
-  throw spur::Error("unknown workload " + name + " (small, large)");
+  // Issue 17: a model whose Adam state dominates memory (21 M parameters, small batch).
+  if (name == "wide") return {"wide", 1024, 4096, 10, 32};
+  throw spur::Error("unknown workload " + name + " (small, large, wide)");
 }
 
 torch::nn::Sequential make_model(const Workload& w) {
@@ -119,11 +125,18 @@ int single(const Workload& w, int steps) {
   return 0;
 }
 
+template <typename Optimizer>
 int rank(const Workload& w, int steps) {
   spur::Accelerator accelerator;
   auto net = make_model(w);
-  torch::optim::SGD sgd(net->parameters(), 0.01);
-  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  Optimizer base = [&] {
+    if constexpr (std::is_same_v<Optimizer, torch::optim::AdamW>) {
+      return torch::optim::AdamW(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+    } else {
+      return torch::optim::SGD(net->parameters(), 0.01);
+    }
+  }();
+  auto [model, optimizer] = accelerator.prepare(net, base);
   const auto device = accelerator.device();
   const auto data = make_batches(w, 16, device);
   std::vector<double> times;
@@ -150,7 +163,8 @@ int main(int argc, char** argv) try {
   int steps = 200;
   if (argc >= 5 && std::string(argv[3]) == "--steps") steps = std::max(10, std::stoi(argv[4]));
   if (mode == "single") return single(w, steps);
-  if (mode == "rank") return rank(w, steps);
+  if (mode == "rank") return rank<torch::optim::SGD>(w, steps);
+  if (mode == "adamw") return rank<torch::optim::AdamW>(w, steps);
   throw spur::Error("unknown mode " + mode);
 } catch (const std::exception& e) {
   std::cerr << "step_bench: " << e.what() << "\n";

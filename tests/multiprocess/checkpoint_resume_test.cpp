@@ -128,6 +128,25 @@ class CheckpointResumeTest : public QObject {
     QCOMPARE(output.count("saved without ZeRO"), 2);
   }
 
+  // The consolidated weights of a ZeRO checkpoint load at another world size (3 ranks, stage 1) and give exactly
+  // the parameters the 2-rank stage-2 run saved (it saved at its last step, so its final parameters are those).
+  void zero_consolidated_weights_load_at_any_world_size() {
+    QTemporaryDir out;
+    QVERIFY(
+        !run_ranks({"resume", "--out", out.path(), "--steps", "4", "--save_at", "4"}, 2, true, 2).startsWith("failed"));
+    const auto loaded = run_ranks({"load_weights", "--out", out.path()}, 3, true, 1);
+    QVERIFY2(!loaded.startsWith("failed") && !loaded.startsWith("timeout"), qPrintable(loaded));
+    QFile saved(out.filePath("resume0_rank0.bin"));
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    const QByteArray expected = saved.readAll();
+    QVERIFY(!expected.isEmpty());
+    for (int rank = 0; rank < 3; ++rank) {
+      QFile file(out.filePath(QString("loaded_rank%1.bin").arg(rank)));
+      QVERIFY(file.open(QIODevice::ReadOnly));
+      QVERIFY2(file.readAll() == expected, qPrintable(QString("rank %1 loaded other weights").arg(rank)));
+    }
+  }
+
   void a_kill_mid_save_keeps_the_previous_checkpoint() {
     QTemporaryDir out;
     const QString tmp = out.path() + "/checkpoint.spur-tmp";

@@ -567,6 +567,12 @@ int resume(const Args& args) {
                                          [&](torch::serialize::InputArchive& a) { a.read("step", counter); });
   auto [model, optimizer, scheduler, train_loader] = accelerator.prepare(net, adam, schedule, loader);
   const std::string dir = args.out + "/checkpoint";
+  if (args.scenario == "load_weights") {
+    // Issue 17: a checkpoint's consolidated weights, loaded into a run of any size (and any ZeRO stage).
+    spur::load_model(*net, dir);
+    write_flat(args.out + "/loaded_rank" + std::to_string(accelerator.process_index()) + ".bin", flat(*net));
+    return 0;
+  }
   if (args.load) accelerator.load_state(dir);
   model->train();
   auto step = counter.item<int64_t>();
@@ -1151,7 +1157,7 @@ int main(int argc, char** argv) try {
     code = data_error(args);
   } else if (args.scenario == "metrics") {
     code = metrics(args);
-  } else if (args.scenario == "resume") {
+  } else if (args.scenario == "resume" || args.scenario == "load_weights") {
     code = resume(args);
   } else if (args.scenario == "save_loop") {
     code = save_loop(args);

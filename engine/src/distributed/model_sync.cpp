@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gradient synchronisation for a prepared model, the way DistributedDataParallel does it: c10d's Reducer hooks
 // every parameter's gradient accumulator and all-reduces full buckets while the rest of backward still runs.
+#include <algorithm>
 #include <unordered_set>
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -130,7 +131,13 @@ class ReducerModelSync final : public ModelSync {
                                                  static_cast<int>(core_->zero_stage));
       core_->zero_layouts.push_back(layout);
       if (core_->zero_stage >= 2) {
-        zero_gradients_ = ZeroGradients::create(layout, core_->comm, options.bucket_cap_bytes, first_cap);
+        // Each bucket's gradients exist twice while it is packed and reduced (the parameters' and the bucket's):
+        // through shared memory, which moves 4 MiB chunks anyway, buckets of 4 MiB cost no extra collectives and
+        // keep that overhead small; Gloo and NCCL keep DDP's sizes (each collective has a fixed cost there).
+        const std::size_t cap = core_->comm->shared_memory()
+                                    ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
+                                    : options.bucket_cap_bytes;
+        zero_gradients_ = ZeroGradients::create(layout, core_->comm, cap, std::min(first_cap, cap));
         return;
       }
     }

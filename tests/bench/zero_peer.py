@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: Apache-2.0
+# The peer of Spur's ZeRO benchmark (issue 17): PyTorch's own DistributedDataParallel with AdamW, and DDP with
+# torch.distributed.optim.ZeroRedundancyOptimizer(AdamW) (ZeRO stage 1 in PyTorch), Gloo on the CPU. Started by
+# zero_bench.py with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR...); prints one JSON record per rank.
+#   python zero_peer.py WORKLOAD ddp|zero STEPS
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel
+
+WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128), "wide": (1024, 4096, 10, 32)}
+
+
+def main():
+    name, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    n_in, hidden, n_out, batch = WORKLOADS[name]
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                          nn.Linear(hidden, n_out))
+    model = DistributedDataParallel(model, gradient_as_bucket_view=True)
+    if mode == "zero":
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3,
+                                            weight_decay=0.01)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    xs = [torch.randn(batch, n_in) for _ in range(16)]
+    ys = [torch.randint(0, n_out, (batch,)) for _ in range(16)]
+    times = []
+    for i in range(20 + steps):
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[i % 16]), ys[i % 16])
+        loss.backward()
+        optimizer.step()
+        if i >= 20:
+            times.append((time.perf_counter() - t0) * 1000)
+    rollup = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3:
+                rollup[parts[0]] = int(parts[1]) / 1024
+    record = {"mode": "rank", "impl": "torch-" + mode, "workload": name, "rank": dist.get_rank(),
+              "median_ms": statistics.median(times),
+              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "pss_mib": rollup["Pss:"], "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}
+    sys.stdout.flush()
+    os.write(1, (json.dumps(record) + "\n").encode())
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
