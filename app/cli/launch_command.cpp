@@ -48,6 +48,7 @@ const char* kUsage =
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
     "  --use_deepspeed [--zero_stage 1|2] | --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP|NO_SHARD\n"
+    "  | --use_fsdp --fsdp_reshard_after_forward false (FSDP2's SHARD_GRAD_OP)\n"
     "  (ZeRO: optimizer state, and with stage 2 gradients, sharded over the processes)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
@@ -141,10 +142,19 @@ int launch_command(const QStringList& given) {
       options.num_cpu_threads_per_process = static_cast<int>(*v);
     }
     const bool deepspeed = args.has("use_deepspeed") || args.value("zero_stage");
-    const bool fsdp = args.has("use_fsdp") || args.value("fsdp_sharding_strategy");
+    const bool fsdp =
+        args.has("use_fsdp") || args.value("fsdp_sharding_strategy") || args.value("fsdp_reshard_after_forward");
     if (deepspeed && fsdp) throw UsageError("give --use_deepspeed (--zero_stage) or --use_fsdp, not both");
     if (deepspeed) options.zero_stage = static_cast<int>(args.integer("zero_stage", 0, 3).value_or(2));
-    if (fsdp) {
+    if (fsdp && args.value("fsdp_reshard_after_forward")) {
+      // FSDP2's setting: resharding after forward is FULL_SHARD (stage 3), keeping the parameters SHARD_GRAD_OP.
+      const QString reshard = args.value("fsdp_reshard_after_forward")->toLower();
+      if (reshard != "true" && reshard != "false") {
+        throw UsageError("--fsdp_reshard_after_forward " + *args.value("fsdp_reshard_after_forward") +
+                         ": true or false");
+      }
+      options.zero_stage = reshard == "true" ? 3 : 2;
+    } else if (fsdp) {
       const QString strategy = args.value("fsdp_sharding_strategy").value_or("FULL_SHARD");
       const auto stage = app::fsdp_strategy_stage(strategy.toStdString());
       if (!stage) {

@@ -639,7 +639,8 @@ std::vector<std::string> RunConfig::unsupported() const {
                     ": Spur's ZeRO runs stage 1 and 2 (SHARD_GRAD_OP) only; `spur launch` refuses the file");
   }
   honoured_only("deepspeed_config", {"zero_stage", "deepspeed_multinode_launcher"}, type == "DEEPSPEED");
-  honoured_only("fsdp_config", {"fsdp_sharding_strategy", "fsdp_version"}, type == "FSDP");
+  honoured_only("fsdp_config", {"fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward"},
+                type == "FSDP");
   for (const char* key : {"megatron_lm_config", "parallelism_config", "fp8_config", "dynamo_config", "mpirun_config"}) {
     const YAML::Node* node = find(key);
     if (node && !empty_map(*node)) notes.push_back(std::string(key) + ": kept in the file, not acted on by Spur");
@@ -676,8 +677,17 @@ int RunConfig::zero_stage() const {
       return -1;
     }
   }
-  if (type == "FSDP")
+  if (type == "FSDP") {
+    // FSDP2 (fsdp_version 2) says it with fsdp_reshard_after_forward: true is FULL_SHARD, false SHARD_GRAD_OP.
+    if (nested("fsdp_config", "fsdp_version").value_or("1") == "2") {
+      std::string reshard = nested("fsdp_config", "fsdp_reshard_after_forward").value_or("true");
+      std::transform(reshard.begin(), reshard.end(), reshard.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (reshard == "true") return 3;
+      if (reshard == "false") return 2;
+      return -1;
+    }
     return fsdp_strategy_stage(nested("fsdp_config", "fsdp_sharding_strategy").value_or("FULL_SHARD")).value_or(-1);
+  }
   return 0;
 }
 

@@ -174,7 +174,8 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     if (options.gradient_accumulation_steps) {
       env.insert("SPUR_GRADIENT_ACCUMULATION_STEPS", QString::number(*options.gradient_accumulation_steps));
     }
-    env.insert("SPUR_ZERO_STAGE", QString::number(plan.zero_stage));
+    // Only when asked for: a program started plainly keeps what its environment says.
+    if (plan.zero_stage > 0) env.insert("SPUR_ZERO_STAGE", QString::number(plan.zero_stage));
     if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
     for (const auto& [name, value] : options.environment) env.insert(name, value);
     if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);

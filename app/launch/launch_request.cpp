@@ -31,7 +31,8 @@ const QSet<QString>& launch_valued_flags() {
                                    "poll_interval",
                                    "run_name",
                                    "zero_stage",
-                                   "fsdp_sharding_strategy"};
+                                   "fsdp_sharding_strategy",
+                                   "fsdp_reshard_after_forward"};
   return flags;
 }
 

@@ -123,9 +123,15 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
     if (core.zero_stage > 0 && core.scaler) {
       // One inf/nan verdict for all shards: every rank skips the step, or none does.
       core.scaler->set_found_inf_reduction([comm = core.comm](torch::Tensor& found_inf) {
-        auto flag = found_inf.to(torch::kCPU, torch::kFloat).reshape({1}).contiguous();
+        // On the process group's device (NCCL takes CUDA tensors only).
+        auto flag = found_inf.to(comm->device(), torch::kFloat).reshape({1}).contiguous();
         comm->allreduce_(flag);
         found_inf.copy_(flag.clamp_max(1).to(found_inf.device()).reshape(found_inf.sizes()));
+      });
+      // Gradients are unscaled where they are: the shard slices, attached first (also when the user calls the
+      // scaler's unscale_ by hand before step()).
+      core.scaler->set_before_unscale([core = &core](torch::optim::Optimizer& optimizer) {
+        if (auto* shards = core->shards_of(optimizer)) shards->attach_gradients();
       });
     }
   }
@@ -191,7 +197,7 @@ PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::O
     shards = std::make_shared<detail::ZeroShards>(*optimizer, core_->zero_layouts, core_->comm);
   } else if (core_->zero_stage > 0 && core_->comm) {
     throw Error("ZeRO stage " + std::to_string(core_->zero_stage) +
-                ": prepare the model before the optimizer (or both in one prepare call)");
+                ": prepare the model first (before the optimizer, or listed before it in the same prepare call)");
   }
   PreparedOptimizer prepared(std::move(optimizer), core_);
   core_->zero_shards.resize(core_->optimizers.size());
@@ -301,25 +307,33 @@ torch::Tensor Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tenso
       if (it != listed.end() && slice.shard.grad().defined()) grads.emplace_back(slice.shard.grad(), it->second);
     }
   }
+  // As torch's clip_grad_norm_: p-norms, the infinity norm (a maximum), and the 0 "norm" (non-zero elements).
   const bool infinity = std::isinf(norm_type);
   double local = 0;
   for (const auto& [g, times] : grads) {
     const auto part = g.detach().to(torch::kDouble).abs();
-    local = infinity ? std::max(local, part.max().item<double>())
-                     : local + times * part.pow(norm_type).sum().item<double>();
+    if (infinity) {
+      local = std::max(local, part.max().item<double>());
+    } else if (norm_type == 0) {
+      local += times * part.ne(0).sum().item<double>();
+    } else {
+      local += times * part.pow(norm_type).sum().item<double>();
+    }
   }
+  // The collectives run on the process group's device (NCCL takes CUDA tensors only).
+  const auto device = core_->comm->device();
   double total = 0;
   if (infinity) {
-    for (const auto& value : core_->comm->allgather(torch::tensor({local}, torch::kDouble))) {
+    for (const auto& value : core_->comm->allgather(torch::tensor({local}, torch::kDouble).to(device))) {
       total = std::max(total, value.item<double>());
     }
   } else {
-    auto sum = torch::tensor({local}, torch::kDouble);
+    auto sum = torch::tensor({local}, torch::kDouble).to(device);
     core_->comm->allreduce_(sum);
-    total = std::pow(sum.item<double>(), 1.0 / norm_type);
+    total = norm_type == 0 ? sum.item<double>() : std::pow(sum.item<double>(), 1.0 / norm_type);
   }
   const double coefficient = max_norm / (total + 1e-6);
-  if (coefficient < 1) {
+  if (coefficient < 1 || std::isnan(coefficient)) {  // a NaN norm makes the gradients NaN, as torch's does
     torch::NoGradGuard no_grad;
     for (auto& [g, times] : grads) g.mul_(std::pow(coefficient, times));
   }

@@ -293,7 +293,13 @@ class ConfigTest : public QObject {
     QTest::newRow("fsdp shard_grad_op") << "distributed_type: FSDP\n" + two +
                                                "fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
                                         << QStringList{} << "SPUR_ZERO_STAGE=2";
-    QTest::newRow("plain") << "distributed_type: MULTI_CPU\n" + two << QStringList{} << "SPUR_ZERO_STAGE=0";
+    QTest::newRow("plain: not set") << "distributed_type: MULTI_CPU\n" + two << QStringList{} << "!SPUR_ZERO_STAGE";
+    QTest::newRow("fsdp2 keeping parameters")
+        << "distributed_type: FSDP\n" + two + "fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n"
+        << QStringList{} << "SPUR_ZERO_STAGE=2";
+    QTest::newRow("fsdp2 flag") << "distributed_type: MULTI_CPU\n" + two
+                                << QStringList{"--use_fsdp", "--fsdp_reshard_after_forward", "false"}
+                                << "SPUR_ZERO_STAGE=2";
     QTest::newRow("flags") << "distributed_type: MULTI_CPU\n" + two
                            << QStringList{"--use_deepspeed", "--zero_stage", "1"} << "SPUR_ZERO_STAGE=1";
     QTest::newRow("fsdp flag") << "distributed_type: MULTI_CPU\n" + two
@@ -317,6 +323,11 @@ class ConfigTest : public QObject {
     const QString path = write(dir, "zero.yaml", yaml);
     const auto result =
         spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+    if (expected.startsWith('!')) {
+      QCOMPARE(result.exit_code, 0);
+      QVERIFY2(result.output.contains("RANK=1") && !result.output.contains(expected.mid(1)), qPrintable(result.output));
+      return;
+    }
     QVERIFY2(result.output.contains(expected), qPrintable(result.output));
     QCOMPARE(result.exit_code == 0, expected.startsWith("SPUR_ZERO_STAGE="));
   }

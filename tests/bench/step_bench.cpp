@@ -45,7 +45,9 @@ Workload workload(const std::string& name) {
   if (name == "large") return {"large", 1024, 2048, 10, 128};
   // Issue 17: a model whose Adam state dominates memory (21 M parameters, small batch).
   if (name == "wide") return {"wide", 1024, 4096, 10, 32};
-  throw spur::Error("unknown workload " + name + " (small, large, wide)");
+  // And one where the model state dwarfs a LibTorch process's own ~130 MiB (75 M parameters, 300 MB).
+  if (name == "wider") return {"wider", 1024, 8192, 10, 8};
+  throw spur::Error("unknown workload " + name + " (small, large, wide, wider)");
 }
 
 torch::nn::Sequential make_model(const Workload& w) {

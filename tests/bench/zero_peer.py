@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128), "wide": (1024, 4096, 10, 32)}
+WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128), "wide": (1024, 4096, 10, 32),
+             "wider": (1024, 8192, 10, 8)}
 
 
 def main():

@@ -624,8 +624,15 @@ int unused_outputs(const Args& args) {
   auto [x, y] = make_data(args.steps, args.rows);
   torch::manual_seed(1000 + rank);
   TwoHeads net;
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  // AdamW (--optimizer adamw) moves a parameter stepped with a zero gradient (weight decay): a head that gets none
+  // must not be stepped at all (issue 17: ZeRO stage 2 against DDP).
+  std::unique_ptr<torch::optim::Optimizer> base;
+  if (args.optimizer == "adamw") {
+    base = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+  } else {
+    base = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  auto [model, optimizer] = accelerator.prepare(net, *base);
   for (int64_t step = 0; step < args.steps; ++step) {
     auto [logits, aux] = model(x[step].narrow(0, rank * rows, rows));
     accelerator.backward(torch::nn::functional::mse_loss(logits, y[step].narrow(0, rank * rows, rows)));
@@ -782,13 +789,25 @@ int zero(const Args& args) {
   for (const auto& p : unique_parameters(*net)) {
     if (p.requires_grad()) trained.push_back(p);
   }
-  std::unique_ptr<torch::optim::Optimizer> base;
+  std::unique_ptr<torch::optim::Optimizer> base, second;
   if (args.optimizer == "adamw") {
     base = std::make_unique<torch::optim::AdamW>(trained, torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+  } else if (args.optimizer == "split") {
+    // Two optimizers over one model (fc2 by AdamW, the rest by SGD), each stepped and zeroed in turn: one's
+    // zero_grad must not clear the other's reduced gradients.
+    std::vector<torch::Tensor> rest;
+    for (const auto& p : trained) {
+      if (!p.is_same(net->fc2->weight) && !p.is_same(net->fc2->bias)) rest.push_back(p);
+    }
+    base = std::make_unique<torch::optim::SGD>(rest, torch::optim::SGDOptions(0.1).momentum(0.9));
+    second = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{net->fc2->weight, net->fc2->bias},
+                                                   torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
   } else {
     base = std::make_unique<torch::optim::SGD>(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
   }
   auto [model, optimizer] = accelerator.prepare(net, *base);
+  std::optional<spur::PreparedOptimizer> other;
+  if (second) other.emplace(accelerator.prepare(*second));
   for (int64_t step = 0; step < args.steps; ++step) {
     for (int64_t i = 0; i < k; ++i) {
       auto scope = accelerator.accumulate(model);
@@ -808,6 +827,10 @@ int zero(const Args& args) {
       }
       optimizer.step();
       optimizer.zero_grad();
+      if (other) {
+        other->step();
+        other->zero_grad();
+      }
     }
   }
   if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());

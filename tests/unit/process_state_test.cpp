@@ -143,6 +143,10 @@ class ProcessStateTest : public QObject {
     QTest::newRow("fsdp by number") << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=2" << 2 << 0;
     QTest::newRow("fsdp no_shard") << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=NO_SHARD" << 0 << 0;
     QTest::newRow("fsdp default is full_shard") << "ACCELERATE_USE_FSDP=true" << 3 << 0;
+    QTest::newRow("fsdp2 keeping parameters")
+        << "ACCELERATE_USE_FSDP=true FSDP_VERSION=2 FSDP_RESHARD_AFTER_FORWARD=false" << 2 << 0;
+    QTest::newRow("fsdp2 default reshards")
+        << "ACCELERATE_USE_FSDP=true FSDP_VERSION=2 FSDP_SHARDING_STRATEGY=FULL_SHARD" << 3 << 0;
     QTest::newRow("fsdp offload")
         << "ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=shard_grad_op FSDP_OFFLOAD_PARAMS=true" << 2 << 1;
   }

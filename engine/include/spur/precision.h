@@ -57,6 +57,8 @@ class GradScaler {
   /// non-zero) with every other rank's, in place, so that all ranks skip a step or none does. Set by the
   /// Accelerator; every rank calls unscale_ for the same optimizers in the same order.
   void set_found_inf_reduction(std::function<void(torch::Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
+  /// Runs at the start of unscale_(optimizer): ZeRO attaches the shards' gradients there. Set by the Accelerator.
+  void set_before_unscale(std::function<void(torch::optim::Optimizer&)> hook) { before_unscale_ = std::move(hook); }
   void unscale_(torch::optim::Optimizer& optimizer);
   /// Unscales if not yet done, then steps `optimizer` unless its gradients held inf/nan. True if it stepped.
   bool step(torch::optim::Optimizer& optimizer);
@@ -91,6 +93,7 @@ class GradScaler {
   int64_t growth_tracker_ = 0;
   std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
   std::function<void(torch::Tensor&)> reduce_found_inf_;
+  std::function<void(torch::optim::Optimizer&)> before_unscale_;
 };
 
 }  // namespace spur

@@ -149,6 +149,13 @@ bool sharded(const detail::AcceleratorCore& core, size_t optimizer) {
   return optimizer < core.zero_shards.size() && core.zero_shards[optimizer] != nullptr;
 }
 
+// Stage 2 with sync_each_batch reduces every micro-step into the shard: a save before the optimizer steps would
+// lose what the shard holds (parameters' own gradients are what a mid-accumulation checkpoint keeps).
+bool mid_accumulation_refused(const detail::AcceleratorCore& core) {
+  return core.zero_stage >= 2 && !core.zero_layouts.empty() && core.options.sync_each_batch &&
+         core.accumulation_steps > 1 && core.gradient.step % core.accumulation_steps != 0;
+}
+
 // 0 unless some optimizer's state is sharded (then the run's ZeRO stage).
 int64_t sharded_stage(const detail::AcceleratorCore& core) {
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
@@ -224,6 +231,12 @@ NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& mo
 
 std::string Accelerator::save_state(const std::string& requested) {
   auto& core = *core_;
+  if (mid_accumulation_refused(core)) {  // the same on every rank: refused before any collective
+    throw Error("save_state(" + requested +
+                ") in the middle of a gradient accumulation with ZeRO stage 2 and sync_each_batch: the gradients "
+                "accumulated so far live in each rank's shard, which checkpoints do not hold yet; save after "
+                "optimizer.step()");
+  }
   const bool automatic = requested.empty();
   std::string dir = requested;
   if (automatic) {

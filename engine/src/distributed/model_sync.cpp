@@ -127,6 +127,15 @@ class ReducerModelSync final : public ModelSync {
     if (core_->zero_stage > 0) {
       // ZeRO: the trained parameters move into one flat buffer that the optimizer's shards and the all-gather
       // address (zero.h). Stage 2 reduces gradients itself; stage 1 keeps DDP's Reducer.
+      for (const auto& other : core_->zero_layouts) {
+        for (const auto& p : trained) {
+          if (other->find(p)) {
+            throw Error("ZeRO stage " + std::to_string(core_->zero_stage) +
+                        ": a parameter of this model belongs to a model prepared before (a shared submodule); "
+                        "prepare the models as one module, or without ZeRO");
+          }
+        }
+      }
       auto layout = std::make_shared<ZeroLayout>(trained, core_->comm->size(), core_->comm->rank(),
                                                  static_cast<int>(core_->zero_stage));
       core_->zero_layouts.push_back(layout);
@@ -137,7 +146,8 @@ class ReducerModelSync final : public ModelSync {
         const std::size_t cap = core_->comm->shared_memory()
                                     ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
                                     : options.bucket_cap_bytes;
-        zero_gradients_ = ZeroGradients::create(layout, core_->comm, cap, std::min(first_cap, cap));
+        zero_gradients_ =
+            ZeroGradients::create(layout, core_->comm, cap, std::min(first_cap, cap), options.find_unused_parameters);
         return;
       }
     }

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/optim/lbfgs.h>
 
 #include <spur/error.h>
 
@@ -52,6 +53,21 @@ ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int 
     offset += p.numel();
   }
   if (stage_ >= 2) grad_shard_ = torch::zeros({chunk_}, options.requires_grad(false));
+  entry_has_grad.assign(entries_.size(), 0);
+}
+
+void ZeroLayout::check_views() const {
+  const auto* base = static_cast<const char*>(flat_.data_ptr());
+  const auto element = static_cast<int64_t>(flat_.element_size());
+  for (const auto& entry : entries_) {
+    const auto& data = entry.param;
+    if (data.data_ptr() != base + entry.offset * element || data.numel() != entry.numel) {
+      throw Error("ZeRO stage " + std::to_string(stage_) + ": a parameter (shape " + shape_text(data) +
+                  ") no longer lives in the sharded buffer prepare() made: its storage was replaced after prepare "
+                  "(torch::load into the module, module->to(...)?). Load weights before prepare, or with "
+                  "spur::load_model / load_state, which copy into the parameters");
+    }
+  }
 }
 
 const ZeroLayout::Entry* ZeroLayout::find(const torch::Tensor& param) const {
@@ -61,13 +77,13 @@ const ZeroLayout::Entry* ZeroLayout::find(const torch::Tensor& param) const {
 
 // --- stage 2: gradients ---------------------------------------------------------------------------------------
 
-ZeroGradients::ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm)
-    : layout_(std::move(layout)), comm_(std::move(comm)) {}
+ZeroGradients::ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm, bool find_unused)
+    : layout_(std::move(layout)), comm_(std::move(comm)), find_unused_(find_unused) {}
 
 std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout> layout,
                                                      std::shared_ptr<Communicator> comm, std::size_t bucket_bytes,
-                                                     std::size_t first_bucket_bytes) {
-  auto self = std::make_shared<ZeroGradients>(std::move(layout), std::move(comm));
+                                                     std::size_t first_bucket_bytes, bool find_unused) {
+  auto self = std::make_shared<ZeroGradients>(std::move(layout), std::move(comm), find_unused);
   const auto& entries = self->layout_->entries();
   const auto element = static_cast<std::size_t>(self->layout_->flat().element_size());
   // Buckets in reverse order of the parameters, which is about the order backward produces their gradients (as
@@ -90,6 +106,7 @@ std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout>
   }
   for (auto& bucket : self->buckets_) bucket.pending = bucket.entries.size();
   self->seen_.assign(entries.size(), false);
+  self->had_grad_.assign(entries.size(), 0);
 
   std::weak_ptr<ZeroGradients> weak = self;
   for (size_t k = 0; k < entries.size(); ++k) {
@@ -104,11 +121,30 @@ std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout>
   return self;
 }
 
-void ZeroGradients::prepare_for_backward() { armed_ = true; }
+void ZeroGradients::prepare_for_backward() {
+  if (started_) {
+    // The last backward stopped part-way (it threw: out of memory, a lost peer) and its end-of-backward callback
+    // never ran. Start clean, as c10d's Reducer does; what it had reduced into the shard is dropped with it.
+    for (auto& bucket : buckets_) {
+      bucket.work = {};
+      bucket.buffer = torch::Tensor();
+      bucket.pending = bucket.entries.size();
+    }
+    std::fill(seen_.begin(), seen_.end(), false);
+    std::fill(had_grad_.begin(), had_grad_.end(), 0);
+    if (layout_->grad_shard().defined()) layout_->grad_shard().zero_();
+    std::fill(layout_->entry_has_grad.begin(), layout_->entry_has_grad.end(), 0);
+    next_ = completed_ = 0;
+    finish_queued_ = false;
+    started_ = false;
+  }
+  armed_ = true;
+}
 
 void ZeroGradients::ready(size_t entry) {
   if (!armed_ || seen_[entry]) return;
   seen_[entry] = true;
+  started_ = true;
   if (!finish_queued_) {
     finish_queued_ = true;
     std::weak_ptr<ZeroGradients> weak = shared_from_this();
@@ -128,13 +164,31 @@ void ZeroGradients::ready(size_t entry) {
 void ZeroGradients::launch(Bucket& bucket) {
   torch::NoGradGuard no_grad;
   auto& flat = layout_->flat();
-  bucket.buffer = torch::zeros({bucket.end - bucket.begin}, flat.options());
-  for (const size_t k : bucket.entries) {
-    const auto& entry = layout_->entries()[k];
+  if (bucket.entries.size() == 1) {
+    // A parameter alone in its bucket (one larger than the bucket size) is reduced in its own gradient: no copy,
+    // and no second buffer of its size (on `wide`, a 64 MiB weight: 1.2x the step of stage 1 before this).
+    const auto& entry = layout_->entries()[bucket.entries.front()];
     auto& grad = entry.param.mutable_grad();
-    if (grad.defined()) {
-      bucket.buffer.narrow(0, entry.offset - bucket.begin, entry.numel).copy_(grad.reshape({-1}));
-      grad = torch::Tensor();  // the full gradient is not kept: only this rank's slice, below
+    had_grad_[bucket.entries.front()] = grad.defined() ? 1 : 0;
+    if (grad.defined() && grad.is_contiguous() && grad.scalar_type() == flat.scalar_type() &&
+        grad.device() == flat.device()) {
+      bucket.buffer = grad.view({-1});
+      grad = torch::Tensor();  // the bucket holds it now; freed once this rank's slice is kept (complete())
+    }
+  }
+  if (!bucket.buffer.defined()) {
+    bucket.buffer = torch::empty({bucket.end - bucket.begin}, flat.options());
+    for (const size_t k : bucket.entries) {
+      const auto& entry = layout_->entries()[k];
+      auto slot = bucket.buffer.narrow(0, entry.offset - bucket.begin, entry.numel);
+      auto& grad = entry.param.mutable_grad();
+      had_grad_[k] = grad.defined() ? 1 : 0;
+      if (grad.defined()) {
+        slot.copy_(grad.reshape({-1}));
+        grad = torch::Tensor();  // the full gradient is not kept: only this rank's slice, below
+      } else {
+        slot.zero_();  // no gradient in this backward (an unused parameter): zeros, as DDP reduces
+      }
     }
   }
   if (auto* shm = comm_->shared_memory()) {
@@ -165,15 +219,30 @@ void ZeroGradients::complete(Bucket& bucket) {
 }
 
 void ZeroGradients::finish() {
-  // Parameters that got no gradient in this backward (unused) count as zeros, as DDP's find_unused_parameters.
+  // Parameters that got no gradient in this backward are reduced as zeros (the ranks that used them need the
+  // sum). With find_unused_parameters, one small all-reduce tells which parameters no rank used: those get no
+  // gradient at all, so the optimizer skips them, as under DDP (its Reducer leaves them untouched).
   while (next_ < buckets_.size()) launch(buckets_[next_++]);
   while (completed_ < buckets_.size()) complete(buckets_[completed_++]);
-  layout_->has_grad = true;
+  std::vector<char> used(had_grad_.size(), 1);
+  if (find_unused_) {
+    std::vector<float> local(had_grad_.begin(), had_grad_.end());
+    auto counts = torch::tensor(local, torch::kFloat).to(comm_->device());
+    comm_->allreduce_(counts);
+    counts = counts.cpu().contiguous();
+    const float* sums = counts.data_ptr<float>();
+    for (size_t k = 0; k < used.size(); ++k) used[k] = sums[k] > 0 ? 1 : 0;
+  }
+  for (size_t k = 0; k < used.size(); ++k) {
+    if (used[k]) layout_->entry_has_grad[k] = 1;
+  }
   for (auto& bucket : buckets_) bucket.pending = bucket.entries.size();
   std::fill(seen_.begin(), seen_.end(), false);
+  std::fill(had_grad_.begin(), had_grad_.end(), 0);
   next_ = completed_ = 0;
   armed_ = false;
   finish_queued_ = false;
+  started_ = false;
 }
 
 // --- the optimizer's shard -----------------------------------------------------------------------------------
@@ -182,6 +251,11 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
                        std::shared_ptr<Communicator> comm)
     : comm_(std::move(comm)) {
   const int stage = layouts.empty() ? 1 : layouts.front()->stage();
+  if (dynamic_cast<torch::optim::LBFGS*>(&optimizer)) {
+    throw Error("ZeRO stage " + std::to_string(stage) +
+                ": LBFGS is not an element-wise optimizer (its line search and history span every parameter), so "
+                "it cannot step a shard; use it without ZeRO");
+  }
   if (!optimizer.state().empty()) {
     throw Error("ZeRO stage " + std::to_string(stage) +
                 ": prepare the optimizer before it has state (its state is sharded as it is created); to resume, "
@@ -204,8 +278,8 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
       if (!entry) {
         throw Error("ZeRO stage " + std::to_string(stage) + ": the optimizer's parameter " + std::to_string(j) +
                     " of group " + std::to_string(g) + " (shape " + shape_text(param) +
-                    ") is not a trained parameter of a prepared model: prepare the model before the optimizer (or "
-                    "both in one prepare call)");
+                    ") is not a trained parameter of a prepared model: prepare the model first (before the "
+                    "optimizer, or listed before it in the same prepare call), with the parameter trainable");
       }
       params_.push_back(param);
       if (seen_layouts.insert(layout).second) layouts_.push_back(layout);
@@ -214,7 +288,7 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
       if (lo >= hi) continue;  // none of this parameter is this rank's
       auto shard = layout->flat().narrow(0, lo, hi - lo);
       shards.push_back(shard);
-      slices_.push_back({shard, param, layout, lo, hi});
+      slices_.push_back({shard, param, layout, static_cast<size_t>(entry - layout->entries().data()), lo, hi});
     }
     group.params() = std::move(shards);
   }
@@ -225,7 +299,7 @@ void ZeroShards::attach_gradients() {
     auto& grad = slice.shard.mutable_grad();
     if (grad.defined()) continue;  // attached since the last zero_grad (unscaling or clipping may have changed it)
     if (slice.layout->stage() >= 2) {
-      if (!slice.layout->has_grad) continue;
+      if (!slice.layout->entry_has_grad[slice.entry]) continue;
       grad = slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin);
     } else {
       const auto& full = slice.param.grad();
@@ -238,7 +312,10 @@ void ZeroShards::attach_gradients() {
 
 void ZeroShards::all_gather() {
   torch::NoGradGuard no_grad;
-  for (auto* layout : layouts_) comm_->allgather_chunks_(layout->flat());
+  for (auto* layout : layouts_) {
+    layout->check_views();
+    comm_->allgather_chunks_(layout->flat());
+  }
 }
 
 void ZeroShards::zero_grad(bool set_to_none) {
@@ -252,11 +329,18 @@ void ZeroShards::zero_grad(bool set_to_none) {
       grad.zero_();
     }
   }
-  for (auto& slice : slices_) slice.shard.mutable_grad() = torch::Tensor();
-  for (auto* layout : layouts_) {
-    if (layout->stage() < 2) continue;
-    layout->grad_shard().zero_();
-    layout->has_grad = false;
+  // Only this optimizer's ranges of the reduced gradients: another optimizer over the same model keeps its own.
+  for (auto& slice : slices_) {
+    slice.shard.mutable_grad() = torch::Tensor();
+    slice.layout->entry_has_grad[slice.entry] = 0;
+    if (slice.layout->stage() < 2) continue;
+    slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin).zero_();
+  }
+  // Entries of this optimizer's parameters with no slice on this rank hold no gradient here either.
+  for (const auto& param : params_) {
+    for (auto* layout : layouts_) {
+      if (const auto* entry = layout->find(param)) layout->entry_has_grad[entry - layout->entries().data()] = 0;
+    }
   }
 }
 

@@ -56,8 +56,13 @@ class ZeroLayout {
   torch::Tensor& flat() { return flat_; }
   /// Stage 2: the reduced (averaged) gradient of the owned range, `chunk` elements.
   torch::Tensor& grad_shard() { return grad_shard_; }
-  /// Whether grad_shard holds a gradient since the last zero_grad.
-  bool has_grad = false;
+  /// Stage 2, per entry: grad_shard holds a reduced gradient for it since the last zero_grad of its optimizer
+  /// (a parameter no rank used, with find_unused_parameters, gets none: the optimizer skips it, as under DDP).
+  std::vector<char> entry_has_grad;
+  /// Throws spur::Error when a parameter's storage is no longer its place in the buffer (replaced after prepare:
+  /// torch::load into the module, module->to(...)): the optimizer would step the buffer and the model read
+  /// something else.
+  void check_views() const;
 
  private:
   int stage_;
@@ -73,11 +78,13 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
  public:
   /// Hooks every parameter of `layout`; the hooks hold the result weakly (a parameter outliving it is harmless).
   static std::shared_ptr<ZeroGradients> create(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm,
-                                               std::size_t bucket_bytes, std::size_t first_bucket_bytes);
-  ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm);
+                                               std::size_t bucket_bytes, std::size_t first_bucket_bytes,
+                                               bool find_unused);
+  ZeroGradients(std::shared_ptr<ZeroLayout> layout, std::shared_ptr<Communicator> comm, bool find_unused);
   ZeroGradients(const ZeroGradients&) = delete;
   ZeroGradients& operator=(const ZeroGradients&) = delete;
-  /// Arms the hooks for the coming backward (a synchronising one).
+  /// Arms the hooks for the coming backward (a synchronising one). A previous backward that failed part-way (an
+  /// exception: its end-of-backward callback never ran) is discarded first, with the gradients it had reduced.
   void prepare_for_backward();
 
  private:
@@ -99,6 +106,9 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;                    // entry -> bucket
   std::vector<bool> seen_;                           // entry: gradient ready in this backward
+  std::vector<char> had_grad_;                       // entry: a gradient (not none) came in this backward
+  bool find_unused_ = false;                         // agree over the ranks on which parameters got one at all
+  bool started_ = false;                             // a hook fired in this backward
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
   size_t next_ = 0;                                  // next bucket to launch
   size_t completed_ = 0;                             // buckets whose slice is in grad_shard
@@ -109,7 +119,8 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
 class ZeroShards {
  public:
   /// Replaces the optimizer's parameters by this rank's slices of them. Throws spur::Error when a parameter is in
-  /// no layout (the model was not prepared first) or the optimizer already has state.
+  /// no layout (the model was not prepared first), the optimizer already has state, or it is not element-wise
+  /// (LBFGS).
   ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std::shared_ptr<ZeroLayout>>& layouts,
              std::shared_ptr<Communicator> comm);
   /// Points each slice's gradient at the reduced gradient (stage 1: a view of the parameter's full gradient;
@@ -124,6 +135,7 @@ class ZeroShards {
     torch::Tensor shard;
     torch::Tensor param;
     ZeroLayout* layout;
+    size_t entry;   // in the layout
     int64_t begin;  // flat range
     int64_t end;
   };

@@ -30,6 +30,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     throw Error("GradScaler::unscale_ was already called for this optimizer since the last update()");
   }
   if (state.stepped) throw Error("GradScaler::unscale_ is called after step(): call update() first");
+  if (before_unscale_) before_unscale_(optimizer);
 
   const double inverse = 1.0 / scale_;
   std::vector<torch::Tensor> cuda_grads;

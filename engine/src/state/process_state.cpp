@@ -98,6 +98,16 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
     ignore_unless("ACCELERATE_DEEPSPEED_ZERO3_INIT", {"false", "0"}, "not honoured (stage 3 only)");
     return;
   }
+  if (bool_var(lookup, {"ACCELERATE_USE_FSDP"}).value_or(false) &&
+      lookup_any(lookup, {"FSDP_VERSION"}).value_or("1") == "2") {
+    // FSDP2: resharding the parameters after forward (the default) is FULL_SHARD; keeping them, SHARD_GRAD_OP.
+    const bool reshard = bool_var(lookup, {"FSDP_RESHARD_AFTER_FORWARD"}).value_or(true);
+    state.zero_stage = reshard ? 3 : 2;
+    state.zero_stage_source = std::string("FSDP_RESHARD_AFTER_FORWARD=") + (reshard ? "true" : "false");
+    ignore_unless("FSDP_OFFLOAD_PARAMS", {"false", "0"}, "not honoured: the parameters stay on the training device");
+    ignore_unless("FSDP_ACTIVATION_CHECKPOINTING", {"false", "0"}, "not honoured: activations are kept");
+    return;
+  }
   if (bool_var(lookup, {"ACCELERATE_USE_FSDP"}).value_or(false)) {
     // Accelerate passes the strategy's name or its number (1-5); FULL_SHARD is FSDP's default.
     const std::string text = lookup_any(lookup, {"FSDP_SHARDING_STRATEGY"}).value_or("FULL_SHARD");
