@@ -94,6 +94,9 @@ class AcceleratorCore {
   }
 };
 
+/// Clears `param`'s gradient as zero_grad does: drops it (set_to_none) or zeroes it in place, detached first.
+void clear_gradient(torch::Tensor& param, bool set_to_none);
+
 /// The gradient-sync half of PreparedModel (see spur/model.h), built by Accelerator::prepare.
 std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
                                            std::shared_ptr<torch::nn::Module> module);

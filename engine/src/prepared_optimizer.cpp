@@ -31,6 +31,21 @@ void move_state(torch::optim::Optimizer& optimizer, torch::Device device) {
 
 }  // namespace
 
+namespace detail {
+
+void clear_gradient(torch::Tensor& param, bool set_to_none) {
+  auto& grad = param.mutable_grad();
+  if (!grad.defined()) return;
+  if (set_to_none) {
+    grad = torch::Tensor();
+  } else {
+    grad = grad.detach();
+    grad.zero_();
+  }
+}
+
+}  // namespace detail
+
 PreparedOptimizer::PreparedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
                                      std::shared_ptr<detail::AcceleratorCore> core)
     : optimizer_(std::move(optimizer)), core_(std::move(core)) {
@@ -55,16 +70,7 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
     return;
   }
   for (auto& group : optimizer_->param_groups()) {
-    for (auto& param : group.params()) {
-      auto& grad = param.mutable_grad();
-      if (!grad.defined()) continue;
-      if (set_to_none) {
-        grad = torch::Tensor();
-      } else {
-        grad = grad.detach();
-        grad.zero_();
-      }
-    }
+    for (auto& param : group.params()) detail::clear_gradient(param, set_to_none);
   }
 }
 

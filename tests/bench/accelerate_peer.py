@@ -4,9 +4,6 @@
 # ACCELERATE_USE_CPU=1 (Accelerate's torchrun launcher with its MULTI_CPU / Gloo state: on a machine without GPUs
 # its MULTI_CPU launch path needs mpirun); tests/gpu/run.sh starts one process on the GPU. Prints one JSON record
 # per rank.
-import json
-import os
-import resource
 import statistics
 import sys
 import time
@@ -16,25 +13,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from accelerate import Accelerator
 
+from peer_memory import memory_mib, write_record
+
 WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128)}
 
 
 def write_rank_record(accelerator, workload, step_ms, **extra):
     """This rank's JSON record for run_benchmarks.py: the median step and memory now (peak RSS, PSS, private)."""
-    rollup = {}
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3:
-                rollup[parts[0]] = int(parts[1]) / 1024
-    record = {"mode": "rank", "impl": "accelerate", "workload": workload, "rank": accelerator.process_index,
-              "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__, **extra,
-              "median_ms": statistics.median(step_ms),
-              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "pss_mib": rollup["Pss:"], "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}
-    # One write(2) per record: the ranks share accelerate launch's stdout.
-    sys.stdout.flush()
-    os.write(1, (json.dumps(record) + "\n").encode())
+    write_record({"mode": "rank", "impl": "accelerate", "workload": workload, "rank": accelerator.process_index,
+                  "distributed_type": str(accelerator.distributed_type), "torch": torch.__version__, **extra,
+                  "median_ms": statistics.median(step_ms), **memory_mib()})
 
 
 def main():

@@ -3,9 +3,6 @@
 # torch.distributed.optim.ZeroRedundancyOptimizer(AdamW) (ZeRO stage 1 in PyTorch), Gloo on the CPU. Started by
 # zero_bench.py with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR...); prints one JSON record per rank.
 #   python zero_peer.py WORKLOAD ddp|zero STEPS
-import json
-import os
-import resource
 import statistics
 import sys
 import time
@@ -16,6 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
+
+from peer_memory import memory_mib, write_record
 
 WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128), "wide": (1024, 4096, 10, 32),
              "wider": (1024, 8192, 10, 8)}
@@ -45,18 +44,8 @@ def main():
         optimizer.step()
         if i >= 20:
             times.append((time.perf_counter() - t0) * 1000)
-    rollup = {}
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 3:
-                rollup[parts[0]] = int(parts[1]) / 1024
-    record = {"mode": "rank", "impl": "torch-" + mode, "workload": name, "rank": dist.get_rank(),
-              "median_ms": statistics.median(times),
-              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "pss_mib": rollup["Pss:"], "private_mib": rollup["Private_Clean:"] + rollup["Private_Dirty:"]}
-    sys.stdout.flush()
-    os.write(1, (json.dumps(record) + "\n").encode())
+    write_record({"mode": "rank", "impl": "torch-" + mode, "workload": name, "rank": dist.get_rank(),
+                  "median_ms": statistics.median(times), **memory_mib()})
     dist.barrier()
     dist.destroy_process_group()
 

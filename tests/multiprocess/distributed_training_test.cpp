@@ -9,27 +9,15 @@
 #include <cstring>
 #include <vector>
 
+#include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
 
+using spur::test::max_abs_diff;
 using spur::test::RankGroup;
+using spur::test::read_floats;
 
 namespace {
-
-std::vector<float> read_floats(const QString& path) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) return {};
-  const QByteArray bytes = file.readAll();
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.constData(), values.size() * sizeof(float));
-  return values;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
-  return worst;
-}
 
 void run_reference(const QString& out, int steps, int rows) {
   auto env = QProcessEnvironment::systemEnvironment();

@@ -10,21 +10,15 @@
 #include <cstring>
 #include <vector>
 
+#include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
 
+using spur::test::max_abs_diff;
 using spur::test::RankGroup;
+using spur::test::read_floats;
 
 namespace {
-
-std::vector<float> read_floats(const QString& path) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) return {};
-  const QByteArray bytes = file.readAll();
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.constData(), values.size() * sizeof(float));
-  return values;
-}
 
 struct Run {
   std::vector<std::vector<float>> params;  // per rank
@@ -57,13 +51,6 @@ Run train(const QString& dir, int world, int stage, const QString& optimizer, in
   }
   run.output = ranks.result(0).output;
   return run;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
-  return worst;
 }
 
 std::vector<double> norms(const QString& output) {

@@ -14,6 +14,8 @@
 
 #include <spur/error.h>
 
+#include "accelerator_core.h"
+
 namespace spur::detail {
 namespace {
 
@@ -282,13 +284,14 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
                     "optimizer, or listed before it in the same prepare call), with the parameter trainable");
       }
       params_.push_back(param);
+      entries_.emplace_back(layout, static_cast<size_t>(entry - layout->entries().data()));
       if (seen_layouts.insert(layout).second) layouts_.push_back(layout);
       const int64_t lo = std::max(entry->offset, layout->owned_begin());
       const int64_t hi = std::min(entry->offset + entry->numel, layout->owned_end());
       if (lo >= hi) continue;  // none of this parameter is this rank's
       auto shard = layout->flat().narrow(0, lo, hi - lo);
       shards.push_back(shard);
-      slices_.push_back({shard, param, layout, static_cast<size_t>(entry - layout->entries().data()), lo, hi});
+      slices_.push_back({shard, param, layout, entries_.back().second, lo, hi});
     }
     group.params() = std::move(shards);
   }
@@ -319,29 +322,14 @@ void ZeroShards::all_gather() {
 }
 
 void ZeroShards::zero_grad(bool set_to_none) {
-  for (auto& param : params_) {
-    auto& grad = param.mutable_grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      grad = torch::Tensor();
-    } else {
-      grad = grad.detach();
-      grad.zero_();
-    }
-  }
+  for (auto& param : params_) clear_gradient(param, set_to_none);
   // Only this optimizer's ranges of the reduced gradients: another optimizer over the same model keeps its own.
   for (auto& slice : slices_) {
     slice.shard.mutable_grad() = torch::Tensor();
-    slice.layout->entry_has_grad[slice.entry] = 0;
     if (slice.layout->stage() < 2) continue;
     slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin).zero_();
   }
-  // Entries of this optimizer's parameters with no slice on this rank hold no gradient here either.
-  for (const auto& param : params_) {
-    for (auto* layout : layouts_) {
-      if (const auto* entry = layout->find(param)) layout->entry_has_grad[entry - layout->entries().data()] = 0;
-    }
-  }
+  for (const auto& [layout, entry] : entries_) layout->entry_has_grad[entry] = 0;
 }
 
 }  // namespace spur::detail

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -144,8 +145,9 @@ class ZeroShards {
 
  private:
   std::vector<Slice> slices_;
-  std::vector<torch::Tensor> params_;  // the optimizer's original parameters
-  std::vector<ZeroLayout*> layouts_;   // those its parameters are in
+  std::vector<torch::Tensor> params_;                    // the optimizer's original parameters
+  std::vector<std::pair<ZeroLayout*, size_t>> entries_;  // where each of them is (also those with no slice here)
+  std::vector<ZeroLayout*> layouts_;                     // those its parameters are in
   std::shared_ptr<Communicator> comm_;
 };
 
