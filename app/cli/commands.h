@@ -6,6 +6,10 @@
 #include <QSet>
 #include <QStringList>
 
+#include <optional>
+
+#include "launch/launch_plan.h"
+
 namespace spur::app {
 class RunConfig;
 }
@@ -24,6 +28,11 @@ int test_command(const QStringList& arguments);
 int sagemaker_command(const QStringList& arguments);
 /// `spur launch` with a SageMaker configuration: submits the training job and follows it.
 int sagemaker_launch(const app::RunConfig& config, const Arguments& args);
+/// `spur launch --slurm`: submits an sbatch script (one `spur launch` per node) and follows the job.
+int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& args, const QStringList& given,
+                 app::LaunchOptions options, int grace);
+/// `spur slurm follow|stop|describe JOB`.
+int slurm_command(const QStringList& arguments);
 /// `spur runs list|show|export|config|logs|rm|tag|note`: the run history.
 int runs_command(const QStringList& arguments);
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).

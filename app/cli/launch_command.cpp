@@ -12,6 +12,9 @@
 #include <QTextStream>
 #include <QThread>
 
+#include <chrono>
+#include <functional>
+
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "config/run_config.h"
@@ -21,6 +24,7 @@
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
+#include "slurm/slurm_job.h"
 #include "runs/run_recorder.h"
 #include "runs/run_status.h"
 
@@ -52,13 +56,20 @@ const char* kUsage =
     "  (ZeRO: optimizer state, and with stage 2 gradients, sharded over the processes)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
+    "  --max_restarts N (after a rank fails, stop the others and start them all again, up to N times; each\n"
+    "  attempt gets SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT; default 0)\n"
+    "  --hang_timeout S (when no rank makes progress for S seconds, say where each rank is and stop the run,\n"
+    "  exit code 124, or restart it with --max_restarts; default off)\n"
     "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
     "  standard input is /dev/null)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
     "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n"
     "a SageMaker configuration submits a training job and follows its logs (Ctrl-C stops it):\n"
     "  [--detach] [--job_name NAME] [--poll_interval S] [--aws_endpoint_url URL]\n"
-    "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n";
+    "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n"
+    "a Slurm job (one spur launch per node, started by srun; Ctrl-C cancels it): --slurm [--partition P]\n"
+    "  [--nodes N] [--ntasks_per_node K] [--time T] [--account A] [--qos Q] [--gres G] [--slurm_args \"...\"]\n"
+    "  [--slurm_dir D (default ./spur-slurm, visible from every node)] [--job_name NAME] [--detach] [--dry_run]\n";
 
 // The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
 // side records) or a SageMaker container (the submitting machine records).
@@ -73,6 +84,53 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
   run.config = config_yaml;
   run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
   return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+}
+
+// The ranks under supervision, started again after a failure up to max_restarts times (torchrun's
+// --max_restarts): `prepare` readies each attempt's plan (0 first), which gets SPUR_RESTART_COUNT and
+// TORCHELASTIC_RESTART_COUNT. A run the user stopped, or one that succeeded, is not restarted.
+struct Supervised {
+  int code = 0;
+  bool stopped = false;
+  QString failure;
+  int restarts = 0;
+};
+
+Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
+                     const app::SupervisionOptions& supervision, int max_restarts, QTextStream& out, QTextStream& err) {
+  Supervised result;
+  for (int attempt = 0;; ++attempt) {
+    app::LaunchPlan plan = prepare(attempt);
+    for (auto& rank : plan.ranks) {
+      // A machine's launcher under an SSH fan-out gets its attempt from the fan-out (--env SPUR_RESTART_COUNT=k),
+      // a Slurm node's from the batch script (its environment).
+      const int count =
+          rank.environment.value("SPUR_RESTART_COUNT", qEnvironmentVariable("SPUR_RESTART_COUNT", "0")).toInt() +
+          attempt;
+      rank.environment.insert("SPUR_RESTART_COUNT", QString::number(count));
+      rank.environment.insert("TORCHELASTIC_RESTART_COUNT", QString::number(count));
+      if (max_restarts > 0) rank.environment.insert("TORCHELASTIC_MAX_RESTARTS", QString::number(max_restarts));
+    }
+    app::LocalLauncher launcher(plan, supervision, out, err);
+    result.code = launcher.run();
+    result.stopped = launcher.stopped();
+    result.failure = launcher.failure();
+    result.restarts = attempt;
+    if (result.code == 0 || result.stopped || attempt >= max_restarts) break;
+    const QString message = QString("spur launch: restart %1 of %2 (attempt %3), after: %4")
+                                .arg(attempt + 1)
+                                .arg(max_restarts)
+                                .arg(attempt + 2)
+                                .arg(result.failure.isEmpty() ? QString("exit code %1").arg(result.code)
+                                                              : result.failure.section('\n', 0, 0));
+    err << message << "\n";
+    err.flush();
+    if (supervision.on_message) supervision.on_message(message);
+  }
+  if (result.restarts > 0 && result.code != 0 && !result.stopped) {
+    result.failure = QString("after %1 restart(s): %2").arg(result.restarts).arg(result.failure);
+  }
+  return result;
 }
 
 void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
@@ -173,6 +231,14 @@ int launch_command(const QStringList& given) {
     machine.free_port = free_port;
     const QString program = args.positional().front();
     const int grace = static_cast<int>(args.integer("grace_period", 0, 3600).value_or(5));
+    const int max_restarts = static_cast<int>(args.integer("max_restarts", 0, 10'000).value_or(0));
+    const auto hang_timeout = std::chrono::seconds(args.integer("hang_timeout", 1, 31'536'000).value_or(0));
+
+    if (args.has("slurm")) return slurm_launch(config, args, given, options, grace);
+    for (const char* flag :
+         {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args", "slurm_dir"}) {
+      if (args.value(flag)) throw UsageError(QString("--%1 is a Slurm setting: add --slurm").arg(flag));
+    }
 
     std::vector<app::Host> hosts;
     if (auto file = args.value("hostfile")) hosts = app::read_hostfile(*file);
@@ -213,6 +279,7 @@ int launch_command(const QStringList& given) {
       machine.resolve_program = false;  // it runs on the hosts
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
       app::SshOptions ssh;
+      ssh.progress_stream = hang_timeout.count() > 0;
       if (auto v = args.value("ssh_config")) ssh.config_file = *v;
       if (auto v = args.integer("connect_timeout", 1, 600)) ssh.connect_timeout = static_cast<int>(*v);
       ssh.remote_spur = args.value("remote_spur").value_or(QCoreApplication::applicationFilePath());
@@ -239,19 +306,43 @@ int launch_command(const QStringList& given) {
       supervision.grace = std::chrono::seconds(grace);
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Pipe;  // its closing stops the remote ranks
       supervision.stop_orphans = false;  // ssh's ControlPersist master outlives a run by design
+      supervision.hang_timeout = hang_timeout;
+      supervision.remote_children = true;
       if (recorder) {
         supervision.on_line = [&recorder](const app::RankSpec& child, bool error_stream, const QString& line) {
           return recorder->line(child.label, -1, error_stream, line);
         };
+        supervision.on_message = [&recorder](const QString& message) {
+          recorder->line(app::local_host_name(), -1, true, message);
+        };
       }
-      app::LocalLauncher launcher(fanout, supervision, out, err);
-      const int code = launcher.run();
-      if (recorder) recorder->finish(code, launcher.stopped(), launcher.failure());
+      // Each attempt's remote launchers get the attempt's number through --env (ssh carries no environment).
+      const auto result = supervise(
+          [&](int attempt) {
+            auto attempt_options = options;
+            attempt_options.environment.append(qMakePair(QString("SPUR_RESTART_COUNT"), QString::number(attempt)));
+            attempt_options.environment.append(
+                qMakePair(QString("TORCHELASTIC_RESTART_COUNT"), QString::number(attempt)));
+            app::LaunchPlan attempt_plan = plan;
+            attempt_plan.ranks =
+                app::fanout_children(ssh, hosts, plan, attempt_options, program, args.positional().mid(1), grace);
+            return attempt_plan;
+          },
+          supervision, max_restarts, out, err);
+      if (recorder) recorder->finish(result.code, result.stopped, result.failure);
       report_recorded(recorder.get(), err);
-      return code;
+      return result.code;
     }
 
     auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
+    if (max_restarts > 0 && plan.num_machines > 1) {
+      throw UsageError(QString("--max_restarts %1 needs every machine under one launcher, to stop and start them "
+                               "together: give the machines with --hosts or --hostfile")
+                           .arg(max_restarts));
+    }
+    // A port picked here is picked again for each restart: a new store never meets an old one's connections.
+    const bool own_port =
+        !options.main_process_port && !(config && config->main_process_port() > 0) && plan.num_machines == 1;
 
     if (args.has("dry_run")) {
       if (!path.empty()) out << "configuration: " << QString::fromStdString(path) << "\n";
@@ -263,6 +354,8 @@ int launch_command(const QStringList& given) {
     app::SupervisionOptions supervision;
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
+    supervision.hang_timeout = hang_timeout;
+    supervision.progress_stream = args.has("progress_stream");
     if (args.has("interactive")) {
       if (supervision.exit_on_stdin_eof)
         throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
@@ -280,17 +373,31 @@ int launch_command(const QStringList& given) {
                                                                        const QString& line) {
         return recorder->line(host, rank.rank, error_stream, line);
       };
+      supervision.on_message = [&recorder, host = app::local_host_name()](const QString& message) {
+        recorder->line(host, -1, true, message);
+      };
     }
-    app::LocalLauncher launcher(plan, supervision, out, err);
-    const int code = launcher.run();
-    if (recorder) recorder->finish(code, launcher.stopped(), launcher.failure());
+    const auto result = supervise(
+        [&](int attempt) {
+          if (attempt > 0 && own_port) {
+            plan.master_port = free_port();
+            for (auto& rank : plan.ranks) rank.environment.insert("MASTER_PORT", QString::number(plan.master_port));
+          }
+          return plan;
+        },
+        supervision, max_restarts, out, err);
+    const int code = result.code;
+    if (recorder) recorder->finish(code, result.stopped, result.failure);
     report_recorded(recorder.get(), err);
     if (code != 0 && container) {
-      container->report_failure(launcher.failure().isEmpty() ? QString("spur launch: exit code %1").arg(code)
-                                                             : launcher.failure());
+      container->report_failure(result.failure.isEmpty() ? QString("spur launch: exit code %1").arg(code)
+                                                         : result.failure);
     }
     return code;
   } catch (const app::AwsError& e) {
+    err << "spur launch: " << e.what() << "\n";
+    return 1;
+  } catch (const app::SlurmError& e) {  // Slurm missing, or refusing the job
     err << "spur launch: " << e.what() << "\n";
     return 1;
   } catch (const std::runtime_error& e) {  // ConfigError, LaunchError, UsageError: bad input, named

@@ -16,6 +16,7 @@ int usage(QTextStream& out) {
          "  test        check the configured setup: rendezvous, all-reduce, gather and a synchronised step\n"
          "  runs        the run history: list, show, export, config, logs, rm, tag, note\n"
          "  sagemaker   follow, stop or describe a SageMaker training job: spur sagemaker follow JOB\n"
+         "  slurm       follow, stop or describe a Slurm job of spur launch --slurm: spur slurm follow JOB\n"
          "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
          "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
          "options:\n"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "test") return spur::cli::test_command(arguments);
   if (command == "runs") return spur::cli::runs_command(arguments);
   if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
+  if (command == "slurm") return spur::cli::slurm_command(arguments);
   if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
   err << "spur: unknown command '" << command << "' (see spur --help)\n";
   return 2;

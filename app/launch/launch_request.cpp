@@ -20,6 +20,17 @@ const QSet<QString>& launch_valued_flags() {
                                    "gradient_accumulation_steps",
                                    "num_cpu_threads_per_process",
                                    "grace_period",
+                                   "max_restarts",
+                                   "partition",
+                                   "nodes",
+                                   "ntasks_per_node",
+                                   "time",
+                                   "account",
+                                   "qos",
+                                   "gres",
+                                   "slurm_args",
+                                   "slurm_dir",
+                                   "hang_timeout",
                                    "hosts",
                                    "hostfile",
                                    "ssh_config",
@@ -37,9 +48,9 @@ const QSet<QString>& launch_valued_flags() {
 }
 
 const QSet<QString>& launch_switches() {
-  static const QSet<QString> flags{"cpu",       "use_cpu",           "dry_run",       "help",
-                                   "multi_gpu", "exit_on_stdin_eof", "interactive",   "no_config",
-                                   "detach",    "no_history",        "use_deepspeed", "use_fsdp"};
+  static const QSet<QString> flags{
+      "cpu",       "use_cpu", "dry_run",    "help",          "multi_gpu", "exit_on_stdin_eof", "interactive",
+      "no_config", "detach",  "no_history", "use_deepspeed", "use_fsdp",  "progress_stream",   "slurm"};
   return flags;
 }
 

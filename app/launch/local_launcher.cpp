@@ -10,12 +10,21 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <QDir>
 #include <QEventLoop>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QStandardPaths>
 #include <QTextStream>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <ctime>
 #include <memory>
+#include <set>
 #include <vector>
 
 namespace spur::app {
@@ -33,6 +42,39 @@ void on_posix_signal(int signal) {
 QString signal_name(int signal) {
   const char* name = ::sigabbrev_np(signal);
   return name ? QString("SIG") + name : QString::number(signal);
+}
+
+int64_t wall_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+QString whole_seconds(double s) { return QString::number(static_cast<qint64>(std::floor(s))) + " s"; }
+
+// A remote rank whose launcher's records stopped for this long is named silent (they come every second).
+constexpr double kSilentSeconds = 5;
+
+// The main thread's stack of a running process, through gdb when it is installed: lines "#0 ...".
+QStringList stack_of(qint64 pid) {
+  const QString gdb = QStandardPaths::findExecutable("gdb");
+  if (gdb.isEmpty() || pid <= 0) return {};
+  QProcess process;
+  process.setStandardInputFile(QProcess::nullDevice());
+  process.start(gdb, {"--batch", "-nx", "-p", QString::number(pid), "-ex", "thread 1", "-ex", "bt 25"});
+  if (!process.waitForFinished(20000)) {
+    process.kill();
+    process.waitForFinished(1000);
+    return {"(gdb did not answer within 20 s)"};
+  }
+  QStringList frames;
+  for (const auto& line : QString::fromLocal8Bit(process.readAllStandardOutput()).split('\n')) {
+    // "thread 1" prints the thread's top frame, which bt repeats.
+    if (line.startsWith('#') && (frames.isEmpty() || frames.back() != line)) frames << line;
+  }
+  return frames;
 }
 
 }  // namespace
@@ -80,6 +122,23 @@ int LocalLauncher::run() {
             "killed: "
          << std::strerror(errno) << "\n";
   }
+  if (options_.hang_timeout.count() > 0 || options_.progress_stream) {
+    // Shared memory when there is some: the ranks' stores and the launcher's reads never touch a disk.
+    const QString base = QFileInfo("/dev/shm").isWritable() ? QString("/dev/shm") : QDir::tempPath();
+    progress_dir_ = std::make_unique<QTemporaryDir>(base + "/spur-progress-XXXXXX");
+    if (!progress_dir_->isValid()) {
+      err_ << "spur launch: warning: cannot make the ranks' progress files in " << base << ": "
+           << progress_dir_->errorString() << "\n";
+      progress_dir_.reset();
+    }
+    last_progress_ = std::chrono::steady_clock::now();
+    const auto tick = std::chrono::milliseconds(1000);
+    progress_timer_.setInterval(options_.hang_timeout.count() > 0
+                                    ? std::min<std::chrono::milliseconds>(tick, options_.hang_timeout / 4)
+                                    : tick);
+    connect(&progress_timer_, &QTimer::timeout, this, [this] { watch_progress(); });
+    progress_timer_.start();
+  }
   QEventLoop loop;
   loop_ = &loop;
   for (const auto& spec : plan_.ranks) {
@@ -93,6 +152,7 @@ int LocalLauncher::run() {
   }
   if (running_ > 0) loop.exec();
   loop_ = nullptr;
+  progress_timer_.stop();
   // What the ranks started and left running (a background job, a daemon) ends with the run; at once when the
   // user already asked for that (a second Ctrl-C, the grace period over).
   if (const int left = guard_.finish(killed_ ? std::chrono::milliseconds(0) : options_.grace); left > 0) {
@@ -123,6 +183,8 @@ int LocalLauncher::run() {
       err_ << "  [" << rank.spec.label << "] " << line << "\n";
       failure_ += "\n" + line;
     }
+    err_.flush();
+  } else if (hung_) {
     err_.flush();
   } else if (user_signal_) {
     err_ << "spur launch: stopped by " << signal_name(user_signal_) << "\n";
@@ -193,6 +255,13 @@ void LocalLauncher::start(Rank& rank) {
   auto* process = rank.process.get();
   auto environment = QProcessEnvironment::systemEnvironment();
   environment.insert(rank.spec.environment);
+  if (progress_dir_ && !options_.remote_children) {
+    const QString path = progress_dir_->filePath(QString("rank%1").arg(rank.spec.rank));
+    if (progress::create_file(path.toStdString())) {
+      environment.insert("SPUR_PROGRESS_FILE", path);
+      rank.progress = std::make_unique<progress::Reader>(path.toStdString());
+    }
+  }
   process->setProcessEnvironment(environment);
   const pid_t launcher = ::getpid();
   // Own process group: signals reach the rank and anything it started. Except the rank that reads the terminal
@@ -282,6 +351,7 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
     const qsizetype length = cut ? kMaxLineBytes : newline;
     const QString line = text_from_bytes(partial.left(length));
     partial.remove(0, cut ? length : length + 1);
+    if (channel == QProcess::StandardOutput && remote_progress(rank, line)) continue;
     if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
     write_line(stream, rank.spec.label, line);
     rank.tail.push_back(line);
@@ -350,6 +420,157 @@ void LocalLauncher::on_signal() {
     }
     for (auto& rank : ranks_) signal_rank(*rank, signal == SIGHUP ? SIGTERM : signal);
   }
+}
+
+}  // namespace spur::app
+
+namespace spur::app {
+
+void LocalLauncher::update_progress(int rank, const QString& label, qint64 pid, const progress::Snapshot& snapshot,
+                                    double op_seconds) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto found = watched_.find(rank);
+  auto& watched = watched_[rank];
+  if (found == watched_.end() || watched.snapshot.activity != snapshot.activity) {
+    watched.changed = now;
+    last_progress_ = now;
+  }
+  watched.label = label;
+  watched.pid = pid;
+  watched.snapshot = snapshot;
+  watched.seen = now;
+  watched.op_started = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(std::max(0.0, op_seconds)));
+}
+
+void LocalLauncher::watch_progress() {
+  const int64_t wall = wall_ns();
+  for (auto& rank : ranks_) {
+    if (!rank->progress || !rank->running) continue;
+    const auto snapshot = rank->progress->read();
+    if (!snapshot) continue;  // not attached yet: the program has not created its Accelerator
+    const double op_seconds = snapshot->op_since > 0 ? static_cast<double>(wall - snapshot->op_since) / 1e9 : 0;
+    update_progress(rank->spec.rank, rank->spec.label, rank->pid, *snapshot, op_seconds);
+    if (options_.progress_stream) {
+      const QJsonObject record{{"type", "progress"},
+                               {"rank", rank->spec.rank},
+                               {"pid", rank->pid},
+                               {"activity", static_cast<double>(snapshot->activity)},
+                               {"step", static_cast<double>(snapshot->step)},
+                               {"op", QString::fromStdString(snapshot->op)},
+                               {"op_seconds", op_seconds}};
+      out_ << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
+    }
+  }
+  if (options_.progress_stream) out_.flush();
+  if (options_.hang_timeout.count() > 0 && !stopping_ &&
+      std::chrono::steady_clock::now() - last_progress_ >= options_.hang_timeout) {
+    hang();
+  }
+}
+
+bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
+  // QJsonDocument writes keys in order: "type" comes last (watch_progress writes these lines).
+  if (!line.startsWith(QLatin1String("@spur {")) || !line.endsWith(QLatin1String("\"type\":\"progress\"}")))
+    return false;
+  const auto record = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
+  if (record.value("type").toString() != "progress") return false;
+  if (!record.value("rank").isDouble()) return true;  // damaged: dropped, never shown
+  progress::Snapshot snapshot;
+  snapshot.activity = static_cast<uint64_t>(record.value("activity").toDouble());
+  snapshot.step = static_cast<int64_t>(record.value("step").toDouble());
+  snapshot.op = record.value("op").toString().toStdString();
+  const int rank = record.value("rank").toInt();
+  update_progress(rank, QString("%1 rank%2").arg(from.spec.label).arg(rank),
+                  static_cast<qint64>(record.value("pid").toDouble()), snapshot, record.value("op_seconds").toDouble());
+  return true;
+}
+
+void LocalLauncher::hang() {
+  hung_ = true;
+  const auto now = std::chrono::steady_clock::now();
+  // Every rank of the run when the children are remote launchers; else this machine's (and any that reported).
+  std::set<int> judged;
+  for (const auto& [r, watched] : watched_) judged.insert(r);
+  for (int r = 0; options_.remote_children && r < plan_.world_size; ++r) judged.insert(r);
+  for (const auto& local : ranks_) {
+    if (local->progress) judged.insert(local->spec.rank);
+  }
+  std::vector<RankProgress> report;
+  for (const int r : judged) {
+    RankProgress rank;
+    rank.label = QString("rank%1").arg(r);
+    for (const auto& local : ranks_) {
+      if (local->spec.rank == r && local->progress) rank.pid = local->pid;
+    }
+    if (const auto it = watched_.find(r); it != watched_.end()) {
+      const auto& watched = it->second;
+      rank.label = watched.label;
+      rank.pid = watched.pid;
+      rank.snapshot = watched.snapshot;
+      rank.idle_seconds = seconds(now - watched.changed);
+      rank.op_seconds = watched.snapshot.op.empty() ? 0 : seconds(now - watched.op_started);
+      rank.silent_seconds = seconds(now - watched.seen);
+    }
+    report.push_back(rank);
+  }
+  QString text = describe_hang(report, options_.hang_timeout);
+  // Stacks of this machine's ranks, where gdb can take them.
+  for (const auto& local : ranks_) {
+    if (!local->running || !local->progress) continue;
+    const QStringList frames = stack_of(local->pid);
+    if (frames.isEmpty()) continue;
+    text += QString("  %1's main thread:\n").arg(local->spec.label);
+    for (const auto& frame : frames) text += "    " + frame + "\n";
+  }
+  err_ << "spur launch: " << text;
+  err_.flush();
+  if (options_.on_message) options_.on_message("spur launch: " + text.trimmed());
+  failure_ = text.trimmed();
+  exit_code_ = kHangExitCode;
+  stop_all(SIGTERM);
+}
+
+QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::seconds timeout) {
+  QString text = QString("no rank made progress for %1 s (--hang_timeout %1); stopping the run. Where each rank is:\n")
+                     .arg(timeout.count());
+  QStringList waited_for;
+  QStringList operations;
+  bool someone_waits = false;
+  for (const auto& rank : ranks) {
+    QString line = "  " + rank.label + (rank.pid > 0 ? QString(" (pid %1)").arg(rank.pid) : QString()) + ": ";
+    if (!rank.snapshot) {
+      line += "never reported (it has not created its spur::Accelerator, or is not a Spur program)";
+      waited_for << rank.label;
+    } else if (rank.silent_seconds >= kSilentSeconds) {
+      line += QString("step %1, then no report for %2: it died without a trace, or its machine is unreachable")
+                  .arg(rank.snapshot->step)
+                  .arg(whole_seconds(rank.silent_seconds));
+      waited_for << rank.label;
+    } else if (rank.snapshot->op.empty()) {
+      line += QString("step %1, in the program's own code, no progress for %2")
+                  .arg(rank.snapshot->step)
+                  .arg(whole_seconds(rank.idle_seconds));
+      waited_for << rank.label;
+    } else {
+      line += QString("step %1, waiting in %2 for %3")
+                  .arg(rank.snapshot->step)
+                  .arg(QString::fromStdString(rank.snapshot->op))
+                  .arg(whole_seconds(rank.op_seconds));
+      someone_waits = true;
+      if (!operations.contains(QString::fromStdString(rank.snapshot->op)))
+        operations << QString::fromStdString(rank.snapshot->op);
+    }
+    text += line + "\n";
+  }
+  if (someone_waits && !waited_for.isEmpty()) {
+    text += "  The ranks in Spur's operations wait for: " + waited_for.join(", ") + "\n";
+  } else if (operations.size() > 1) {
+    text +=
+        "  The ranks wait in different operations: a collective called on some ranks only, or in another "
+        "order\n";
+  }
+  return text;
 }
 
 }  // namespace spur::app

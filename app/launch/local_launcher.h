@@ -1,23 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 // LocalLauncher: runs this machine's ranks of a LaunchPlan as child processes and supervises them like torchrun
 // (each rank in its own process group, dying with the launcher; output prefixed [rankN]; signals forwarded;
-// the first failure stops the others, SIGTERM then SIGKILL). Runs on the thread that owns the event loop.
+// the first failure stops the others, SIGTERM then SIGKILL) and, when asked, for hangs: each rank's progress file
+// (engine/core/progress_file.h) is read every second, and when no rank has made progress for the hang timeout
+// the launcher says where every rank is and stops them. Runs on the thread that owns the event loop.
 #pragma once
 
 #include <QObject>
 #include <QProcess>
 #include <QSocketNotifier>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "launch/descendant_guard.h"
 #include "launch/launch_plan.h"
+#include "progress_file.h"
 
 class QEventLoop;
 class QTextStream;
@@ -46,7 +51,37 @@ struct SupervisionOptions {
   /// Sees every complete output line of every rank (the run history records them); returning true keeps the
   /// line off the console (a tracker's "@spur" record).
   std::function<bool(const RankSpec& rank, bool error_stream, const QString& line)> on_line;
+  /// Sees the launcher's own messages about the run (a hang report), also printed on the error stream.
+  std::function<void(const QString& message)> on_message;
+  /// `--hang_timeout`: when no rank has made progress (started or finished an operation of Spur's, or a step)
+  /// for this long, print where every rank is (and its stack, when gdb is installed) and stop the run with
+  /// exit code kHangExitCode. Ranks of remote machines count through their launchers' progress records.
+  /// Default: 0, off.
+  std::chrono::seconds hang_timeout{0};
+  /// Write each rank's progress as "@spur {"type":"progress",...}" lines on the output stream every second:
+  /// the remote half of an SSH fan-out, whose launching side watches for hangs. Default: false.
+  bool progress_stream = false;
+  /// The children are launchers on other machines (the SSH fan-out): no progress files of their own; a hang
+  /// report names every rank of the run. Default: false.
+  bool remote_children = false;
 };
+
+/// A run stopped for making no progress for the hang timeout exits with this code (as timeout(1) does).
+inline constexpr int kHangExitCode = 124;
+
+/// Where one rank is, for a hang report.
+struct RankProgress {
+  QString label;  // "rank1", or "hostb rank3" for a remote rank
+  qint64 pid = 0;
+  std::optional<progress::Snapshot> snapshot;  // none: it never reported
+  double idle_seconds = 0;                     // since its activity last changed
+  double op_seconds = 0;                       // in its current operation
+  double silent_seconds = 0;                   // since its last report reached the launcher (remote ranks)
+};
+
+/// The hang report: one line per rank (last step, the operation it waits in and for how long, or that it is in
+/// the program's own code, never reported, or went silent), then which ranks the others wait for.
+QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::seconds timeout);
 
 class LocalLauncher : public QObject {
   Q_OBJECT
@@ -68,6 +103,7 @@ class LocalLauncher : public QObject {
   struct Rank {
     RankSpec spec;
     std::unique_ptr<QProcess> process;
+    std::unique_ptr<progress::Reader> progress;  // with hang detection or the progress stream
     qint64 pid = 0;
     QByteArray partial_out, partial_err;
     std::deque<QString> tail;
@@ -84,6 +120,13 @@ class LocalLauncher : public QObject {
   /// The rank's process group, or the rank alone when it shares the launcher's group.
   void signal_rank(const Rank& rank, int signal);
   void on_signal();
+  /// Every second with hang detection or the progress stream: reads the ranks' progress, streams it, judges.
+  void watch_progress();
+  /// A "@spur {"type":"progress"}" line from a remote launcher (the child `from`); false if it is not one.
+  bool remote_progress(const Rank& from, const QString& line);
+  void update_progress(int rank, const QString& label, qint64 pid, const progress::Snapshot& snapshot,
+                       double op_seconds);
+  void hang();
 
   LaunchPlan plan_;
   SupervisionOptions options_;
@@ -98,6 +141,17 @@ class LocalLauncher : public QObject {
   bool stopping_ = false;
   bool killed_ = false;  // SIGKILL sent: no more grace
   QTimer kill_timer_;
+  struct Watched {
+    QString label;
+    qint64 pid = 0;
+    progress::Snapshot snapshot;
+    std::chrono::steady_clock::time_point changed, seen, op_started;
+  };
+  std::map<int, Watched> watched_;  // by global rank
+  std::chrono::steady_clock::time_point last_progress_;
+  QTimer progress_timer_;
+  std::unique_ptr<QTemporaryDir> progress_dir_;
+  bool hung_ = false;
   std::unique_ptr<QSocketNotifier> signal_notifier_;
   std::unique_ptr<QSocketNotifier> stdin_notifier_;
   DescendantGuard guard_;  // finished explicitly by run() and the destructor

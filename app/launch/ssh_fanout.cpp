@@ -119,43 +119,53 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
   }
 }
 
+QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
+                                     const QString& program, const QStringList& arguments, int grace_seconds,
+                                     const QString& machine_rank, const QString& master_addr, bool progress_stream) {
+  QStringList remote{spur,
+                     "launch",
+                     "--no_config",
+                     "--no_history",
+                     "--exit_on_stdin_eof",
+                     "--num_processes",
+                     QString::number(plan.world_size),
+                     "--num_machines",
+                     QString::number(plan.num_machines),
+                     "--machine_rank",
+                     machine_rank,
+                     "--main_process_ip",
+                     master_addr,
+                     "--main_process_port",
+                     QString::number(plan.master_port),
+                     "--mixed_precision",
+                     plan.mixed_precision,
+                     "--grace_period",
+                     QString::number(grace_seconds)};
+  if (plan.use_cpu) remote << "--cpu";
+  if (progress_stream) remote << "--progress_stream";
+  if (plan.zero_stage > 0)
+    remote << "--use_deepspeed"
+           << "--zero_stage" << QString::number(plan.zero_stage);
+  if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
+  if (launch.gradient_accumulation_steps) {
+    remote << "--gradient_accumulation_steps" << QString::number(*launch.gradient_accumulation_steps);
+  }
+  if (launch.num_cpu_threads_per_process) {
+    remote << "--num_cpu_threads_per_process" << QString::number(*launch.num_cpu_threads_per_process);
+  }
+  for (const auto& [name, value] : launch.environment) remote << "--env" << name + "=" + value;
+  remote << "--" << program << arguments;
+  return remote;
+}
+
 std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts, const LaunchPlan& plan,
                                       const LaunchOptions& launch, const QString& program, const QStringList& arguments,
                                       int grace_seconds) {
   std::vector<RankSpec> children;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    QStringList remote{options.remote_spur,
-                       "launch",
-                       "--no_config",
-                       "--no_history",
-                       "--exit_on_stdin_eof",
-                       "--num_processes",
-                       QString::number(plan.world_size),
-                       "--num_machines",
-                       QString::number(plan.num_machines),
-                       "--machine_rank",
-                       QString::number(i),
-                       "--main_process_ip",
-                       plan.master_addr,
-                       "--main_process_port",
-                       QString::number(plan.master_port),
-                       "--mixed_precision",
-                       plan.mixed_precision,
-                       "--grace_period",
-                       QString::number(grace_seconds)};
-    if (plan.use_cpu) remote << "--cpu";
-    if (plan.zero_stage > 0)
-      remote << "--use_deepspeed"
-             << "--zero_stage" << QString::number(plan.zero_stage);
-    if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
-    if (launch.gradient_accumulation_steps) {
-      remote << "--gradient_accumulation_steps" << QString::number(*launch.gradient_accumulation_steps);
-    }
-    if (launch.num_cpu_threads_per_process) {
-      remote << "--num_cpu_threads_per_process" << QString::number(*launch.num_cpu_threads_per_process);
-    }
-    for (const auto& [name, value] : launch.environment) remote << "--env" << name + "=" + value;
-    remote << "--" << program << arguments;
+    const QStringList remote =
+        machine_launch_arguments(options.remote_spur, plan, launch, program, arguments, grace_seconds,
+                                 QString::number(i), plan.master_addr, options.progress_stream);
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);
     const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');

@@ -31,11 +31,12 @@ std::vector<Host> read_hostfile(const QString& path);
 QString shell_quote(const QString& argument);
 
 struct SshOptions {
-  QString ssh = "ssh";       // the client
-  QString config_file;       // -F, when not the user's default
-  int connect_timeout = 10;  // seconds, for the pre-flight and the launch
-  QString remote_spur;       // the spur command on the hosts (default: this one's path)
-  QString remote_directory;  // where the ranks start (default: this directory)
+  QString ssh = "ssh";           // the client
+  QString config_file;           // -F, when not the user's default
+  int connect_timeout = 10;      // seconds, for the pre-flight and the launch
+  QString remote_spur;           // the spur command on the hosts (default: this one's path)
+  QString remote_directory;      // where the ranks start (default: this directory)
+  bool progress_stream = false;  // the remote launchers stream their ranks' progress (hang detection here)
 };
 
 /// The ssh argument vector that runs `remote_command` (one shell string) on `host`. Options end with "--", so
@@ -45,6 +46,14 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
 /// Checks that every host answers over SSH (`ssh host true`, in parallel, BatchMode). Throws LaunchError naming
 /// each host that does not, with ssh's own reason (refused, timed out, permission denied).
 void preflight(const SshOptions& options, const std::vector<Host>& hosts);
+
+/// `spur launch` for one machine of `plan` (its ranks only, every setting as a flag, no configuration file or
+/// history of its own, its ranks stopped when its standard input closes): what the SSH fan-out runs on each host
+/// and `spur launch --slurm` on each node. `machine_rank` and `master_addr` are passed as given (a placeholder
+/// the caller fills in, for Slurm).
+QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
+                                     const QString& program, const QStringList& arguments, int grace_seconds,
+                                     const QString& machine_rank, const QString& master_addr, bool progress_stream);
 
 /// One child per host: ssh running `spur launch` for that machine rank with every setting passed explicitly
 /// (the hosts' own default configurations do not matter), stopping its ranks if the connection drops.

@@ -22,6 +22,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
+#include "progress_file.h"
 
 namespace spur {
 namespace {
@@ -161,6 +162,7 @@ int64_t Accelerator::gradient_accumulation_steps() const { return core_->accumul
 detail::Communicator* Accelerator::comm() const { return core_->comm.get(); }
 
 void Accelerator::wait_for_everyone() {
+  progress::Scope waiting("wait_for_everyone");
   if (core_->comm) core_->comm->barrier();
 }
 
@@ -206,6 +208,7 @@ PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::O
 }
 
 void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
+  progress::Scope backward("backward");  // DDP's gradient all-reduce runs inside
   // The loss scale moves once per step, after every prepared optimizer stepped with the same scale.
   if (core_->scaler && core_->scaler_update_pending) {
     core_->scaler->update();

@@ -10,6 +10,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
+#include "progress_file.h"
 
 namespace spur {
 namespace {
@@ -76,6 +77,7 @@ void PreparedOptimizer::zero_grad(std::optional<bool> set_to_none_option) {
 
 void PreparedOptimizer::step() {
   if (!core_->gradient.sync_gradients) return;
+  progress::Scope stepping("optimizer step");
   core_->backwards_since_step = 0;
   auto* shards = core_->shards_of(*optimizer_);
   if (shards) shards->attach_gradients();
@@ -90,6 +92,7 @@ void PreparedOptimizer::step() {
   // and every rank skipped it: the scaler's verdict is reduced over the shards).
   if (shards && !step_was_skipped_) shards->all_gather();
   core_->step_was_skipped = step_was_skipped_;
+  progress::Writer::instance().step();
 }
 
 }  // namespace spur

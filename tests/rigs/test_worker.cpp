@@ -3,6 +3,7 @@
 // [--bucket_bytes B] [--crash_rank R] [--rows N]`. It trains or calls collectives on cue, writes what the test compares
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1121,6 +1122,90 @@ int rotate(const Args& args) {
   return 0;
 }
 
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Issue 16: training under `spur launch --max_restarts`. Resumes from the latest automatic checkpoint when there
+// is one, saves every --k steps, and on the first attempt rank --crash_rank SIGKILLs itself at step --save_at
+// (mid-epoch, between checkpoints). Writes its final parameters (out/final_rank<r>.bin); prints when it joined
+// the group and when it died (wall clock, ns), from which the test measures a restart.
+int restart(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.project_config.project_dir = args.out + "/project";
+  options.project_config.automatic_checkpoint_naming = true;
+  options.project_config.total_limit = 2;
+  spur::Accelerator accelerator(options);
+  const int64_t attempt = accelerator.state().restart_count;
+  std::printf("attempt %lld joined %lld\n", static_cast<long long>(attempt), static_cast<long long>(wall_ns()));
+  torch::manual_seed(3);
+  auto x = torch::randn({64, 8});
+  auto y = torch::randint(0, 4, {64});
+  auto loader = spur::make_data_loader(NoisyDataset{x, y}, {.batch_size = 4, .shuffle = true, .seed = 11});
+  torch::manual_seed(4 + accelerator.process_index());
+  torch::nn::Sequential net(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
+                            torch::nn::Linear(32, 4));
+  torch::optim::Adam adam(net->parameters(), 1e-2);
+  torch::optim::StepLR schedule(adam, 3, 0.5);
+  auto counter = torch::zeros({}, torch::kLong);
+  accelerator.register_for_checkpointing([&](torch::serialize::OutputArchive& a) { a.write("step", counter); },
+                                         [&](torch::serialize::InputArchive& a) { a.read("step", counter); });
+  auto [model, optimizer, scheduler, train_loader] = accelerator.prepare(net, adam, schedule, loader);
+  if (!accelerator.latest_checkpoint().empty()) {
+    std::printf("resuming from %s\n", accelerator.load_state().c_str());
+  }
+  model->train();
+  auto step = counter.item<int64_t>();
+  while (step < args.steps) {
+    for (auto& batch : train_loader) {
+      auto loss = torch::nn::functional::cross_entropy(model(batch.data), batch.target);
+      accelerator.backward(loss);
+      optimizer.step();
+      scheduler.step();
+      optimizer.zero_grad();
+      counter.fill_(++step);
+      if (step % args.k == 0) accelerator.save_state();
+      if (attempt == 0 && accelerator.process_index() == args.crash_rank && step == args.save_at) {
+        std::printf("killed %lld at step %lld\n", static_cast<long long>(wall_ns()), static_cast<long long>(step));
+        std::fflush(stdout);
+        ::raise(SIGKILL);
+      }
+      if (step == args.steps) break;
+    }
+  }
+  write_flat(args.out + "/final_rank" + std::to_string(accelerator.process_index()) + ".bin", flat(*net));
+  return 0;
+}
+
+// Issue 16: a hang for `spur launch --hang_timeout`. The ranks train; at step --save_at rank --crash_rank stays in
+// its own code (sleeps) while the others wait in wait_for_everyone. With --load 1 only on the first attempt.
+int hang(const Args& args) {
+  spur::Accelerator accelerator;
+  const int64_t attempt = accelerator.state().restart_count;
+  torch::manual_seed(1);
+  torch::nn::Linear net(4, 2);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    auto loss = model(torch::randn({8, 4})).pow(2).mean();
+    accelerator.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    if (step == args.save_at) {
+      if (accelerator.process_index() == args.crash_rank && (!args.load || attempt == 0)) {
+        std::printf("rank %lld stays in its own code\n", static_cast<long long>(accelerator.process_index()));
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::minutes(10));
+      }
+      accelerator.wait_for_everyone();
+    }
+  }
+  std::printf("rank %lld done after attempt %lld\n", static_cast<long long>(accelerator.process_index()),
+              static_cast<long long>(attempt));
+  return 0;
+}
+
 // Logs scalars and a text to TensorBoard, waits for the writer to hand them over, then aborts without
 // end_training: the event file must still read back.
 int tensorboard_crash(const Args& args) {
@@ -1188,6 +1273,10 @@ int main(int argc, char** argv) try {
     code = track(args);
   } else if (args.scenario == "helpers") {
     code = helpers(args);
+  } else if (args.scenario == "restart") {
+    return restart(args);
+  } else if (args.scenario == "hang") {
+    return hang(args);
   } else if (args.scenario == "rotate") {
     code = rotate(args);
   } else if (args.scenario == "tensorboard_crash") {

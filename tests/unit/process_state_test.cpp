@@ -92,6 +92,63 @@ class ProcessStateTest : public QObject {
     QCOMPARE(state.launcher, std::string("mpi"));
   }
 
+  // Issue 16: a task of `srun my_program` takes its identity from Slurm; the store on the step's first node
+  // (from the compressed host list), its port from the job id unless MASTER_PORT says otherwise.
+  void slurm_variables_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<QList<int>>("rank_world_local_localworld_node");
+    QTest::addColumn<QString>("master");
+    QTest::addColumn<int>("port");
+    QTest::addColumn<int>("restarts");
+    QTest::newRow("node 1 of 2 x 2") << "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=4 SLURM_NTASKS=4 SLURM_LOCALID=1 "
+                                        "SLURM_NODEID=1 SLURM_STEP_TASKS_PER_NODE=2(x2) "
+                                        "SLURM_STEP_NODELIST=node[07-08] SLURM_JOB_ID=123456"
+                                     << QList<int>{3, 4, 1, 2, 1} << "node07" << 15000 + 123456 % 20000 << 0;
+    QTest::newRow("uneven nodes, two bracket groups")
+        << "SLURM_PROCID=4 SLURM_STEP_NUM_TASKS=5 SLURM_LOCALID=0 SLURM_NODEID=2 SLURM_STEP_TASKS_PER_NODE=2(x2),1 "
+           "SLURM_JOB_NODELIST=rack[3,5]-n[10-12],gpu1 SLURM_JOB_ID=7"
+        << QList<int>{4, 5, 0, 1, 2} << "rack3-n10" << 15007 << 0;
+    QTest::newRow("MASTER_* and a restart win")
+        << "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 SLURM_NODEID=0 "
+           "SLURM_STEP_TASKS_PER_NODE=2 SLURM_STEP_NODELIST=a,b "
+           "SLURM_JOB_ID=9 MASTER_ADDR=10.1.1.1 MASTER_PORT=29400 "
+           "SPUR_RESTART_COUNT=3"
+        << QList<int>{0, 2, 0, 2, 0} << "10.1.1.1" << 29400 << 3;
+  }
+  void slurm_variables() {
+    QFETCH(QString, env);
+    QFETCH(QList<int>, rank_world_local_localworld_node);
+    QFETCH(QString, master);
+    QFETCH(int, port);
+    QFETCH(int, restarts);
+    const auto state = read(env_of(env));
+    const auto& expected = rank_world_local_localworld_node;
+    QCOMPARE(state.rank, expected[0]);
+    QCOMPARE(state.world_size, expected[1]);
+    QCOMPARE(state.local_rank, expected[2]);
+    QCOMPARE(state.local_world_size, expected[3]);
+    QCOMPARE(state.node_rank, expected[4]);
+    QCOMPARE(QString::fromStdString(state.master_addr), master);
+    QCOMPARE(state.master_port, port);
+    QCOMPARE(state.restart_count, restarts);
+    QCOMPARE(state.launcher, std::string("slurm"));
+  }
+
+  // A batch script's own process (SLURM_PROCID but no step) is one plain process; RANK beats Slurm's variables.
+  void slurm_without_a_step_or_under_a_launcher() {
+    const auto batch = read(env_of("SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n[1-2]"));
+    QVERIFY(!batch.distributed());
+    QCOMPARE(batch.launcher, std::string("none"));
+    const auto launched =
+        read(env_of("RANK=1 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=5 SPUR_LAUNCHER=spur "
+                    "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_NODEID=0"));
+    QCOMPARE(launched.rank, 1);
+    QCOMPARE(launched.launcher, std::string("spur"));
+    QVERIFY_THROWS_EXCEPTION(spur::Error, read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_NODEID=0 "
+                                                      "SLURM_STEP_TASKS_PER_NODE=two SLURM_STEP_NODELIST=a "
+                                                      "SLURM_JOB_ID=1")));
+  }
+
   void launcher_requests_data() {
     QTest::addColumn<QString>("env");
     QTest::addColumn<int>("precision");  // -1: unset

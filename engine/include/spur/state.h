@@ -26,8 +26,12 @@ struct ProcessState {
   /// TORCHELASTIC_USE_AGENT_STORE: torchrun's agent already hosts the store, so every rank is a client
   /// and keys live under /worker/attempt_<restart_count>.
   bool use_agent_store = false;
-  int64_t restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT.
-  /// Who set the variables: "spur", "torchrun", "mpi", "env" (set by hand) or "none".
+  /// SPUR_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT: how often the launcher restarted the ranks
+  /// (`spur launch --max_restarts`, torchrun's `--max_restarts`); 0 on the first attempt.
+  int64_t restart_count = 0;
+  /// Who set the variables: "spur", "torchrun", "mpi", "slurm" (a task of `srun`: SLURM_PROCID,
+  /// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_NODEID; the store on the step's first node, its port from the
+  /// job id unless MASTER_PORT is set), "env" (set by hand) or "none".
   std::string launcher = "none";
 
   // What the launcher asks of the training program (the Accelerator's options override these).

@@ -27,6 +27,7 @@
 #include "accelerator_core.h"
 #include "checkpoint/project.h"
 #include "compat/torch_compat.h"
+#include "progress_file.h"
 
 namespace spur {
 namespace {
@@ -230,6 +231,7 @@ NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& mo
 }  // namespace
 
 std::string Accelerator::save_state(const std::string& requested) {
+  progress::Scope saving("save_state");
   auto& core = *core_;
   if (mid_accumulation_refused(core)) {  // the same on every rank: refused before any collective
     throw Error("save_state(" + requested +
@@ -413,6 +415,7 @@ std::string Accelerator::save_state(const std::string& requested) {
 }
 
 std::string Accelerator::load_state(const std::string& requested) {
+  progress::Scope loading("load_state");
   auto& core = *core_;
   std::string dir = requested;
   if (dir.empty()) {

@@ -10,6 +10,7 @@
 #include <spur/error.h>
 
 #include "compat/torch_compat.h"
+#include "progress_file.h"
 #include "cuda/cuda_support.h"
 
 namespace spur::detail {
@@ -66,6 +67,7 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
   }
 
   const auto& state = config.state;
+  progress::Scope joining("rendezvous");
   auto store = rendezvous(state, config.rendezvous_timeout);
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.collective_timeout);
@@ -135,6 +137,7 @@ void Communicator::fail(const std::string& operation, const std::exception& caus
 }
 
 void Communicator::wait(const WorkPtr& work, const char* operation) {
+  progress::Scope waiting(operation);  // what a hang report names (spur launch --hang_timeout)
   try {
     work->wait();
   } catch (const std::exception& e) {
@@ -160,6 +163,7 @@ void Communicator::allgather_chunks_(torch::Tensor& flat) {
   const int64_t chunk = flat.numel() / size_;
   const auto element = flat.element_size();
   if (shm_ && flat.is_cpu() && flat.is_contiguous() && (element == 2 || element == 4 || element == 8)) {
+    progress::Scope waiting("all-gather (ZeRO parameters)");
     // Through shared memory, as a sum of the bit patterns: every rank but the owner contributes zeros to a chunk,
     // so the integer sum is the owner's bits exactly (signed zeros and NaNs included), with no buffer beyond the
     // segment (Gloo's all-gather allocates a second whole buffer and copies it out).

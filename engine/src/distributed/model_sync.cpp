@@ -15,6 +15,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
+#include "progress_file.h"
 
 namespace spur::detail {
 namespace {
@@ -162,6 +163,7 @@ class ReducerModelSync final : public ModelSync {
 
   std::optional<AutocastScope> begin_forward() override {
     if (core_->comm) {
+      progress::Scope forward("forward (bucket and buffer sync)");  // a forward is activity, as every operation
       try {
         // After the first backward, buckets are re-cut in the order gradients actually became ready.
         if (reducer_ && torch::GradMode::is_enabled()) reducer_->rebuild_buckets();

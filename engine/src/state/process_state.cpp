@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -134,6 +136,47 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
   }
 }
 
+// Slurm's compressed host list ("node[07-09,12],gpu1", "rack[1-2]-n[3-4]"): its first host ("node07", "rack1-n3").
+std::string first_slurm_host(const std::string& list) {
+  std::string host;
+  int depth = 0;
+  bool first_in_brackets = true;
+  for (const char c : list) {
+    if (depth == 0 && c == ',') break;
+    if (c == '[') {
+      ++depth;
+      first_in_brackets = true;
+    } else if (c == ']') {
+      --depth;
+    } else if (depth > 0) {
+      // Inside brackets only the first range's first number counts.
+      if (c == ',' || c == '-') first_in_brackets = false;
+      else if (first_in_brackets) host += c;
+    } else {
+      host += c;
+    }
+  }
+  return host;
+}
+
+// Slurm's tasks per node ("2(x3),1": three nodes with 2, then one with 1): the count on node `node`.
+std::optional<int64_t> slurm_tasks_on_node(const std::string& text, int64_t node) {
+  int64_t index = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, end - at);
+    at = end + 1;
+    int64_t count = 0, repeat = 1;
+    if (std::sscanf(part.c_str(), "%" SCNd64 "(x%" SCNd64 ")", &count, &repeat) < 1 || count < 1 || repeat < 1) {
+      return std::nullopt;
+    }
+    if (node < index + repeat) return count;
+    index += repeat;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ProcessState ProcessState::from_environment() {
@@ -152,6 +195,18 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   auto rank_text = lookup_any(lookup, {"RANK"});
   auto size_text = lookup_any(lookup, {"WORLD_SIZE"});
   bool mpi = false;
+  bool slurm = false;
+  if (!rank_text && !size_text) {
+    // A task of an srun step (`srun my_program`): Slurm's own variables. (A batch script's single process
+    // has SLURM_PROCID too, but no step: it is one plain process.)
+    rank_text = lookup_any(lookup, {"SLURM_PROCID"}, &rank_name);
+    size_text = lookup_any(lookup, {"SLURM_STEP_NUM_TASKS"}, &size_name);
+    slurm = rank_text.has_value() && size_text.has_value();
+    if (!slurm) {
+      rank_text.reset();
+      size_text.reset();
+    }
+  }
   if (!rank_text && !size_text) {
     rank_text =
         lookup_any(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"}, &rank_name);
@@ -172,16 +227,45 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
     state.rank = parse_integer(rank_name, *rank_text, 0, state.world_size - 1);
   }
 
-  state.local_world_size =
-      integer_var(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1, state.world_size)
-          .value_or(state.world_size);
-  state.local_rank = integer_var(lookup, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0,
-                                 state.local_world_size - 1)
-                         .value_or(state.rank % state.local_world_size);
-  state.node_rank = integer_var(lookup, {"GROUP_RANK"}, 0).value_or(state.rank / state.local_world_size);
+  if (slurm) {
+    std::string name_found;
+    state.node_rank = integer_var(lookup, {"SLURM_NODEID"}, 0).value_or(0);
+    const auto per_node = lookup_any(lookup, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, &name_found);
+    std::optional<int64_t> here;
+    if (per_node) {
+      here = slurm_tasks_on_node(*per_node, state.node_rank);
+      if (!here) {
+        throw Error("environment variable " + name_found + "='" + *per_node +
+                    "' is not Slurm's tasks per node (like 2(x3),1) for node " + std::to_string(state.node_rank));
+      }
+    }
+    state.local_world_size = here.value_or(state.world_size);
+    state.local_rank = integer_var(lookup, {"SLURM_LOCALID"}, 0, state.local_world_size - 1)
+                           .value_or(state.rank % state.local_world_size);
+  } else {
+    state.local_world_size =
+        integer_var(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1, state.world_size)
+            .value_or(state.world_size);
+    state.local_rank = integer_var(lookup, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0,
+                                   state.local_world_size - 1)
+                           .value_or(state.rank % state.local_world_size);
+    state.node_rank = integer_var(lookup, {"GROUP_RANK"}, 0).value_or(state.rank / state.local_world_size);
+  }
 
   if (auto addr = lookup_any(lookup, {"MASTER_ADDR"})) state.master_addr = *addr;
   if (auto port = integer_var(lookup, {"MASTER_PORT"}, 1, 65535)) state.master_port = static_cast<int>(*port);
+  if (slurm && state.master_addr.empty()) {
+    // The step's first node hosts the store (scontrol show hostnames would say the same).
+    if (auto nodes = lookup_any(lookup, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
+      state.master_addr = first_slurm_host(*nodes);
+    }
+  }
+  if (slurm && state.master_port == 0) {
+    // Every task derives the same port from the job, as PyTorch Lightning does; MASTER_PORT overrides it.
+    if (auto job = integer_var(lookup, {"SLURM_JOB_ID", "SLURM_JOBID"}, 0)) {
+      state.master_port = static_cast<int>(15000 + *job % 20000);
+    }
+  }
   if (state.distributed()) {
     if (state.master_addr.empty()) {
       throw Error("WORLD_SIZE=" + std::to_string(state.world_size) +
@@ -194,7 +278,7 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   }
 
   if (auto agent = bool_var(lookup, {"TORCHELASTIC_USE_AGENT_STORE"})) state.use_agent_store = *agent;
-  state.restart_count = integer_var(lookup, {"TORCHELASTIC_RESTART_COUNT"}, 0).value_or(0);
+  state.restart_count = integer_var(lookup, {"SPUR_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"}, 0).value_or(0);
 
   if (lookup_any(lookup, {"SPUR_LAUNCHER"})) {
     state.launcher = "spur";
@@ -202,6 +286,8 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
     state.launcher = "torchrun";
   } else if (mpi) {
     state.launcher = "mpi";
+  } else if (slurm) {
+    state.launcher = "slurm";
   } else if (size_text) {
     state.launcher = "env";
   }

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur launch --slurm ...`: writes the sbatch script (slurm/slurm_job.h), submits it and follows the job like a
+// SageMaker job; `spur slurm follow|stop|describe JOB` for a job submitted with --detach (or from elsewhere).
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTextStream>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "config/run_config.h"
+#include "launch/launch_plan.h"
+#include "launch/launch_request.h"
+#include "launch/ssh_fanout.h"
+#include "runs/run_recorder.h"
+#include "slurm/slurm_job.h"
+
+namespace spur::cli {
+namespace {
+
+const char* kUsage =
+    "usage: spur slurm follow|stop|describe JOB\n"
+    "  follow    print the job's state changes and every node's output until it ends (Ctrl-C cancels it)\n"
+    "  stop      cancel the job (scancel)\n"
+    "  describe  the job's state, nodes, exit code, times and Spur's directory for it\n"
+    "Slurm's own commands (sbatch, squeue, scontrol, scancel) run with your SLURM_CONF; SPUR_SLURM_BIN names\n"
+    "the directory that holds them when they are not on PATH.\n";
+
+// Spur's directory of a job it submitted: where the batch output goes.
+QString job_directory(const std::map<QString, QString>& fields, const QString& job) {
+  const auto out = fields.find("StdOut");
+  if (out == fields.end())
+    throw app::SlurmError("job " + job + " is not known to Slurm (any more): scontrol has no record of it");
+  const QString dir = QFileInfo(out->second).absolutePath();
+  if (!QFileInfo::exists(dir + "/job.sh")) {
+    throw app::SlurmError("job " + job + " was not submitted by spur launch --slurm (no job.sh beside its output " +
+                          out->second + ")");
+  }
+  return dir;
+}
+
+}  // namespace
+
+int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& args, const QStringList& given,
+                 app::LaunchOptions options, int grace) {
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+  for (const char* elsewhere : {"hosts", "hostfile", "machine_rank", "main_process_ip", "hang_timeout"}) {
+    if (args.value(elsewhere)) {
+      throw UsageError(QString("--slurm and --%1 do not go together: Slurm chooses the nodes%2")
+                           .arg(elsewhere)
+                           .arg(QString(elsewhere) == "hang_timeout" ? " (and --hang_timeout is not implemented for "
+                                                                       "Slurm jobs yet: use Slurm's --time)"
+                                                                     : ""));
+    }
+  }
+  app::SlurmRequest request;
+  const QString program = args.positional().front();
+  request.job_name = args.value("job_name").value_or("spur-" + QFileInfo(program).fileName());
+  request.partition = args.value("partition").value_or(QString());
+  request.time = args.value("time").value_or(QString());
+  request.account = args.value("account").value_or(QString());
+  request.qos = args.value("qos").value_or(QString());
+  request.gres = args.value("gres").value_or(QString());
+  if (auto extra = args.value("slurm_args")) request.extra = extra->split(' ', Qt::SkipEmptyParts);
+  request.nodes = static_cast<int>(
+      args.integer("nodes", 1, 100000).value_or(options.num_machines.value_or(config ? config->num_machines() : 1)));
+  if (options.num_machines && *options.num_machines != request.nodes) {
+    throw UsageError(QString("--nodes %1 but --num_machines %2").arg(request.nodes).arg(*options.num_machines));
+  }
+  int per_node = static_cast<int>(args.integer("ntasks_per_node", 1, 100000).value_or(0));
+  if (per_node == 0) {
+    const int total =
+        options.num_processes.value_or(config && config->num_processes() > 0 ? config->num_processes() : request.nodes);
+    if (total % request.nodes != 0) {
+      throw UsageError(QString("%1 processes do not split evenly over %2 nodes: give --ntasks_per_node")
+                           .arg(total)
+                           .arg(request.nodes));
+    }
+    per_node = total / request.nodes;
+  } else if (options.num_processes && *options.num_processes != per_node * request.nodes) {
+    throw UsageError(QString("--num_processes %1 but --nodes %2 x --ntasks_per_node %3")
+                         .arg(*options.num_processes)
+                         .arg(request.nodes)
+                         .arg(per_node));
+  }
+  request.ntasks_per_node = per_node;
+  request.submit_directory = QDir::currentPath();
+  const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz");
+  request.directory = QDir::cleanPath(
+      QDir(QDir::currentPath())
+          .absoluteFilePath(args.value("slurm_dir").value_or("spur-slurm") + "/" + request.job_name + "-" + stamp));
+  app::check_request(request);
+
+  options.num_processes = request.nodes * per_node;
+  options.num_machines = request.nodes;
+  options.machine_rank = 0;
+  options.main_process_ip = "@MASTER_ADDR@";
+  const bool port_given = options.main_process_port.has_value() || (config && config->main_process_port() > 0);
+  if (!port_given) options.main_process_port = 29500;  // replaced in the script by one derived from the job id
+  // The ranks' metrics come back through the nodes' output files as "@spur" lines.
+  options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
+  app::MachineFacts machine;
+  machine.resolve_program = false;  // it runs on the nodes
+  const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
+  QStringList node = app::machine_launch_arguments(
+      args.value("remote_spur").value_or(QCoreApplication::applicationFilePath()), plan, options, program,
+      args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false);
+  node.removeAt(node.indexOf("--exit_on_stdin_eof"));  // srun gives the tasks /dev/null: no connection to watch
+  if (!port_given) node[node.indexOf("--main_process_port") + 1] = "@MASTER_PORT@";
+  const int max_restarts = static_cast<int>(args.integer("max_restarts", 0, 10000).value_or(0));
+  const QString script = app::sbatch_script(request, node, max_restarts);
+
+  if (args.has("dry_run")) {
+    out << "Slurm job " << request.job_name << ": " << request.nodes << " node(s) x " << per_node
+        << " rank(s); the sbatch script (written to " << request.directory << "/job.sh):\n"
+        << script;
+    return 0;
+  }
+  app::SlurmCli slurm;
+  slurm.program("sbatch");  // named before anything is written
+  if (!QDir().mkpath(request.directory)) throw app::SlurmError("cannot make " + request.directory);
+  QFile file(request.directory + "/job.sh");
+  if (!file.open(QIODevice::WriteOnly | QIODevice::NewOnly) || file.write(script.toUtf8()) < 0 || !file.flush()) {
+    throw app::SlurmError("cannot write " + file.fileName() + ": " + file.errorString());
+  }
+  file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                      QFileDevice::ReadGroup | QFileDevice::ExeGroup | QFileDevice::ReadOther | QFileDevice::ExeOther);
+  file.close();
+  const QString job = app::submit(slurm, file.fileName());
+  err << "spur launch: submitted Slurm job " << job << " (" << request.job_name << ", " << request.nodes
+      << " node(s) x " << per_node << " rank(s)); files in " << request.directory << "\n";
+  if (args.has("detach")) {
+    out << job << "\n";
+    err << "spur launch: follow it with `spur slurm follow " << job << "`, cancel it with `spur slurm stop " << job
+        << "`\n";
+    return 0;
+  }
+  err.flush();
+  std::unique_ptr<app::RunRecorder> recorder;
+  if (!args.has("no_history")) {
+    history::Run run;
+    run.name = args.value("run_name").value_or(request.job_name).toStdString();
+    run.target = "slurm";
+    run.hosts = QString("job %1: %2 x %3").arg(job).arg(request.nodes).arg(per_node).toStdString();
+    run.config = app::effective_config(config, plan).to_yaml();
+    run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
+    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+  }
+  app::SlurmFollowOptions follow;
+  follow.who = "spur launch";
+  if (recorder) {
+    follow.on_line = [&recorder](const QString& node_name, const QString& line) {
+      return recorder->line(node_name, -1, false, line);
+    };
+    follow.after_poll = [&recorder] { recorder->flush(); };
+  }
+  app::SlurmFollower follower(slurm, job, request.directory, follow, out, err);
+  const int code = follower.run();
+  if (recorder) {
+    recorder->finish(code, follower.outcome().status == "stopped", follower.outcome().detail);
+    if (recorder->recording() && recorder->complete()) {
+      err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id()
+          << ")\n";
+    }
+  }
+  return code;
+}
+
+int slurm_command(const QStringList& arguments) {
+  QTextStream out(stdout);
+  QTextStream err(stderr);
+  try {
+    const Arguments args(arguments, {}, {"help"});
+    if (args.has("help") || args.positional().size() != 2) {
+      out << kUsage;
+      return args.has("help") ? 0 : 2;
+    }
+    const QString action = args.positional()[0];
+    const QString job = args.positional()[1];
+    app::SlurmCli slurm;
+    if (action == "stop") {
+      slurm.run("scancel", {job});
+      err << "spur slurm: cancelling job " << job << "\n";
+      return 0;
+    }
+    const auto fields = app::job_fields(slurm, job);
+    if (action == "describe") {
+      if (fields.empty()) throw app::SlurmError("job " + job + " is not known to Slurm (any more)");
+      for (const char* key : {"JobId", "JobName", "JobState", "Reason", "Partition", "NumNodes", "NumTasks", "NodeList",
+                              "ExitCode", "SubmitTime", "StartTime", "EndTime", "TimeLimit", "StdOut"}) {
+        if (fields.count(key)) out << key << ": " << fields.at(key) << "\n";
+      }
+      return 0;
+    }
+    if (action == "follow") {
+      app::SlurmFollowOptions follow;
+      follow.who = "spur slurm";
+      app::SlurmFollower follower(slurm, job, job_directory(fields, job), follow, out, err);
+      return follower.run();
+    }
+    throw UsageError("unknown action '" + action + "'\n" + kUsage);
+  } catch (const UsageError& e) {
+    err << "spur slurm: " << e.what() << "\n";
+    return 2;
+  } catch (const std::runtime_error& e) {
+    err << "spur slurm: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace spur::cli

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sbatch script, Slurm's commands and the job follower; see slurm_job.h.
+#include "slurm/slurm_job.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+#include <QTextStream>
+#include <QThread>
+
+#include "launch/byte_text.h"
+#include "launch/ssh_fanout.h"
+#include "sagemaker/job_follower.h"
+
+namespace spur::app {
+namespace {
+
+QString signal_name(int signal) {
+  const char* name = ::sigabbrev_np(signal);
+  return name ? QString("SIG") + name : QString::number(signal);
+}
+
+// 143: srun stopped the node's launcher (SIGTERM) because another node failed, or the job was ended. (A launcher
+// SIGKILLed by Slurm writes no code at all; 137 is a rank's own SIGKILL, such as the kernel's OOM killer.)
+bool killed_by_slurm(int code) { return code == 128 + 15; }
+
+}  // namespace
+
+void check_request(const SlurmRequest& request) {
+  static const QRegularExpression name("^[A-Za-z0-9_.:+-]+$");
+  for (const auto& [flag, value] : {std::pair<const char*, QString>{"--job_name", request.job_name},
+                                    {"--partition", request.partition},
+                                    {"--account", request.account},
+                                    {"--qos", request.qos}}) {
+    if (!value.isEmpty() && !name.match(value).hasMatch()) {
+      throw SlurmError(QString("%1 '%2': letters, digits and _.:+- only").arg(flag, value));
+    }
+  }
+  static const QRegularExpression gres("^[A-Za-z0-9_.:,=-]+$");
+  if (!request.gres.isEmpty() && !gres.match(request.gres).hasMatch())
+    throw SlurmError("--gres '" + request.gres + "' is not a generic resource list (like gpu:4)");
+  static const QRegularExpression time("^[0-9][0-9:-]*$");
+  if (!request.time.isEmpty() && !time.match(request.time).hasMatch()) {
+    throw SlurmError("--time '" + request.time +
+                     "' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)");
+  }
+  for (const auto& word : request.extra) {
+    if (!word.startsWith("-")) {
+      throw SlurmError("--slurm_args: '" + word +
+                       "' is not an sbatch option (they start with -; give values as --name=value)");
+    }
+    if (word.contains('\n')) throw SlurmError("--slurm_args: an option holds a line break");
+  }
+}
+
+QString sbatch_script(const SlurmRequest& request, const QStringList& node_command, int max_restarts) {
+  const QString dir = request.directory;
+  QStringList quoted;
+  for (const auto& word : node_command) {
+    if (word == "@MACHINE_RANK@") quoted << "\"$SLURM_NODEID\"";
+    else if (word == "@MASTER_ADDR@") quoted << "\"$master\"";
+    else if (word == "@MASTER_PORT@") quoted << "\"$port\"";
+    else quoted << shell_quote(word);
+  }
+  QString script;
+  QTextStream s(&script);
+  s << "#!/bin/bash\n"
+    << "# Written by `spur launch --slurm`: srun starts one `spur launch` per node (the part after 'node' below),\n"
+    << "# which starts that node's ranks; every node's output and exit code land in " << dir << ".\n"
+    << "#SBATCH --job-name=" << request.job_name << "\n"
+    << "#SBATCH --nodes=" << request.nodes << "\n"
+    << "#SBATCH --ntasks-per-node=" << request.ntasks_per_node << "\n"
+    << "#SBATCH --chdir=" << request.submit_directory << "\n"
+    << "#SBATCH --output=" << dir << "/batch-%j.out\n";
+  if (!request.partition.isEmpty()) s << "#SBATCH --partition=" << request.partition << "\n";
+  if (!request.time.isEmpty()) s << "#SBATCH --time=" << request.time << "\n";
+  if (!request.account.isEmpty()) s << "#SBATCH --account=" << request.account << "\n";
+  if (!request.qos.isEmpty()) s << "#SBATCH --qos=" << request.qos << "\n";
+  if (!request.gres.isEmpty()) s << "#SBATCH --gres=" << request.gres << "\n";
+  for (const auto& word : request.extra) s << "#SBATCH " << word << "\n";
+  s << "set -u\n"
+    << "if [ \"${1:-}\" = node ]; then\n"
+    << "  master=$2 port=$3\n"
+    << "  export SPUR_RESTART_COUNT=$4 TORCHELASTIC_RESTART_COUNT=$4\n"
+    << "  " << quoted.join(' ') << "\n"
+    << "  code=$?\n"
+    << "  echo \"$code\" > " << shell_quote(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
+    << "  exit \"$code\"\n"
+    << "fi\n"
+    << "master=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+    << "attempt=0\n"
+    << "while :; do\n"
+    << "  port=$((15000 + (SLURM_JOB_ID + attempt) % 20000))\n"
+    << "  rm -f " << shell_quote(dir) << "/node-*.exit\n"
+    << "  srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\" "
+       "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" \\\n"
+    << "    --open-mode=append --output=" << shell_quote(dir + "/node-%N.out") << " /bin/bash "
+    << shell_quote(dir + "/job.sh") << " node \"$master\" \"$port\" \"$attempt\"\n"
+    << "  code=$?\n"
+    << "  if [ \"$code\" -eq 0 ] || [ \"$attempt\" -ge " << max_restarts << " ]; then break; fi\n"
+    << "  attempt=$((attempt + 1))\n"
+    << "  echo \"spur: restart $attempt of " << max_restarts
+    << " (attempt $((attempt + 1))), after the step's exit code $code\"\n"
+    << "done\n"
+    << "exit \"$code\"\n";
+  s.flush();
+  return script;
+}
+
+QString SlurmCli::program(const QString& name) const {
+  const QString bin = qEnvironmentVariable("SPUR_SLURM_BIN");
+  const QString found =
+      bin.isEmpty() ? QStandardPaths::findExecutable(name) : QStandardPaths::findExecutable(name, {bin});
+  if (found.isEmpty()) {
+    throw SlurmError(QString("Slurm's %1 is not installed here (%2): run on a machine that can submit jobs "
+                             "(Debian: slurm-client), or set SPUR_SLURM_BIN to the directory that holds it")
+                         .arg(name, bin.isEmpty() ? "not on PATH" : "not in SPUR_SLURM_BIN=" + bin));
+  }
+  return found;
+}
+
+QString SlurmCli::run(const QString& name, const QStringList& arguments, int timeout_ms) const {
+  QProcess process;
+  process.setStandardInputFile(QProcess::nullDevice());
+  process.start(program(name), arguments);
+  if (!process.waitForStarted(10000)) throw SlurmError(name + " could not be started: " + process.errorString());
+  if (!process.waitForFinished(timeout_ms)) {
+    process.kill();
+    process.waitForFinished(1000);
+    throw SlurmError(QString("%1 %2 did not answer within %3 s").arg(name, arguments.join(' ')).arg(timeout_ms / 1000));
+  }
+  const QString output = QString::fromLocal8Bit(process.readAllStandardOutput());
+  if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
+    QString reason = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
+    if (reason.isEmpty()) reason = QString("exit code %1").arg(process.exitCode());
+    throw SlurmError(QString("%1 %2 failed: %3").arg(name, arguments.join(' '), reason));
+  }
+  return output;
+}
+
+QString submit(const SlurmCli& slurm, const QString& script_path) {
+  QString answer;
+  try {
+    answer = slurm.run("sbatch", {"--parsable", script_path}).trimmed();
+  } catch (const SlurmError& e) {
+    throw SlurmError(QString("Slurm refused the job: ") + e.what());
+  }
+  // --parsable: "jobid" or "jobid;cluster"
+  const QString id = answer.section(';', 0, 0).split('\n').last().trimmed();
+  static const QRegularExpression number("^[0-9]+$");
+  if (!number.match(id).hasMatch()) throw SlurmError("sbatch --parsable answered '" + answer + "', not a job id");
+  return id;
+}
+
+std::map<QString, QString> job_fields(const SlurmCli& slurm, const QString& job) {
+  std::map<QString, QString> fields;
+  QString text;
+  try {
+    text = slurm.run("scontrol", {"show", "job", "-o", job});
+  } catch (const SlurmError&) {
+    return fields;  // forgotten (MinJobAge) or never known
+  }
+  // One line of Key=Value pairs separated by spaces; values may hold spaces only in a few keys (Command is last
+  // but one); a token without '=' belongs to the value before it.
+  QString key;
+  for (const auto& token : text.trimmed().split(' ', Qt::SkipEmptyParts)) {
+    const auto eq = token.indexOf('=');
+    if (eq > 0 && token.left(eq).contains(QRegularExpression("^[A-Za-z:/]+$"))) {
+      key = token.left(eq);
+      fields[key] = token.mid(eq + 1);
+    } else if (!key.isEmpty()) {
+      fields[key] += " " + token;
+    }
+  }
+  return fields;
+}
+
+SlurmOutcome job_outcome(const std::map<QString, int>& node_codes, const QString& job_state,
+                         const std::map<QString, QString>& node_failures) {
+  SlurmOutcome outcome;
+  if (job_state.startsWith("CANCELLED")) {
+    outcome.status = "stopped";
+    outcome.exit_code = 1;
+    outcome.detail = "job cancelled";
+    return outcome;
+  }
+  for (const auto& [node, code] : node_codes) {
+    if (code == 0 || killed_by_slurm(code)) continue;
+    outcome.status = "failed";
+    outcome.exit_code = code;
+    const auto failure = node_failures.find(node);
+    outcome.detail =
+        "node " + node + ": " + (failure != node_failures.end() ? failure->second : QString("exit code %1").arg(code));
+    return outcome;
+  }
+  const bool all_done = !node_codes.empty() &&
+                        std::all_of(node_codes.begin(), node_codes.end(), [](const auto& n) { return n.second == 0; });
+  if (all_done && (job_state.isEmpty() || job_state == "COMPLETED")) {
+    outcome.status = "finished";
+    return outcome;
+  }
+  outcome.status = "failed";
+  outcome.exit_code = 1;
+  for (const auto& [node, code] : node_codes) {
+    if (code != 0) outcome.exit_code = code;
+  }
+  outcome.detail = "job " + (job_state.isEmpty() ? QString("ended") : job_state) +
+                   (node_codes.empty() ? QString(" before any node's launcher reported") : QString());
+  return outcome;
+}
+
+SlurmFollower::SlurmFollower(const SlurmCli& slurm, QString job, QString directory, SlurmFollowOptions options,
+                             QTextStream& out, QTextStream& err)
+    : slurm_(slurm),
+      job_(std::move(job)),
+      directory_(std::move(directory)),
+      options_(std::move(options)),
+      out_(out),
+      err_(err) {}
+
+void SlurmFollower::drain(bool final) {
+  const QDir dir(directory_);
+  QStringList files = dir.entryList({"node-*.out"}, QDir::Files, QDir::Name);
+  files.prepend("batch-" + job_ + ".out");
+  static const QRegularExpression failure(R"(^spur launch: (rank\d+ .*failed: .*)$)");
+  for (const auto& name : files) {
+    QFile file(dir.filePath(name));
+    if (!file.open(QIODevice::ReadOnly)) continue;
+    auto& tail = tails_[name];
+    if (file.size() < tail.offset) tail = Tail{};  // rewritten (a resubmitted job's directory)
+    file.seek(tail.offset);
+    tail.partial += file.readAll();
+    tail.offset = file.pos();
+    const QString node = name.startsWith("node-") ? name.mid(5, name.size() - 9) : QString("batch");
+    qsizetype newline;
+    while ((newline = tail.partial.indexOf('\n')) >= 0 || (final && !tail.partial.isEmpty())) {
+      const qsizetype length = newline >= 0 ? newline : tail.partial.size();
+      const QString line = text_from_bytes(tail.partial.left(length));
+      tail.partial.remove(0, newline >= 0 ? length + 1 : length);
+      if (const auto match = failure.match(line); match.hasMatch() && !node_failures_.count(node))
+        node_failures_[node] = match.captured(1);
+      if (options_.on_line && options_.on_line(node, line)) continue;
+      out_ << "[" << node << "] " << line << "\n";
+    }
+  }
+  out_.flush();
+}
+
+int SlurmFollower::run() {
+  SignalCounter counting;
+  int handled = SignalCounter::count();
+  int cancelled_by = 0;
+  QString state;
+  auto last_poll = std::chrono::steady_clock::now() - options_.poll;
+  for (;;) {
+    drain(false);
+    if (SignalCounter::count() > handled) {
+      handled = SignalCounter::count();
+      if (!cancelled_by) {
+        cancelled_by = SignalCounter::last();
+        err_ << options_.who << ": " << signal_name(cancelled_by) << ": cancelling job " << job_
+             << " (scancel; a second Ctrl-C leaves it to Slurm)\n";
+        err_.flush();
+        try {
+          slurm_.run("scancel", {job_});
+        } catch (const SlurmError& e) {
+          err_ << options_.who << ": " << e.what() << "\n";
+        }
+      } else {
+        err_ << options_.who << ": leaving job " << job_ << " to Slurm; `spur slurm stop " << job_ << "` cancels it\n";
+        err_.flush();
+        outcome_ = {128 + cancelled_by, "stopped", "left while being cancelled"};
+        return outcome_.exit_code;
+      }
+    }
+    if (std::chrono::steady_clock::now() - last_poll >= options_.poll) {
+      last_poll = std::chrono::steady_clock::now();
+      QString now;
+      try {
+        now = slurm_.run("squeue", {"-h", "-j", job_, "-o", "%T %R"}).trimmed();
+      } catch (const SlurmError&) {
+        now.clear();  // squeue no longer knows the job: it ended
+      }
+      if (now.isEmpty()) break;
+      if (now != state) {
+        state = now;
+        err_ << options_.who << ": job " << job_ << ": " << now << "\n";
+        err_.flush();
+      }
+      if (options_.after_poll) options_.after_poll();
+    }
+    QThread::msleep(200);
+  }
+  // The nodes' files may still be closing: one more read after the job left the queue.
+  QThread::msleep(200);
+  drain(true);
+  const auto fields = job_fields(slurm_, job_);
+  const QString job_state = fields.count("JobState") ? fields.at("JobState") : QString();
+  std::map<QString, int> codes;
+  const QDir dir(directory_);
+  for (const auto& name : dir.entryList({"node-*.exit"}, QDir::Files, QDir::Name)) {
+    QFile file(dir.filePath(name));
+    bool ok = false;
+    const int code = file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toInt(&ok) : 0;
+    if (ok) codes[name.mid(5, name.size() - 10)] = code;
+  }
+  outcome_ = job_outcome(codes, job_state, node_failures_);
+  if (cancelled_by) {
+    outcome_.status = "stopped";
+    outcome_.exit_code = 128 + cancelled_by;
+  }
+  err_ << options_.who << ": job " << job_ << " " << (job_state.isEmpty() ? QString("ended") : job_state)
+       << (outcome_.detail.isEmpty() ? "" : ": ") << outcome_.detail << "\n";
+  err_.flush();
+  if (options_.after_poll) options_.after_poll();
+  return outcome_.exit_code;
+}
+
+}  // namespace spur::app

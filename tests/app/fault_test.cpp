@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// Surviving faults with real processes (issue 16): `spur launch --max_restarts` starts the group again after a
+// rank is SIGKILLed mid-epoch, and the run ends with exactly the parameters of an uninterrupted one; with
+// `--hang_timeout` the launcher names the rank the others wait for and stops the run, or restarts it. Also the
+// progress file's writer and reader, and the hang report's wording.
+#include <stdlib.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "launch/local_launcher.h"
+#include "progress_file.h"
+#include "rank_group.h"
+#include "test_main.h"
+
+namespace {
+
+QProcessEnvironment isolated(const QTemporaryDir& dir) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("XDG_CONFIG_HOME", dir.path() + "/config");  // no default configuration of the user's
+  env.insert("SPUR_HISTORY", dir.path() + "/history.db");
+  env.insert("HF_HOME", dir.path() + "/hf");
+  env.remove("OMP_NUM_THREADS");
+  return env;
+}
+
+spur::test::RankResult spur_command(const QTemporaryDir& dir, const QStringList& arguments, int timeout_ms = 180000) {
+  return spur::test::run_process(SPUR_CLI, arguments, isolated(dir), timeout_ms);
+}
+
+QByteArray contents(const QString& path) {
+  QFile file(path);
+  return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+// The first number captured by `pattern` in `text`, or -1.
+qint64 number(const QString& text, const QString& pattern) {
+  const auto match = QRegularExpression(pattern).match(text);
+  return match.hasMatch() ? match.captured(1).toLongLong() : -1;
+}
+
+spur::app::RankProgress rank(const QString& label, std::optional<int64_t> step, const std::string& op,
+                             double op_seconds = 0, double silent_seconds = 0) {
+  spur::app::RankProgress progress;
+  progress.label = label;
+  if (step) {
+    progress.snapshot = spur::progress::Snapshot{};
+    progress.snapshot->step = *step;
+    progress.snapshot->op = op;
+  }
+  progress.op_seconds = op_seconds;
+  progress.idle_seconds = 31;
+  progress.silent_seconds = silent_seconds;
+  return progress;
+}
+
+}  // namespace
+
+Q_DECLARE_METATYPE(std::vector<spur::app::RankProgress>)
+
+class FaultToleranceTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // The rank's side stores, the launcher's side reads: nested operations, steps, and nothing before attaching.
+  void progress_files_carry_operations_and_steps() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("rank0");
+    QVERIFY(spur::progress::create_file(path.toStdString()));
+    const spur::progress::Reader reader(path.toStdString());
+    QVERIFY2(!reader.read(), "a file no rank attached to reads as nothing");
+    ::setenv("SPUR_PROGRESS_FILE", path.toLocal8Bit().constData(), 1);
+    auto& writer = spur::progress::Writer::instance();  // this process's first use: attaches to the file
+    ::unsetenv("SPUR_PROGRESS_FILE");
+    QVERIFY(writer.active());
+    auto first = reader.read();
+    QVERIFY(first);
+    QCOMPARE(first->op, std::string());
+    QCOMPARE(first->step, int64_t{0});
+    {
+      spur::progress::Scope outer("backward");
+      spur::progress::Scope inner("all-reduce");
+      const auto inside = reader.read();
+      QCOMPARE(inside->op, std::string("all-reduce in backward"));
+      QVERIFY(inside->op_since > 0);
+      QVERIFY(inside->activity != first->activity);
+    }
+    writer.step();
+    writer.step();
+    const auto after = reader.read();
+    QCOMPARE(after->op, std::string());
+    QCOMPARE(after->op_since, int64_t{0});
+    QCOMPARE(after->step, int64_t{2});
+    // A long name is cut, never overflows.
+    {
+      spur::progress::Scope long_name(
+          "an operation whose name is longer than the seventy-nine bytes that the progress file keeps for it");
+      QCOMPARE(reader.read()->op.size(), spur::progress::kMaxOp);
+    }
+    // Not a progress file: too small, or absent.
+    QFile small(dir.filePath("small"));
+    QVERIFY(small.open(QIODevice::WriteOnly));
+    small.write("x");
+    small.close();
+    QVERIFY(!spur::progress::Reader(small.fileName().toStdString()).read());
+    QVERIFY(!spur::progress::Reader(dir.filePath("absent").toStdString()).read());
+  }
+
+  void hang_report_names_who_waits_for_whom_data() {
+    QTest::addColumn<std::vector<spur::app::RankProgress>>("ranks");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("one rank in its own code")
+        << std::vector<spur::app::RankProgress>{rank("rank0", 4, "barrier in wait_for_everyone", 30.4),
+                                                rank("rank1", 4, "")}
+        << QStringList{"rank0: step 4, waiting in barrier in wait_for_everyone for 30 s",
+                       "rank1: step 4, in the program's own code, no progress for 31 s",
+                       "The ranks in Spur's operations wait for: rank1"};
+    QTest::newRow("a rank that never reported")
+        << std::vector<spur::app::RankProgress>{rank("rank0", 0, "rendezvous", 40), rank("rank1", std::nullopt, "")}
+        << QStringList{"rank1: never reported", "wait for: rank1"};
+    QTest::newRow("a remote rank gone silent")
+        << std::vector<spur::app::RankProgress>{rank("hosta rank0", 7, "all-reduce in backward", 40),
+                                                rank("hostb rank1", 7, "backward", 0, 35)}
+        << QStringList{
+               "hostb rank1: step 7, then no report for 35 s: it died "
+               "without a trace, or its machine is unreachable",
+               "wait for: hostb rank1"};
+    QTest::newRow("different collectives")
+        << std::vector<spur::app::RankProgress>{rank("rank0", 3, "all-reduce", 40), rank("rank1", 3, "broadcast", 40)}
+        << QStringList{"waiting in all-reduce", "waiting in broadcast", "wait in different operations"};
+  }
+
+  void hang_report_names_who_waits_for_whom() {
+    QFETCH(std::vector<spur::app::RankProgress>, ranks);
+    QFETCH(QStringList, expected);
+    const QString report = spur::app::describe_hang(ranks, std::chrono::seconds(30));
+    QVERIFY2(report.startsWith("no rank made progress for 30 s (--hang_timeout 30)"), qPrintable(report));
+    for (const auto& text : expected) QVERIFY2(report.contains(text), qPrintable(text + "\nnot in:\n" + report));
+  }
+
+  // Two ranks train; on the first attempt rank 1 SIGKILLs itself at step 13, between the checkpoints of steps 10
+  // and 15. The launcher stops rank 0, starts both again (attempt 1, a new port), they resume from checkpoint 10
+  // and end with exactly the parameters of a run nobody killed. Both attempts are in the history's console.
+  void a_killed_rank_restarts_and_ends_bit_exact() {
+    QTemporaryDir killed, whole;
+    const QStringList common{"launch", "--num_processes", "2", "--hang_timeout", "60"};
+    const QStringList training{SPUR_TEST_WORKER, "restart", "--steps", "30", "--k", "5", "--save_at", "13"};
+    const auto uninterrupted =
+        spur_command(whole, common + training + QStringList{"--out", whole.path(), "--crash_rank", "-1"});
+    QVERIFY2(uninterrupted.exit_code == 0, qPrintable(uninterrupted.output));
+    const auto restarted = spur_command(killed, common + QStringList{"--max_restarts", "2"} + training +
+                                                    QStringList{"--out", killed.path(), "--crash_rank", "1"});
+    QVERIFY2(restarted.exit_code == 0, qPrintable(restarted.output));
+    QVERIFY2(restarted.output.contains("rank1 (pid") && restarted.output.contains("killed by SIGKILL"),
+             qPrintable(restarted.output));
+    QVERIFY2(
+        restarted.output.contains("spur launch: restart 1 of 2 (attempt 2), after: rank1 failed: killed by SIGKILL"),
+        qPrintable(restarted.output));
+    QVERIFY2(restarted.output.contains("resuming from") && restarted.output.contains("checkpoint_1"),
+             qPrintable(restarted.output));
+    QVERIFY2(!restarted.output.contains("restart 2 of 2"), qPrintable(restarted.output));
+    for (const QString file : {"final_rank0.bin", "final_rank1.bin"}) {
+      const QByteArray expected = contents(whole.filePath(file));
+      QVERIFY2(!expected.isEmpty(), qPrintable(file));
+      QVERIFY2(contents(killed.filePath(file)) == expected, qPrintable(file + " differs from the uninterrupted run's"));
+    }
+    // The restart's cost: from the kill to both ranks of the new attempt in the group.
+    const qint64 died = number(restarted.output, R"(killed (\d+) at step 13)");
+    const qint64 joined = number(restarted.output, R"(\[rank1\] attempt 1 joined (\d+))");
+    QVERIFY(died > 0 && joined > died);
+    qInfo("restart: %.2f s from the SIGKILL to the new attempt's rank 1 in the group", (joined - died) / 1e9);
+    // The history: one run, finished, whose console holds the restart.
+    const auto logs = spur_command(killed, {"runs", "logs", "1"});
+    QVERIFY2(logs.output.contains("restart 1 of 2 (attempt 2)"), qPrintable(logs.output));
+    QVERIFY2(logs.output.contains("attempt 0 joined") && logs.output.contains("attempt 1 joined"),
+             qPrintable(logs.output));
+    const auto show = spur_command(killed, {"runs", "show", "1"});
+    QVERIFY2(show.output.contains("finished"), qPrintable(show.output));
+  }
+
+  // Rank 1 stays in its own code while rank 0 waits in wait_for_everyone: within the timeout (plus a tick) the
+  // launcher names rank 1 as the one waited for, says where rank 0 waits, stops both and exits 124; the report is
+  // the run's failure in the history.
+  void a_hang_names_the_stuck_rank_and_stops_the_run() {
+    QTemporaryDir dir;
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = spur_command(dir, {"launch", "--num_processes", "2", "--hang_timeout", "3", SPUR_TEST_WORKER,
+                                           "hang", "--steps", "10", "--save_at", "3", "--crash_rank", "1"});
+    QCOMPARE(result.exit_code, spur::app::kHangExitCode);
+    QVERIFY2(timer.elapsed() < 60000, "the hang was not stopped");
+    QVERIFY2(result.output.contains("no rank made progress for 3 s (--hang_timeout 3)"), qPrintable(result.output));
+    QVERIFY2(QRegularExpression(R"(rank0 \(pid \d+\): step 4, waiting in barrier in wait_for_everyone for \d+ s)")
+                 .match(result.output)
+                 .hasMatch(),
+             qPrintable(result.output));
+    QVERIFY2(
+        QRegularExpression(R"(rank1 \(pid \d+\): step 4, in the program's own code)").match(result.output).hasMatch(),
+        qPrintable(result.output));
+    QVERIFY2(result.output.contains("The ranks in Spur's operations wait for: rank1"), qPrintable(result.output));
+    QVERIFY2(!result.output.contains("done after"), qPrintable(result.output));
+    const auto show = spur_command(dir, {"runs", "show", "1"});
+    QVERIFY2(show.output.contains("failed  no rank made progress for 3 s"), qPrintable(show.output));
+    const auto logs = spur_command(dir, {"runs", "logs", "1"});
+    QVERIFY2(logs.output.contains("The ranks in Spur's operations wait for: rank1"), qPrintable(logs.output));
+  }
+
+  // The same hang with --max_restarts 1: the second attempt does not hang and the run succeeds.
+  void a_hang_restarts_with_max_restarts() {
+    QTemporaryDir dir;
+    const auto result = spur_command(
+        dir, {"launch", "--num_processes", "2", "--hang_timeout", "3", "--max_restarts", "1", SPUR_TEST_WORKER, "hang",
+              "--steps", "10", "--save_at", "3", "--crash_rank", "1", "--load", "1"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("restart 1 of 1 (attempt 2), after: no rank made progress for 3 s"),
+             qPrintable(result.output));
+    QVERIFY2(result.output.contains("[rank0] rank 0 done after attempt 1") &&
+                 result.output.contains("[rank1] rank 1 done after attempt 1"),
+             qPrintable(result.output));
+  }
+
+  // A rank that fails on every attempt: N restarts, then the failure, with the count.
+  void restarts_stop_after_max_restarts() {
+    QTemporaryDir dir;
+    const auto result = spur_command(dir, {"launch", "--num_processes", "2", "--max_restarts", "2", SPUR_LAUNCH_RIG,
+                                           "--fail_rank", "1", "--code", "7", "--sleep", "30"});
+    QCOMPARE(result.exit_code, 7);
+    QVERIFY2(result.output.contains("restart 1 of 2") && result.output.contains("restart 2 of 2"),
+             qPrintable(result.output));
+    QVERIFY2(!result.output.contains("restart 3"), qPrintable(result.output));
+    const auto show = spur_command(dir, {"runs", "show", "1"});
+    QVERIFY2(show.output.contains("after 2 restart(s): rank1 failed: exit code 7"), qPrintable(show.output));
+  }
+
+  void bad_flags_are_named_data() {
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("negative restarts") << QStringList{"--max_restarts", "-1"}
+                                       << "--max_restarts must be between 0 and 10000, not -1";
+    QTest::newRow("zero hang timeout") << QStringList{"--hang_timeout", "0"}
+                                       << "--hang_timeout must be between 1 and 31536000, not 0";
+    QTest::newRow("not a number") << QStringList{"--hang_timeout", "soon"}
+                                  << "--hang_timeout needs an integer, not 'soon'";
+    QTest::newRow("machines by hand") << QStringList{"--max_restarts",  "1", "--num_machines",    "2",
+                                                     "--num_processes", "2", "--main_process_ip", "127.0.0.1"}
+                                      << "--max_restarts 1 needs every machine under one launcher";
+  }
+
+  void bad_flags_are_named() {
+    QFETCH(QStringList, flags);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const auto result = spur_command(dir, QStringList{"launch"} + flags + QStringList{"true"}, 30000);
+    QCOMPARE(result.exit_code, 2);
+    QVERIFY2(result.output.contains(message), qPrintable(result.output));
+  }
+};
+
+SPUR_TEST_CLASS(FaultToleranceTest)
+#include "fault_test.moc"

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur launch --slurm` against a real Slurm (Debian's slurmctld, slurmd and munged, started by
+// tests/rigs/slurm_rig.sh in a temporary directory and stopped by PID): a 2-task training run whose metrics reach
+// the history, a failing task reported with its own exit code, Ctrl-C cancelling the job, --detach with
+// `spur slurm follow|describe|stop`, a user's own `srun` of a Spur program, restarts inside the job, and Slurm's
+// refusals named. Also the outcome rules (srun's 143 for the survivors is not the cause) without Slurm.
+#include <signal.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSysInfo>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include "rank_group.h"
+#include "slurm/slurm_job.h"
+#include "test_main.h"
+
+using NodeCodes = std::map<QString, int>;
+Q_DECLARE_METATYPE(NodeCodes)
+
+class SlurmTest : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir rig_;
+  QTemporaryDir work_;
+  QString conf_;
+  // The run a launch recorded ("recorded as run N"), as text.
+  static QString recorded(const QString& output) {
+    const auto match = QRegularExpression(R"(recorded as run (\d+))").match(output);
+    return match.hasMatch() ? match.captured(1) : QString("none");
+  }
+
+  QProcessEnvironment environment() const {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SLURM_CONF", conf_);
+    env.insert("XDG_CONFIG_HOME", work_.path() + "/config");
+    env.insert("SPUR_HISTORY", work_.path() + "/history.db");
+    env.remove("OMP_NUM_THREADS");
+    return env;
+  }
+  spur::test::RankResult spur(const QStringList& arguments, int timeout_ms = 180000) const {
+    return spur::test::run_process(SPUR_CLI, arguments, environment(), timeout_ms);
+  }
+  QStringList slurm_launch(const QStringList& rest) const {
+    return QStringList{"launch", "--slurm", "--slurm_dir", work_.path() + "/jobs", "--time", "10"} + rest;
+  }
+  QString squeue() const {
+    QProcess process;
+    process.setProcessEnvironment(environment());
+    process.start("squeue", {"-h", "-o", "%i %T"});
+    process.waitForFinished(10000);
+    return QString::fromUtf8(process.readAllStandardOutput()).trimmed();
+  }
+
+ private slots:
+  void initTestCase() {
+    QProcess rig;
+    rig.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", rig_.path()});
+    QVERIFY(rig.waitForFinished(60000));
+    conf_ = QString::fromUtf8(rig.readAllStandardOutput()).trimmed();
+    QVERIFY2(rig.exitCode() == 0,
+             qPrintable("no Slurm for the test: " + QString::fromUtf8(rig.readAllStandardError())));
+  }
+  void cleanupTestCase() { QProcess::execute("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "stop", rig_.path()}); }
+  void cleanup() {
+    // Nothing a case submitted outlives it.
+    QElapsedTimer timer;
+    timer.start();
+    while (!squeue().isEmpty() && timer.elapsed() < 30000) QThread::msleep(200);
+    QVERIFY2(squeue().isEmpty(), qPrintable("jobs left: " + squeue()));
+  }
+
+  void outcome_is_the_failing_ranks_own_code_data() {
+    QTest::addColumn<NodeCodes>("codes");
+    QTest::addColumn<QString>("state");
+    QTest::addColumn<int>("exit_code");
+    QTest::addColumn<QString>("status");
+    QTest::newRow("all finished") << NodeCodes{{"a", 0}, {"b", 0}} << "COMPLETED" << 0 << "finished";
+    QTest::newRow("survivors stopped by srun")
+        << NodeCodes{{"a", 143}, {"b", 7}, {"c", 143}} << "FAILED" << 7 << "failed";
+    QTest::newRow("a rank SIGKILLed") << NodeCodes{{"a", 143}, {"b", 137}} << "FAILED" << 137 << "failed";
+    QTest::newRow("cancelled") << NodeCodes{{"a", 143}} << "CANCELLED by 0" << 1 << "stopped";
+    QTest::newRow("time limit") << NodeCodes{{"a", 143}} << "TIMEOUT" << 143 << "failed";
+    QTest::newRow("no node reported") << NodeCodes{} << "NODE_FAIL" << 1 << "failed";
+  }
+  void outcome_is_the_failing_ranks_own_code() {
+    QFETCH(NodeCodes, codes);
+    QFETCH(QString, state);
+    QFETCH(int, exit_code);
+    QFETCH(QString, status);
+    const auto outcome = spur::app::job_outcome(codes, state, {{"b", "rank3 (pid 9) failed: exit code 7."}});
+    QCOMPARE(outcome.exit_code, exit_code);
+    QCOMPARE(outcome.status, status);
+    if (exit_code == 7) QCOMPARE(outcome.detail, QString("node b: rank3 (pid 9) failed: exit code 7."));
+    if (state == "TIMEOUT") QVERIFY2(outcome.detail.contains("TIMEOUT"), qPrintable(outcome.detail));
+  }
+
+  void the_script_asks_for_what_was_given() {
+    const auto result = spur(slurm_launch({"--partition", "debug", "--nodes", "2", "--ntasks_per_node", "3", "--gres",
+                                           "gpu:3", "--account", "lab", "--qos", "high", "--slurm_args",
+                                           "--exclusive --mem=0", "--dry_run", "/opt/train", "it's"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (const char* line :
+         {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --partition=debug", "#SBATCH --gres=gpu:3",
+          "#SBATCH --account=lab", "#SBATCH --qos=high", "#SBATCH --time=10", "#SBATCH --exclusive", "#SBATCH --mem=0",
+          "'--num_processes' '6'", "'--machine_rank' \"$SLURM_NODEID\"", "'--main_process_ip' \"$master\"",
+          "'--main_process_port' \"$port\"", "'it'\\''s'", "srun --kill-on-bad-exit=1"}) {
+      QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " not in:\n" + result.output));
+    }
+    QVERIFY2(!QDir(work_.path() + "/jobs").exists(), "a dry run wrote files");
+  }
+
+  // Two tasks on the node train the MLP example; each line comes back as [node] [rankN], the loss reaches the
+  // history, and the run is recorded as a finished Slurm run with its job id.
+  void two_tasks_train_with_metrics_in_the_history() {
+    const auto result =
+        spur(slurm_launch({"--ntasks_per_node", "2", "--job_name", "mlp", SPUR_EXAMPLE_MLP, "--epochs", "1"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("submitted Slurm job") && result.output.contains("RUNNING"),
+             qPrintable(result.output));
+    const QString node = QSysInfo::machineHostName().section('.', 0, 0);
+    QVERIFY2(result.output.contains("[" + node + "] [rank0] ") && result.output.contains("2 process(es) on cpu"),
+             qPrintable(result.output));
+    QVERIFY2(!result.output.contains("@spur"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("COMPLETED"), qPrintable(result.output));
+    const auto show = spur({"runs", "show", recorded(result.output)});
+    QVERIFY2(show.output.contains("finished") && show.output.contains("slurm") && show.output.contains("job ") &&
+                 show.output.contains("loss"),
+             qPrintable(show.output));
+  }
+
+  // Rank 1 fails with code 7 while rank 0 sleeps: the node's launcher stops rank 0, and the job's code is 7.
+  void a_failing_task_is_reported_with_its_own_exit_code() {
+    const auto result = spur(
+        slurm_launch({"--ntasks_per_node", "2", SPUR_LAUNCH_RIG, "--fail_rank", "1", "--code", "7", "--sleep", "60"}));
+    QCOMPARE(result.exit_code, 7);
+    QVERIFY2(result.output.contains("rank1 (pid") && result.output.contains("failed: exit code 7"),
+             qPrintable(result.output));
+    const auto show = spur({"runs", "show", recorded(result.output)});
+    QVERIFY2(show.output.contains("failed") && show.output.contains("rank1 (pid"), qPrintable(show.output));
+  }
+
+  // Ctrl-C cancels the job (scancel): the launcher says so, exits 130 once the job is gone, the run is stopped.
+  void ctrl_c_cancels_the_job() {
+    QProcess launcher;
+    launcher.setProcessEnvironment(environment());
+    launcher.setProcessChannelMode(QProcess::MergedChannels);
+    launcher.start(SPUR_CLI, slurm_launch({"--ntasks_per_node", "2", SPUR_LAUNCH_RIG, "--sleep", "120"}));
+    QVERIFY(launcher.waitForStarted());
+    QByteArray output;
+    QElapsedTimer timer;
+    timer.start();
+    while (!output.contains("[rank1] hello") && timer.elapsed() < 60000) {
+      launcher.waitForReadyRead(200);
+      output += launcher.readAll();
+    }
+    QVERIFY2(output.contains("[rank1] hello"), output.constData());
+    ::kill(static_cast<pid_t>(launcher.processId()), SIGINT);
+    QVERIFY(launcher.waitForFinished(60000));
+    output += launcher.readAll();
+    QCOMPARE(launcher.exitCode(), 130);
+    QVERIFY2(output.contains("cancelling job"), output.constData());
+    const auto show = spur({"runs", "show", recorded(QString::fromUtf8(output))});
+    QVERIFY2(show.output.contains("stopped"), qPrintable(show.output));
+  }
+
+  // --detach prints the job id; describe, follow and stop work on it from another command.
+  void detached_jobs_are_followed_described_and_stopped() {
+    const auto submitted =
+        spur(slurm_launch({"--detach", "--ntasks_per_node", "1", SPUR_LAUNCH_RIG, "--lines", "3", "--sleep", "2"}));
+    QVERIFY2(submitted.exit_code == 0, qPrintable(submitted.output));
+    const QString job = submitted.output.split('\n').filter(QRegularExpression("^[0-9]+$")).value(0);
+    QVERIFY2(!job.isEmpty(), qPrintable(submitted.output));
+    const auto described = spur({"slurm", "describe", job});
+    QVERIFY2(described.exit_code == 0 && described.output.contains("JobState: "), qPrintable(described.output));
+    const auto followed = spur({"slurm", "follow", job});
+    QVERIFY2(followed.exit_code == 0 && followed.output.contains("[rank0] rank 0 line 2"), qPrintable(followed.output));
+
+    const auto second = spur(slurm_launch({"--detach", "--ntasks_per_node", "1", SPUR_LAUNCH_RIG, "--sleep", "120"}));
+    const QString long_job = second.output.split('\n').filter(QRegularExpression("^[0-9]+$")).value(0);
+    QVERIFY2(!long_job.isEmpty(), qPrintable(second.output));
+    const auto stopped = spur({"slurm", "stop", long_job});
+    QVERIFY2(stopped.exit_code == 0, qPrintable(stopped.output));
+    const auto unknown = spur({"slurm", "follow", "999999"});
+    QCOMPARE(unknown.exit_code, 1);
+    QVERIFY2(unknown.output.contains("job 999999 is not known to Slurm"), qPrintable(unknown.output));
+  }
+
+  // A user's own `srun` of a Spur program: identity from SLURM_PROCID and friends, the store on the first node.
+  void a_users_own_srun_works_without_spur_launch() {
+    QProcess srun;
+    auto env = environment();
+    env.remove("RANK");
+    env.remove("WORLD_SIZE");
+    env.remove("MASTER_ADDR");
+    env.remove("MASTER_PORT");
+    srun.setProcessEnvironment(env);
+    srun.setProcessChannelMode(QProcess::MergedChannels);
+    srun.start("srun", {"-n", "2", "-l", "--time", "5", SPUR_TEST_WORKER, "collectives"});
+    QVERIFY(srun.waitForFinished(120000));
+    const QString output = QString::fromUtf8(srun.readAll());
+    QVERIFY2(srun.exitCode() == 0, qPrintable(output));
+    QVERIFY2(output.contains("0: ") && output.contains("1: "), qPrintable(output));
+  }
+
+  // The script's own restarts: rank 1 is SIGKILLed on the first attempt; the step runs again (attempt 1) and
+  // resumes from the automatic checkpoint of step 5.
+  void a_failed_step_restarts_inside_the_job() {
+    const auto result = spur(
+        slurm_launch({"--ntasks_per_node", "2", "--max_restarts", "1", SPUR_TEST_WORKER, "restart", "--out",
+                      work_.path() + "/restart", "--steps", "12", "--k", "5", "--save_at", "7", "--crash_rank", "1"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("killed by SIGKILL") &&
+                 result.output.contains("[batch] spur: restart 1 of 1 (attempt 2)") &&
+                 result.output.contains("[rank1] attempt 1 joined") && result.output.contains("resuming from"),
+             qPrintable(result.output));
+  }
+
+  void refusals_are_named_data() {
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("bin");
+    QTest::addColumn<int>("exit_code");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no such partition") << QStringList{"--partition", "nowhere"} << "" << 1
+                                       << "Slurm refused the job: sbatch --parsable";
+    QTest::newRow("no sbatch") << QStringList{} << "/nonexistent" << 1
+                               << "Slurm's sbatch is not installed here (not in SPUR_SLURM_BIN=/nonexistent)";
+    QTest::newRow("not an option") << QStringList{"--slurm_args", "exclusive"} << "" << 1
+                                   << "--slurm_args: 'exclusive' is not an sbatch option";
+    QTest::newRow("bad time") << QStringList{"--time", "soon"} << "" << 1 << "--time 'soon' is not a Slurm time";
+    QTest::newRow("uneven") << QStringList{"--nodes", "2", "--num_processes", "3"} << "" << 2
+                            << "3 processes do not split evenly over 2 nodes";
+    QTest::newRow("hosts") << QStringList{"--hosts", "a,b"} << "" << 2 << "--slurm and --hosts do not go together";
+  }
+  void refusals_are_named() {
+    QFETCH(QStringList, flags);
+    QFETCH(QString, bin);
+    QFETCH(int, exit_code);
+    QFETCH(QString, message);
+    auto env = environment();
+    if (!bin.isEmpty()) env.insert("SPUR_SLURM_BIN", bin);
+    const auto result = spur::test::run_process(SPUR_CLI, slurm_launch(flags + QStringList{"/bin/true"}), env, 60000);
+    QCOMPARE(result.exit_code, exit_code);
+    QVERIFY2(result.output.contains(message), qPrintable(result.output));
+    const auto without = spur({"launch", "--partition", "debug", "/bin/true"});
+    QCOMPARE(without.exit_code, 2);
+    QVERIFY2(without.output.contains("--partition is a Slurm setting: add --slurm"), qPrintable(without.output));
+  }
+};
+
+SPUR_TEST_CLASS(SlurmTest)
+#include "slurm_test.moc"
