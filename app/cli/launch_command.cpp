@@ -12,6 +12,7 @@
 #include <QTextStream>
 #include <QThread>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
@@ -99,6 +100,12 @@ struct Supervised {
 Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
                      const app::SupervisionOptions& supervision, int max_restarts, QTextStream& out, QTextStream& err) {
   Supervised result;
+  // Between attempts Ctrl-C must not kill the launcher (the run's record would stay "running"): the signals wait,
+  // blocked, for the next attempt's launcher (which then stops at once) or for the check after the last one.
+  sigset_t handled, caller_mask;
+  sigemptyset(&handled);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, signal);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &caller_mask);
   for (int attempt = 0;; ++attempt) {
     app::LaunchPlan plan = prepare(attempt);
     for (auto& rank : plan.ranks) {
@@ -116,6 +123,7 @@ Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
     result.stopped = launcher.stopped();
     result.failure = launcher.failure();
     result.restarts = attempt;
+    if (launcher.interrupted()) result.stopped = true;  // Ctrl-C while a failure was handled: not restarted
     if (result.code == 0 || result.stopped || attempt >= max_restarts) break;
     const QString message = QString("spur launch: restart %1 of %2 (attempt %3), after: %4")
                                 .arg(attempt + 1)
@@ -127,6 +135,14 @@ Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
     err.flush();
     if (supervision.on_message) supervision.on_message(message);
   }
+  // A signal that came after the last attempt's launcher ended: the run was stopped.
+  const timespec now{0, 0};
+  siginfo_t info;
+  while (::sigtimedwait(&handled, &info, &now) > 0) {
+    if (result.code == 0) result.code = 128 + info.si_signo;
+    result.stopped = true;
+  }
+  ::pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
   if (result.restarts > 0 && result.code != 0 && !result.stopped) {
     result.failure = QString("after %1 restart(s): %2").arg(result.restarts).arg(result.failure);
   }
@@ -323,13 +339,36 @@ int launch_command(const QStringList& given) {
             attempt_options.environment.append(qMakePair(QString("SPUR_RESTART_COUNT"), QString::number(attempt)));
             attempt_options.environment.append(
                 qMakePair(QString("TORCHELASTIC_RESTART_COUNT"), QString::number(attempt)));
+            // Each attempt rendezvous on its own port: the last attempt's remote ranks may still be stopping.
             app::LaunchPlan attempt_plan = plan;
-            attempt_plan.ranks =
-                app::fanout_children(ssh, hosts, plan, attempt_options, program, args.positional().mid(1), grace);
+            attempt_plan.master_port =
+                plan.master_port + attempt <= 65535 ? plan.master_port + attempt : 1024 + attempt;
+            attempt_plan.ranks = app::fanout_children(ssh, hosts, attempt_plan, attempt_options, program,
+                                                      args.positional().mid(1), grace);
             return attempt_plan;
           },
           supervision, max_restarts, out, err);
-      if (recorder) recorder->finish(result.code, result.stopped, result.failure);
+      auto failure = result.failure;
+      if (result.code != 0 && !result.stopped) {
+        // A rank's collective failing says only that a peer went quiet: ask every machine whether it still answers,
+        // so that a host that went down, or whose network was cut, is named as the likely cause.
+        app::SshOptions probe = ssh;
+        probe.connect_timeout = std::min(ssh.connect_timeout, 5);
+        try {
+          app::preflight(probe, hosts);
+        } catch (const app::LaunchError& e) {
+          const QString lost = QString(e.what()).section('\n', 1);
+          const QString message =
+              "spur launch: after the failure these machines no longer answer over SSH (down, "
+              "or their network cut), the likely cause:\n" +
+              lost;
+          err << message << "\n";
+          err.flush();
+          if (supervision.on_message) supervision.on_message(message);
+          failure = "machines unreachable:\n" + lost + "\n" + failure;
+        }
+      }
+      if (recorder) recorder->finish(result.code, result.stopped, failure);
       report_recorded(recorder.get(), err);
       return result.code;
     }

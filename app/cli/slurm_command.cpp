@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QTextStream>
 
 #include "cli/arguments.h"
@@ -58,7 +59,9 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   }
   app::SlurmRequest request;
   const QString program = args.positional().front();
-  request.job_name = args.value("job_name").value_or("spur-" + QFileInfo(program).fileName());
+  request.job_name =
+      args.value("job_name")
+          .value_or("spur-" + QFileInfo(program).fileName().replace(QRegularExpression("[^A-Za-z0-9_.:+-]"), "_"));
   request.partition = args.value("partition").value_or(QString());
   request.time = args.value("time").value_or(QString());
   request.account = args.value("account").value_or(QString());
@@ -87,7 +90,6 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
                          .arg(per_node));
   }
   request.ntasks_per_node = per_node;
-  request.submit_directory = QDir::currentPath();
   const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz");
   request.directory = QDir::cleanPath(
       QDir(QDir::currentPath())

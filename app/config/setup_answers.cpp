@@ -158,6 +158,10 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
       }
     } else if (flag == "--gradient_accumulation_steps") {
       gradient_accumulation_steps = std::max(1, value.toInt());
+    } else if (flag == "--max_restarts") {
+      max_restarts = std::max(0, value.toInt());
+    } else if (flag == "--hang_timeout") {
+      hang_timeout = std::max(0, value.toInt());
     }
   }
 }
@@ -173,6 +177,8 @@ LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
     request.flags << "--gradient_accumulation_steps" << QString::number(gradient_accumulation_steps);
   }
   for (const auto& [name, value] : environment) request.flags << "--env" << name + "=" + value;
+  if (where != Where::SageMaker && max_restarts > 0) request.flags << "--max_restarts" << QString::number(max_restarts);
+  if (where != Where::SageMaker && hang_timeout > 0) request.flags << "--hang_timeout" << QString::number(hang_timeout);
   return request;
 }
 

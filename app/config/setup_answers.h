@@ -51,6 +51,9 @@ struct SetupAnswers {
   QStringList arguments;
   QString working_directory;
   QList<QPair<QString, QString>> environment;
+  // Surviving faults (launch flags, not in the file): --max_restarts, --hang_timeout (0: off).
+  int max_restarts = 0;
+  int hang_timeout = 0;
 
   /// Defaults for this machine: several CPU processes on a CPU-only machine, one per GPU otherwise.
   static SetupAnswers defaults(const DetectedHardware& hardware);

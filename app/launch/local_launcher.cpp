@@ -57,24 +57,45 @@ QString whole_seconds(double s) { return QString::number(static_cast<qint64>(std
 // A remote rank whose launcher's records stopped for this long is named silent (they come every second).
 constexpr double kSilentSeconds = 5;
 
-// The main thread's stack of a running process, through gdb when it is installed: lines "#0 ...".
-QStringList stack_of(qint64 pid) {
+// The main threads' stacks of running processes (label, pid), through gdb when it is installed, all attached at
+// once and given 20 s in all; where gdb gets no frames (ptrace not allowed, the process gone) its reason.
+QString stacks_of(const std::vector<std::pair<QString, qint64>>& processes) {
   const QString gdb = QStandardPaths::findExecutable("gdb");
-  if (gdb.isEmpty() || pid <= 0) return {};
-  QProcess process;
-  process.setStandardInputFile(QProcess::nullDevice());
-  process.start(gdb, {"--batch", "-nx", "-p", QString::number(pid), "-ex", "thread 1", "-ex", "bt 25"});
-  if (!process.waitForFinished(20000)) {
-    process.kill();
-    process.waitForFinished(1000);
-    return {"(gdb did not answer within 20 s)"};
+  if (gdb.isEmpty() || processes.empty()) return {};
+  std::vector<std::unique_ptr<QProcess>> attached;
+  for (const auto& [label, pid] : processes) {
+    auto process = std::make_unique<QProcess>();
+    process->setStandardInputFile(QProcess::nullDevice());
+    process->start(gdb, {"--batch", "-nx", "-p", QString::number(pid), "-ex", "thread 1", "-ex", "bt 25"});
+    attached.push_back(std::move(process));
   }
-  QStringList frames;
-  for (const auto& line : QString::fromLocal8Bit(process.readAllStandardOutput()).split('\n')) {
-    // "thread 1" prints the thread's top frame, which bt repeats.
-    if (line.startsWith('#') && (frames.isEmpty() || frames.back() != line)) frames << line;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  QString text;
+  for (std::size_t i = 0; i < attached.size(); ++i) {
+    auto& process = *attached[i];
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!process.waitForFinished(static_cast<int>(std::max<qint64>(1, left.count())))) {
+      process.kill();
+      process.waitForFinished(1000);
+      text += QString("  %1's main thread: gdb did not answer within 20 s\n").arg(processes[i].first);
+      continue;
+    }
+    QStringList frames;
+    for (const auto& line : QString::fromLocal8Bit(process.readAllStandardOutput()).split('\n')) {
+      // "thread 1" prints the thread's top frame, which bt repeats.
+      if (line.startsWith('#') && (frames.isEmpty() || frames.back() != line)) frames << line;
+    }
+    if (frames.isEmpty()) {
+      const QString why = QString::fromLocal8Bit(process.readAllStandardError()).trimmed().section('\n', -1);
+      text += QString("  %1's main thread: gdb could not take its stack (%2)\n")
+                  .arg(processes[i].first, why.isEmpty() ? QString("no frames") : why);
+      continue;
+    }
+    text += QString("  %1's main thread:\n").arg(processes[i].first);
+    for (const auto& frame : frames) text += "    " + frame + "\n";
   }
-  return frames;
+  return text;
 }
 
 }  // namespace
@@ -104,6 +125,11 @@ int LocalLauncher::run() {
   struct sigaction previous[3];
   const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &action, &previous[i]);
+  // A caller that restarts runs blocks these signals between attempts: one that came then is delivered now.
+  sigset_t handled_set, caller_mask;
+  sigemptyset(&handled_set);
+  for (const int signal : handled) sigaddset(&handled_set, signal);
+  ::pthread_sigmask(SIG_UNBLOCK, &handled_set, &caller_mask);
 
   if (options_.exit_on_stdin_eof) {
     stdin_notifier_ = std::make_unique<QSocketNotifier>(STDIN_FILENO, QSocketNotifier::Read);
@@ -133,9 +159,10 @@ int LocalLauncher::run() {
     }
     last_progress_ = std::chrono::steady_clock::now();
     const auto tick = std::chrono::milliseconds(1000);
-    progress_timer_.setInterval(options_.hang_timeout.count() > 0
-                                    ? std::min<std::chrono::milliseconds>(tick, options_.hang_timeout / 4)
-                                    : tick);
+    // A quarter of the timeout, between 100 ms and a second (whole seconds / 4 may round down to nothing).
+    const auto quarter = std::chrono::duration_cast<std::chrono::milliseconds>(options_.hang_timeout) / 4;
+    progress_timer_.setInterval(
+        options_.hang_timeout.count() > 0 ? std::clamp(quarter, std::chrono::milliseconds(100), tick) : tick);
     connect(&progress_timer_, &QTimer::timeout, this, [this] { watch_progress(); });
     progress_timer_.start();
   }
@@ -159,6 +186,7 @@ int LocalLauncher::run() {
     err_ << "spur launch: stopped " << left << " process(es) the ranks left running\n";
   }
 
+  ::pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
   for (int i = 0; i < 3; ++i) ::sigaction(handled[i], &previous[i], nullptr);
   signal_notifier_.reset();
   stdin_notifier_.reset();
@@ -382,6 +410,19 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
     guard_.forget(static_cast<pid_t>(rank.pid));
   }
   const bool failed = status == QProcess::CrashExit || code != 0;
+  if (rank.progress || watched_.count(rank.spec.rank)) {
+    // A rank that ended is not stuck, but the others may wait for it (one that stopped early on uneven data).
+    const int code_seen = status == QProcess::CrashExit ? 128 + code : code;
+    watched_[rank.spec.rank].exited = code_seen;
+    if (watched_[rank.spec.rank].label.isEmpty()) watched_[rank.spec.rank].label = rank.spec.label;
+    watched_[rank.spec.rank].pid = rank.pid;
+    if (options_.progress_stream) {
+      const QJsonObject record{
+          {"type", "progress"}, {"rank", rank.spec.rank}, {"pid", rank.pid}, {"exited", code_seen}};
+      out_ << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
+      out_.flush();
+    }
+  }
   if (failed && !failed_rank_ && !stopping_) {
     failed_rank_ = rank.spec.local_rank;
     exit_code_ = status == QProcess::CrashExit ? 128 + code : code;  // Qt reports the signal as the code
@@ -476,6 +517,13 @@ bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
   const auto record = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
   if (record.value("type").toString() != "progress") return false;
   if (!record.value("rank").isDouble()) return true;  // damaged: dropped, never shown
+  if (record.contains("exited")) {
+    auto& watched = watched_[record.value("rank").toInt()];
+    watched.exited = record.value("exited").toInt();
+    watched.label = QString("%1 rank%2").arg(from.spec.label).arg(record.value("rank").toInt());
+    watched.pid = static_cast<qint64>(record.value("pid").toDouble());
+    return true;
+  }
   progress::Snapshot snapshot;
   snapshot.activity = static_cast<uint64_t>(record.value("activity").toDouble());
   snapshot.step = static_cast<int64_t>(record.value("step").toDouble());
@@ -511,18 +559,18 @@ void LocalLauncher::hang() {
       rank.idle_seconds = seconds(now - watched.changed);
       rank.op_seconds = watched.snapshot.op.empty() ? 0 : seconds(now - watched.op_started);
       rank.silent_seconds = seconds(now - watched.seen);
+      rank.exited = watched.exited;
+      if (watched.seen == std::chrono::steady_clock::time_point{}) rank.snapshot.reset();  // exited, never reported
     }
     report.push_back(rank);
   }
   QString text = describe_hang(report, options_.hang_timeout);
-  // Stacks of this machine's ranks, where gdb can take them.
+  // Stacks of this machine's ranks, where gdb can take them: all at once, within one deadline.
+  std::vector<std::pair<QString, qint64>> running;
   for (const auto& local : ranks_) {
-    if (!local->running || !local->progress) continue;
-    const QStringList frames = stack_of(local->pid);
-    if (frames.isEmpty()) continue;
-    text += QString("  %1's main thread:\n").arg(local->spec.label);
-    for (const auto& frame : frames) text += "    " + frame + "\n";
+    if (local->running && local->progress) running.emplace_back(local->spec.label, local->pid);
   }
+  text += stacks_of(running);
   err_ << "spur launch: " << text;
   err_.flush();
   if (options_.on_message) options_.on_message("spur launch: " + text.trimmed());
@@ -539,7 +587,11 @@ QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::secon
   bool someone_waits = false;
   for (const auto& rank : ranks) {
     QString line = "  " + rank.label + (rank.pid > 0 ? QString(" (pid %1)").arg(rank.pid) : QString()) + ": ";
-    if (!rank.snapshot) {
+    if (rank.exited) {
+      line += QString("exited with code %1").arg(*rank.exited) +
+              (rank.snapshot ? QString(" after step %1").arg(rank.snapshot->step) : QString());
+      waited_for << rank.label;
+    } else if (!rank.snapshot) {
       line += "never reported (it has not created its spur::Accelerator, or is not a Spur program)";
       waited_for << rank.label;
     } else if (rank.silent_seconds >= kSilentSeconds) {

@@ -77,6 +77,7 @@ struct RankProgress {
   double idle_seconds = 0;                     // since its activity last changed
   double op_seconds = 0;                       // in its current operation
   double silent_seconds = 0;                   // since its last report reached the launcher (remote ranks)
+  std::optional<int> exited;                   // it ended, with this code (the others may wait for it)
 };
 
 /// The hang report: one line per rank (last step, the operation it waits in and for how long, or that it is in
@@ -98,6 +99,8 @@ class LocalLauncher : public QObject {
   const QString& failure() const { return failure_; }
   /// After run(): the user stopped the run (a signal to the launcher), rather than a rank failing.
   bool stopped() const { return user_signal_ != 0 && !failed_rank_; }
+  /// After run(): the user signalled the launcher (Ctrl-C, SIGTERM), also while a failure was being handled.
+  bool interrupted() const { return user_signal_ != 0; }
 
  private:
   struct Rank {
@@ -145,7 +148,8 @@ class LocalLauncher : public QObject {
     QString label;
     qint64 pid = 0;
     progress::Snapshot snapshot;
-    std::chrono::steady_clock::time_point changed, seen, op_started;
+    std::chrono::steady_clock::time_point changed, seen, op_started;  // seen: never while it has not reported
+    std::optional<int> exited;
   };
   std::map<int, Watched> watched_;  // by global rank
   std::chrono::steady_clock::time_point last_progress_;

@@ -47,12 +47,26 @@ void check_request(const SlurmRequest& request) {
     throw SlurmError("--time '" + request.time +
                      "' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)");
   }
+  static const QStringList owned{"--output",   "--error",    "--open-mode", "--chdir", "-o", "-e",
+                                 "-D",         "--parsable", "--wrap",      "--nodes", "-N", "--ntasks-per-node",
+                                 "--job-name", "-J"};
   for (const auto& word : request.extra) {
     if (!word.startsWith("-")) {
       throw SlurmError("--slurm_args: '" + word +
                        "' is not an sbatch option (they start with -; give values as --name=value)");
     }
     if (word.contains('\n')) throw SlurmError("--slurm_args: an option holds a line break");
+    if (owned.contains(word.section('=', 0, 0))) {
+      throw SlurmError("--slurm_args: " + word.section('=', 0, 0) +
+                       " is spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
+    }
+  }
+  // #SBATCH lines take the path as it is: no quoting, and % starts one of Slurm's file-name patterns.
+  static const QRegularExpression unsafe(R"([\s%'"\\$`])");
+  if (request.directory.contains(unsafe)) {
+    throw SlurmError("the job's directory '" + request.directory +
+                     "' holds a space, quote, $ or %, which #SBATCH lines cannot carry: give --slurm_dir a path "
+                     "without them");
   }
 }
 
@@ -73,7 +87,6 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "#SBATCH --job-name=" << request.job_name << "\n"
     << "#SBATCH --nodes=" << request.nodes << "\n"
     << "#SBATCH --ntasks-per-node=" << request.ntasks_per_node << "\n"
-    << "#SBATCH --chdir=" << request.submit_directory << "\n"
     << "#SBATCH --output=" << dir << "/batch-%j.out\n";
   if (!request.partition.isEmpty()) s << "#SBATCH --partition=" << request.partition << "\n";
   if (!request.time.isEmpty()) s << "#SBATCH --time=" << request.time << "\n";
@@ -93,7 +106,7 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "master=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
     << "attempt=0\n"
     << "while :; do\n"
-    << "  port=$((15000 + (SLURM_JOB_ID + attempt) % 20000))\n"
+    << "  port=$((15000 + (SLURM_JOB_ID * 7919 + attempt * 104729) % 20000))\n"
     << "  rm -f " << shell_quote(dir) << "/node-*.exit\n"
     << "  srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\" "
        "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" \\\n"
@@ -240,6 +253,8 @@ void SlurmFollower::drain(bool final) {
       const qsizetype length = newline >= 0 ? newline : tail.partial.size();
       const QString line = text_from_bytes(tail.partial.left(length));
       tail.partial.remove(0, newline >= 0 ? length + 1 : length);
+      // The first failure of the latest attempt: a restart inside the job starts the count again.
+      if (node == "batch" && line.startsWith("spur: restart ")) node_failures_.clear();
       if (const auto match = failure.match(line); match.hasMatch() && !node_failures_.count(node))
         node_failures_[node] = match.captured(1);
       if (options_.on_line && options_.on_line(node, line)) continue;
@@ -253,6 +268,7 @@ int SlurmFollower::run() {
   SignalCounter counting;
   int handled = SignalCounter::count();
   int cancelled_by = 0;
+  int failed_polls = 0;
   QString state;
   auto last_poll = std::chrono::steady_clock::now() - options_.poll;
   for (;;) {
@@ -279,12 +295,30 @@ int SlurmFollower::run() {
     if (std::chrono::steady_clock::now() - last_poll >= options_.poll) {
       last_poll = std::chrono::steady_clock::now();
       QString now;
+      bool ended = false;
       try {
         now = slurm_.run("squeue", {"-h", "-j", job_, "-o", "%T %R"}).trimmed();
-      } catch (const SlurmError&) {
-        now.clear();  // squeue no longer knows the job: it ended
+        ended = now.isEmpty();
+        failed_polls = 0;
+      } catch (const SlurmError& e) {
+        // "Invalid job id": squeue no longer knows the job, it ended. Anything else (a busy or restarting
+        // controller) is asked again; after a minute of failures, scontrol decides.
+        const QString why = e.what();
+        if (why.contains("Invalid job id")) {
+          ended = true;
+        } else if (++failed_polls == 1) {
+          err_ << options_.who << ": squeue failed, asking again: " << why << "\n";
+          err_.flush();
+        } else if (failed_polls * options_.poll >= std::chrono::minutes(1)) {
+          const auto fields = job_fields(slurm_, job_);
+          const QString job_state = fields.count("JobState") ? fields.at("JobState") : QString();
+          static const QStringList live{"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"};
+          ended = fields.empty() || !live.contains(job_state);
+          failed_polls = 0;
+        }
       }
-      if (now.isEmpty()) break;
+      if (ended) break;
+      if (now.isEmpty()) continue;
       if (now != state) {
         state = now;
         err_ << options_.who << ": job " << job_ << ": " << now << "\n";

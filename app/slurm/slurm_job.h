@@ -27,17 +27,18 @@ class SlurmError : public std::runtime_error {
 
 /// What the job asks Slurm for: `spur launch --slurm`'s flags.
 struct SlurmRequest {
-  QString job_name;          // --job_name; Default: "spur-" + the program's name
-  QString partition;         // --partition; Default: the cluster's default partition
-  int nodes = 1;             // --nodes; Default: the configuration's num_machines, else 1
-  int ntasks_per_node = 1;   // --ntasks_per_node: ranks per node; Default: the configuration's processes per machine
-  QString time;              // --time (Slurm's formats: "30", "1:00:00", "2-00:00:00"); Default: the partition's
-  QString account;           // --account
-  QString qos;               // --qos
-  QString gres;              // --gres (e.g. "gpu:4": per node)
-  QStringList extra;         // --slurm_args "...": more #SBATCH options, each "--name=value" or "--name value"
-  QString directory;         // where the script, each node's output and exit code go: visible from every node
-  QString submit_directory;  // where the ranks start (the job's --chdir)
+  QString job_name;         // --job_name; Default: "spur-" + the program's name
+  QString partition;        // --partition; Default: the cluster's default partition
+  int nodes = 1;            // --nodes; Default: the configuration's num_machines, else 1
+  int ntasks_per_node = 1;  // --ntasks_per_node: ranks per node; Default: the configuration's processes per machine
+  QString time;             // --time (Slurm's formats: "30", "1:00:00", "2-00:00:00"); Default: the partition's
+  QString account;          // --account
+  QString qos;              // --qos
+  QString gres;             // --gres (e.g. "gpu:4": per node)
+  QStringList extra;        // --slurm_args "...": more #SBATCH options, each "--name" or "--name=value"
+  /// Where the script, each node's output and exit code go: visible from every node. (The ranks start where
+  /// sbatch runs: this process's directory.)
+  QString directory;
 };
 
 /// The batch script for `request`: one task per node runs `node_command` (a `spur launch` for that node whose

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 namespace spur::progress {
 namespace {
@@ -60,14 +61,18 @@ void Writer::publish() {
   }
   char text[sizeof(Record::op)] = {};
   std::memcpy(text, name.data(), std::min(name.size(), kMaxOp));
-  record_->sequence.fetch_add(1, std::memory_order_acq_rel);  // odd: rewriting
+  // A sequence lock with one writer (mutex_): odd while rewriting. The fence keeps the stores below from being
+  // seen before the odd number; the release store publishes them with the even one.
+  const uint64_t sequence = record_->sequence.load(std::memory_order_relaxed);
+  record_->sequence.store(sequence + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   for (std::size_t i = 0; i < sizeof(Record::op) / sizeof(uint64_t); ++i) {
     uint64_t word;
     std::memcpy(&word, text + i * sizeof(uint64_t), sizeof word);
     record_->op[i].store(word, std::memory_order_relaxed);
   }
-  record_->op_since.store(depth_ > 0 ? now_ns() : 0, std::memory_order_relaxed);
-  record_->sequence.fetch_add(1, std::memory_order_release);  // even: consistent
+  record_->op_since.store(depth_ > 0 ? since_[0] : 0, std::memory_order_relaxed);
+  record_->sequence.store(sequence + 2, std::memory_order_release);
   record_->activity.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -75,7 +80,10 @@ int Writer::enter(const char* op) {
   if (!record_) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const int before = depth_;
-  if (depth_ < kDepth) stack_[depth_] = op;
+  if (depth_ < kDepth) {
+    stack_[depth_] = op;
+    since_[depth_] = now_ns();
+  }
   ++depth_;
   // Deeper than kDepth: counted as activity, not named.
   if (before < kDepth) publish();
@@ -105,17 +113,22 @@ std::optional<Snapshot> Reader::read() const {
   if (!record_ || record_->magic.load(std::memory_order_acquire) != kMagic) return std::nullopt;
   Snapshot snapshot;
   char text[sizeof(Record::op) + 1] = {};
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  bool consistent = false;
+  for (int attempt = 0; attempt < 1000 && !consistent; ++attempt) {
     const uint64_t before = record_->sequence.load(std::memory_order_acquire);
-    if (before % 2) continue;
+    if (before % 2) {
+      std::this_thread::yield();
+      continue;
+    }
     for (std::size_t i = 0; i < sizeof(Record::op) / sizeof(uint64_t); ++i) {
       const uint64_t word = record_->op[i].load(std::memory_order_relaxed);
       std::memcpy(text + i * sizeof(uint64_t), &word, sizeof word);
     }
     snapshot.op_since = record_->op_since.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (record_->sequence.load(std::memory_order_relaxed) == before) break;
+    consistent = record_->sequence.load(std::memory_order_relaxed) == before;
   }
+  if (!consistent) return std::nullopt;  // the launcher asks again next time
   text[kMaxOp] = '\0';
   snapshot.op = text;
   snapshot.activity = record_->activity.load(std::memory_order_relaxed);

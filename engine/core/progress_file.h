@@ -27,6 +27,7 @@ struct Record {
   std::atomic<uint64_t> reserved;
 };
 static_assert(sizeof(Record) == 128, "the progress file's layout is fixed");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the record is shared between processes");
 inline constexpr uint64_t kMagic = 0x3130676f72507053ULL;  // "SpProg01"
 inline constexpr std::size_t kMaxOp = sizeof(Record::op) - 1;
 
@@ -59,6 +60,7 @@ class Writer {
   static constexpr int kDepth = 4;
   std::mutex mutex_;  // the stack: collectives may be entered from autograd's threads too
   const char* stack_[kDepth] = {};
+  int64_t since_[kDepth] = {};  // when each was entered: the report times the outermost
   int depth_ = 0;
 };
 
@@ -81,6 +83,7 @@ class Reader {
   ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
+  /// Empty when nothing is attached, or (rarely) when the rank rewrote the name on every try.
   std::optional<Snapshot> read() const;
 
  private:

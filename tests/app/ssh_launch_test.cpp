@@ -218,7 +218,7 @@ class SshLaunchTest : public QObject {
   }
   void a_hang_over_ssh_names_the_stuck_rank() {
     QFETCH(bool, restart);
-    QStringList flags{"--hosts", "machine1,machine2", "--num_processes", "4", "--hang_timeout", "4"};
+    QStringList flags{"--hosts", "machine1,machine2", "--num_processes", "4", "--hang_timeout", "12"};
     if (restart)
       flags << "--max_restarts"
             << "1";
@@ -233,7 +233,7 @@ class SshLaunchTest : public QObject {
       flags << "--load"
             << "1";
     const auto result = run(hosts_launch(flags));
-    QVERIFY2(result.output.contains("no rank made progress for 4 s"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("no rank made progress for 12 s"), qPrintable(result.output));
     QVERIFY2(result.output.contains("The ranks in Spur's operations wait for: machine2 rank3"),
              qPrintable(result.output));
     QVERIFY2(result.output.contains("machine1 rank0 (pid ") && result.output.contains("machine2 rank2 (pid "),

@@ -5,6 +5,7 @@
   2 ranks:    Spur DDP step / Accelerate's step, same torch       (target <= 0.85 small, <= 0.95 large)
               (Accelerate launched with `accelerate launch`, from the Python environment given by --python)
               Spur memory per rank / Accelerate's                  (target <= 0.5)
+              the Spur step with progress reporting on (`--hang_timeout`'s progress files) / off (target <= 1.01)
   LibTorch:   the same Spur step built against another LibTorch (--other-bench: Debian's 1.13 tree) / this one
   data:       prepared (sharded) loader / plain loader, 2 workers  (target >= 0.98: sharding costs < 2%)
               Spur loader / LibTorch's torch::data loader, 2 workers
@@ -27,10 +28,23 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 
 TARGETS = {("single", "small"): 1.01, ("single", "large"): 1.01, ("ddp", "small"): 0.85, ("ddp", "large"): 0.95,
            ("ddp", "cnn"): 0.90, ("ddp", "gpt"): 0.95,
-           ("private", "small"): 0.5, ("private", "large"): 0.5}
+           ("private", "small"): 0.5, ("private", "large"): 0.5,
+           ("progress", "small"): 1.01, ("progress", "large"): 1.01}
+
+
+def progress_files(directory, world):
+    """What `spur launch --hang_timeout` gives each rank: a 128-byte progress file (engine/core/progress_file.h)."""
+    paths = []
+    for rank in range(world):
+        path = os.path.join(directory, f"rank{rank}")
+        with open(path, "wb") as f:
+            f.write(bytes(128))
+        paths.append(path)
+    return paths
 
 
 def free_port():
@@ -43,8 +57,9 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_ranks(command, world, timeout):
-    """Starts `world` ranks of `command` with torchrun's variables; returns rank 0..N-1's JSON records."""
+def run_ranks(command, world, timeout, progress=None):
+    """Starts `world` ranks of `command` with torchrun's variables; returns rank 0..N-1's JSON records.
+    `progress`: a progress file per rank (the ranks then report their progress, as under --hang_timeout)."""
     port = free_port()
     procs = []
     try:
@@ -52,6 +67,8 @@ def run_ranks(command, world, timeout):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                        LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        OMP_NUM_THREADS="1")
+            if progress:
+                env["SPUR_PROGRESS_FILE"] = progress[rank]
             procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
         records = []
@@ -206,18 +223,25 @@ def main():
         row("1-process step", workload, "ms", "LibTorch", single["plain_ms"], single["spur_ms"], "single")
 
         # Interleaved repeats: this 2-core machine drifts by tens of percent between runs.
-        py_runs, sp_runs, other_runs = [], [], []
-        for _ in range(args.repeats):
-            py_runs.append(run_accelerate(args.python, os.path.join(here, "accelerate_peer.py"), workload,
-                                          args.steps, timeout))
-            sp_runs.append(run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2, timeout))
+        py_runs, sp_runs, other_runs, progress_runs = [], [], [], []
+        with tempfile.TemporaryDirectory() as scratch:
+            progress = progress_files(scratch, 2)
+            for _ in range(args.repeats):
+                py_runs.append(run_accelerate(args.python, os.path.join(here, "accelerate_peer.py"), workload,
+                                              args.steps, timeout))
+                sp_runs.append(run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2, timeout))
+                progress_runs.append(run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2,
+                                               timeout, progress))
             if other_bench:
                 other_runs.append(run_ranks([args.other_bench, "rank", workload, "--steps", str(args.steps)], 2,
                                             timeout))
         py = sorted(py_runs, key=lambda run: run[0]["median_ms"])[len(py_runs) // 2]
         sp = sorted(sp_runs, key=lambda run: run[0]["median_ms"])[len(sp_runs) // 2]
+        reporting = sorted(progress_runs, key=lambda run: run[0]["median_ms"])[len(progress_runs) // 2]
         peer = f"Accelerate"
         row("2-rank DDP step (rank 0)", workload, "ms", peer, py[0]["median_ms"], sp[0]["median_ms"], "ddp")
+        row("2-rank step, progress reported", workload, "ms", "not reported", sp[0]["median_ms"],
+            reporting[0]["median_ms"], "progress")
         for rank in range(2):
             for key, label in (("peak_rss_mib", "peak RSS"), ("pss_mib", "PSS"), ("private_mib", "private")):
                 row(f"{label}, rank {rank}", workload, "MiB", peer, py[rank][key], sp[rank][key], key.split("_")[0])

@@ -1192,6 +1192,10 @@ int hang(const Args& args) {
     accelerator.backward(loss);
     optimizer.step();
     optimizer.zero_grad();
+    if (step == 10) {
+      std::printf("rank %lld is training\n", static_cast<long long>(accelerator.process_index()));
+      std::fflush(stdout);
+    }
     if (step == args.save_at) {
       if (accelerator.process_index() == args.crash_rank && (!args.load || attempt == 0)) {
         std::printf("rank %lld stays in its own code\n", static_cast<long long>(accelerator.process_index()));

@@ -99,13 +99,14 @@ class WizardTest : public QObject {
     QTest::newRow("this machine, 3 CPU processes, bf16")
         << QStringList{"where_local"} << QStringList{"processes=3"}
         << QStringList{"mixed_precision=bf16", "gradient_accumulation=4"}
-        << QStringList{"program=" SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7"}
+        << QStringList{"program=" SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7",
+                       "max_restarts=2", "hang_timeout=600"}
         << QString(
                "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
                "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
                "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
                "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
-        << QString("--gradient_accumulation_steps 4 --env SEED=7");
+        << QString("--gradient_accumulation_steps 4 --env SEED=7 --max_restarts 2 --hang_timeout 600");
     QTest::newRow("two machines over SSH")
         << QStringList{"where_ssh"}
         << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555", "processes=1"} << QStringList{}
@@ -323,7 +324,8 @@ class WizardTest : public QObject {
     QTemporaryDir dir;
     QSettings().setValue(
         "launch/last_command",
-        "cd /tmp && spur launch --config_file c.yaml --hosts a,b --env K=v --gradient_accumulation_steps 3 ./t x");
+        "cd /tmp && spur launch --config_file c.yaml --hosts a,b --env K=v --gradient_accumulation_steps 3 "
+        "--max_restarts 1 --hang_timeout 90 ./t x");
     QSettings().remove("launch/last_config");
     spur::studio::MainWindow window(dir.filePath("history.db"));
     std::unique_ptr<SetupWizard> wizard(window.make_wizard());
@@ -332,11 +334,14 @@ class WizardTest : public QObject {
     QCOMPARE(answers.where, spur::app::SetupAnswers::Where::Ssh);
     QCOMPARE(answers.hosts, (QStringList{"a", "b"}));
     QCOMPARE(answers.gradient_accumulation_steps, 3);
+    QCOMPARE(answers.max_restarts, 1);
+    QCOMPARE(answers.hang_timeout, 90);
     QCOMPARE(answers.program, QString("./t"));
     QCOMPARE(answers.arguments, QStringList{"x"});
     QCOMPARE(answers.working_directory, QString("/tmp"));
     QCOMPARE(wizard->launch_request().flags,
-             (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v"}));
+             (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v", "--max_restarts", "1",
+                          "--hang_timeout", "90"}));
     QSettings().remove("launch/last_command");
   }
 

@@ -102,12 +102,13 @@ class ProcessStateTest : public QObject {
     QTest::addColumn<int>("restarts");
     QTest::newRow("node 1 of 2 x 2") << "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=4 SLURM_NTASKS=4 SLURM_LOCALID=1 "
                                         "SLURM_NODEID=1 SLURM_STEP_TASKS_PER_NODE=2(x2) "
-                                        "SLURM_STEP_NODELIST=node[07-08] SLURM_JOB_ID=123456"
-                                     << QList<int>{3, 4, 1, 2, 1} << "node07" << 15000 + 123456 % 20000 << 0;
+                                        "SLURM_STEP_NODELIST=node[07-08] SLURM_JOB_ID=123456 SLURM_STEP_ID=2"
+                                     << QList<int>{3, 4, 1, 2, 1} << "node07"
+                                     << 15000 + (123456 * 7919 + 2 * 104729) % 20000 << 0;
     QTest::newRow("uneven nodes, two bracket groups")
         << "SLURM_PROCID=4 SLURM_STEP_NUM_TASKS=5 SLURM_LOCALID=0 SLURM_NODEID=2 SLURM_STEP_TASKS_PER_NODE=2(x2),1 "
            "SLURM_JOB_NODELIST=rack[3,5]-n[10-12],gpu1 SLURM_JOB_ID=7"
-        << QList<int>{4, 5, 0, 1, 2} << "rack3-n10" << 15007 << 0;
+        << QList<int>{4, 5, 0, 1, 2} << "rack3-n10" << 15000 + (7 * 7919) % 20000 << 0;
     QTest::newRow("MASTER_* and a restart win")
         << "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 SLURM_NODEID=0 "
            "SLURM_STEP_TASKS_PER_NODE=2 SLURM_STEP_NODELIST=a,b "
@@ -139,6 +140,13 @@ class ProcessStateTest : public QObject {
     const auto batch = read(env_of("SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n[1-2]"));
     QVERIFY(!batch.distributed());
     QCOMPARE(batch.launcher, std::string("none"));
+    const auto shell = read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PTY_PORT=4242 SLURM_JOB_ID=5"));
+    QVERIFY(!shell.distributed());
+    const auto mpi =
+        read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 OMPI_COMM_WORLD_RANK=3 "
+                    "OMPI_COMM_WORLD_SIZE=4 MASTER_ADDR=h MASTER_PORT=5"));
+    QCOMPARE(mpi.rank, 3);
+    QCOMPARE(mpi.launcher, std::string("mpi"));
     const auto launched =
         read(env_of("RANK=1 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=5 SPUR_LAUNCHER=spur "
                     "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_NODEID=0"));

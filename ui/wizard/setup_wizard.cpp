@@ -288,6 +288,19 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
       [this] { return app::check_directory(directory_->text().trimmed()); });
   program->add(tr("Environment:"), environment_,
                [this] { return app::check_environment(environment_->toPlainText()); });
+  // Surviving faults (spur launch --max_restarts, --hang_timeout): not for SageMaker, which restarts nothing.
+  max_restarts_ = spin(program, "max_restarts", 0, 1000);
+  max_restarts_->setToolTip(
+      tr("After a rank fails, stop the others and start them all again, up to this many "
+         "times; a program with automatic checkpoint naming resumes from its latest one"));
+  hang_timeout_ = spin(program, "hang_timeout", 0, 31'536'000);
+  hang_timeout_->setSpecialValueText(tr("off"));
+  hang_timeout_->setSuffix(tr(" s"));
+  hang_timeout_->setToolTip(
+      tr("When no rank makes progress for this long, say where each rank is and stop the run "
+         "(or restart it)"));
+  program->add(tr("Restarts after a failure:"), max_restarts_);
+  program->add(tr("Stop when stuck for:"), hang_timeout_);
   setPage(ProgramPage, program);
 
   // --- Summary ----------------------------------------------------------------------------------------------
@@ -413,6 +426,8 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
   QStringList environment;
   for (const auto& [name, value] : a.environment) environment << name + "=" + value;
   environment_->setPlainText(environment.join('\n'));
+  max_restarts_->setValue(a.max_restarts);
+  hang_timeout_->setValue(a.hang_timeout);
   update_visibility();
 }
 
@@ -444,6 +459,8 @@ app::SetupAnswers SetupWizard::answers() const {
   a.gpu_ids = gpu_ids_->text().trimmed().toStdString();
   a.mixed_precision = precision_->currentText().toStdString();
   a.gradient_accumulation_steps = accumulation_->value();
+  a.max_restarts = max_restarts_->value();
+  a.hang_timeout = hang_timeout_->value();
   a.program = program_->text().trimmed();
   try {
     a.arguments = app::shell_split(arguments_->text());

@@ -76,6 +76,8 @@ class SetupWizard : public QWizard {
   // Program
   QLineEdit *program_, *arguments_, *directory_;
   QPlainTextEdit* environment_;
+  QSpinBox* max_restarts_;
+  QSpinBox* hang_timeout_;
   // Summary
   QLineEdit *path_, *command_;
   QPlainTextEdit* yaml_;

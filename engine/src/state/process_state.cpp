@@ -197,22 +197,23 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   bool mpi = false;
   bool slurm = false;
   if (!rank_text && !size_text) {
-    // A task of an srun step (`srun my_program`): Slurm's own variables. (A batch script's single process
-    // has SLURM_PROCID too, but no step: it is one plain process.)
-    rank_text = lookup_any(lookup, {"SLURM_PROCID"}, &rank_name);
-    size_text = lookup_any(lookup, {"SLURM_STEP_NUM_TASKS"}, &size_name);
-    slurm = rank_text.has_value() && size_text.has_value();
-    if (!slurm) {
-      rank_text.reset();
-      size_text.reset();
-    }
-  }
-  if (!rank_text && !size_text) {
     rank_text =
         lookup_any(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"}, &rank_name);
     size_text = lookup_any(lookup, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}, &size_name);
     mpi = rank_text.has_value() && size_text.has_value();
     if (!mpi) {
+      rank_text.reset();
+      size_text.reset();
+    }
+  }
+  if (!rank_text && !size_text && !lookup_any(lookup, {"SLURM_PTY_PORT"})) {
+    // A task of an srun step (`srun my_program`): Slurm's own variables, after MPI's (mpirun inside an allocation
+    // inherits its daemon's step). A batch script's own process has SLURM_PROCID but no step, and a shell of
+    // `srun --pty` is interactive: each is one plain process.
+    rank_text = lookup_any(lookup, {"SLURM_PROCID"}, &rank_name);
+    size_text = lookup_any(lookup, {"SLURM_STEP_NUM_TASKS"}, &size_name);
+    slurm = rank_text.has_value() && size_text.has_value();
+    if (!slurm) {
       rank_text.reset();
       size_text.reset();
     }
@@ -261,9 +262,11 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
     }
   }
   if (slurm && state.master_port == 0) {
-    // Every task derives the same port from the job, as PyTorch Lightning does; MASTER_PORT overrides it.
+    // Every task derives the same port from the job and step, as PyTorch Lightning does from the job;
+    // MASTER_PORT overrides it.
     if (auto job = integer_var(lookup, {"SLURM_JOB_ID", "SLURM_JOBID"}, 0)) {
-      state.master_port = static_cast<int>(15000 + *job % 20000);
+      const int64_t step = integer_var(lookup, {"SLURM_STEP_ID"}, 0).value_or(0);
+      state.master_port = static_cast<int>(15000 + (*job * 7919 + step * 104729) % 20000);
     }
   }
   if (state.distributed()) {

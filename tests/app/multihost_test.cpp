@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// Real multi-host launches (issue 16): two hosts built from network namespaces joined by veth pairs and a bridge,
+// each with its own address and its own sshd (tests/rigs/netns_rig.sh, named per run, deleted at the end, also
+// after a failure). `spur launch --hosts` runs from the first host and trains across both on Gloo over the veth
+// links; cutting the second host's link mid-run stops every rank within the collective timeout, and the
+// launcher exits non-zero naming the host that no longer answers.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include "rank_group.h"
+#include "test_main.h"
+
+class MultiHostTest : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir rig_;
+  QStringList addresses_;
+  QStringList namespaces_;  // the bridge's, then h0, h1
+  bool started_ = false;
+
+  QString rig() const { return QStringLiteral(SPUR_RIGS_DIR "/netns_rig.sh"); }
+  // `spur launch` on host h0, over SSH to h0 and h1, the rendezvous on h0's address across the veth links.
+  QStringList launch(const QStringList& rest) const {
+    return QStringList{"exec",
+                       rig_.path(),
+                       "0",
+                       SPUR_CLI,
+                       "launch",
+                       "--ssh_config",
+                       rig_.path() + "/ssh_config",
+                       "--hosts",
+                       "h0,h1",
+                       "--connect_timeout",
+                       "5",
+                       "--main_process_ip",
+                       addresses_.value(0),
+                       "--env",
+                       "GLOO_SOCKET_IFNAME=eth0"} +
+           rest;
+  }
+  QProcessEnvironment environment() const {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", rig_.path() + "/config");
+    env.insert("SPUR_HISTORY", rig_.path() + "/history.db");
+    env.remove("OMP_NUM_THREADS");
+    return env;
+  }
+  // The PIDs of Spur's processes (launchers and ranks) still in host `index`'s namespace.
+  QStringList spur_processes(int index) const {
+    QProcess pids;
+    pids.start("ip", {"netns", "pids", namespaces_.value(index + 1)});
+    pids.waitForFinished(10000);
+    QStringList left;
+    for (const auto& pid : QString::fromUtf8(pids.readAll()).split('\n', Qt::SkipEmptyParts)) {
+      QFile comm("/proc/" + pid.trimmed() + "/comm");
+      if (!comm.open(QIODevice::ReadOnly)) continue;
+      const QString name = QString::fromUtf8(comm.readAll()).trimmed();
+      if (name != "sshd") left << pid.trimmed() + " " + name;
+    }
+    return left;
+  }
+
+ private slots:
+  void initTestCase() {
+    QProcess start;
+    start.start("bash", {rig(), "start", rig_.path(), "2"});
+    QVERIFY(start.waitForFinished(60000));
+    started_ = true;
+    QVERIFY2(start.exitCode() == 0,
+             qPrintable("no network namespaces for the test: " + QString::fromUtf8(start.readAllStandardError())));
+    QFile addresses(rig_.path() + "/addresses");
+    QFile namespaces(rig_.path() + "/namespaces");
+    QVERIFY(addresses.open(QIODevice::ReadOnly) && namespaces.open(QIODevice::ReadOnly));
+    addresses_ = QString::fromUtf8(addresses.readAll()).split('\n', Qt::SkipEmptyParts);
+    namespaces_ = QString::fromUtf8(namespaces.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(addresses_.size(), 2);
+  }
+  void cleanupTestCase() {
+    if (started_) QProcess::execute("bash", {rig(), "stop", rig_.path()});
+    QProcess list;
+    list.start("ip", {"netns", "list"});
+    list.waitForFinished(10000);
+    const QString left = QString::fromUtf8(list.readAll());
+    for (const auto& ns : namespaces_) QVERIFY2(!left.contains(ns), qPrintable("namespace left: " + ns));
+  }
+
+  // The example trains over both hosts: rank 1 on h1 reaches the store and rank 0's Gloo pair only through the
+  // veth links (h1 has no other interface but its loopback).
+  void training_crosses_the_hosts() {
+    const auto result = spur::test::run_process(
+        "bash", QStringList{rig()} + launch({"--num_processes", "2", SPUR_EXAMPLE_MLP, "--epochs", "1"}), environment(),
+        180000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("[h0] [rank0] ") && result.output.contains("2 process(es) on cpu") &&
+                 result.output.contains("gradients via gloo"),
+             qPrintable(result.output));
+    QVERIFY2(result.output.contains("epoch 1 accuracy"), qPrintable(result.output));
+  }
+
+  // h1's cable is pulled while both ranks all-reduce every step: rank 0 gives up within the collective timeout
+  // (8 s here), the launcher stops, names h1 as no longer answering and exits non-zero; rank 1, cut off on h1,
+  // stops by itself within its own timeout, leaving nothing running there.
+  void a_cut_link_stops_every_rank_and_names_the_host() {
+    QProcess launcher;
+    launcher.setProcessEnvironment(environment());
+    launcher.setProcessChannelMode(QProcess::MergedChannels);
+    launcher.start("bash", QStringList{rig()} + launch({"--num_processes", "2", "--env", "SPUR_COLLECTIVE_TIMEOUT=8",
+                                                        SPUR_TEST_WORKER, "hang", "--steps", "100000000"}));
+    QVERIFY(launcher.waitForStarted());
+    QByteArray output;
+    QElapsedTimer timer;
+    timer.start();
+    while (
+        !(output.contains("[h0] [rank0] rank 0 is training") && output.contains("[h1] [rank1] rank 1 is training")) &&
+        timer.elapsed() < 120000 && launcher.state() == QProcess::Running) {
+      launcher.waitForReadyRead(200);
+      output += launcher.readAll();
+    }
+    QVERIFY2(output.contains("rank 1 is training"), output.constData());
+    QProcess::execute("bash", {rig(), "cut", rig_.path(), "1"});
+    QElapsedTimer since_cut;
+    since_cut.start();
+    const bool ended = launcher.waitForFinished(90000);
+    output += launcher.readAll();
+    if (!ended) {
+      launcher.kill();
+      launcher.waitForFinished(5000);
+    }
+    QVERIFY2(ended, output.constData());
+    qInfo("the launcher exited %.1f s after the cut (collective timeout 8 s, grace 5 s, SSH probe up to 10 s)",
+          since_cut.elapsed() / 1000.0);
+    QVERIFY(launcher.exitCode() != 0);
+    const QString text = QString::fromUtf8(output);
+    QVERIFY2(text.contains("rank0") && text.contains("failed"), qPrintable(text));
+    QVERIFY2(text.contains("after the failure these machines no longer answer over SSH") && text.contains("  h1: "),
+             qPrintable(text));
+    QVERIFY2(!text.contains("  h0: "), qPrintable(text));
+    // Rank 1 and its launcher, cut off on h1, stop by themselves.
+    QElapsedTimer drain;
+    drain.start();
+    while (!spur_processes(1).isEmpty() && drain.elapsed() < 30000) QThread::msleep(200);
+    QVERIFY2(spur_processes(1).isEmpty(), qPrintable("left on h1: " + spur_processes(1).join(", ")));
+    QVERIFY2(spur_processes(0).isEmpty(), qPrintable("left on h0: " + spur_processes(0).join(", ")));
+    const auto run = QRegularExpression(R"(recorded as run (\d+))").match(text).captured(1);
+    const auto show = spur::test::run_process(SPUR_CLI, {"runs", "show", run}, environment(), 30000);
+    QVERIFY2(show.output.contains("failed  machines unreachable:"), qPrintable(show.output));
+  }
+};
+
+SPUR_TEST_CLASS(MultiHostTest)
+#include "multihost_test.moc"
