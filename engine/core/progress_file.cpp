@@ -52,15 +52,17 @@ Writer::Writer() {
 }
 
 void Writer::publish() {
-  // Under mutex_. The name: innermost first ("all_reduce in backward").
-  std::string name;
-  for (int i = depth_ - 1; i >= 0; --i) {
-    if (!stack_[i]) continue;
-    if (!name.empty()) name += " in ";
-    name += stack_[i];
-  }
+  // Under mutex_. The name, innermost first ("all-reduce in backward"), cut at kMaxOp bytes; no allocation.
   char text[sizeof(Record::op)] = {};
-  std::memcpy(text, name.data(), std::min(name.size(), kMaxOp));
+  std::size_t length = 0;
+  const auto append = [&](const char* part) {
+    for (; *part && length < kMaxOp; ++part) text[length++] = *part;
+  };
+  for (int i = std::min(depth_, kDepth) - 1; i >= 0; --i) {
+    if (!stack_[i]) continue;
+    if (length > 0) append(" in ");
+    append(stack_[i]);
+  }
   // A sequence lock with one writer (mutex_): odd while rewriting. The fence keeps the stores below from being
   // seen before the odd number; the release store publishes them with the even one.
   const uint64_t sequence = record_->sequence.load(std::memory_order_relaxed);

@@ -4,6 +4,8 @@
 //   step_bench rank WORKLOAD [--steps N]     one rank of a Spur DDP run (RANK, WORLD_SIZE... from the driver)
 //   step_bench adamw WORKLOAD [--steps N]    the same with AdamW (lr 1e-3, weight decay 0.01): zero_bench.py runs it
 //                                            with SPUR_ZERO_STAGE 0, 1 and 2 (issue 17)
+// With SPUR_PROGRESS_FILE set (what `spur launch --hang_timeout` gives a rank), `rank` also prints what progress
+// reporting costs: the file's changes per step and the time of one operation's report (enter and leave).
 // Prints one JSON object per line; run_benchmarks.py turns them into ratios.
 #include <sys/resource.h>
 
@@ -28,6 +30,7 @@
 #include <spur/spur.h>
 
 #include "bench_support.h"
+#include "progress_file.h"
 
 namespace {
 
@@ -152,6 +155,26 @@ int rank(const Workload& w, int steps) {
     if (i >= 20) times.push_back(now_ms() - t0);
   }
   print_rank_record(w.name, static_cast<long long>(accelerator.process_index()), times);
+  if (const char* path = std::getenv("SPUR_PROGRESS_FILE"); path && spur::progress::Writer::instance().active()) {
+    const spur::progress::Reader reader(path);
+    const auto before = reader.read();
+    constexpr int kSteps = 20;
+    for (int i = 0; i < kSteps; ++i) {
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model(data.x[i % 16]), data.y[i % 16]);
+      accelerator.backward(loss);
+      optimizer.step();
+    }
+    finish(device);
+    const auto after = reader.read();
+    constexpr int kScopes = 200000;
+    const double t0 = now_ms();
+    for (int i = 0; i < kScopes; ++i) spur::progress::Scope scope("bench");
+    const double scope_ns = (now_ms() - t0) * 1e6 / kScopes;
+    std::printf("{\"kind\": \"progress\", \"rank\": %lld, \"changes_per_step\": %.2f, \"scope_ns\": %.1f}\n",
+                static_cast<long long>(accelerator.process_index()),
+                before && after ? static_cast<double>(after->activity - before->activity) / kSteps : -1.0, scope_ns);
+  }
   accelerator.wait_for_everyone();
   return 0;
 }
