@@ -70,7 +70,8 @@ const char* kUsage =
     "inside a SageMaker container (ENTRYPOINT [\"spur\", \"launch\"]) the program comes from the job\n"
     "a Slurm job (one spur launch per node, started by srun; Ctrl-C cancels it): --slurm [--partition P]\n"
     "  [--nodes N] [--ntasks_per_node K] [--time T] [--account A] [--qos Q] [--gres G] [--slurm_args \"...\"]\n"
-    "  [--slurm_dir D (default ./spur-slurm, visible from every node)] [--job_name NAME] [--detach] [--dry_run]\n";
+    "  [--slurm_dir D (default ./spur-slurm, visible from every node)] [--job_name NAME] [--detach] [--dry_run]\n"
+    "  [--slurm_config F (settings file; default $XDG_CONFIG_HOME/spur/slurm.yaml)]\n";
 
 // The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
 // side records) or a SageMaker container (the submitting machine records).
@@ -252,7 +253,8 @@ int launch_command(const QStringList& given) {
 
     if (args.has("slurm")) return slurm_launch(config, args, given, options, grace);
     for (const char* flag :
-         {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args", "slurm_dir"}) {
+         {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args", "slurm_dir",
+          "slurm_config"}) {
       if (args.value(flag)) throw UsageError(QString("--%1 is a Slurm setting: add --slurm").arg(flag));
     }
 

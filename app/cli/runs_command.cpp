@@ -21,7 +21,9 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "launch/launch_request.h"
 #include "runs/run_status.h"
+#include "slurm/slurm_job.h"
 
 namespace spur::cli {
 namespace {
@@ -32,6 +34,7 @@ const char* kUsage =
     "  show ID                                 one run: settings, metrics (last, min, max), events\n"
     "  export ID --format csv|json [--metrics a,b] [--output F]\n"
     "  config ID                               the run's configuration (YAML), for spur launch --config_file\n"
+    "  config ID --slurm                       a Slurm run's settings, as Spur's slurm.yaml holds them\n"
     "  logs ID [--rank R] [--follow]           console lines; --follow waits for new ones until the run ends\n"
     "  rm ID [--force]                         delete the run (not while it runs; --force: a run whose launcher\n"
     "                                          died elsewhere) and everything recorded for it\n"
@@ -211,6 +214,31 @@ int export_run(history::HistoryReader& reader, const history::Run& run, const Ar
   return 0;
 }
 
+// A Slurm run's settings, from its recorded command line (spur launch --slurm writes the ones in effect there).
+int slurm_settings(const history::Run& run, QTextStream& out) {
+  app::LaunchRequest request;
+  try {
+    request = app::LaunchRequest::parse(QString::fromStdString(run.command));
+  } catch (const std::invalid_argument&) {
+  }
+  if (run.target != "slurm" || !request.flags.contains("--slurm"))
+    throw UsageError(QString("run %1 was not a Slurm run (spur launch --slurm)").arg(run.id));
+  const Arguments flags(request.flags, app::launch_valued_flags(), app::launch_switches());
+  app::SlurmRequest settings;
+  settings.job_name = flags.value("job_name").value_or(QString());
+  settings.partition = flags.value("partition").value_or(QString());
+  settings.nodes = static_cast<int>(flags.integer("nodes", 1, 100000).value_or(1));
+  settings.ntasks_per_node = static_cast<int>(flags.integer("ntasks_per_node", 1, 100000).value_or(1));
+  settings.time = flags.value("time").value_or(QString());
+  settings.account = flags.value("account").value_or(QString());
+  settings.qos = flags.value("qos").value_or(QString());
+  settings.gres = flags.value("gres").value_or(QString());
+  settings.extra = flags.value("slurm_args").value_or(QString()).split(' ', Qt::SkipEmptyParts);
+  settings.directory = flags.value("slurm_dir").value_or(QString());
+  out << app::slurm_yaml(settings);
+  return 0;
+}
+
 int logs(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out) {
   std::optional<int> rank;
   if (auto r = args.integer("rank", -1, 1'000'000)) rank = static_cast<int>(*r);
@@ -243,7 +271,7 @@ int runs_command(const QStringList& arguments) {
   QTextStream err(stderr);
   try {
     const Arguments args(arguments, {"history", "format", "metrics", "output", "rank"},
-                         {"json", "follow", "remove", "force", "help"});
+                         {"json", "follow", "remove", "force", "help", "slurm"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
@@ -287,6 +315,7 @@ int runs_command(const QStringList& arguments) {
     if (action == "show") return show(reader, run, out);
     if (action == "export") return export_run(reader, run, args, out, path);
     if (action == "config") {
+      if (args.has("slurm")) return slurm_settings(run, out);
       if (run.config.empty())
         throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
       out << QString::fromStdString(run.config);

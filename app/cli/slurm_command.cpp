@@ -57,23 +57,35 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
                                                                      : ""));
     }
   }
+  // Flags win over Spur's Slurm settings file, which wins over the Accelerate configuration's machine counts.
+  app::SlurmRequest in_file;
+  in_file.nodes = 0;  // 0: not in the file
+  in_file.ntasks_per_node = 0;
+  const QString slurm_file = args.value("slurm_config").value_or(app::default_slurm_file());
+  if (args.value("slurm_config") && !QFileInfo::exists(slurm_file))
+    throw app::SlurmError("--slurm_config " + slurm_file + ": no such file");
+  const app::SlurmRequest settings = app::read_slurm_file(slurm_file, in_file);
   app::SlurmRequest request;
   const QString program = args.positional().front();
-  request.job_name =
-      args.value("job_name")
-          .value_or("spur-" + QFileInfo(program).fileName().replace(QRegularExpression("[^A-Za-z0-9_.:+-]"), "_"));
-  request.partition = args.value("partition").value_or(QString());
-  request.time = args.value("time").value_or(QString());
-  request.account = args.value("account").value_or(QString());
-  request.qos = args.value("qos").value_or(QString());
-  request.gres = args.value("gres").value_or(QString());
+  request.job_name = args.value("job_name").value_or(
+      !settings.job_name.isEmpty()
+          ? settings.job_name
+          : "spur-" + QFileInfo(program).fileName().replace(QRegularExpression("[^A-Za-z0-9_.:+-]"), "_"));
+  request.partition = args.value("partition").value_or(settings.partition);
+  request.time = args.value("time").value_or(settings.time);
+  request.account = args.value("account").value_or(settings.account);
+  request.qos = args.value("qos").value_or(settings.qos);
+  request.gres = args.value("gres").value_or(settings.gres);
+  request.extra = settings.extra;
   if (auto extra = args.value("slurm_args")) request.extra = extra->split(' ', Qt::SkipEmptyParts);
-  request.nodes = static_cast<int>(
-      args.integer("nodes", 1, 100000).value_or(options.num_machines.value_or(config ? config->num_machines() : 1)));
+  request.nodes = static_cast<int>(args.integer("nodes", 1, 100000)
+                                       .value_or(settings.nodes > 0 ? settings.nodes
+                                                                : options.num_machines.value_or(
+                                                                      config ? config->num_machines() : 1)));
   if (options.num_machines && *options.num_machines != request.nodes) {
     throw UsageError(QString("--nodes %1 but --num_machines %2").arg(request.nodes).arg(*options.num_machines));
   }
-  int per_node = static_cast<int>(args.integer("ntasks_per_node", 1, 100000).value_or(0));
+  int per_node = static_cast<int>(args.integer("ntasks_per_node", 1, 100000).value_or(settings.ntasks_per_node));
   if (per_node == 0) {
     const int total =
         options.num_processes.value_or(config && config->num_processes() > 0 ? config->num_processes() : request.nodes);
@@ -91,9 +103,10 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   }
   request.ntasks_per_node = per_node;
   const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz");
+  const QString slurm_dir =
+      args.value("slurm_dir").value_or(settings.directory.isEmpty() ? QString("spur-slurm") : settings.directory);
   request.directory = QDir::cleanPath(
-      QDir(QDir::currentPath())
-          .absoluteFilePath(args.value("slurm_dir").value_or("spur-slurm") + "/" + request.job_name + "-" + stamp));
+      QDir(QDir::currentPath()).absoluteFilePath(slurm_dir + "/" + request.job_name + "-" + stamp));
   app::check_request(request);
 
   options.num_processes = request.nodes * per_node;
@@ -148,7 +161,13 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
     run.target = "slurm";
     run.hosts = QString("job %1: %2 x %3").arg(job).arg(request.nodes).arg(per_node).toStdString();
     run.config = app::effective_config(config, plan).to_yaml();
-    run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
+    // The settings in effect (the file's too) go into the recorded command, so a relaunch asks Slurm for the same
+    // and `spur runs config ID --slurm` gives them back.
+    QStringList recorded = given;
+    const QStringList effective =
+        app::slurm_flags(request) + QStringList{"--slurm_dir", QDir(slurm_dir).absolutePath()};
+    for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(recorded.indexOf("--slurm") + 1 + i, effective[i]);
+    run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(recorded)).toStdString();
     recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
   }
   app::SlurmFollowOptions follow;

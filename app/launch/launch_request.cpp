@@ -30,6 +30,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "gres",
                                    "slurm_args",
                                    "slurm_dir",
+                                   "slurm_config",
                                    "hang_timeout",
                                    "hosts",
                                    "hostfile",

@@ -11,6 +11,8 @@
 #include <QTextStream>
 #include <QThread>
 
+#include <yaml-cpp/yaml.h>
+
 #include "launch/byte_text.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/job_follower.h"
@@ -351,6 +353,93 @@ int SlurmFollower::run() {
   err_.flush();
   if (options_.after_poll) options_.after_poll();
   return outcome_.exit_code;
+}
+
+}  // namespace spur::app
+
+namespace spur::app {
+
+QString default_slurm_file() {
+  const QString base = qEnvironmentVariable("XDG_CONFIG_HOME", QDir::homePath() + "/.config");
+  return base + "/spur/slurm.yaml";
+}
+
+SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
+  QFile file(path);
+  if (!file.exists()) return request;
+  if (!file.open(QIODevice::ReadOnly)) throw SlurmError(path + ": cannot be read: " + file.errorString());
+  if (file.size() > (1 << 20)) throw SlurmError(path + ": larger than 1 MiB; not a Slurm settings file");
+  YAML::Node root;
+  try {
+    root = YAML::Load(file.readAll().toStdString());
+  } catch (const YAML::Exception& e) {
+    throw SlurmError(QString("%1:%2: not YAML: %3").arg(path).arg(e.mark.line + 1).arg(QString::fromStdString(e.msg)));
+  }
+  if (root.IsNull()) return request;
+  if (!root.IsMap()) throw SlurmError(path + ": expected keys and values (partition: gpu ...)");
+  for (const auto& entry : root) {
+    const QString key = QString::fromStdString(entry.first.as<std::string>(""));
+    const YAML::Node& node = entry.second;
+    const QString where = QString("%1:%2: %3").arg(path).arg(node.Mark().line + 1).arg(key);
+    if (!node.IsScalar()) throw SlurmError(where + ": expected a plain value");
+    const QString value = QString::fromStdString(node.Scalar());
+    const auto count = [&] {
+      bool ok = false;
+      const int number = value.toInt(&ok);
+      if (!ok || number < 1) throw SlurmError(where + ": '" + value + "' is not a positive whole number");
+      return number;
+    };
+    if (key == "partition") request.partition = value;
+    else if (key == "nodes") request.nodes = count();
+    else if (key == "ntasks_per_node") request.ntasks_per_node = count();
+    else if (key == "time") request.time = value;
+    else if (key == "account") request.account = value;
+    else if (key == "qos") request.qos = value;
+    else if (key == "gres") request.gres = value;
+    else if (key == "slurm_args") request.extra = value.split(' ', Qt::SkipEmptyParts);
+    else if (key == "slurm_dir") request.directory = value;
+    else if (key == "job_name") request.job_name = value;
+    else {
+      throw SlurmError(where + ": not a Slurm setting Spur knows (partition, nodes, ntasks_per_node, time, account, "
+                               "qos, gres, slurm_args, slurm_dir, job_name)");
+    }
+  }
+  return request;
+}
+
+QStringList slurm_flags(const SlurmRequest& request) {
+  QStringList flags{"--nodes", QString::number(request.nodes), "--ntasks_per_node",
+                    QString::number(request.ntasks_per_node)};
+  for (const auto& [flag, value] : {std::pair<const char*, QString>{"--partition", request.partition},
+                                    {"--time", request.time},
+                                    {"--account", request.account},
+                                    {"--qos", request.qos},
+                                    {"--gres", request.gres},
+                                    {"--job_name", request.job_name}}) {
+    if (!value.isEmpty()) flags << flag << value;
+  }
+  if (!request.extra.isEmpty()) flags << "--slurm_args" << request.extra.join(' ');
+  return flags;
+}
+
+QString slurm_yaml(const SlurmRequest& request) {
+  YAML::Emitter yaml;
+  yaml << YAML::BeginMap;
+  const auto put = [&](const char* key, const QString& value) {
+    if (!value.isEmpty()) yaml << YAML::Key << key << YAML::Value << value.toStdString();
+  };
+  put("job_name", request.job_name);
+  put("partition", request.partition);
+  yaml << YAML::Key << "nodes" << YAML::Value << request.nodes;
+  yaml << YAML::Key << "ntasks_per_node" << YAML::Value << request.ntasks_per_node;
+  put("time", request.time);
+  put("account", request.account);
+  put("qos", request.qos);
+  put("gres", request.gres);
+  put("slurm_args", request.extra.join(' '));
+  put("slurm_dir", request.directory);
+  yaml << YAML::EndMap;
+  return QString::fromUtf8(yaml.c_str()) + "\n";
 }
 
 }  // namespace spur::app

@@ -41,6 +41,19 @@ struct SlurmRequest {
   QString directory;
 };
 
+/// Spur's Slurm settings file (Accelerate's loader refuses keys it does not know, so they live beside its
+/// configuration): `$XDG_CONFIG_HOME/spur/slurm.yaml` unless `--slurm_config F`. Keys: partition, nodes,
+/// ntasks_per_node, time, account, qos, gres, slurm_args, slurm_dir, job_name; each a plain scalar.
+QString default_slurm_file();
+/// Reads `path` over `request` (a missing default file changes nothing). SlurmError naming file:line and key for
+/// an unknown key, a value that is not a plain scalar, or a count that is not a positive integer.
+/// `slurm_dir` lands in `request.directory` as given (the caller places the job's own folder under it).
+SlurmRequest read_slurm_file(const QString& path, SlurmRequest request);
+/// The settings as `spur launch` flags (--partition P ...), for the run's recorded command line.
+QStringList slurm_flags(const SlurmRequest& request);
+/// The settings as the file holds them (what `spur runs config ID --slurm` prints; `directory` as slurm_dir).
+QString slurm_yaml(const SlurmRequest& request);
+
 /// The batch script for `request`: one task per node runs `node_command` (a `spur launch` for that node whose
 /// arguments may hold "@MACHINE_RANK@", "@MASTER_ADDR@" (the first node) and "@MASTER_PORT@" (derived from the
 /// job id and the attempt), filled in per node), its output appended to DIRECTORY/node-<name>.out and its exit

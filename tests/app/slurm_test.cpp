@@ -133,6 +133,15 @@ class SlurmTest : public QObject {
     QVERIFY2(show.output.contains("finished") && show.output.contains("slurm") && show.output.contains("job ") &&
                  show.output.contains("loss"),
              qPrintable(show.output));
+    // Both halves of the run's settings come back: Accelerate's configuration and Spur's Slurm settings.
+    const auto slurm = spur({"runs", "config", recorded(result.output), "--slurm"});
+    QVERIFY2(slurm.exit_code == 0 && slurm.output.contains("job_name: mlp") && slurm.output.contains("nodes: 1") &&
+                 slurm.output.contains("ntasks_per_node: 2") && slurm.output.contains("time: 10") &&
+                 slurm.output.contains("slurm_dir: " + work_.path() + "/jobs"),
+             qPrintable(slurm.output));
+    const auto accelerate = spur({"runs", "config", recorded(result.output)});
+    QVERIFY2(accelerate.output.contains("num_processes: 2") && accelerate.output.contains("num_machines: 1"),
+             qPrintable(accelerate.output));
   }
 
   // Rank 1 fails with code 7 while rank 0 sleeps: the node's launcher stops rank 0, and the job's code is 7.
@@ -220,6 +229,37 @@ class SlurmTest : public QObject {
                  result.output.contains("[batch] spur: restart 1 of 1 (attempt 2)") &&
                  result.output.contains("[rank1] attempt 1 joined") && result.output.contains("resuming from"),
              qPrintable(result.output));
+  }
+
+  // Spur's own Slurm settings file (Accelerate's loader refuses unknown keys): read from --slurm_config or
+  // $XDG_CONFIG_HOME/spur/slurm.yaml, flags win, a bad key or value is named with the file and line.
+  void settings_come_from_the_slurm_file() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("slurm.yaml");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("partition: debug\nntasks_per_node: 3\ntime: '7'\ngres: gpu:2\nslurm_args: --exclusive\n");
+    file.close();
+    const auto result = spur(slurm_launch({"--slurm_config", path, "--dry_run", "/opt/train"}));
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    for (const char* line : {"#SBATCH --partition=debug", "#SBATCH --ntasks-per-node=3", "#SBATCH --time=10",
+                             "#SBATCH --gres=gpu:2", "#SBATCH --exclusive", "'--num_processes' '3'"}) {
+      QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " not in:\n" + result.output));
+    }
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write("partition: debug\npartitoin: gpu\n");
+    file.close();
+    const auto typo = spur(slurm_launch({"--slurm_config", path, "--dry_run", "/opt/train"}));
+    QCOMPARE(typo.exit_code, 1);
+    QVERIFY2(typo.output.contains(path + ":2: partitoin: not a Slurm setting Spur knows"), qPrintable(typo.output));
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write("nodes: [1, 2]\n");
+    file.close();
+    const auto list = spur(slurm_launch({"--slurm_config", path, "--dry_run", "/opt/train"}));
+    QVERIFY2(list.exit_code == 1 && list.output.contains(path + ":1: nodes: expected a plain value"),
+             qPrintable(list.output));
+    const auto missing = spur(slurm_launch({"--slurm_config", dir.filePath("none.yaml"), "--dry_run", "/opt/train"}));
+    QVERIFY2(missing.exit_code == 1 && missing.output.contains("none.yaml: no such file"), qPrintable(missing.output));
   }
 
   void refusals_are_named_data() {
