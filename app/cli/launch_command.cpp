@@ -252,9 +252,8 @@ int launch_command(const QStringList& given) {
     const auto hang_timeout = std::chrono::seconds(args.integer("hang_timeout", 1, 31'536'000).value_or(0));
 
     if (args.has("slurm")) return slurm_launch(config, args, given, options, grace);
-    for (const char* flag :
-         {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args", "slurm_dir",
-          "slurm_config"}) {
+    for (const char* flag : {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args",
+                             "slurm_dir", "slurm_config"}) {
       if (args.value(flag)) throw UsageError(QString("--%1 is a Slurm setting: add --slurm").arg(flag));
     }
 

@@ -67,10 +67,11 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   const app::SlurmRequest settings = app::read_slurm_file(slurm_file, in_file);
   app::SlurmRequest request;
   const QString program = args.positional().front();
-  request.job_name = args.value("job_name").value_or(
-      !settings.job_name.isEmpty()
-          ? settings.job_name
-          : "spur-" + QFileInfo(program).fileName().replace(QRegularExpression("[^A-Za-z0-9_.:+-]"), "_"));
+  request.job_name =
+      args.value("job_name")
+          .value_or(!settings.job_name.isEmpty() ? settings.job_name
+                                                 : "spur-" + QFileInfo(program).fileName().replace(
+                                                                 QRegularExpression("[^A-Za-z0-9_.:+-]"), "_"));
   request.partition = args.value("partition").value_or(settings.partition);
   request.time = args.value("time").value_or(settings.time);
   request.account = args.value("account").value_or(settings.account);
@@ -78,10 +79,10 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   request.gres = args.value("gres").value_or(settings.gres);
   request.extra = settings.extra;
   if (auto extra = args.value("slurm_args")) request.extra = extra->split(' ', Qt::SkipEmptyParts);
-  request.nodes = static_cast<int>(args.integer("nodes", 1, 100000)
-                                       .value_or(settings.nodes > 0 ? settings.nodes
-                                                                : options.num_machines.value_or(
-                                                                      config ? config->num_machines() : 1)));
+  request.nodes = static_cast<int>(
+      args.integer("nodes", 1, 100000)
+          .value_or(settings.nodes > 0 ? settings.nodes
+                                       : options.num_machines.value_or(config ? config->num_machines() : 1)));
   if (options.num_machines && *options.num_machines != request.nodes) {
     throw UsageError(QString("--nodes %1 but --num_machines %2").arg(request.nodes).arg(*options.num_machines));
   }
@@ -105,8 +106,8 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   const QString stamp = QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz");
   const QString slurm_dir =
       args.value("slurm_dir").value_or(settings.directory.isEmpty() ? QString("spur-slurm") : settings.directory);
-  request.directory = QDir::cleanPath(
-      QDir(QDir::currentPath()).absoluteFilePath(slurm_dir + "/" + request.job_name + "-" + stamp));
+  request.directory =
+      QDir::cleanPath(QDir(QDir::currentPath()).absoluteFilePath(slurm_dir + "/" + request.job_name + "-" + stamp));
   app::check_request(request);
 
   options.num_processes = request.nodes * per_node;

@@ -100,12 +100,21 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "if [ \"${1:-}\" = node ]; then\n"
     << "  master=$2 port=$3\n"
     << "  export SPUR_RESTART_COUNT=$4 TORCHELASTIC_RESTART_COUNT=$4\n"
-    << "  " << quoted.join(' ') << "\n"
+    << "  # The launcher runs as a child the shell waits for, so that when srun stops this node (another failed)\n"
+    << "  # the shell passes the signal on and records the launcher's own code (143), instead of dying first.\n"
+    << "  " << quoted.join(' ') << " &\n"
+    << "  child=$!\n"
+    << "  trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT\n"
+    << "  wait \"$child\"\n"
     << "  code=$?\n"
+    << "  while kill -0 \"$child\" 2>/dev/null; do wait \"$child\"; code=$?; done\n"
     << "  echo \"$code\" > " << shell_quote(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
     << "  exit \"$code\"\n"
     << "fi\n"
     << "master=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+    << "# The address Slurm itself reaches the first node at, when it has one (NodeAddr), else its name.\n"
+    << "address=$(scontrol show node \"$master\" -o 2>/dev/null | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
+    << "master=${address:-$master}\n"
     << "attempt=0\n"
     << "while :; do\n"
     << "  port=$((15000 + (SLURM_JOB_ID * 7919 + attempt * 104729) % 20000))\n"
@@ -400,8 +409,9 @@ SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
     else if (key == "slurm_dir") request.directory = value;
     else if (key == "job_name") request.job_name = value;
     else {
-      throw SlurmError(where + ": not a Slurm setting Spur knows (partition, nodes, ntasks_per_node, time, account, "
-                               "qos, gres, slurm_args, slurm_dir, job_name)");
+      throw SlurmError(where +
+                       ": not a Slurm setting Spur knows (partition, nodes, ntasks_per_node, time, account, "
+                       "qos, gres, slurm_args, slurm_dir, job_name)");
     }
   }
   return request;

@@ -3,7 +3,10 @@
 // each with its own address and its own sshd (tests/rigs/netns_rig.sh, named per run, deleted at the end, also
 // after a failure). `spur launch --hosts` runs from the first host and trains across both on Gloo over the veth
 // links; cutting the second host's link mid-run stops every rank within the collective timeout, and the
-// launcher exits non-zero naming the host that no longer answers.
+// launcher exits non-zero naming the host that no longer answers. A two-node Slurm cluster over the same hosts
+// (slurmctld and a slurmd per namespace, tests/rigs/slurm_rig.sh) runs `spur launch --slurm` across them: the
+// example trains, and a rank failing on the second node is reported with its own exit code while srun stops
+// the first node's launcher (143).
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -67,6 +70,43 @@ class MultiHostTest : public QObject {
     return left;
   }
 
+  // A Slurm cluster of both hosts, up for one test, stopped by PID at its end (also on failure).
+  struct Slurm {
+    QTemporaryDir dir;
+    QString conf;
+    QString problem;
+    explicit Slurm(const QString& netns) {
+      QProcess start;
+      start.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", dir.path(), netns});
+      start.waitForFinished(90000);
+      conf = QString::fromUtf8(start.readAllStandardOutput()).trimmed();
+      if (start.exitCode() != 0) problem = QString::fromUtf8(start.readAllStandardError());
+    }
+    ~Slurm() { QProcess::execute("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "stop", dir.path()}); }
+  };
+  // `spur launch --slurm` submitted from host h0, the jobs' files in the rig's directory (one file system).
+  QStringList slurm_launch(const Slurm& slurm, const QStringList& rest) const {
+    return QStringList{"exec",
+                       rig_.path(),
+                       "0",
+                       "env",
+                       "SLURM_CONF=" + slurm.conf,
+                       SPUR_CLI,
+                       "launch",
+                       "--slurm",
+                       "--nodes",
+                       "2",
+                       "--ntasks_per_node",
+                       "1",
+                       "--time",
+                       "10",
+                       "--slurm_dir",
+                       rig_.path() + "/jobs",
+                       "--env",
+                       "GLOO_SOCKET_IFNAME=eth0"} +
+           rest;
+  }
+
  private slots:
   void initTestCase() {
     QProcess start;
@@ -89,6 +129,31 @@ class MultiHostTest : public QObject {
     list.waitForFinished(10000);
     const QString left = QString::fromUtf8(list.readAll());
     for (const auto& ns : namespaces_) QVERIFY2(!left.contains(ns), qPrintable("namespace left: " + ns));
+  }
+
+  void two_slurm_nodes_train_and_report_the_failing_rank() {
+    const Slurm slurm(rig_.path());
+    QVERIFY2(slurm.problem.isEmpty(), qPrintable("no two-node Slurm: " + slurm.problem));
+    const auto trained = spur::test::run_process(
+        "bash", QStringList{rig()} + slurm_launch(slurm, {SPUR_EXAMPLE_MLP, "--epochs", "1"}), environment(), 240000);
+    QVERIFY2(trained.exit_code == 0, qPrintable(trained.output));
+    QVERIFY2(trained.output.contains("[h0] [rank0] ") && trained.output.contains("2 process(es) on cpu") &&
+                 trained.output.contains("gradients via gloo") && trained.output.contains("epoch 1 accuracy"),
+             qPrintable(trained.output));
+    // Rank 1 (node h1) fails with code 7; srun then stops h0's launcher, which reports 143: the job's code is 7.
+    const auto failed = spur::test::run_process(
+        "bash",
+        QStringList{rig()} + slurm_launch(slurm, {SPUR_LAUNCH_RIG, "--fail_rank", "1", "--code", "7", "--sleep", "60"}),
+        environment(), 240000);
+    QCOMPARE(failed.exit_code, 7);
+    QVERIFY2(failed.output.contains("[h1] spur launch: rank1 (pid") && failed.output.contains("failed: exit code 7"),
+             qPrintable(failed.output));
+    QVERIFY2(failed.output.contains("node h1: rank1 (pid"), qPrintable(failed.output));
+    QFile h0_code(
+        QDir(rig_.path() + "/jobs").entryInfoList({"spur-spur_launch_rig-*"}, QDir::Dirs).value(0).filePath() +
+        "/node-h0.exit");
+    QVERIFY2(h0_code.open(QIODevice::ReadOnly), qPrintable(h0_code.fileName()));
+    QCOMPARE(h0_code.readAll().trimmed(), QByteArray("143"));  // srun's SIGTERM to the survivor: not the cause
   }
 
   // The example trains over both hosts: rank 1 on h1 reaches the store and rank 0's Gloo pair only through the
