@@ -60,7 +60,7 @@ const char* kUsage =
     "  --max_restarts N (after a rank fails, stop the others and start them all again, up to N times; each\n"
     "  attempt gets SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT; default 0)\n"
     "  --hang_timeout S (when no rank makes progress for S seconds, say where each rank is and stop the run,\n"
-    "  exit code 124, or restart it with --max_restarts; default off)\n"
+    "  exit code 124, or restart it with --max_restarts; in a Slurm job, each node watches its ranks; default off)\n"
     "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
     "  standard input is /dev/null)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
@@ -98,15 +98,35 @@ struct Supervised {
   int restarts = 0;
 };
 
+// While one lives, SIGINT, SIGTERM and SIGHUP wait, blocked, outside LocalLauncher::run (which takes them while
+// ranks run): between restarts, during the SSH probe after a failure, until the run's record is finished. A
+// signal taken with take() stops the run; one left pending is delivered when this goes (the record is complete by
+// then). The history's writer thread blocks every signal itself, so none is delivered to it instead.
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigemptyset(&handled_);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled_, signal);
+    ::pthread_sigmask(SIG_BLOCK, &handled_, &caller_mask_);
+  }
+  ~HeldSignals() { ::pthread_sigmask(SIG_SETMASK, &caller_mask_, nullptr); }
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+  /// A signal that came while held (consumed), or 0.
+  int take() {
+    const timespec now{0, 0};
+    siginfo_t info;
+    return ::sigtimedwait(&handled_, &info, &now) > 0 ? info.si_signo : 0;
+  }
+
+ private:
+  sigset_t handled_, caller_mask_;
+};
+
 Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
-                     const app::SupervisionOptions& supervision, int max_restarts, QTextStream& out, QTextStream& err) {
+                     const app::SupervisionOptions& supervision, int max_restarts, HeldSignals& held, QTextStream& out,
+                     QTextStream& err) {
   Supervised result;
-  // Between attempts Ctrl-C must not kill the launcher (the run's record would stay "running"): the signals wait,
-  // blocked, for the next attempt's launcher (which then stops at once) or for the check after the last one.
-  sigset_t handled, caller_mask;
-  sigemptyset(&handled);
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, signal);
-  ::pthread_sigmask(SIG_BLOCK, &handled, &caller_mask);
   for (int attempt = 0;; ++attempt) {
     app::LaunchPlan plan = prepare(attempt);
     for (auto& rank : plan.ranks) {
@@ -137,13 +157,10 @@ Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
     if (supervision.on_message) supervision.on_message(message);
   }
   // A signal that came after the last attempt's launcher ended: the run was stopped.
-  const timespec now{0, 0};
-  siginfo_t info;
-  while (::sigtimedwait(&handled, &info, &now) > 0) {
-    if (result.code == 0) result.code = 128 + info.si_signo;
+  while (const int signal = held.take()) {
+    if (result.code == 0) result.code = 128 + signal;
     result.stopped = true;
   }
-  ::pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
   if (result.restarts > 0 && result.code != 0 && !result.stopped) {
     result.failure = QString("after %1 restart(s): %2").arg(result.restarts).arg(result.failure);
   }
@@ -317,6 +334,7 @@ int launch_command(const QStringList& given) {
       app::preflight(ssh, hosts);
       QStringList names;
       for (const auto& host : hosts) names << host.name;
+      HeldSignals held;  // from the run's record to its end (declared first: it outlives the recorder)
       auto recorder =
           make_recorder(args, given, "ssh", names.join(','), app::effective_config(config, plan).to_yaml(), err);
       app::SupervisionOptions supervision;
@@ -348,7 +366,7 @@ int launch_command(const QStringList& given) {
                                                       args.positional().mid(1), grace);
             return attempt_plan;
           },
-          supervision, max_restarts, out, err);
+          supervision, max_restarts, held, out, err);
       auto failure = result.failure;
       if (result.code != 0 && !result.stopped) {
         // A rank's collective failing says only that a peer went quiet: ask every machine whether it still answers,
@@ -401,6 +419,7 @@ int launch_command(const QStringList& given) {
         throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Rank0;
     }
+    HeldSignals held;  // from the run's record to its end (declared first: it outlives the recorder)
     std::unique_ptr<app::RunRecorder> recorder;
     if (!container) {
       recorder = make_recorder(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
@@ -425,7 +444,7 @@ int launch_command(const QStringList& given) {
           }
           return plan;
         },
-        supervision, max_restarts, out, err);
+        supervision, max_restarts, held, out, err);
     const int code = result.code;
     if (recorder) recorder->finish(code, result.stopped, result.failure);
     report_recorded(recorder.get(), err);

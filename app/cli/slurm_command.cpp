@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <QSet>
 #include <QTextStream>
 
 #include "cli/arguments.h"
@@ -34,7 +35,7 @@ QString job_directory(const std::map<QString, QString>& fields, const QString& j
   const auto out = fields.find("StdOut");
   if (out == fields.end())
     throw app::SlurmError("job " + job + " is not known to Slurm (any more): scontrol has no record of it");
-  const QString dir = QFileInfo(out->second).absolutePath();
+  QString dir = QFileInfo(out->second).absolutePath();
   if (!QFileInfo::exists(dir + "/job.sh")) {
     throw app::SlurmError("job " + job + " was not submitted by spur launch --slurm (no job.sh beside its output " +
                           out->second + ")");
@@ -48,14 +49,9 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
                  app::LaunchOptions options, int grace) {
   QTextStream out(stdout);
   QTextStream err(stderr);
-  for (const char* elsewhere : {"hosts", "hostfile", "machine_rank", "main_process_ip", "hang_timeout"}) {
-    if (args.value(elsewhere)) {
-      throw UsageError(QString("--slurm and --%1 do not go together: Slurm chooses the nodes%2")
-                           .arg(elsewhere)
-                           .arg(QString(elsewhere) == "hang_timeout" ? " (and --hang_timeout is not implemented for "
-                                                                       "Slurm jobs yet: use Slurm's --time)"
-                                                                     : ""));
-    }
+  for (const char* elsewhere : {"hosts", "hostfile", "machine_rank", "main_process_ip"}) {
+    if (args.value(elsewhere))
+      throw UsageError(QString("--slurm and --%1 do not go together: Slurm chooses the nodes").arg(elsewhere));
   }
   // Flags win over Spur's Slurm settings file, which wins over the Accelerate configuration's machine counts.
   app::SlurmRequest in_file;
@@ -126,6 +122,13 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
       args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false);
   node.removeAt(node.indexOf("--exit_on_stdin_eof"));  // srun gives the tasks /dev/null: no connection to watch
   if (!port_given) node[node.indexOf("--main_process_port") + 1] = "@MASTER_PORT@";
+  // Each node's launcher watches its own ranks: when none of them progresses for that long (a stuck rank there, or
+  // all of them waiting in a collective for one elsewhere) it says where each is and ends with 124, srun stops the
+  // other nodes, and the job's code is that 124.
+  if (const auto hang = args.integer("hang_timeout", 1, 31'536'000)) {
+    node.insert(node.indexOf("--"), "--hang_timeout");
+    node.insert(node.indexOf("--"), QString::number(*hang));
+  }
   const int max_restarts = static_cast<int>(args.integer("max_restarts", 0, 10000).value_or(0));
   const QString script = app::sbatch_script(request, node, max_restarts);
 
@@ -164,10 +167,27 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
     run.config = app::effective_config(config, plan).to_yaml();
     // The settings in effect (the file's too) go into the recorded command, so a relaunch asks Slurm for the same
     // and `spur runs config ID --slurm` gives them back.
-    QStringList recorded = given;
+    // The user's own Slurm flags (and --slurm_config: the file may be gone by then) give way to these.
+    static const QSet<QString> slurm_valued{"partition", "nodes", "ntasks_per_node", "time",      "account",
+                                            "qos",       "gres",  "slurm_args",      "slurm_dir", "slurm_config",
+                                            "job_name"};
+    const qsizetype flag_words = given.size() - args.positional().size();
+    QStringList recorded;
+    for (qsizetype i = 0; i < given.size(); ++i) {
+      const QString& word = given[i];
+      if (i < flag_words && word.startsWith("--")) {
+        const QString name = word.mid(2).section('=', 0, 0).replace('-', '_');
+        if (slurm_valued.contains(name)) {
+          if (!word.contains('=')) ++i;  // its value
+          continue;
+        }
+      }
+      recorded << word;
+    }
     const QStringList effective =
         app::slurm_flags(request) + QStringList{"--slurm_dir", QDir(slurm_dir).absolutePath()};
-    for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(recorded.indexOf("--slurm") + 1 + i, effective[i]);
+    const qsizetype at = recorded.indexOf("--slurm") + 1;
+    for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(at + i, effective[i]);
     run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(recorded)).toStdString();
     recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
   }
@@ -213,7 +233,7 @@ int slurm_command(const QStringList& arguments) {
       if (fields.empty()) throw app::SlurmError("job " + job + " is not known to Slurm (any more)");
       for (const char* key : {"JobId", "JobName", "JobState", "Reason", "Partition", "NumNodes", "NumTasks", "NodeList",
                               "ExitCode", "SubmitTime", "StartTime", "EndTime", "TimeLimit", "StdOut"}) {
-        if (fields.count(key)) out << key << ": " << fields.at(key) << "\n";
+        if (fields.contains(key)) out << key << ": " << fields.at(key) << "\n";
       }
       return 0;
     }

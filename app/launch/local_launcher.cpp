@@ -76,8 +76,12 @@ QString stacks_of(const std::vector<std::pair<QString, qint64>>& processes) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!process.waitForFinished(static_cast<int>(std::max<qint64>(1, left.count())))) {
-      process.kill();
-      process.waitForFinished(1000);
+      // SIGTERM first: gdb detaches, where a SIGKILL mid-attach could leave the rank stopped.
+      process.terminate();
+      if (!process.waitForFinished(3000)) {
+        process.kill();
+        process.waitForFinished(1000);
+      }
       text += QString("  %1's main thread: gdb did not answer within 20 s\n").arg(processes[i].first);
       continue;
     }
@@ -410,7 +414,8 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
     guard_.forget(static_cast<pid_t>(rank.pid));
   }
   const bool failed = status == QProcess::CrashExit || code != 0;
-  if (rank.progress || watched_.count(rank.spec.rank)) {
+  // (An SSH fan-out's children are machines, not ranks: their launchers send "exited" records themselves.)
+  if (!options_.remote_children && (rank.progress || watched_.contains(rank.spec.rank))) {
     // A rank that ended is not stuck, but the others may wait for it (one that stopped early on uneven data).
     const int code_seen = status == QProcess::CrashExit ? 128 + code : code;
     watched_[rank.spec.rank].exited = code_seen;
@@ -480,6 +485,7 @@ void LocalLauncher::update_progress(int rank, const QString& label, qint64 pid, 
   watched.pid = pid;
   watched.snapshot = snapshot;
   watched.seen = now;
+  watched.exited.reset();  // reporting again: a new attempt's rank under a remote launcher
   watched.op_started = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                  std::chrono::duration<double>(std::max(0.0, op_seconds)));
 }
@@ -512,7 +518,7 @@ void LocalLauncher::watch_progress() {
 
 bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
   // QJsonDocument writes keys in order: "type" comes last (watch_progress writes these lines).
-  if (!line.startsWith(QLatin1String("@spur {")) || !line.endsWith(QLatin1String("\"type\":\"progress\"}")))
+  if (!line.startsWith(QLatin1String("@spur {")) || !line.endsWith(QLatin1String(R"("type":"progress"})")))
     return false;
   const auto record = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
   if (record.value("type").toString() != "progress") return false;

@@ -4,6 +4,8 @@
 // waits for it, and says plainly what could not be recorded.
 #include "runs/run_recorder.h"
 
+#include <signal.h>
+
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
@@ -88,7 +90,13 @@ RunRecorder::RunRecorder(const std::string& path, const history::Run& run, QText
       return;
     }
   }
+  // The writer thread takes no signals: Ctrl-C, SIGTERM and SIGHUP are the launcher's (main thread's) to handle
+  // or to hold back between restarts; a thread that accepted them would die of them instead.
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   thread_ = std::thread([this] { writer_loop(); });
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 RunRecorder::~RunRecorder() {

@@ -34,31 +34,40 @@ bool killed_by_slurm(int code) { return code == 128 + 15; }
 void check_request(const SlurmRequest& request) {
   static const QRegularExpression name("^[A-Za-z0-9_.:+-]+$");
   for (const auto& [flag, value] : {std::pair<const char*, QString>{"--job_name", request.job_name},
-                                    {"--partition", request.partition},
                                     {"--account", request.account},
                                     {"--qos", request.qos}}) {
     if (!value.isEmpty() && !name.match(value).hasMatch()) {
       throw SlurmError(QString("%1 '%2': letters, digits and _.:+- only").arg(flag, value));
     }
   }
+  // sbatch takes a list of partitions: the job starts in whichever can run it first.
+  static const QRegularExpression partitions("^[A-Za-z0-9_.:+-]+(,[A-Za-z0-9_.:+-]+)*$");
+  if (!request.partition.isEmpty() && !partitions.match(request.partition).hasMatch()) {
+    throw SlurmError("--partition '" + request.partition +
+                     "': letters, digits and _.:+- only, with commas between partitions");
+  }
   static const QRegularExpression gres("^[A-Za-z0-9_.:,=-]+$");
   if (!request.gres.isEmpty() && !gres.match(request.gres).hasMatch())
     throw SlurmError("--gres '" + request.gres + "' is not a generic resource list (like gpu:4)");
-  static const QRegularExpression time("^[0-9][0-9:-]*$");
+  // sbatch's forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]; or no limit.
+  static const QRegularExpression time(R"(^([0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}|UNLIMITED|INFINITE)$)",
+                                       QRegularExpression::CaseInsensitiveOption);
   if (!request.time.isEmpty() && !time.match(request.time).hasMatch()) {
     throw SlurmError("--time '" + request.time +
-                     "' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)");
+                     "' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)");
   }
   static const QStringList owned{"--output",   "--error",    "--open-mode", "--chdir", "-o", "-e",
                                  "-D",         "--parsable", "--wrap",      "--nodes", "-N", "--ntasks-per-node",
-                                 "--job-name", "-J"};
+                                 "--job-name", "-J",         "--ntasks",    "-n"};
   for (const auto& word : request.extra) {
     if (!word.startsWith("-")) {
       throw SlurmError("--slurm_args: '" + word +
                        "' is not an sbatch option (they start with -; give values as --name=value)");
     }
     if (word.contains('\n')) throw SlurmError("--slurm_args: an option holds a line break");
-    if (owned.contains(word.section('=', 0, 0))) {
+    const bool short_owned = word.size() > 2 && !word.startsWith("--") &&
+                             QStringList{"-o", "-e", "-D", "-N", "-J", "-n"}.contains(word.left(2));
+    if (owned.contains(word.section('=', 0, 0)) || short_owned) {
       throw SlurmError("--slurm_args: " + word.section('=', 0, 0) +
                        " is spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
     }
@@ -102,11 +111,15 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "  export SPUR_RESTART_COUNT=$4 TORCHELASTIC_RESTART_COUNT=$4\n"
     << "  # The launcher runs as a child the shell waits for, so that when srun stops this node (another failed)\n"
     << "  # the shell passes the signal on and records the launcher's own code (143), instead of dying first.\n"
+    << "  child=\n"
+    << "  trap '[ -n \"$child\" ] && kill -TERM \"$child\" 2>/dev/null' TERM INT\n"
     << "  " << quoted.join(' ') << " &\n"
     << "  child=$!\n"
-    << "  trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT\n"
     << "  wait \"$child\"\n"
     << "  code=$?\n"
+    << "  # A wait the trap interrupted returns 128 + the signal: wait again while the launcher is there (alive or\n"
+    << "  # not yet reaped) for its own code. (Not 'while code > 128': a launcher's own 137 would loop for ever,\n"
+    << "  # since bash's wait gives a reaped child's status again.)\n"
     << "  while kill -0 \"$child\" 2>/dev/null; do wait \"$child\"; code=$?; done\n"
     << "  echo \"$code\" > " << shell_quote(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
     << "  exit \"$code\"\n"
@@ -124,7 +137,7 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "    --open-mode=append --output=" << shell_quote(dir + "/node-%N.out") << " /bin/bash "
     << shell_quote(dir + "/job.sh") << " node \"$master\" \"$port\" \"$attempt\"\n"
     << "  code=$?\n"
-    << "  if [ \"$code\" -eq 0 ] || [ \"$attempt\" -ge " << max_restarts << " ]; then break; fi\n"
+    << R"(  if [ "$code" -eq 0 ] || [ "$attempt" -ge )" << max_restarts << " ]; then break; fi\n"
     << "  attempt=$((attempt + 1))\n"
     << "  echo \"spur: restart $attempt of " << max_restarts
     << " (attempt $((attempt + 1))), after the step's exit code $code\"\n"
@@ -136,8 +149,7 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
 
 QString SlurmCli::program(const QString& name) const {
   const QString bin = qEnvironmentVariable("SPUR_SLURM_BIN");
-  const QString found =
-      bin.isEmpty() ? QStandardPaths::findExecutable(name) : QStandardPaths::findExecutable(name, {bin});
+  QString found = bin.isEmpty() ? QStandardPaths::findExecutable(name) : QStandardPaths::findExecutable(name, {bin});
   if (found.isEmpty()) {
     throw SlurmError(QString("Slurm's %1 is not installed here (%2): run on a machine that can submit jobs "
                              "(Debian: slurm-client), or set SPUR_SLURM_BIN to the directory that holds it")
@@ -156,7 +168,7 @@ QString SlurmCli::run(const QString& name, const QStringList& arguments, int tim
     process.waitForFinished(1000);
     throw SlurmError(QString("%1 %2 did not answer within %3 s").arg(name, arguments.join(' ')).arg(timeout_ms / 1000));
   }
-  const QString output = QString::fromLocal8Bit(process.readAllStandardOutput());
+  QString output = QString::fromLocal8Bit(process.readAllStandardOutput());
   if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
     QString reason = QString::fromLocal8Bit(process.readAllStandardError()).trimmed();
     if (reason.isEmpty()) reason = QString("exit code %1").arg(process.exitCode());
@@ -173,7 +185,7 @@ QString submit(const SlurmCli& slurm, const QString& script_path) {
     throw SlurmError(QString("Slurm refused the job: ") + e.what());
   }
   // --parsable: "jobid" or "jobid;cluster"
-  const QString id = answer.section(';', 0, 0).split('\n').last().trimmed();
+  QString id = answer.section(';', 0, 0).split('\n').last().trimmed();
   static const QRegularExpression number("^[0-9]+$");
   if (!number.match(id).hasMatch()) throw SlurmError("sbatch --parsable answered '" + answer + "', not a job id");
   return id;
@@ -184,8 +196,9 @@ std::map<QString, QString> job_fields(const SlurmCli& slurm, const QString& job)
   QString text;
   try {
     text = slurm.run("scontrol", {"show", "job", "-o", job});
-  } catch (const SlurmError&) {
-    return fields;  // forgotten (MinJobAge) or never known
+  } catch (const SlurmError& e) {
+    if (QString(e.what()).contains("Invalid job id")) return fields;  // forgotten (MinJobAge) or never known
+    throw;  // the controller did not answer: not an answer about the job
   }
   // One line of Key=Value pairs separated by spaces; values may hold spaces only in a few keys (Command is last
   // but one); a token without '=' belongs to the value before it.
@@ -247,9 +260,11 @@ SlurmFollower::SlurmFollower(const SlurmCli& slurm, QString job, QString directo
 
 void SlurmFollower::drain(bool final) {
   const QDir dir(directory_);
+  // The nodes' files first: a restart line in the batch file then clears failures of the attempt before it only.
   QStringList files = dir.entryList({"node-*.out"}, QDir::Files, QDir::Name);
-  files.prepend("batch-" + job_ + ".out");
-  static const QRegularExpression failure(R"(^spur launch: (rank\d+ .*failed: .*)$)");
+  files.append("batch-" + job_ + ".out");
+  // A node's launcher names the failure: a rank that failed, or a hang (--hang_timeout) it stopped.
+  static const QRegularExpression failure(R"(^spur launch: ((rank\d+ .*failed: |no rank made progress ).*)$)");
   for (const auto& name : files) {
     QFile file(dir.filePath(name));
     if (!file.open(QIODevice::ReadOnly)) continue;
@@ -266,7 +281,7 @@ void SlurmFollower::drain(bool final) {
       tail.partial.remove(0, newline >= 0 ? length + 1 : length);
       // The first failure of the latest attempt: a restart inside the job starts the count again.
       if (node == "batch" && line.startsWith("spur: restart ")) node_failures_.clear();
-      if (const auto match = failure.match(line); match.hasMatch() && !node_failures_.count(node))
+      if (const auto match = failure.match(line); match.hasMatch() && !node_failures_.contains(node))
         node_failures_[node] = match.captured(1);
       if (options_.on_line && options_.on_line(node, line)) continue;
       out_ << "[" << node << "] " << line << "\n";
@@ -321,15 +336,23 @@ int SlurmFollower::run() {
           err_ << options_.who << ": squeue failed, asking again: " << why << "\n";
           err_.flush();
         } else if (failed_polls * options_.poll >= std::chrono::minutes(1)) {
-          const auto fields = job_fields(slurm_, job_);
-          const QString job_state = fields.count("JobState") ? fields.at("JobState") : QString();
-          static const QStringList live{"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"};
-          ended = fields.empty() || !live.contains(job_state);
+          try {
+            const auto fields = job_fields(slurm_, job_);
+            const QString job_state = fields.contains("JobState") ? fields.at("JobState") : QString();
+            static const QStringList live{"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"};
+            ended = fields.empty() || !live.contains(job_state);
+          } catch (const SlurmError&) {
+            // The controller is away: keep following (the job runs on without it).
+          }
           failed_polls = 0;
         }
       }
       if (ended) break;
-      if (now.isEmpty()) continue;
+      if (now.isEmpty()) {
+        if (options_.after_poll) options_.after_poll();
+        QThread::msleep(200);
+        continue;
+      }
       if (now != state) {
         state = now;
         err_ << options_.who << ": job " << job_ << ": " << now << "\n";
@@ -342,8 +365,13 @@ int SlurmFollower::run() {
   // The nodes' files may still be closing: one more read after the job left the queue.
   QThread::msleep(200);
   drain(true);
-  const auto fields = job_fields(slurm_, job_);
-  const QString job_state = fields.count("JobState") ? fields.at("JobState") : QString();
+  std::map<QString, QString> fields;
+  try {
+    fields = job_fields(slurm_, job_);
+  } catch (const SlurmError& e) {
+    err_ << options_.who << ": " << e.what() << "\n";  // the outcome comes from the nodes' own codes
+  }
+  const QString job_state = fields.contains("JobState") ? fields.at("JobState") : QString();
   std::map<QString, int> codes;
   const QDir dir(directory_);
   for (const auto& name : dir.entryList({"node-*.exit"}, QDir::Files, QDir::Name)) {
@@ -369,7 +397,8 @@ int SlurmFollower::run() {
 namespace spur::app {
 
 QString default_slurm_file() {
-  const QString base = qEnvironmentVariable("XDG_CONFIG_HOME", QDir::homePath() + "/.config");
+  QString base = qEnvironmentVariable("XDG_CONFIG_HOME");
+  if (base.isEmpty()) base = QDir::homePath() + "/.config";
   return base + "/spur/slurm.yaml";
 }
 
@@ -389,9 +418,10 @@ SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
   for (const auto& entry : root) {
     const QString key = QString::fromStdString(entry.first.as<std::string>(""));
     const YAML::Node& node = entry.second;
-    const QString where = QString("%1:%2: %3").arg(path).arg(node.Mark().line + 1).arg(key);
-    if (!node.IsScalar()) throw SlurmError(where + ": expected a plain value");
-    const QString value = QString::fromStdString(node.Scalar());
+    const int line = (node.Mark().line >= 0 ? node.Mark() : entry.first.Mark()).line + 1;
+    const QString where = QString("%1:%2: %3").arg(path).arg(line).arg(key);
+    if (!node.IsScalar() && !node.IsNull()) throw SlurmError(where + ": expected a plain value");
+    const QString value = node.IsNull() ? QString() : QString::fromStdString(node.Scalar());
     const auto count = [&] {
       bool ok = false;
       const int number = value.toInt(&ok);

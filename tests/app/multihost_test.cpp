@@ -78,7 +78,12 @@ class MultiHostTest : public QObject {
     explicit Slurm(const QString& netns) {
       QProcess start;
       start.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", dir.path(), netns});
-      start.waitForFinished(90000);
+      if (!start.waitForFinished(90000)) {
+        start.terminate();  // the rig stops what it started when signalled
+        start.waitForFinished(30000);
+        problem = "slurm_rig.sh start did not finish within 90 s";
+        return;
+      }
       conf = QString::fromUtf8(start.readAllStandardOutput()).trimmed();
       if (start.exitCode() != 0) problem = QString::fromUtf8(start.readAllStandardError());
     }
@@ -110,9 +115,9 @@ class MultiHostTest : public QObject {
  private slots:
   void initTestCase() {
     QProcess start;
+    started_ = true;  // whatever happens next, cleanupTestCase deletes what the rig made
     start.start("bash", {rig(), "start", rig_.path(), "2"});
-    QVERIFY(start.waitForFinished(60000));
-    started_ = true;
+    QVERIFY(start.waitForFinished(120000));
     QVERIFY2(start.exitCode() == 0,
              qPrintable("no network namespaces for the test: " + QString::fromUtf8(start.readAllStandardError())));
     QFile addresses(rig_.path() + "/addresses");

@@ -73,7 +73,19 @@ class SlurmTest : public QObject {
     QElapsedTimer timer;
     timer.start();
     while (!squeue().isEmpty() && timer.elapsed() < 30000) QThread::msleep(200);
-    QVERIFY2(squeue().isEmpty(), qPrintable("jobs left: " + squeue()));
+    const QString left = squeue();
+    if (!left.isEmpty()) {
+      // A case that failed leaves its job: cancel it, so that the next cases start clean and fail on their own.
+      QStringList jobs;
+      for (const auto& job : left.split('\n')) jobs << job.section(' ', 0, 0);
+      QProcess scancel;
+      scancel.setProcessEnvironment(environment());
+      scancel.start("scancel", jobs);
+      scancel.waitForFinished(10000);
+      timer.restart();
+      while (!squeue().isEmpty() && timer.elapsed() < 30000) QThread::msleep(200);
+    }
+    QVERIFY2(left.isEmpty(), qPrintable("jobs left: " + left));
   }
 
   void outcome_is_the_failing_ranks_own_code_data() {
@@ -229,6 +241,23 @@ class SlurmTest : public QObject {
                  result.output.contains("[batch] spur: restart 1 of 1 (attempt 2)") &&
                  result.output.contains("[rank1] attempt 1 joined") && result.output.contains("resuming from"),
              qPrintable(result.output));
+  }
+
+  // --hang_timeout in a Slurm job: each node's launcher watches its ranks; rank 1 stays in its own code while rank 0
+  // waits for it, so the node names rank 1, stops both, and the job's code is the hang's 124, the report in the run.
+  void a_hang_in_a_job_names_the_stuck_rank() {
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = spur(slurm_launch({"--ntasks_per_node", "2", "--hang_timeout", "10", SPUR_TEST_WORKER, "hang",
+                                           "--steps", "10", "--save_at", "3", "--crash_rank", "1"}));
+    QCOMPARE(result.exit_code, 124);
+    QVERIFY2(timer.elapsed() < 150000, "the hang was not stopped");
+    QVERIFY2(result.output.contains("no rank made progress for 10 s (--hang_timeout 10)") &&
+                 result.output.contains("The ranks in Spur's operations wait for: rank1"),
+             qPrintable(result.output));
+    const auto show = spur({"runs", "show", recorded(result.output)});
+    QVERIFY2(show.output.contains("failed") && show.output.contains("no rank made progress for 10 s"),
+             qPrintable(show.output));
   }
 
   // Spur's own Slurm settings file (Accelerate's loader refuses unknown keys): read from --slurm_config or

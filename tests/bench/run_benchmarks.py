@@ -238,9 +238,9 @@ def main():
                 sp_runs.append(run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2, timeout))
                 progress_runs.append(run_ranks([args.bench, "rank", workload, "--steps", str(args.steps)], 2,
                                                timeout, progress))
-            if other_bench:
-                other_runs.append(run_ranks([args.other_bench, "rank", workload, "--steps", str(args.steps)], 2,
-                                            timeout))
+                if other_bench:
+                    other_runs.append(run_ranks([args.other_bench, "rank", workload, "--steps", str(args.steps)], 2,
+                                                timeout))
         py = sorted(py_runs, key=lambda run: run[0]["median_ms"])[len(py_runs) // 2]
         sp = sorted(sp_runs, key=lambda run: run[0]["median_ms"])[len(sp_runs) // 2]
         reporting = sorted(progress_runs, key=lambda run: run[0]["median_ms"])[len(progress_runs) // 2]

@@ -33,7 +33,9 @@ count=${3:?how many hosts}
 [ "$(id -u)" = 0 ] || { echo "netns_rig: needs root (ip netns)" >&2; exit 3; }
 command -v ip >/dev/null || { echo "netns_rig: ip is not installed (Debian: iproute2)" >&2; exit 3; }
 [ -x /usr/sbin/sshd ] || { echo "netns_rig: /usr/sbin/sshd is missing (Debian: openssh-server)" >&2; exit 3; }
-trap 'stop' ERR
+# Whatever stops the start (a failed command, a signal) deletes what it made; success clears this.
+trap 'stop' EXIT
+trap 'exit 1' TERM INT
 
 prefix="spur$$x$RANDOM"
 veth="sp$RANDOM"  # interface names: at most 15 bytes
@@ -109,4 +111,5 @@ for i in $(seq 0 $((count - 1))); do
     [ -n "$ok" ] || { echo "netns_rig: h$i cannot reach h$j's sshd" >&2; stop; exit 1; }
   done
 done
+trap - EXIT
 echo "$prefix"

@@ -36,7 +36,9 @@ for tool in munged slurmctld slurmd sbatch; do
   command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || { echo "slurm_rig: $tool is not installed (Debian: slurm-wlm munge)" >&2; exit 3; }
 done
 [ "$(id -u)" = 0 ] || { echo "slurm_rig: needs root (the daemons run as root, munged as munge)" >&2; exit 3; }
-trap 'stop' ERR
+# Whatever stops the start (a failed command, a signal) stops what it started; success clears this.
+trap 'stop' EXIT
+trap 'exit 1' TERM INT
 
 mkdir -p "$dir/munge" "$dir/state"
 chmod 0755 "$dir" "$dir/munge"
@@ -113,7 +115,7 @@ fi
 for _ in $(seq 150); do
   states=$(in_host 0 sinfo -h -N -o %t 2>/dev/null | sort -u | tr '\n' ' ' || true)
   idle=$(in_host 0 sinfo -h -N -o %t 2>/dev/null | grep -c -E '^(idle|mix|alloc)$' || true)
-  if [ "$idle" = "${#names[@]}" ]; then echo "$SLURM_CONF"; exit 0; fi
+  if [ "$idle" = "${#names[@]}" ]; then trap - EXIT; echo "$SLURM_CONF"; exit 0; fi
   sleep 0.2
 done
 echo "slurm_rig: the nodes did not become idle within 30 s (states: $states); see $dir/slurmctld.log and $dir/slurmd-*.log" >&2

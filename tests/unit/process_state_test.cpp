@@ -140,7 +140,7 @@ class ProcessStateTest : public QObject {
     const auto batch = read(env_of("SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n[1-2]"));
     QVERIFY(!batch.distributed());
     QCOMPARE(batch.launcher, std::string("none"));
-    const auto shell = read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PTY_PORT=4242 SLURM_JOB_ID=5"));
+    const auto shell = read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_PTY_PORT=4242 SLURM_JOB_ID=5"));
     QVERIFY(!shell.distributed());
     const auto mpi =
         read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 OMPI_COMM_WORLD_RANK=3 "

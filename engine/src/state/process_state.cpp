@@ -206,10 +206,10 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
       size_text.reset();
     }
   }
-  if (!rank_text && !size_text && !lookup_any(lookup, {"SLURM_PTY_PORT"})) {
+  if (!rank_text && !size_text) {
     // A task of an srun step (`srun my_program`): Slurm's own variables, after MPI's (mpirun inside an allocation
-    // inherits its daemon's step). A batch script's own process has SLURM_PROCID but no step, and a shell of
-    // `srun --pty` is interactive: each is one plain process.
+    // inherits its daemon's step). A batch script's own process has SLURM_PROCID but no step: one plain process,
+    // as is a program started in the shell of a one-task `srun --pty bash`.
     rank_text = lookup_any(lookup, {"SLURM_PROCID"}, &rank_name);
     size_text = lookup_any(lookup, {"SLURM_STEP_NUM_TASKS"}, &size_name);
     slurm = rank_text.has_value() && size_text.has_value();
