@@ -10,6 +10,7 @@
 #include <QThread>
 
 #include <algorithm>
+#include <functional>
 
 #include "launch/launch_plan.h"
 
@@ -119,16 +120,21 @@ RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base
   // Edited as YAML and checked once at the end: key by key, a half-edited file can be invalid (rank 2 of 1).
   YAML::Node root = YAML::Clone((base && !base->sagemaker() ? *base : RunConfig::defaults(mixed_precision, 0)).node());
   const bool ssh = where == Where::Ssh;
+  const bool slurm = where == Where::Slurm;
   const int machines = ssh ? std::max(1, static_cast<int>(hosts.size())) : num_machines;
-  std::string kind = distributed_type;
+  // Slurm's page asks no kind of run: one task is a plain process, more need a process group.
+  std::string kind = slurm ? "NO" : distributed_type;
   // Several processes or machines need a process group: Accelerate's MULTI_* types.
   if (kind == "NO" && (machines > 1 || processes_per_machine > 1)) kind = use_cpu ? "MULTI_CPU" : "MULTI_GPU";
   root["compute_environment"] = str("LOCAL_MACHINE");
   root["distributed_type"] = str(kind);
   root["mixed_precision"] = str(mixed_precision);
   root["num_machines"] = machines;
-  root["machine_rank"] = machines > 1 && !ssh ? machine_rank : 0;
-  if (machines > 1) {
+  root["machine_rank"] = machines > 1 && !ssh && !slurm ? machine_rank : 0;
+  if (slurm) {
+    // The job's first node is the rendezvous and its port comes from the job id: neither is known before it runs.
+    for (const char* key : {"main_process_ip", "main_process_port"}) root.remove(key);
+  } else if (machines > 1) {
     root["main_process_ip"] = str((ssh ? host_part(hosts.front()) : main_process_ip).toStdString());
     root["main_process_port"] = main_process_port;
     root["same_network"] = same_network;
@@ -145,12 +151,33 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
   // A directory removed since is not offered again.
   if (QFileInfo(request.working_directory).isDir()) working_directory = request.working_directory;
   environment.clear();
+  if (where == Where::Slurm) where = Where::Local;
+  slurm = SlurmRequest{};
+  if (request.flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
   for (qsizetype i = 0; i + 1 < request.flags.size(); ++i) {
     const QString& flag = request.flags[i];
     const QString& value = request.flags[i + 1];
     if (flag == "--hosts") {
       where = Where::Ssh;
       hosts = split_host_list(value);
+    } else if (flag == "--nodes" && where == Where::Slurm) {
+      num_machines = std::max(1, value.toInt());
+    } else if (flag == "--ntasks_per_node" && where == Where::Slurm) {
+      processes_per_machine = std::max(1, value.toInt());
+    } else if (flag == "--partition") {
+      slurm.partition = value;
+    } else if (flag == "--time") {
+      slurm.time = value;
+    } else if (flag == "--account") {
+      slurm.account = value;
+    } else if (flag == "--qos") {
+      slurm.qos = value;
+    } else if (flag == "--gres") {
+      slurm.gres = value;
+    } else if (flag == "--slurm_args") {
+      slurm.extra = value.split(' ', Qt::SkipEmptyParts);
+    } else if (flag == "--slurm_dir") {
+      slurm.directory = value;
     } else if (flag == "--env") {
       try {
         environment << parse_environment_assignment(value);
@@ -173,6 +200,13 @@ LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
   request.program = program;
   request.arguments = arguments;
   if (where == Where::Ssh && !hosts.isEmpty()) request.flags << "--hosts" << hosts.join(',');
+  if (where == Where::Slurm) {
+    SlurmRequest settings = slurm;
+    settings.nodes = std::max(1, num_machines);
+    settings.ntasks_per_node = std::max(1, processes_per_machine);
+    request.flags << "--slurm" << slurm_flags(settings);
+    if (!slurm.directory.isEmpty()) request.flags << "--slurm_dir" << slurm.directory;
+  }
   if (gradient_accumulation_steps > 1) {
     request.flags << "--gradient_accumulation_steps" << QString::number(gradient_accumulation_steps);
   }
@@ -259,6 +293,47 @@ QString check_instance_type(const QString& type) {
 QString check_image_uri(const QString& uri) {
   return uri.trimmed().isEmpty() || uri.contains(' ') ? QString("the training image's URI (your container with Spur)")
                                                       : QString();
+}
+
+namespace {
+
+// What spur launch --slurm would say of a request holding only this setting (its own check, not a copy).
+QString slurm_problem(const std::function<void(SlurmRequest&)>& set) {
+  SlurmRequest request;
+  set(request);
+  try {
+    check_request(request);
+    return {};
+  } catch (const SlurmError& e) {
+    return QString::fromUtf8(e.what());
+  }
+}
+
+}  // namespace
+
+QString check_slurm_partition(const QString& partition) {
+  return slurm_problem([&](SlurmRequest& r) { r.partition = partition.trimmed(); }).replace("--partition ", "");
+}
+
+QString check_slurm_name(const QString& name) {
+  return slurm_problem([&](SlurmRequest& r) { r.account = name.trimmed(); }).replace("--account ", "");
+}
+
+QString check_slurm_time(const QString& time) {
+  return slurm_problem([&](SlurmRequest& r) { r.time = time.trimmed(); }).replace("--time ", "");
+}
+
+QString check_slurm_gres(const QString& gres) {
+  return slurm_problem([&](SlurmRequest& r) { r.gres = gres.trimmed(); }).replace("--gres ", "");
+}
+
+QString check_slurm_directory(const QString& directory) {
+  return slurm_problem([&](SlurmRequest& r) { r.directory = directory.trimmed(); });
+}
+
+QString check_slurm_options(const QString& options) {
+  return slurm_problem([&](SlurmRequest& r) { r.extra = options.split(' ', Qt::SkipEmptyParts); })
+      .replace("--slurm_args: ", "");
 }
 
 }  // namespace spur::app

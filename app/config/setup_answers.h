@@ -13,6 +13,7 @@
 #include "config/run_config.h"
 #include "launch/launch_request.h"
 #include "launch/ssh_fanout.h"
+#include "slurm/slurm_job.h"
 
 namespace spur::app {
 
@@ -24,17 +25,17 @@ struct DetectedHardware {
 };
 
 struct SetupAnswers {
-  enum class Where { Local, Ssh, SageMaker };
+  enum class Where { Local, Ssh, SageMaker, Slurm };
   Where where = Where::Local;
-  // Local and SSH.
+  // Local, SSH and Slurm.
   std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU (SageMaker: NO, DATA_PARALLEL)
-  int num_machines = 1;                 // SSH: the number of hosts
+  int num_machines = 1;                 // SSH: the number of hosts; Slurm: the number of nodes
   int machine_rank = 0;
   QString main_process_ip;
   int main_process_port = 29500;
   bool same_network = true;
-  int processes_per_machine = 1;
-  QStringList hosts;  // SSH: [user@]host, the first one is the rendezvous
+  int processes_per_machine = 1;  // Slurm: tasks per node
+  QStringList hosts;              // SSH: [user@]host, the first one is the rendezvous
   bool use_cpu = true;
   std::string gpu_ids = "all";
   std::string mixed_precision = "no";
@@ -46,6 +47,10 @@ struct SetupAnswers {
   std::string image_uri;
   std::string ec2_instance_type = "ml.p3.2xlarge";
   std::string inputs_file, metrics_file;
+  // Slurm (`spur launch --slurm` flags, not in the file): partition, time, account, qos, gres, extra (sbatch
+  // options), directory (--slurm_dir as given; empty: spur launch's ./spur-slurm). Its nodes and ntasks_per_node
+  // are num_machines and processes_per_machine; job_name stays spur launch's default.
+  SlurmRequest slurm;
   // What to run.
   QString program;
   QStringList arguments;
@@ -63,9 +68,10 @@ struct SetupAnswers {
   /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
   RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
   /// What to run, as a past launch ran it: program, arguments, directory, and the flags the questions cover
-  /// (--hosts: SSH; --env; --gradient_accumulation_steps).
+  /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps).
   void take_launch(const LaunchRequest& request);
-  /// The launch of `config_file` with these answers' flags (hosts, gradient accumulation, environment).
+  /// The launch of `config_file` with these answers' flags (hosts or Slurm settings, gradient accumulation,
+  /// environment, restarts, hang timeout).
   LaunchRequest launch_request(const QString& config_file) const;
 };
 
@@ -88,5 +94,15 @@ QList<QPair<QString, QString>> parse_environment(const QString& lines);
 QString check_region(const QString& region);
 QString check_instance_type(const QString& type);
 QString check_image_uri(const QString& uri);
+/// Slurm settings, judged as `spur launch --slurm` judges them (app::check_request): partitions (a comma-separated
+/// list); an account or QOS name; a time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); a GRES list;
+/// more sbatch options ("--exclusive --mem=0"). Empty is fine for each (Slurm's defaults).
+QString check_slurm_partition(const QString& partition);
+QString check_slurm_name(const QString& name);
+QString check_slurm_time(const QString& time);
+QString check_slurm_gres(const QString& gres);
+QString check_slurm_options(const QString& options);
+/// A folder for the jobs' files (--slurm_dir): one #SBATCH lines can carry (no space, quote, $ or %).
+QString check_slurm_directory(const QString& directory);
 
 }  // namespace spur::app

@@ -5,9 +5,11 @@
 #include <QApplication>
 #include <QDir>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QRadioButton>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
@@ -145,6 +147,29 @@ int main(int argc, char** argv) {
   wizard->next();
   shoot("studio-wizard-summary.png");
   wizard->reject();
+
+  // A Slurm cluster: its settings, then the last page with the sbatch script spur launch --dry_run gives.
+  auto* slurm = window.make_wizard(config);
+  slurm->move(120, 20);
+  slurm->resize(900, 820);
+  slurm->show();
+  slurm->findChild<QRadioButton*>("where_slurm")->setChecked(true);
+  slurm->next();
+  slurm->findChild<QLineEdit*>("partition")->setText("gpu");
+  slurm->findChild<QSpinBox*>("nodes")->setValue(2);
+  slurm->findChild<QSpinBox*>("ntasks_per_node")->setValue(4);
+  slurm->findChild<QLineEdit*>("time")->setText("2:00:00");
+  slurm->findChild<QLineEdit*>("account")->setText("vision-lab");
+  slurm->findChild<QLineEdit*>("gres")->setText("gpu:4");
+  slurm->findChild<QLineEdit*>("slurm_dir")->setText("/tmp/spur-slurm");  // (the screens' own folder has a space)
+  shoot("studio-wizard-slurm.png");
+  slurm->next();
+  slurm->next();
+  slurm->next();
+  auto* script = slurm->findChild<QPlainTextEdit*>("sbatch_script");
+  for (int waited = 0; waited < 100 && !script->toPlainText().contains("#!/bin/bash"); ++waited) QTest::qWait(100);
+  shoot("studio-wizard-slurm-script.png");
+  slurm->reject();
 
   window.findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
   spur::studio::apply_theme(spur::studio::Theme::dark);

@@ -4,6 +4,7 @@
 // the field, an Accelerate file opens and saves unchanged, and the command shown runs headless as it is.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QApplication>
 #include <QFile>
 #include <QMessageBox>
@@ -99,7 +100,7 @@ class WizardTest : public QObject {
     QTest::newRow("this machine, 3 CPU processes, bf16")
         << QStringList{"where_local"} << QStringList{"processes=3"}
         << QStringList{"mixed_precision=bf16", "gradient_accumulation=4"}
-        << QStringList{"program=" SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7",
+        << QStringList{QString("program=") + SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7",
                        "max_restarts=2", "hang_timeout=600"}
         << QString(
                "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
@@ -129,6 +130,19 @@ class WizardTest : public QObject {
                "image_uri: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1\nmixed_precision: fp16\n"
                "num_machines: 2\nregion: eu-west-1\nuse_cpu: false\n")
         << QString();
+    // No rendezvous address or port in the file: the job's first node and its job id give them.
+    QTest::newRow("a Slurm cluster, 2 nodes x 2")
+        << QStringList{"where_slurm"} << QStringList{"partition=debug", "nodes=2",     "ntasks_per_node=2",
+                                                     "time=1-00:30",    "account=lab", "slurm_args=--exclusive"}
+        << QStringList{} << QStringList{"program=./train", "max_restarts=1", "hang_timeout=300"}
+        << QString(
+               "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
+               "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
+               "mixed_precision: 'no'\nnum_machines: 2\nnum_processes: 4\nrdzv_backend: static\n"
+               "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
+        << QString(
+               "--slurm --nodes 2 --ntasks_per_node 2 --partition debug --time 1-00:30 --account lab --slurm_args "
+               "--exclusive --max_restarts 1 --hang_timeout 300");
   }
 
   void fills_and_writes_the_configuration() {
@@ -204,6 +218,26 @@ class WizardTest : public QObject {
                                    << "p3.2xlarge"
                                    << "ml.*"
                                    << "ml.p3.2xlarge";
+    QTest::newRow("Slurm time") << "where_slurm"
+                                << "time"
+                                << "2h"
+                                << "'2h' is not a Slurm time"
+                                << "2:00:00";
+    QTest::newRow("Slurm partition") << "where_slurm"
+                                     << "partition"
+                                     << "gpu queue"
+                                     << "letters, digits"
+                                     << "gpu,cpu";
+    QTest::newRow("Slurm job folder") << "where_slurm"
+                                      << "slurm_dir"
+                                      << "/shared/my runs"
+                                      << "holds a space"
+                                      << "/shared/runs";
+    QTest::newRow("Slurm options Spur sets") << "where_slurm"
+                                             << "slurm_args"
+                                             << "--exclusive --nodes=4"
+                                             << "--nodes is spur launch's to set"
+                                             << "--exclusive --mem=0";
   }
 
   void bad_fields_keep_next_disabled() {
@@ -317,6 +351,106 @@ class WizardTest : public QObject {
     QVERIFY(!window.make_wizard(broken));
     QVERIFY2(window.last_error().contains(broken + ":2") && window.last_error().contains("num_processes"),
              qPrintable(window.last_error()));
+  }
+
+  // The last page of a Slurm launch shows the sbatch script that `spur launch --slurm` will submit, asked of the
+  // launcher itself (--dry_run); what only the launcher can judge (a job folder sbatch cannot name) is said there.
+  void a_slurm_launch_shows_its_sbatch_script() {
+    qputenv("SPUR_PROGRAM", SPUR_CLI);
+    QTemporaryDir dir("/tmp/spur-wizard-XXXXXX");  // (the suite's TMPDIR holds a space, which sbatch cannot take)
+    spur::app::SetupAnswers answers;
+    answers.where = spur::app::SetupAnswers::Where::Slurm;
+    answers.num_machines = 2;
+    answers.processes_per_machine = 3;
+    answers.slurm.partition = "debug";
+    answers.slurm.time = "45";
+    answers.slurm.gres = "gpu:3";
+    answers.working_directory = dir.path();
+    answers.program = "./train";
+    answers.arguments = {"--epochs", "2"};
+    SetupWizard wizard(answers, dir.filePath("run.yaml"));
+    wizard.show();
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::SlurmPage));
+    for (int page = 0; page < 3; ++page) click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::SummaryPage));
+    auto* script = wizard.findChild<QPlainTextEdit*>("sbatch_script");
+    QVERIFY(script && script->isVisible());
+    QTRY_VERIFY2_WITH_TIMEOUT(script->toPlainText().contains("#!/bin/bash"), qPrintable(script->toPlainText()), 20000);
+    const QString text = script->toPlainText();
+    for (const char* expected : {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --partition=debug",
+                                 "#SBATCH --time=45", "#SBATCH --gres=gpu:3", "srun --kill-on-bad-exit=1",
+                                 "'--num_processes' '6' '--num_machines' '2'", "'--' './train' '--epochs' '2'"}) {
+      QVERIFY2(text.contains(expected), qPrintable(QString(expected) + " not in:\n" + text));
+    }
+    QVERIFY2(text.startsWith("#!/bin/bash\n"), qPrintable(text));  // only the script: what Copy copies
+    QVERIFY2(text.contains("land in " + dir.path() + "/spur-slurm/spur-train-"), qPrintable(text));
+    QVERIFY2(!QFileInfo::exists(dir.filePath("spur-slurm")), "a dry run wrote the job's folder");
+
+    // A working directory sbatch's #SBATCH lines cannot carry: the launcher's own refusal, on this page.
+    QTemporaryDir spaced(QDir::tempPath() + "/with space XXXXXX");
+    wizard.back();
+    QCOMPARE(wizard.currentId(), int(SetupWizard::ProgramPage));
+    apply_edit(wizard, "working_directory=" + spaced.path());
+    click_next(wizard);
+    QTRY_VERIFY2_WITH_TIMEOUT(script->toPlainText().startsWith("No script:"), qPrintable(script->toPlainText()), 20000);
+    QVERIFY2(script->toPlainText().contains("holds a space"), qPrintable(script->toPlainText()));
+
+    // Another target hides the script.
+    spur::app::SetupAnswers local = answers;
+    local.where = spur::app::SetupAnswers::Where::Local;
+    local.num_machines = 1;
+    local.processes_per_machine = 1;
+    local.program = "/bin/true";
+    SetupWizard other(local, dir.filePath("run.yaml"));
+    other.show();
+    for (int page = 0; page < 4; ++page) click_next(other);
+    QCOMPARE(other.currentId(), int(SetupWizard::SummaryPage));
+    QVERIFY(!other.findChild<QPlainTextEdit*>("sbatch_script")->isVisible());
+    qunsetenv("SPUR_PROGRAM");
+  }
+
+  // A Slurm launch from the history comes back to its page with its settings.
+  void a_slurm_launch_comes_back_with_its_settings() {
+    QTemporaryDir dir;
+    QSettings().setValue("launch/last_command",
+                         "cd /tmp && spur launch --config_file c.yaml --slurm --nodes 3 --ntasks_per_node 4 "
+                         "--partition gpu --time 2:00:00 --account lab --qos high --gres gpu:4 --slurm_args "
+                         "'--exclusive --mem=0' --slurm_dir /shared/jobs --max_restarts 2 ./t x");
+    QSettings().remove("launch/last_config");
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    std::unique_ptr<SetupWizard> wizard(window.make_wizard());
+    QVERIFY(wizard);
+    wizard->show();
+    QVERIFY(wizard->findChild<QRadioButton*>("where_slurm")->isChecked());
+    click_next(*wizard);
+    QCOMPARE(wizard->currentId(), int(SetupWizard::SlurmPage));
+    QCOMPARE(wizard->findChild<QSpinBox*>("nodes")->value(), 3);
+    QCOMPARE(wizard->findChild<QSpinBox*>("ntasks_per_node")->value(), 4);
+    QCOMPARE(wizard->findChild<QLineEdit*>("partition")->text(), QString("gpu"));
+    QCOMPARE(wizard->findChild<QLineEdit*>("slurm_args")->text(), QString("--exclusive --mem=0"));
+    QCOMPARE(wizard->launch_request().flags, (QStringList{"--slurm",
+                                                          "--nodes",
+                                                          "3",
+                                                          "--ntasks_per_node",
+                                                          "4",
+                                                          "--partition",
+                                                          "gpu",
+                                                          "--time",
+                                                          "2:00:00",
+                                                          "--account",
+                                                          "lab",
+                                                          "--qos",
+                                                          "high",
+                                                          "--gres",
+                                                          "gpu:4",
+                                                          "--slurm_args",
+                                                          "--exclusive --mem=0",
+                                                          "--slurm_dir",
+                                                          "/shared/jobs",
+                                                          "--max_restarts",
+                                                          "2"}));
+    QSettings().remove("launch/last_command");
   }
 
   // Launch (Ctrl+L) starts from the last launch: an SSH launch comes back with its hosts and environment.

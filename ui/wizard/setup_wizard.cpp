@@ -21,6 +21,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "slurm/script_preview.h"
+
 #include <stdexcept>
 #include <vector>
 
@@ -169,8 +171,11 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   ssh_->setObjectName("where_ssh");
   sagemaker_ = new QRadioButton(tr("On Amazon SageMaker (your container)"), where);
   sagemaker_->setObjectName("where_sagemaker");
+  slurm_ = new QRadioButton(tr("On a Slurm cluster (a batch job submitted with sbatch)"), where);
+  slurm_->setObjectName("where_slurm");
   where->form()->addRow(local_);
   where->form()->addRow(ssh_);
+  where->form()->addRow(slurm_);
   where->form()->addRow(sagemaker_);
   setPage(WherePage, where);
 
@@ -238,6 +243,38 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   sm->add(tr("Metrics:"), metrics_, optional_file(metrics_));
   setPage(SageMakerPage, sm);
 
+  // --- Slurm ------------------------------------------------------------------------------------------------
+  auto* slurm = new_page(tr("Slurm cluster"),
+                         tr("One spur launch per node, started by srun. Slurm's commands (sbatch, squeue, scontrol, "
+                            "scancel) must work here, and Spur and the program be at the same path on the nodes."));
+  partition_ = line(slurm, "partition", tr("empty: the cluster's default partition"));
+  nodes_ = spin(slurm, "nodes", 1, 100000);
+  tasks_per_node_ = spin(slurm, "ntasks_per_node", 1, 4096);
+  tasks_per_node_->setToolTip(tr("Ranks on each node: one per GPU, or several CPU processes"));
+  time_limit_ = line(slurm, "time", tr("empty: the partition's limit; 30, 2:00:00 or 1-12:00:00"));
+  account_ = line(slurm, "account", tr("empty: your default account"));
+  qos_ = line(slurm, "qos", tr("empty: the default quality of service"));
+  gres_ = line(slurm, "gres", tr("per node, like gpu:4; empty: none"));
+  sbatch_options_ = line(slurm, "slurm_args", tr("more #SBATCH options, like --exclusive --mem=0"));
+  job_folder_ = line(slurm, "slurm_dir", tr("empty: spur-slurm in the working directory; the nodes must see it"));
+  slurm->add(tr("Partition:"), partition_, [this] { return app::check_slurm_partition(partition_->text()); });
+  slurm->add(tr("Nodes:"), nodes_);
+  slurm->add(tr("Processes per node:"), tasks_per_node_);
+  slurm->add(tr("Time limit:"), time_limit_, [this] { return app::check_slurm_time(time_limit_->text()); });
+  slurm->add(tr("Account:"), account_, [this] { return app::check_slurm_name(account_->text()); });
+  slurm->add(tr("QOS:"), qos_, [this] { return app::check_slurm_name(qos_->text()); });
+  slurm->add(tr("Generic resources:"), gres_, [this] { return app::check_slurm_gres(gres_->text()); });
+  slurm->add(tr("Other sbatch options:"), sbatch_options_,
+             [this] { return app::check_slurm_options(sbatch_options_->text()); });
+  slurm->add(tr("Job folder:"),
+             with_browse(job_folder_,
+                         [this] {
+                           return QFileDialog::getExistingDirectory(this, tr("Folder for the jobs' scripts and output"),
+                                                                    directory_->text());
+                         }),
+             [this] { return app::check_slurm_directory(job_folder_->text()); });
+  setPage(SlurmPage, slurm);
+
   // --- Training ---------------------------------------------------------------------------------------------
   auto* training = new_page(tr("Devices and precision"), tr("What each process computes on."));
   use_cpu_ = new QCheckBox(tr("CPU only"), training);
@@ -269,7 +306,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
         const QString program = program_->text().trimmed();
         // A configuration can be saved before there is a program; launching needs one.
         if (program.isEmpty()) return launch_now_->isChecked() ? tr("choose the training program") : QString();
-        if (ssh_->isChecked() || sagemaker_->isChecked()) return QString();  // it runs on the machines
+        if (!local_->isChecked()) return QString();  // it runs on the machines (or the nodes)
         return app::check_program(program, directory_->text().trimmed());
       });
   program->add(tr("Arguments:"), arguments_, [this] {
@@ -349,6 +386,22 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   command_layout->addWidget(command_, 1);
   command_layout->addWidget(copy_button("copy_command", [this] { return command_->text(); }));
   summary->form()->addRow(tr("Headless:"), command_row);
+  // Slurm: the script the launch will submit, as the launcher itself writes it (spur launch --dry_run).
+  sbatch_script_ = new QPlainTextEdit(summary);
+  sbatch_script_->setObjectName("sbatch_script");
+  sbatch_script_->setReadOnly(true);
+  sbatch_script_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  auto* sbatch_row = new QWidget(summary);
+  auto* sbatch_layout = new QVBoxLayout(sbatch_row);
+  sbatch_layout->setContentsMargins(0, 0, 0, 0);
+  sbatch_layout->addWidget(sbatch_script_);
+  sbatch_layout->addWidget(copy_button("copy_sbatch", [this] { return sbatch_script_->toPlainText(); }), 0,
+                           Qt::AlignRight);
+  summary->form()->addRow(tr("sbatch script:"), sbatch_row);
+  preview_ = new app::SlurmScriptPreview(this);
+  connect(preview_, &app::SlurmScriptPreview::answered, this, [this](const QString& script, const QString& error) {
+    sbatch_script_->setPlainText(error.isEmpty() ? script : tr("No script: %1").arg(error));
+  });
   summary->form()->addRow(summary_error_);
   summary->form()->addRow(launch_now_);
   summary->on_enter = [this] { update_summary(); };
@@ -368,7 +421,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
       recheck_all();
     });
   for (auto* box : findChildren<QComboBox*>()) connect(box, &QComboBox::currentIndexChanged, this, recheck_all);
-  for (auto* box : {local_, ssh_, sagemaker_})
+  for (auto* box : {local_, ssh_, sagemaker_, slurm_})
     connect(box, &QRadioButton::toggled, this, [this] { update_visibility(); });
   connect(use_cpu_, &QCheckBox::toggled, this, [this, recheck_all] {
     update_visibility();
@@ -395,7 +448,11 @@ void choose(QComboBox* box, const QString& value) {
 
 void SetupWizard::show_answers(const app::SetupAnswers& a) {
   using Where = app::SetupAnswers::Where;
-  (a.where == Where::Ssh ? ssh_ : a.where == Where::SageMaker ? sagemaker_ : local_)->setChecked(true);
+  (a.where == Where::Ssh         ? ssh_
+   : a.where == Where::SageMaker ? sagemaker_
+   : a.where == Where::Slurm     ? slurm_
+                                 : local_)
+      ->setChecked(true);
   if (a.where == Where::SageMaker) {
     choose(sagemaker_type_, QString::fromStdString(a.distributed_type));
   } else {
@@ -414,6 +471,15 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
   image_->setText(QString::fromStdString(a.image_uri));
   instance_type_->setText(QString::fromStdString(a.ec2_instance_type));
   instances_->setValue(a.num_machines);
+  partition_->setText(a.slurm.partition);
+  nodes_->setValue(a.num_machines);
+  tasks_per_node_->setValue(a.processes_per_machine);
+  time_limit_->setText(a.slurm.time);
+  account_->setText(a.slurm.account);
+  qos_->setText(a.slurm.qos);
+  gres_->setText(a.slurm.gres);
+  sbatch_options_->setText(a.slurm.extra.join(' '));
+  job_folder_->setText(a.slurm.directory);
   inputs_->setText(QString::fromStdString(a.inputs_file));
   metrics_->setText(QString::fromStdString(a.metrics_file));
   use_cpu_->setChecked(a.use_cpu);
@@ -434,10 +500,15 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
 app::SetupAnswers SetupWizard::answers() const {
   using Where = app::SetupAnswers::Where;
   app::SetupAnswers a = start_;
-  a.where = ssh_->isChecked() ? Where::Ssh : sagemaker_->isChecked() ? Where::SageMaker : Where::Local;
+  a.where = ssh_->isChecked()         ? Where::Ssh
+            : sagemaker_->isChecked() ? Where::SageMaker
+            : slurm_->isChecked()     ? Where::Slurm
+                                      : Where::Local;
   if (a.where == Where::SageMaker) {
     a.distributed_type = sagemaker_type_->currentText().toStdString();
     a.num_machines = instances_->value();
+  } else if (a.where == Where::Slurm) {
+    a.num_machines = nodes_->value();
   } else {
     a.distributed_type = distributed_type_->currentText().toStdString();
     a.num_machines = machines_->value();
@@ -447,7 +518,14 @@ app::SetupAnswers SetupWizard::answers() const {
   a.main_process_port = main_port_->text().trimmed().toInt();
   a.same_network = same_network_->isChecked();
   a.hosts = app::split_host_list(hosts_->text());
-  a.processes_per_machine = processes_->value();
+  a.processes_per_machine = a.where == Where::Slurm ? tasks_per_node_->value() : processes_->value();
+  a.slurm.partition = partition_->text().trimmed();
+  a.slurm.time = time_limit_->text().trimmed();
+  a.slurm.account = account_->text().trimmed();
+  a.slurm.qos = qos_->text().trimmed();
+  a.slurm.gres = gres_->text().trimmed();
+  a.slurm.extra = sbatch_options_->text().split(' ', Qt::SkipEmptyParts);
+  a.slurm.directory = job_folder_->text().trimmed();
   a.region = region_->text().trimmed().toStdString();
   a.iam_role_name = role_->text().trimmed().toStdString();
   a.profile = profile_->text().trimmed().toStdString();
@@ -495,9 +573,10 @@ void SetupWizard::set_launch_now(bool launch) { launch_now_->setChecked(launch);
 int SetupWizard::nextId() const {
   switch (currentId()) {
     case WherePage:
-      return sagemaker_->isChecked() ? SageMakerPage : MachinesPage;
+      return target_page();
     case MachinesPage:
     case SageMakerPage:
+    case SlurmPage:
       return TrainingPage;
     case TrainingPage:
       return ProgramPage;
@@ -506,6 +585,11 @@ int SetupWizard::nextId() const {
     default:
       return -1;
   }
+}
+
+int SetupWizard::target_page() const {
+  if (sagemaker_->isChecked()) return SageMakerPage;
+  return slurm_->isChecked() ? SlurmPage : MachinesPage;
 }
 
 void SetupWizard::update_visibility() {
@@ -522,6 +606,7 @@ void SetupWizard::update_visibility() {
   auto* training = static_cast<Page*>(page(TrainingPage));
   training->show_row(use_cpu_, !sagemaker_->isChecked());
   training->show_row(gpu_ids_, !sagemaker_->isChecked() && !use_cpu_->isChecked());
+  static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(sbatch_script_->parentWidget(), slurm_->isChecked());
 }
 
 void SetupWizard::update_summary() {
@@ -533,6 +618,10 @@ void SetupWizard::update_summary() {
     command_->setText(request.command_line());
     command_->setCursorPosition(0);  // the start (directory, configuration) says most
     summary_error_->clear();
+    if (slurm_->isChecked()) {
+      sbatch_script_->setPlainText(tr("Asking spur launch --dry_run for the script..."));
+      preview_->ask(request, yaml_->toPlainText());
+    }
   } catch (const std::exception& e) {
     yaml_->clear();
     command_->clear();
@@ -543,9 +632,9 @@ void SetupWizard::update_summary() {
 
 QString SetupWizard::first_problem() const {
   for (const int id : pageIds()) {
-    // A SageMaker run has no machines page to answer; any other run, no SageMaker page.
-    const bool skipped = id == (sagemaker_->isChecked() ? MachinesPage : SageMakerPage);
-    if (skipped) continue;
+    // Of the pages after Where, only the chosen target's is answered (machines, SageMaker or Slurm).
+    const bool target = id == MachinesPage || id == SageMakerPage || id == SlurmPage;
+    if (target && id != target_page()) continue;
     auto* p = static_cast<Page*>(page(id));
     p->recheck();
     if (const QString problem = p->problem(); !problem.isEmpty()) return p->title() + ": " + problem;

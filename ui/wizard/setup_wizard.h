@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// SetupWizard: Accelerate's configuration questions as wizard pages (where, machines, precision, program), each
-// field checked as it is typed; the last page shows the YAML to be written and the headless `spur launch`.
+// SetupWizard: Accelerate's configuration questions as wizard pages (where, machines or Slurm or SageMaker,
+// precision, program), each field checked as it is typed; the last page shows the YAML to be written, the headless
+// `spur launch` and, for a Slurm cluster, the sbatch script it will submit (asked of `spur launch --dry_run`).
 #pragma once
 
 #include <QWizard>
@@ -19,13 +20,17 @@ class QPlainTextEdit;
 class QRadioButton;
 class QSpinBox;
 
+namespace spur::app {
+class SlurmScriptPreview;
+}
+
 namespace spur::studio {
 
 class SetupWizard : public QWizard {
   Q_OBJECT
 
  public:
-  enum PageId { WherePage, MachinesPage, SageMakerPage, TrainingPage, ProgramPage, SummaryPage };
+  enum PageId { WherePage, MachinesPage, SageMakerPage, SlurmPage, TrainingPage, ProgramPage, SummaryPage };
 
   /// Starts from `answers`; `base` (an opened file) keeps the keys the questions do not cover (FSDP, DeepSpeed...).
   SetupWizard(const app::SetupAnswers& answers, const QString& config_path, std::optional<app::RunConfig> base = {},
@@ -54,11 +59,13 @@ class SetupWizard : public QWizard {
   void update_visibility();
   void update_summary();
   bool save();
+  /// The page after Where for the target chosen there.
+  int target_page() const;
 
   std::optional<app::RunConfig> base_;
   app::SetupAnswers start_;
   // Where
-  QRadioButton *local_, *ssh_, *sagemaker_;
+  QRadioButton *local_, *ssh_, *sagemaker_, *slurm_;
   // Machines
   QComboBox* distributed_type_;
   QSpinBox *machines_, *machine_rank_, *processes_;
@@ -68,6 +75,9 @@ class SetupWizard : public QWizard {
   QLineEdit *region_, *role_, *profile_, *image_, *instance_type_, *inputs_, *metrics_;
   QSpinBox* instances_;
   QComboBox* sagemaker_type_;
+  // Slurm
+  QLineEdit *partition_, *time_limit_, *account_, *qos_, *gres_, *sbatch_options_, *job_folder_;
+  QSpinBox *nodes_, *tasks_per_node_;
   // Training
   QCheckBox* use_cpu_;
   QLineEdit* gpu_ids_;
@@ -82,6 +92,8 @@ class SetupWizard : public QWizard {
   QLineEdit *path_, *command_;
   QPlainTextEdit* yaml_;
   QLabel* summary_error_;
+  QPlainTextEdit* sbatch_script_;  // Slurm: the script the launch submits
+  app::SlurmScriptPreview* preview_;
   QCheckBox* launch_now_;
 };
 
