@@ -121,7 +121,7 @@ case "${1:-}" in
     ctest --preset tsan || status=1
     say "fuzzing: the corpora replayed, then 10 s of new inputs per target (tests/fuzz/run.sh --ci 10)"
     tests/fuzz/run.sh --ci 10 || status=1
-    say "format and lint (tests/lint/check.sh: clang-format on every file, clang-tidy on the last commit's)"
+    say "format and lint (tests/lint/check.sh: clang-format on every file, clang-tidy on what changed since tests/lint/base)"
     tests/lint/check.sh || status=1
     exit "$status"
     ;;

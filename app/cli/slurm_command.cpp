@@ -140,15 +140,24 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   }
   app::SlurmCli slurm;
   slurm.program("sbatch");  // named before anything is written
-  if (!QDir().mkpath(request.directory)) throw app::SlurmError("cannot make " + request.directory);
-  QFile file(request.directory + "/job.sh");
-  if (!file.open(QIODevice::WriteOnly | QIODevice::NewOnly) || file.write(script.toUtf8()) < 0 || !file.flush()) {
-    throw app::SlurmError("cannot write " + file.fileName() + ": " + file.errorString());
+  // The script holds the ranks' --env values and the job's output can hold anything a rank prints: the job's own
+  // folder is the user's only (0700, made here and nowhere else: a second launch in the same millisecond fails
+  // rather than share it), and so are the script and all the nodes write into it. The folders above it (a shared
+  // --slurm_dir) follow the umask, so that a team can share them.
+  const QString parent = QFileInfo(request.directory).absolutePath();
+  if (!QDir().mkpath(parent)) throw app::SlurmError("cannot make the folder " + parent);
+  if (!QDir().mkdir(request.directory)) {
+    throw app::SlurmError("cannot make the job's folder " + request.directory +
+                          (QFileInfo::exists(request.directory) ? ": it exists already" : ""));
   }
-  file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
-                      QFileDevice::ReadGroup | QFileDevice::ExeGroup | QFileDevice::ReadOther | QFileDevice::ExeOther);
-  file.close();
-  const QString job = app::submit(slurm, file.fileName());
+  QFile::setPermissions(request.directory, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+  const QString script_path = request.directory + "/job.sh";
+  try {
+    app::write_private_file(script_path.toStdString(), script.toStdString(), true);
+  } catch (const app::ConfigError& e) {
+    throw app::SlurmError(e.what());
+  }
+  const QString job = app::submit(slurm, script_path);
   err << "spur launch: submitted Slurm job " << job << " (" << request.job_name << ", " << request.nodes
       << " node(s) x " << per_node << " rank(s)); files in " << request.directory << "\n";
   if (args.has("detach")) {

@@ -10,7 +10,9 @@
 #include <QSaveFile>
 #include <QStandardPaths>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
@@ -18,7 +20,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -339,22 +340,39 @@ const std::vector<std::string>& RunConfig::known_keys(bool sagemaker) {
 }
 
 RunConfig RunConfig::load(const std::string& path) {
-  // Checked before opening: a FIFO would block forever and /dev/zero never ends.
+  return parse(read_small_file(path, kMaxConfigBytes, "a run configuration"), path);
+}
+
+std::string read_small_file(const std::string& path, int64_t max_bytes, const std::string& what) {
+  const auto too_big = [&](const std::string& size) {
+    return ConfigError(path + ": " + size + " bytes; " + what + " is at most " + std::to_string(max_bytes) + " bytes");
+  };
+  // Opened without blocking (a FIFO would wait for a writer) and judged by what was opened, not by the name: a
+  // FIFO or device put there in between is refused as well.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw ConfigError(path + ": cannot read " + what + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) {
-    throw ConfigError(path + ": cannot read the configuration file: " + std::strerror(errno));
-  }
-  if (S_ISDIR(info.st_mode)) throw ConfigError(path + ": is a directory, not a configuration file");
+  if (::fstat(fd, &info) != 0) throw ConfigError(path + ": cannot read " + what + ": " + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) throw ConfigError(path + ": is a directory, not " + what);
   if (!S_ISREG(info.st_mode)) throw ConfigError(path + ": is not a regular file (a device, FIFO or socket)");
-  if (info.st_size > kMaxConfigBytes) {
-    throw ConfigError(path + ": " + std::to_string(info.st_size) + " bytes; a run configuration is at most " +
-                      std::to_string(kMaxConfigBytes) + " bytes");
+  if (info.st_size > max_bytes) throw too_big(std::to_string(info.st_size));
+  // At most one byte more than allowed: a file that grew since it was judged is refused, never read without end.
+  std::string bytes(static_cast<size_t>(max_bytes) + 1, '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(path + ": cannot read " + what + ": " + std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot read the configuration file: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
+  if (got > static_cast<size_t>(max_bytes)) throw too_big("more than " + std::to_string(max_bytes));
+  bytes.resize(got);
+  return bytes;
 }
 
 RunConfig RunConfig::parse(const std::string& yaml, const std::string& name) {
@@ -545,25 +563,34 @@ std::string RunConfig::to_json() const {
 }
 
 void RunConfig::save(const std::string& path) const {
+  // A configuration can name hosts, roles and profiles: a new one is its owner's only.
+  write_private_file(path, QString::fromStdString(path).endsWith(".json") ? to_json() : to_yaml());
+}
+
+void write_private_file(const std::string& path, const std::string& text, bool executable) {
   const QString target = QString::fromStdString(path);
-  // A configuration can name hosts, roles and profiles: a new one is its owner's only (0600, new folders 0700);
-  // an existing one keeps its permissions.
   const QString folder = QFileInfo(target).absolutePath();
   QString missing = folder;
   QStringList created;
   while (!QFileInfo::exists(missing) && missing != QFileInfo(missing).absolutePath()) {
-    created << missing;
+    created.prepend(missing);  // top down
     missing = QFileInfo(missing).absolutePath();
   }
-  QDir().mkpath(folder);
-  for (const auto& made : created)
+  // Made from the top down, each closed to others before anything goes into it.
+  for (const auto& made : created) {
+    if (!QDir().mkdir(made) && !QFileInfo(made).isDir())
+      throw ConfigError(path + ": cannot be written: cannot make the folder " + made.toStdString());
     QFile::setPermissions(made, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+  }
   const bool is_new = !QFileInfo::exists(target);
-  QSaveFile file(target);  // written whole or not at all: a crash never leaves half a config
-  const std::string text = target.endsWith(".json") ? to_json() : to_yaml();
-  if (!file.open(QIODevice::WriteOnly) || file.write(text.data(), static_cast<qint64>(text.size())) < 0 ||
-      (is_new && !file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner)) || !file.commit()) {
-    throw ConfigError(path + ": cannot write the configuration: " + file.errorString().toStdString());
+  QSaveFile file(target);  // written whole or not at all: a crash never leaves half a file
+  QFileDevice::Permissions mode = QFileDevice::ReadOwner | QFileDevice::WriteOwner;
+  if (executable) mode |= QFileDevice::ExeOwner;
+  // QSaveFile's temporary file is made with the umask's mode (0644 under 022): it is closed to others before the
+  // text goes in, so nobody can open it in between and keep reading.
+  if (!file.open(QIODevice::WriteOnly) || (is_new && !file.setPermissions(mode)) ||
+      file.write(text.data(), static_cast<qint64>(text.size())) < 0 || !file.commit()) {
+    throw ConfigError(path + ": cannot be written: " + file.errorString().toStdString());
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -81,11 +82,21 @@ class RunConfig {
   std::string name_ = "config";
 };
 
-/// Where the default configuration lives: $XDG_CONFIG_HOME/spur/default_config.yaml.
 /// FSDP's sharding strategy (name, any case, or Accelerate's number 1-5) as a ZeRO stage: SHARD_GRAD_OP 2,
 /// NO_SHARD 0, FULL_SHARD 3; nullopt for the hybrid strategies and anything else.
 std::optional<int> fsdp_strategy_stage(const std::string& strategy);
 
+/// Reads a file Spur is handed (a configuration, a hostfile, Slurm settings): a regular file of at most
+/// `max_bytes`, checked before it is opened (a FIFO would block for ever, /dev/zero never ends). Throws ConfigError
+/// naming the path and what it was to be (`what`: "a configuration file", "a hostfile"...).
+std::string read_small_file(const std::string& path, int64_t max_bytes, const std::string& what);
+
+/// Writes `text` to `path` whole or not at all (a temporary file, then rename), for what can hold secrets
+/// (configurations, launch scripts): a new file is its owner's only (0600, or 0700 when `executable`), and so is
+/// every folder it creates (0700); an existing file keeps its mode. Throws ConfigError naming the path.
+void write_private_file(const std::string& path, const std::string& text, bool executable = false);
+
+/// Where the default configuration lives: $XDG_CONFIG_HOME/spur/default_config.yaml.
 std::string default_config_path();
 /// Accelerate's: $HF_HOME/accelerate/default_config.yaml ($XDG_CACHE_HOME/huggingface or ~/.cache/huggingface).
 std::string accelerate_config_path();

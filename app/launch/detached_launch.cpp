@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
@@ -14,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "config/run_config.h"
 #include "launch/companion.h"
 #include "runs/run_status.h"
 
@@ -40,10 +40,16 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
     return result;
   }
   if (!log_file.isEmpty()) {
-    // The launcher's account can quote configurations and commands: the log is its owner's only (issue 12).
-    QDir().mkpath(QFileInfo(log_file).absolutePath());
-    QFile log(log_file);
-    if (!log.exists() && log.open(QIODevice::WriteOnly)) log.close();
+    // The launcher's account can quote configurations and commands: the log, and the folders made for it, are its
+    // owner's only (issue 12).
+    if (!QFileInfo::exists(log_file)) {
+      try {
+        write_private_file(log_file.toStdString(), {});
+      } catch (const ConfigError& e) {
+        result.error = QString::fromUtf8(e.what());
+        return result;
+      }
+    }
     QFile::setPermissions(log_file, QFileDevice::ReadOwner | QFileDevice::WriteOwner);
   }
   QProcess process;

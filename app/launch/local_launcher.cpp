@@ -19,6 +19,7 @@
 #include <QTextStream>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -309,7 +310,13 @@ void LocalLauncher::start(Rank& rank) {
     escaped = escaped || holds_escaped_bytes(rank.spec.environment.value(key));
   }
   if (escaped) {
-    exact->program = bytes_from_text(rank.spec.program);
+    // execve does not search PATH: a bare name (ssh for a remote machine) is looked up in the rank's PATH.
+    QString program = rank.spec.program;
+    if (!program.contains('/')) {
+      const QString found = QStandardPaths::findExecutable(program, environment.value("PATH").split(':'));
+      if (!found.isEmpty()) program = found;
+    }
+    exact->program = bytes_from_text(program);
     exact->storage.push_back(exact->program);
     for (const auto& argument : rank.spec.arguments) exact->storage.push_back(bytes_from_text(argument));
     const auto arguments = exact->storage.size();
@@ -383,7 +390,8 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
     const qsizetype length = cut ? kMaxLineBytes : newline;
     const QString line = text_from_bytes(partial.left(length));
     partial.remove(0, cut ? length : length + 1);
-    if (channel == QProcess::StandardOutput && remote_progress(rank, line)) continue;
+    // (Only a machine's launcher forwards progress: a local rank's line that looks like one is its own output.)
+    if (options_.remote_children && channel == QProcess::StandardOutput && remote_progress(rank, line)) continue;
     if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
     write_line(stream, rank.spec.label, line);
     rank.tail.push_back(line);
@@ -516,27 +524,61 @@ void LocalLauncher::watch_progress() {
   }
 }
 
-bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
+namespace {
+
+// A number from a remote machine's record as an integer: NaN, infinities and values out of range (which a cast
+// would make undefined behaviour) become 0 or the nearest bound.
+template <typename T>
+T whole(const QJsonValue& value) {
+  const double number = value.toDouble();
+  if (!(number == number)) return 0;
+  if (number <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (number >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(number);
+}
+
+}  // namespace
+
+std::optional<ProgressRecord> parse_progress_record(const QString& line) {
   // QJsonDocument writes keys in order: "type" comes last (watch_progress writes these lines).
   if (!line.startsWith(QLatin1String("@spur {")) || !line.endsWith(QLatin1String(R"("type":"progress"})")))
-    return false;
-  const auto record = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
-  if (record.value("type").toString() != "progress") return false;
-  if (!record.value("rank").isDouble()) return true;  // damaged: dropped, never shown
-  if (record.contains("exited")) {
-    auto& watched = watched_[record.value("rank").toInt()];
-    watched.exited = record.value("exited").toInt();
-    watched.label = QString("%1 rank%2").arg(from.spec.label).arg(record.value("rank").toInt());
-    watched.pid = static_cast<qint64>(record.value("pid").toDouble());
+    return std::nullopt;
+  const auto json = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
+  if (json.value("type").toString() != "progress") return std::nullopt;
+  ProgressRecord record;
+  if (!json.value("rank").isDouble()) {
+    record.damaged = true;
+    return record;
+  }
+  record.rank = whole<int>(json.value("rank"));
+  record.pid = whole<qint64>(json.value("pid"));
+  if (json.contains("exited")) {
+    if (!json.value("exited").isDouble()) record.damaged = true;
+    record.exited = whole<int>(json.value("exited"));
+    return record;
+  }
+  record.snapshot.activity = whole<uint64_t>(json.value("activity"));
+  record.snapshot.step = whole<int64_t>(json.value("step"));
+  record.snapshot.op = json.value("op").toString().left(256).toStdString();
+  const double op_seconds = json.value("op_seconds").toDouble();
+  record.op_seconds = op_seconds > 0 && op_seconds < 1e9 ? op_seconds : 0;
+  return record;
+}
+
+bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
+  const auto record = parse_progress_record(line);
+  if (!record) return false;
+  // Dropped, never shown: a damaged record, or a rank this run does not have (each would be a line in a report).
+  if (record->damaged || record->rank < 0 || record->rank >= plan_.world_size) return true;
+  const QString label = QString("%1 rank%2").arg(from.spec.label).arg(record->rank);
+  if (record->exited) {
+    auto& watched = watched_[record->rank];
+    watched.exited = record->exited;
+    watched.label = label;
+    watched.pid = record->pid;
     return true;
   }
-  progress::Snapshot snapshot;
-  snapshot.activity = static_cast<uint64_t>(record.value("activity").toDouble());
-  snapshot.step = static_cast<int64_t>(record.value("step").toDouble());
-  snapshot.op = record.value("op").toString().toStdString();
-  const int rank = record.value("rank").toInt();
-  update_progress(rank, QString("%1 rank%2").arg(from.spec.label).arg(rank),
-                  static_cast<qint64>(record.value("pid").toDouble()), snapshot, record.value("op_seconds").toDouble());
+  update_progress(record->rank, label, record->pid, record->snapshot, record->op_seconds);
   return true;
 }
 

@@ -80,6 +80,21 @@ struct RankProgress {
   std::optional<int> exited;                   // it ended, with this code (the others may wait for it)
 };
 
+/// A progress record a machine's launcher forwards over SSH (progress_stream: "@spur {...,"type":"progress"}" lines
+/// on its output). It comes from another machine, so nothing in it is trusted: numbers out of range are clamped
+/// (pid, step, activity to their types, op_seconds to 0..1e9), a record without a numeric rank, or with an exit
+/// code that is not a number, is `damaged` (the launcher also drops ranks outside its run).
+struct ProgressRecord {
+  bool damaged = false;  // a progress line, but not a usable one: dropped, never shown
+  int rank = 0;
+  qint64 pid = 0;
+  std::optional<int> exited;  // the rank ended, with this code
+  progress::Snapshot snapshot;
+  double op_seconds = 0;
+};
+/// nullopt when `line` is not a progress record (an ordinary output line).
+std::optional<ProgressRecord> parse_progress_record(const QString& line);
+
 /// The hang report: one line per rank (last step, the operation it waits in and for how long, or that it is in
 /// the program's own code, never reported, or went silent), then which ranks the others wait for.
 QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::seconds timeout);

@@ -11,6 +11,8 @@
 
 #include <memory>
 
+#include "config/run_config.h"
+
 namespace spur::app {
 
 QString check_host(const QString& host) {
@@ -43,13 +45,17 @@ std::vector<Host> parse_host_list(const QString& list) {
 }
 
 std::vector<Host> read_hostfile(const QString& path) {
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) throw LaunchError(path + ": cannot read the hostfile");
+  QByteArray text;
+  try {
+    text = QByteArray::fromStdString(read_small_file(path.toStdString(), 1 << 20, "a hostfile"));
+  } catch (const ConfigError& e) {
+    throw LaunchError(e.what());
+  }
   std::vector<Host> hosts;
   QSet<QString> seen;
   static const QRegularExpression line_pattern(R"(^\s*(\S+)(?:\s+slots\s*=\s*(\d+))?\s*$)");
   int number = 0;
-  for (QString line : QString::fromUtf8(file.readAll()).split('\n')) {
+  for (QString line : QString::fromUtf8(text).split('\n')) {
     ++number;
     line = line.section('#', 0, 0);
     if (line.trimmed().isEmpty()) continue;

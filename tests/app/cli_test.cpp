@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `spur` command as a user runs it: --version, env (text and JSON), and a clear error for a wrong command.
+// The `spur` command as a user runs it: --version, env (text and JSON), the permissions of what it writes, and a
+// clear error for a wrong command.
+#include <sys/stat.h>
+
 #include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
@@ -120,6 +124,41 @@ class CliTest : public QObject {
     QVERIFY2(open_one.output.contains("History: " + path + "  <- WARNING: mode 0604, readable by others") &&
                  open_one.output.contains("chmod 600 " + path),
              qPrintable(open_one.output));
+  }
+
+  // Issue 12, private files: under the usual umask 022, every file and folder `spur config` and `spur launch`
+  // leave behind (configurations, the history, the folders made for them) is its owner's only. Elsewhere: the
+  // history's WAL and shared-memory files while it is open (HistoryTest::a_new_history_is_private), a Slurm job's
+  // folder and script (SlurmTest), the Studio's relaunch configurations (LaunchPanelTest). Checkpoints and
+  // TensorBoard files follow the umask on purpose (README, "Private files").
+  void every_file_spur_writes_is_its_owners_only() {
+    QTemporaryDir dir;
+    const mode_t before = ::umask(022);
+    auto environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("SPUR_HISTORY", dir.filePath("data/spur/history.db"));
+    environment.insert("XDG_CONFIG_HOME", dir.filePath("config"));
+    const auto config = spur::test::run_process(SPUR_CLI, {"config", "default"}, environment, 30000);
+    const auto saved = spur::test::run_process(
+        SPUR_CLI, {"config", "default", "--config_file", dir.filePath("mine/sub/run.json")}, environment, 30000);
+    const auto launch = spur::test::run_process(
+        SPUR_CLI, {"launch", "--num_processes", "2", "--hang_timeout", "60", SPUR_LAUNCH_RIG, "--lines", "2"},
+        environment, 60000);
+    ::umask(before);
+    QVERIFY2(config.exit_code == 0 && saved.exit_code == 0, qPrintable(config.output + saved.output));
+    QVERIFY2(launch.exit_code == 0, qPrintable(launch.output));
+    QStringList seen;
+    QDirIterator walk(dir.path(), QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot,
+                      QDirIterator::Subdirectories);
+    while (walk.hasNext()) {
+      const QFileInfo entry(walk.next());
+      seen << QDir(dir.path()).relativeFilePath(entry.filePath());
+      const auto open = QFileDevice::ReadGroup | QFileDevice::WriteGroup | QFileDevice::ExeGroup |
+                        QFileDevice::ReadOther | QFileDevice::WriteOther | QFileDevice::ExeOther;
+      QVERIFY2(!(entry.permissions() & open),
+               qPrintable(QString("%1 is mode %2").arg(entry.filePath()).arg(int(entry.permissions()), 0, 16)));
+    }
+    for (const char* expected : {"config/spur/default_config.yaml", "mine/sub/run.json", "data/spur/history.db"})
+      QVERIFY2(seen.contains(expected), qPrintable(seen.join(", ")));
   }
 
   void env_names_the_config_in_effect() {

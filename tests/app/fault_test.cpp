@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <limits>
+
 #include "launch/local_launcher.h"
 #include "progress_file.h"
 #include "rank_group.h"
@@ -145,6 +147,37 @@ class FaultToleranceTest : public QObject {
     const QString report = spur::app::describe_hang(ranks, std::chrono::seconds(30));
     QVERIFY2(report.startsWith("no rank made progress for 30 s (--hang_timeout 30)"), qPrintable(report));
     for (const auto& text : expected) QVERIFY2(report.contains(text), qPrintable(text + "\nnot in:\n" + report));
+  }
+
+  // A machine's forwarded progress comes over the network: what is out of range is clamped, not cast (a cast of
+  // 1e300 to an integer is undefined behaviour), a record without a rank is dropped, other lines are output.
+  void progress_records_from_machines_are_not_trusted() {
+    using spur::app::parse_progress_record;
+    const auto good = parse_progress_record(
+        R"(@spur {"activity":12,"op":"barrier","op_seconds":3.5,"pid":4242,"rank":1,"step":7,"type":"progress"})");
+    QVERIFY(good && !good->damaged);
+    QCOMPARE(good->rank, 1);
+    QCOMPARE(good->pid, qint64(4242));
+    QCOMPARE(good->snapshot.step, int64_t(7));
+    QCOMPARE(good->snapshot.activity, uint64_t(12));
+    QCOMPARE(good->snapshot.op, std::string("barrier"));
+    QCOMPARE(good->op_seconds, 3.5);
+    const auto wild = parse_progress_record(
+        R"(@spur {"activity":-1e300,"op_seconds":1e300,"pid":1e300,"rank":1e12,"step":-1e300,"type":"progress"})");
+    QVERIFY(wild && !wild->damaged);
+    QCOMPARE(wild->rank, std::numeric_limits<int>::max());
+    QCOMPARE(wild->pid, std::numeric_limits<qint64>::max());
+    QCOMPARE(wild->snapshot.step, std::numeric_limits<int64_t>::lowest());
+    QCOMPARE(wild->snapshot.activity, uint64_t(0));
+    QCOMPARE(wild->op_seconds, 0.0);
+    const auto ended = parse_progress_record(R"(@spur {"exited":1e99,"pid":3,"rank":0,"type":"progress"})");
+    QVERIFY(ended && ended->exited == std::numeric_limits<int>::max());
+    const auto damaged = parse_progress_record(R"(@spur {"rank":"one","type":"progress"})");
+    QVERIFY(damaged && damaged->damaged);
+    const auto bad_code = parse_progress_record(R"(@spur {"exited":"x","pid":3,"rank":0,"type":"progress"})");
+    QVERIFY(bad_code && bad_code->damaged);
+    QVERIFY(!parse_progress_record("rank 0 says hello"));
+    QVERIFY(!parse_progress_record(R"(@spur {"key":"loss","type":"metric"})"));
   }
 
   // Two ranks train; on the first attempt rank 1 SIGKILLs itself at step 13, between the checkpoints of steps 10

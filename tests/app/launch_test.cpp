@@ -385,6 +385,18 @@ class LaunchTest : public QObject {
     for (const auto pid : daemons) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable("setsid: " + output));
   }
 
+  // Only a machine's launcher (an SSH fan-out's child) forwards progress records: a local rank printing a line
+  // that looks like one is printing its own output, which is shown, not taken for progress. (Without
+  // --no_history the run's recorder takes every "@spur {...}" line of a rank as a stream tracker's record.)
+  void a_local_ranks_progress_looking_line_is_output() {
+    QTemporaryDir dir;
+    const QString line = R"(@spur {"activity":1,"op":"","pid":1,"rank":0,"step":1,"type":"progress"})";
+    const auto result =
+        launch(dir, {"--no_history", "--num_processes", "1", "--hang_timeout", "60", "/bin/echo", line});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains(line), qPrintable(result.output));
+  }
+
   // Issue 12, defect 5: ranks read /dev/null, so a prompt ends at once instead of waiting forever on a pipe;
   // --interactive hands rank 0 the launcher's own standard input.
   void ranks_read_dev_null_unless_interactive() {

@@ -65,6 +65,35 @@ class SshLaunchTest : public QObject {
              qPrintable(result.output));
   }
 
+  // Issue 12, defect 10 over SSH: an argument and an --env value that are not UTF-8 reach the remote rank, and
+  // its output the terminal, byte for byte (ssh is found on PATH for the byte-exact start, as QProcess finds it).
+  void bytes_that_are_not_utf8_reach_remote_ranks() {
+    QTemporaryDir dir;
+    const QString program = dir.filePath("prog");
+    QFile file(program);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("#!/bin/sh\nprintf '%s|%s|\\377\\n' \"$1\" \"$X\"\n");
+    file.close();
+    QVERIFY(file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner));
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    QStringList words;
+    for (const auto& word : hosts_launch({"--hosts", "machine1", "--num_processes", "1"})) words << "'" + word + "'";
+    const QString script =
+        "exec \"$0\" " + words.join(' ') + " --env X=\"$(printf 'v\\375')\" \"$1\" \"$(printf 'a\\374b')\"";
+    QProcess shell;
+    shell.setProcessEnvironment(env);
+    shell.setProcessChannelMode(QProcess::MergedChannels);
+    shell.start("/bin/sh", {"-c", script, SPUR_CLI, program});
+    QVERIFY(shell.waitForFinished(120000));
+    const QByteArray output = shell.readAll();
+    QVERIFY2(shell.exitCode() == 0, output.constData());
+    QVERIFY2(output.contains("[machine1] [rank0] a\xfc"
+                             "b|v\xfd|\xff\n"),
+             output.toHex(' ').constData());
+  }
+
   void a_hostfile_gives_the_slots() {
     QTemporaryDir dir;
     QFile hostfile(dir.path() + "/hostfile");

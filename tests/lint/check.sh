@@ -3,7 +3,9 @@
 # Format and lint checks, as CI runs them (installer/setup.sh test):
 #   clang-format (.clang-format) on every C++ file in the tree: it was formatted once, so any drift is a change's;
 #   clang-tidy (.clang-tidy) on the C++ sources a change touches, with the compile commands of build/.
-# Usage: tests/lint/check.sh [BASE]   BASE: the commit the change starts from (default HEAD~1: the last commit)
+# Usage: tests/lint/check.sh [BASE]   BASE: the commit the change starts from (default: the commit named in
+#                                      tests/lint/base, the last one whose tree was checked whole, so that a
+#                                      landing of several commits is checked in all of them; HEAD~1 without it)
 #        tests/lint/check.sh --fix    reformats every file in place (then review and commit)
 # Debian's clang-format and clang-tidy (14 on Debian 12); exits non-zero on any finding.
 set -euo pipefail
@@ -22,7 +24,12 @@ if ! files | xargs clang-format --dry-run -Werror 2>/tmp/spur-format.$$; then
 fi
 rm -f /tmp/spur-format.$$
 
-base=${1:-HEAD~1}
+recorded=$(grep -v '^#' tests/lint/base 2>/dev/null | head -n 1 | tr -d '[:space:]' || true)
+if [ -z "${1:-}" ] && [ -n "$recorded" ] && git merge-base --is-ancestor "$recorded" HEAD 2>/dev/null; then
+  base=$recorded
+else
+  base=${1:-HEAD~1}
+fi
 if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
   echo "clang-tidy: no commit $base to compare with; nothing to check"
   exit $status

@@ -3,6 +3,7 @@
 // is picked up by the next one, Stop stops every rank, a failed rank is shown as the cause with its last lines,
 // a past run relaunches with its saved configuration, and a launch that cannot start says why.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <QDir>
 #include <QComboBox>
@@ -167,7 +168,9 @@ class LaunchPanelTest : public QObject {
 
     // Relaunch: the same program, arguments and directory, with the configuration saved in the history.
     QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
+    const mode_t umask_before = ::umask(022);
     QCOMPARE(window.relaunch(run), QString());
+    ::umask(umask_before);
     QVERIFY(launched.wait(20000));
     const qint64 again = launched.front().front().toLongLong();
     QVERIFY(again != run);
@@ -181,6 +184,9 @@ class LaunchPanelTest : public QObject {
     QCOMPARE(after.working_directory, before.working_directory);
     QCOMPARE(after.flags, before.flags);
     QVERIFY(after.config_file.endsWith(QString("configs/run-%1.yaml").arg(run)));
+    // Saved as every configuration Spur writes: its owner's only (issue 12), whatever the umask (022 above).
+    QCOMPARE(QFileInfo(after.config_file).permissions() & QFileDevice::Permissions(0x7077),
+             QFileDevice::ReadOwner | QFileDevice::WriteOwner);
     QCOMPARE(window.runs()->run(window.runs()->row_of(again)).config,
              window.runs()->run(window.runs()->row_of(run)).config);
   }

@@ -206,6 +206,43 @@ class CheckpointTest : public QObject {
     QVERIFY(!std::filesystem::exists(out + ".spur-tmp"));
   }
 
+  // An index Spur did not write cannot make load_model open a file outside the checkpoint, or take a tensor from a
+  // shard the index does not put it in.
+  void hostile_indexes_are_refused() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/model").toStdString();
+    const std::string elsewhere = (dir.path() + "/elsewhere").toStdString();
+    spur::Accelerator accelerator;
+    torch::manual_seed(2);
+    torch::nn::Linear net(16, 16);
+    auto model = accelerator.prepare(net);
+    accelerator.save_model(model, out, {.max_shard_size = "1KB"});
+    accelerator.save_model(model, elsewhere);  // a real safetensors file, outside the checkpoint
+    const auto write_index = [&](const std::string& text) {
+      QFile index(QString::fromStdString(out + "/model.safetensors.index.json"));
+      QVERIFY(index.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      index.write(text.c_str());
+    };
+    torch::nn::Linear other(16, 16);
+    write_index(
+        R"({"weight_map":{"weight":"../elsewhere/model.safetensors","bias":"model-00002-of-00002.safetensors"}})");
+    QString error = expect_error([&] { spur::load_model(*other, out); });
+    QVERIFY2(error.contains("model.safetensors.index.json is corrupt") &&
+                 error.contains("weight_map.weight '../elsewhere/model.safetensors'") && error.contains("not a path"),
+             qPrintable(error));
+    write_index(R"({"weight_map":{"weight":"..","bias":"model-00002-of-00002.safetensors"}})");
+    error = expect_error([&] { spur::load_model(*other, out); });
+    QVERIFY2(error.contains("not a shard file name"), qPrintable(error));
+    write_index(
+        R"({"weight_map":{"weight":"model-00002-of-00002.safetensors","bias":"model-00002-of-00002.safetensors"}})");
+    error = expect_error([&] { spur::load_model(*other, out); });
+    QVERIFY2(error.contains("puts weight in model-00002-of-00002.safetensors, which does not hold it"),
+             qPrintable(error));
+    write_index(R"({"metadata":{}})");
+    error = expect_error([&] { spur::load_model(*other, out); });
+    QVERIFY2(error.contains("weight_map is missing or empty"), qPrintable(error));
+  }
+
   void load_state_errors_name_the_file() {
     QTemporaryDir dir;
     const std::string out = (dir.path() + "/state").toStdString();

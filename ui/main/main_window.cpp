@@ -279,9 +279,10 @@ QString MainWindow::export_config(qint64 run, const QString& file) {
   if (row < 0) return tr("No run %1.").arg(run);
   const auto& config = runs_->run(row).config;
   if (config.empty()) return tr("Run %1 was not started by spur launch: it has no configuration.").arg(run);
-  QFile out(file);
-  if (!out.open(QIODevice::WriteOnly) || out.write(config.data(), static_cast<qint64>(config.size())) < 0) {
-    return tr("Cannot write %1: %2").arg(file, out.errorString());
+  try {
+    app::write_private_file(file.toStdString(), config);  // a new file is its owner's only, as spur config's
+  } catch (const app::ConfigError& e) {
+    return QString::fromUtf8(e.what());
   }
   return {};
 }
@@ -375,14 +376,13 @@ QString MainWindow::relaunch(qint64 run) {
         .arg(run);
   }
   // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
+  // Its owner's only, as every configuration Spur writes (it can name hosts, roles and profiles).
   const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
-  QDir().mkpath(QFileInfo(file).absolutePath());
-  QFile out(file);
-  if (!out.open(QIODevice::WriteOnly) ||
-      out.write(record.config.data(), static_cast<qint64>(record.config.size())) < 0) {
-    return tr("Cannot write %1: %2").arg(file, out.errorString());
+  try {
+    app::write_private_file(file.toStdString(), record.config);
+  } catch (const app::ConfigError& e) {
+    return QString::fromUtf8(e.what());
   }
-  out.close();
   request.config_file = file;
   return launch(request);
 }

@@ -28,6 +28,7 @@
 #include "checkpoint/project.h"
 #include "compat/torch_compat.h"
 #include "progress_file.h"
+#include "safetensors_index.h"
 
 namespace spur {
 namespace {
@@ -725,18 +726,23 @@ void load_model(torch::nn::Module& module, const std::string& dir) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   std::map<std::string, torch::Tensor> loaded;
   if (fs::exists(index_path)) {
-    json::Value index;
+    detail::SafetensorsIndex index;
     try {
-      index = json::parse(read_text(index_path));
+      index = detail::parse_safetensors_index(read_text(index_path));
     } catch (const Error& e) {
       throw Error("checkpoint file " + index_path + " is corrupt: " + e.what());
     }
-    std::set<std::string> shards;
-    for (const auto& [tensor, file] : index.at("weight_map", index_path).as_object("weight_map")) {
-      shards.insert(file.as_string("weight_map." + tensor));
+    for (const auto& shard : index.shards()) {
+      for (auto& [name, t] : load_safetensors(dir + "/" + shard).tensors) {
+        const auto listed = index.weight_map.find(name);
+        if (listed != index.weight_map.end() && listed->second == shard) loaded[name] = t;
+      }
     }
-    for (const auto& shard : shards) {
-      for (auto& [name, t] : load_safetensors(dir + "/" + shard).tensors) loaded[name] = t;
+    for (const auto& [name, shard] : index.weight_map) {
+      if (!loaded.contains(name)) {
+        throw Error("checkpoint file " + index_path + " is corrupt: it puts " + name + " in " + shard +
+                    ", which does not hold it");
+      }
     }
     assign(module, loaded, index_path);
     return;
