@@ -178,6 +178,8 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
       slurm.extra = value.split(' ', Qt::SkipEmptyParts);
     } else if (flag == "--slurm_dir") {
       slurm.directory = value;
+    } else if (flag == "--job_name" && where == Where::Slurm) {
+      slurm.job_name = value;
     } else if (flag == "--env") {
       try {
         environment << parse_environment_assignment(value);

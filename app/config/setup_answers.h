@@ -48,8 +48,8 @@ struct SetupAnswers {
   std::string ec2_instance_type = "ml.p3.2xlarge";
   std::string inputs_file, metrics_file;
   // Slurm (`spur launch --slurm` flags, not in the file): partition, time, account, qos, gres, extra (sbatch
-  // options), directory (--slurm_dir as given; empty: spur launch's ./spur-slurm). Its nodes and ntasks_per_node
-  // are num_machines and processes_per_machine; job_name stays spur launch's default.
+  // options), directory (--slurm_dir as given; empty: spur launch's ./spur-slurm), job_name (kept from a past
+  // launch; the wizard does not ask). Its nodes and ntasks_per_node are num_machines and processes_per_machine.
   SlurmRequest slurm;
   // What to run.
   QString program;

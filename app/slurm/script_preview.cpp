@@ -27,12 +27,17 @@ bool SlurmScriptPreview::busy() const { return process_ != nullptr; }
 
 void SlurmScriptPreview::ask(const LaunchRequest& request, const QString& config_yaml) {
   if (process_) {
-    process_->disconnect(this);
-    process_->kill();
-    process_->waitForFinished(1000);
-    process_->deleteLater();
+    // Dropped without waiting (the caller's thread paints): it goes once it has ended.
+    QProcess* old = process_;
     process_ = nullptr;
+    old->disconnect(this);
+    connect(old, &QProcess::finished, old, &QObject::deleteLater);
+    connect(old, &QProcess::errorOccurred, old, [old](QProcess::ProcessError error) {
+      if (error == QProcess::FailedToStart) old->deleteLater();
+    });
+    old->kill();
   }
+  timed_out_ = false;
   if (!request.flags.contains("--slurm")) {
     emit answered({}, "not a Slurm launch (no --slurm)");
     return;
@@ -58,7 +63,11 @@ void SlurmScriptPreview::ask(const LaunchRequest& request, const QString& config
     if (error == QProcess::FailedToStart) finish();
   });
   // A dry run writes nothing and asks Slurm nothing: it answers in well under a second. Ten is a hang.
-  QTimer::singleShot(10000, process_, [process = process_] { process->kill(); });
+  QTimer::singleShot(10000, process_, [this, process = process_] {
+    if (process != process_) return;
+    timed_out_ = true;
+    process->kill();
+  });
   process_->start(spur_, dry.spur_arguments());
 }
 
@@ -71,16 +80,18 @@ void SlurmScriptPreview::finish() {
   const QString errors = QString::fromUtf8(process->readAllStandardError()).trimmed();
   if (process->error() == QProcess::FailedToStart) {
     emit answered({}, "cannot run " + spur_ + " (" + process->errorString() + "): install Spur, or set SPUR_PROGRAM");
-  } else if (process->exitStatus() != QProcess::NormalExit) {
+  } else if (timed_out_) {
     emit answered({}, spur_ + " launch --dry_run did not answer within 10 s");
+  } else if (process->exitStatus() != QProcess::NormalExit) {
+    emit answered({}, spur_ + " launch --dry_run crashed: " + (errors.isEmpty() ? process->errorString() : errors));
   } else if (process->exitCode() != 0) {
     emit answered({}, errors.isEmpty() ? QString("spur launch --dry_run failed (exit code %1)").arg(process->exitCode())
                                        : errors);
   } else {
     // The dry run's first line says where the script would be written ("Slurm job ...: ... (written to ...):");
     // the script itself names its folder, and a copy of it should be only the script.
-    const qsizetype script = output.indexOf("#!");
-    emit answered(script >= 0 ? output.mid(script) : output, {});
+    const qsizetype first_line = output.startsWith("Slurm job ") ? output.indexOf('\n') : -1;
+    emit answered(first_line >= 0 ? output.mid(first_line + 1) : output, {});
   }
 }
 

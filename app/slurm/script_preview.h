@@ -43,6 +43,7 @@ class SlurmScriptPreview : public QObject {
   QString spur_;
   std::unique_ptr<QTemporaryFile> config_;
   QProcess* process_ = nullptr;
+  bool timed_out_ = false;  // the question's process was killed for taking too long
 };
 
 }  // namespace spur::app

@@ -13,6 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/run_config.h"
 #include "launch/byte_text.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/job_follower.h"
@@ -109,6 +110,8 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "if [ \"${1:-}\" = node ]; then\n"
     << "  master=$2 port=$3\n"
     << "  export SPUR_RESTART_COUNT=$4 TORCHELASTIC_RESTART_COUNT=$4\n"
+    << "  # Where a restart begins in this node's output (the follower forgets the node's earlier failure there).\n"
+    << "  if [ \"$4\" -gt 0 ]; then echo \"spur: attempt $(($4 + 1)) on this node\"; fi\n"
     << "  # The launcher runs as a child the shell waits for, so that when srun stops this node (another failed)\n"
     << "  # the shell passes the signal on and records the launcher's own code (143), instead of dying first.\n"
     << "  child=\n"
@@ -260,9 +263,8 @@ SlurmFollower::SlurmFollower(const SlurmCli& slurm, QString job, QString directo
 
 void SlurmFollower::drain(bool final) {
   const QDir dir(directory_);
-  // The nodes' files first: a restart line in the batch file then clears failures of the attempt before it only.
   QStringList files = dir.entryList({"node-*.out"}, QDir::Files, QDir::Name);
-  files.append("batch-" + job_ + ".out");
+  files.prepend("batch-" + job_ + ".out");
   // A node's launcher names the failure: a rank that failed, or a hang (--hang_timeout) it stopped.
   static const QRegularExpression failure(R"(^spur launch: ((rank\d+ .*failed: |no rank made progress ).*)$)");
   for (const auto& name : files) {
@@ -279,8 +281,9 @@ void SlurmFollower::drain(bool final) {
       const qsizetype length = newline >= 0 ? newline : tail.partial.size();
       const QString line = text_from_bytes(tail.partial.left(length));
       tail.partial.remove(0, newline >= 0 ? length + 1 : length);
-      // The first failure of the latest attempt: a restart inside the job starts the count again.
-      if (node == "batch" && line.startsWith("spur: restart ")) node_failures_.clear();
+      // The first failure of each node's latest attempt: the node's own marker of a restart (its output file
+      // holds every attempt) forgets the one before, however much of the files one pass reads.
+      if (node != "batch" && line.startsWith("spur: attempt ")) node_failures_.erase(node);
       if (const auto match = failure.match(line); match.hasMatch() && !node_failures_.contains(node))
         node_failures_[node] = match.captured(1);
       if (options_.on_line && options_.on_line(node, line)) continue;
@@ -403,13 +406,16 @@ QString default_slurm_file() {
 }
 
 SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
-  QFile file(path);
-  if (!file.exists()) return request;
-  if (!file.open(QIODevice::ReadOnly)) throw SlurmError(path + ": cannot be read: " + file.errorString());
-  if (file.size() > (1 << 20)) throw SlurmError(path + ": larger than 1 MiB; not a Slurm settings file");
+  if (!QFileInfo::exists(path)) return request;
+  std::string text;
+  try {
+    text = read_small_file(path.toStdString(), 1 << 20, "a Slurm settings file");
+  } catch (const ConfigError& e) {
+    throw SlurmError(e.what());
+  }
   YAML::Node root;
   try {
-    root = YAML::Load(file.readAll().toStdString());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw SlurmError(QString("%1:%2: not YAML: %3").arg(path).arg(e.mark.line + 1).arg(QString::fromStdString(e.msg)));
   }

@@ -5,6 +5,7 @@
 // `spur slurm follow|describe|stop`, a user's own `srun` of a Spur program, restarts inside the job, and Slurm's
 // refusals named. Also the outcome rules (srun's 143 for the survivors is not the cause) without Slurm.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -14,6 +15,7 @@
 #include <QSysInfo>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextStream>
 #include <QThread>
 
 #include "rank_group.h"
@@ -113,6 +115,48 @@ class SlurmTest : public QObject {
     if (state == "TIMEOUT") QVERIFY2(outcome.detail.contains("TIMEOUT"), qPrintable(outcome.detail));
   }
 
+  // A job followed after it restarted (spur slurm follow, or the last read of the files) is judged by each node's
+  // latest attempt: the node's own marker in its output forgets the failure before it, however much one read
+  // takes in. Slurm's commands here are stand-ins (SPUR_SLURM_BIN): the job has left the queue.
+  void a_restarted_job_reports_its_latest_failure() {
+    QTemporaryDir bin, jobs;
+    const auto script = [&](const QString& name, const QByteArray& text) {
+      QFile file(bin.filePath(name));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write("#!/bin/sh\n" + text);
+      file.close();
+      QVERIFY(file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner));
+    };
+    script("squeue", "exit 0\n");  // nothing: the job ended
+    script("scontrol", "echo 'JobId=41 JobState=FAILED ExitCode=9:0 NodeList=a'\n");
+    const auto write = [&](const QString& name, const QByteArray& text) {
+      QFile file(jobs.filePath(name));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(text);
+    };
+    write("batch-41.out", "spur: restart 1 of 1 (attempt 2), after the step's exit code 7\n");
+    write("node-a.out",
+          "[rank1] first try\nspur launch: rank1 (pid 10) failed: exit code 7; the other ranks were stopped.\n"
+          "spur: attempt 2 on this node\n"
+          "spur launch: rank0 (pid 20) failed: exit code 9; the other ranks were stopped.\n");
+    write("node-a.exit", "9\n");
+    const QByteArray was = qgetenv("SPUR_SLURM_BIN");
+    qputenv("SPUR_SLURM_BIN", bin.path().toLocal8Bit());
+    QString printed, said;
+    QTextStream out(&printed), err(&said);
+    spur::app::SlurmFollowOptions options;
+    options.poll = std::chrono::milliseconds(10);
+    const spur::app::SlurmCli slurm;  // (the follower keeps a reference)
+    spur::app::SlurmFollower follower(slurm, "41", jobs.path(), options, out, err);
+    const int code = follower.run();
+    qputenv("SPUR_SLURM_BIN", was);
+    QCOMPARE(code, 9);
+    QVERIFY2(follower.outcome().detail.contains("rank0 (pid 20) failed: exit code 9"),
+             qPrintable(follower.outcome().detail + "\n" + said));
+    // The batch's restart line comes before the lines of the attempt it starts.
+    QVERIFY2(printed.indexOf("[batch] spur: restart 1") < printed.indexOf("[a] spur: attempt 2"), qPrintable(printed));
+  }
+
   void the_script_asks_for_what_was_given() {
     const auto result = spur(slurm_launch({"--partition", "debug", "--nodes", "2", "--ntasks_per_node", "3", "--gres",
                                            "gpu:3", "--account", "lab", "--qos", "high", "--slurm_args",
@@ -131,8 +175,10 @@ class SlurmTest : public QObject {
   // Two tasks on the node train the MLP example; each line comes back as [node] [rankN], the loss reaches the
   // history, and the run is recorded as a finished Slurm run with its job id.
   void two_tasks_train_with_metrics_in_the_history() {
+    const mode_t umask_before = ::umask(022);
     const auto result =
         spur(slurm_launch({"--ntasks_per_node", "2", "--job_name", "mlp", SPUR_EXAMPLE_MLP, "--epochs", "1"}));
+    ::umask(umask_before);
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("submitted Slurm job") && result.output.contains("RUNNING"),
              qPrintable(result.output));
@@ -141,6 +187,12 @@ class SlurmTest : public QObject {
              qPrintable(result.output));
     QVERIFY2(!result.output.contains("@spur"), qPrintable(result.output));
     QVERIFY2(result.output.contains("COMPLETED"), qPrintable(result.output));
+    // The job's folder holds the script (with the ranks' --env values) and everything the ranks printed: it and
+    // the script are the user's only, whatever the umask (022 here).
+    const auto folder = QRegularExpression(R"(files in (\S+))").match(result.output).captured(1);
+    const auto owner_only = QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner;
+    QCOMPARE(QFileInfo(folder).permissions() & QFileDevice::Permissions(0x7077), owner_only);
+    QCOMPARE(QFileInfo(folder + "/job.sh").permissions() & QFileDevice::Permissions(0x7077), owner_only);
     const auto show = spur({"runs", "show", recorded(result.output)});
     QVERIFY2(show.output.contains("finished") && show.output.contains("slurm") && show.output.contains("job ") &&
                  show.output.contains("loss"),

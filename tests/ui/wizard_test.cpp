@@ -416,7 +416,7 @@ class WizardTest : public QObject {
     QSettings().setValue("launch/last_command",
                          "cd /tmp && spur launch --config_file c.yaml --slurm --nodes 3 --ntasks_per_node 4 "
                          "--partition gpu --time 2:00:00 --account lab --qos high --gres gpu:4 --slurm_args "
-                         "'--exclusive --mem=0' --slurm_dir /shared/jobs --max_restarts 2 ./t x");
+                         "'--exclusive --mem=0' --job_name spur-t --slurm_dir /shared/jobs --max_restarts 2 ./t x");
     QSettings().remove("launch/last_config");
     spur::studio::MainWindow window(dir.filePath("history.db"));
     std::unique_ptr<SetupWizard> wizard(window.make_wizard());
@@ -429,27 +429,30 @@ class WizardTest : public QObject {
     QCOMPARE(wizard->findChild<QSpinBox*>("ntasks_per_node")->value(), 4);
     QCOMPARE(wizard->findChild<QLineEdit*>("partition")->text(), QString("gpu"));
     QCOMPARE(wizard->findChild<QLineEdit*>("slurm_args")->text(), QString("--exclusive --mem=0"));
-    QCOMPARE(wizard->launch_request().flags, (QStringList{"--slurm",
-                                                          "--nodes",
-                                                          "3",
-                                                          "--ntasks_per_node",
-                                                          "4",
-                                                          "--partition",
-                                                          "gpu",
-                                                          "--time",
-                                                          "2:00:00",
-                                                          "--account",
-                                                          "lab",
-                                                          "--qos",
-                                                          "high",
-                                                          "--gres",
-                                                          "gpu:4",
-                                                          "--slurm_args",
-                                                          "--exclusive --mem=0",
-                                                          "--slurm_dir",
-                                                          "/shared/jobs",
-                                                          "--max_restarts",
-                                                          "2"}));
+    const QStringList expected{"--slurm",
+                               "--nodes",
+                               "3",
+                               "--ntasks_per_node",
+                               "4",
+                               "--partition",
+                               "gpu",
+                               "--time",
+                               "2:00:00",
+                               "--account",
+                               "lab",
+                               "--qos",
+                               "high",
+                               "--gres",
+                               "gpu:4",
+                               "--job_name",
+                               "spur-t",
+                               "--slurm_args",
+                               "--exclusive --mem=0",
+                               "--slurm_dir",
+                               "/shared/jobs",
+                               "--max_restarts",
+                               "2"};
+    QCOMPARE(wizard->launch_request().flags, expected);
     QSettings().remove("launch/last_command");
   }
 

@@ -142,6 +142,16 @@ class ProcessStateTest : public QObject {
     QCOMPARE(batch.launcher, std::string("none"));
     const auto shell = read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_PTY_PORT=4242 SLURM_JOB_ID=5"));
     QVERIFY(!shell.distributed());
+    // A step of several tasks with a terminal (`srun -n 2 --pty train`) is that many ranks, the one on the terminal
+    // too: its task 0 must not train alone while task 1 waits for it (the first rule, SLURM_PTY_PORT = one plain
+    // process, did that). A program typed into the shell of `srun -n 2 --pty bash` is rank 0 of 2 as well, and
+    // ends with the rendezvous timeout naming the missing rank: such a shell wants one task.
+    const auto pty_step =
+        read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PTY_PORT=4242 SLURM_JOB_ID=5 "
+                    "SLURM_STEP_NODELIST=n1 SLURM_LOCALID=0 SLURM_NODEID=0 "
+                    "SLURM_STEP_TASKS_PER_NODE=2"));
+    QVERIFY(pty_step.distributed());
+    QCOMPARE(pty_step.world_size, int64_t(2));
     const auto mpi =
         read(env_of("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 OMPI_COMM_WORLD_RANK=3 "
                     "OMPI_COMM_WORLD_SIZE=4 MASTER_ADDR=h MASTER_PORT=5"));

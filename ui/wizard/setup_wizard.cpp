@@ -625,6 +625,7 @@ void SetupWizard::update_summary() {
   } catch (const std::exception& e) {
     yaml_->clear();
     command_->clear();
+    sbatch_script_->clear();  // nothing would be submitted: no old script stays on show
     summary_error_->setText(QString::fromUtf8(e.what()));
   }
   static_cast<Page*>(page(SummaryPage))->recheck();
