@@ -321,6 +321,14 @@ def main():
         tb_ns = t["log_tensorboard_ns_per_value"]
         print(f"track  accelerator.log per value with tensorboard too     spur {tb_ns:8.1f} ns  "
               f"{'meets' if tb_ns <= 1000 else 'MISSES'} <= 1000 ns")
+        if "save_rotating_ms" in t:
+            # Against Accelerate's way (the oldest removed on the training thread before the save); saves that keep
+            # every checkpoint are shown too (slower here: the dirty pages of all of them wait to be written back).
+            rotation = t["save_rotating_ms"] / t["save_removing_first_ms"]
+            print(f"ckpt   save_state() 16 MB, median of 16: removing first (Accelerate) "
+                  f"{t['save_removing_first_ms']:7.1f} ms  total_limit 2 {t['save_rotating_ms']:7.1f} ms  "
+                  f"ratio {rotation:5.2f}  {'meets' if rotation <= 1.10 else 'MISSES'} <= 1.10 (no blocking removal; "
+                  f"keeping all: {t['save_ms']:.1f} ms)")
         # The peer: PyTorch's SummaryWriter.add_scalar (what Accelerate's tensorboard tracker calls), same values.
         peer = tensorboard_peer(args.python or sys.executable, args.tracking_values)
         if peer:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tracking and history speed, one process, as one JSON line for run_benchmarks.py:
+// Tracking, history and checkpoint-rotation speed, one process, as one JSON line for run_benchmarks.py:
 //   log_ns_per_value      training-thread cost of accelerator.log per value (4 values a call, sqlite tracker),
 //   baseline_ns_per_value the same loop appending the values to a std::vector (what logging costs at least)
 //   drain_values_per_s    values/s from the first log to end_training() returning (everything in the database)
@@ -11,7 +11,12 @@
 //   read_best_ms          the best of 5 further reads
 //   visible_ms            the worst of 10: from accelerator.log returning to a reader (polling every 5 ms)
 //                         seeing the value
+//   save_ms, save_rotating_ms  the median of 16 automatic save_state() calls of a 4 M-parameter model (16 MB),
+//                         200 ms apart (the steps between saves), without and with total_limit = 2: what rotation
+//                         (one rename on the training thread, the removal in the background) adds to it
+//   save_removing_first_ms  the same saves with the oldest removed on the training thread first (Accelerate's way)
 // `tracking_bench [--values N] [--points P]`
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +30,7 @@
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 #include <spur/spur.h>
+#include <torch/nn/modules/linear.h>
 
 namespace {
 
@@ -147,13 +153,44 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(37));  // land at different points of the flush cycle
     }
   }
+  // Checkpoint rotation: the same saves with and without total_limit.
+  // `remove_first`: no total_limit, but the oldest beyond 2 removed on the training thread before each save, as
+  // Accelerate does (shutil.rmtree in save_state): the peer's way of rotating.
+  const auto median_save_ms = [&](const std::string& name, std::optional<int> limit, bool remove_first = false) {
+    spur::AcceleratorOptions options;
+    options.project_config.project_dir = (dir / name).string();
+    options.project_config.automatic_checkpoint_naming = true;
+    options.project_config.total_limit = limit;
+    spur::Accelerator accelerator(options);
+    torch::manual_seed(0);
+    torch::nn::Linear net(2048, 2048);
+    auto model = accelerator.prepare(net);
+    std::vector<double> times;
+    for (int i = 0; i < 16; ++i) {
+      // Training steps between saves (a save every so many steps): what the background removal has to finish in.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const auto begin = Clock::now();
+      if (remove_first && i >= 2) {
+        std::filesystem::remove_all(dir / name / "checkpoints" / ("checkpoint_" + std::to_string(i - 2)));
+      }
+      accelerator.save_state();
+      times.push_back(seconds_since(begin) * 1000);
+    }
+    std::sort(times.begin(), times.end());
+    return (times[7] + times[8]) / 2;
+  };
+  (void)median_save_ms("warm-up", std::nullopt);  // the first saves of a process are slower, whatever they do
+  const double save_ms = median_save_ms("plain", std::nullopt);
+  const double save_rotating_ms = median_save_ms("rotating", 2);
+  const double save_removing_first_ms = median_save_ms("removing", std::nullopt, true);
   if (!std::getenv("SPUR_BENCH_KEEP")) std::filesystem::remove_all(dir);
   std::printf(
       "{\"values\": %lld, \"log_ns_per_value\": %.2f, \"baseline_ns_per_value\": %.2f, "
       "\"drain_values_per_s\": %.0f, \"writer_values_per_s\": %.0f, \"read_points\": %zu, \"read_ms\": %.2f, "
       "\"read_best_ms\": %.2f, \"visible_ms\": %.1f, \"log_tensorboard_ns_per_value\": %.2f, "
-      "\"tensorboard_drain_values_per_s\": %.0f}\n",
+      "\"tensorboard_drain_values_per_s\": %.0f, \"save_ms\": %.2f, \"save_rotating_ms\": %.2f, "
+      "\"save_removing_first_ms\": %.2f}\n",
       static_cast<long long>(values), log_ns, baseline_ns, drain_rate, writer_rate, read_points, read_ms, read_best_ms,
-      visible_ms, tensorboard_log_ns, tensorboard_drain);
+      visible_ms, tensorboard_log_ns, tensorboard_drain, save_ms, save_rotating_ms, save_removing_first_ms);
   return 0;
 }

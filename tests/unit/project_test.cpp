@@ -315,6 +315,24 @@ class ProjectTest : public QObject {
     QCOMPARE(&spur::get_logger("unit-levels"), &logger);
     QCOMPARE(spur::get_logger("unit-levels").level(), spur::LogLevel::error);
   }
+
+  // A new logger's level: SPUR_LOG_LEVEL, else Accelerate's ACCELERATE_LOG_LEVEL, else info; a value that is not
+  // a level is an error naming the variable and the value.
+  void log_levels_come_from_the_environment() {
+    qunsetenv("SPUR_LOG_LEVEL");
+    qunsetenv("ACCELERATE_LOG_LEVEL");
+    QCOMPARE(spur::get_logger("unit-env-none").level(), spur::LogLevel::info);
+    qputenv("ACCELERATE_LOG_LEVEL", "WARNING");
+    QCOMPARE(spur::get_logger("unit-env-accelerate").level(), spur::LogLevel::warning);
+    qputenv("SPUR_LOG_LEVEL", "debug");
+    QCOMPARE(spur::get_logger("unit-env-spur").level(), spur::LogLevel::debug);
+    QCOMPARE(spur::get_logger("unit-env-given", spur::LogLevel::critical).level(), spur::LogLevel::critical);
+    qputenv("SPUR_LOG_LEVEL", "loud");
+    const QString error = expect_error([] { spur::get_logger("unit-env-bad"); });
+    QVERIFY2(error.contains("SPUR_LOG_LEVEL=loud is not a log level"), qPrintable(error));
+    qunsetenv("SPUR_LOG_LEVEL");
+    qunsetenv("ACCELERATE_LOG_LEVEL");
+  }
 };
 
 SPUR_TEST_CLASS(ProjectTest)
