@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <QDeadlineTimer>
+#include <QDir>
 #include <QThread>
 #include <QFile>
 #include <QElapsedTimer>
@@ -163,6 +164,22 @@ bool all_dead(const std::vector<qint64>& pids, int timeout_ms) {
     QThread::msleep(20);
   }
   return false;
+}
+
+int kill_processes_under(const QString& folder) {
+  if (folder.isEmpty()) return 0;
+  const QByteArray needle = QFile::encodeName(folder);
+  int killed = 0;
+  for (const auto& entry : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool number = false;
+    const qint64 pid = entry.toLongLong(&number);
+    if (!number || pid == ::getpid()) continue;
+    QFile cmdline("/proc/" + entry + "/cmdline");
+    if (!cmdline.open(QIODevice::ReadOnly)) continue;
+    const QByteArray words = cmdline.readAll();
+    if (words.contains(needle) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+  }
+  return killed;
 }
 
 }  // namespace spur::test

@@ -60,5 +60,8 @@ bool alive(qint64 pid);
 std::vector<qint64> rank_pids(const QString& dir, int count);
 /// Waits until none of `pids` is alive; false after timeout_ms.
 bool all_dead(const std::vector<qint64>& pids, int timeout_ms);
+/// SIGKILLs, by PID, every process of this user whose command line names something under `folder` (a test's own
+/// temporary folder): what a daemon the test stopped left behind (a Slurm step's shell). Returns how many.
+int kill_processes_under(const QString& folder);
 
 }  // namespace spur::test
