@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rm, tag,
-// note. Reads while runs write; `--history F` picks another database than SPUR_HISTORY or the default.
+// note, import (TensorBoard event files). Reads while runs write; `--history F` picks another database than SPUR_HISTORY or the default.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "launch/launch_request.h"
 #include "runs/run_status.h"
+#include "runs/tensorboard_import.h"
 #include "slurm/slurm_job.h"
 
 namespace spur::cli {
@@ -39,7 +40,10 @@ const char* kUsage =
     "  rm ID [--force]                         delete the run (not while it runs; --force: a run whose launcher\n"
     "                                          died elsewhere) and everything recorded for it\n"
     "  tag ID TAG [--remove]                   add (or remove) a tag\n"
-    "  note ID TEXT                            set the run's notes\n";
+    "  note ID TEXT                            set the run's notes\n"
+    "  import PATH [--project P] [--again]     TensorBoard event files at or below PATH, one run per folder\n"
+    "                                          (scalars, hparams, status); a run imported before is skipped\n"
+    "                                          unless --again\n";
 
 QJsonObject run_json(const history::Run& run) {
   QJsonArray tags;
@@ -264,14 +268,34 @@ int logs(history::HistoryReader& reader, const history::Run& run, const Argument
   }
 }
 
+// `spur runs import PATH`: one line per run folder; 1 when any could not be imported.
+int import_runs(const std::string& path, const Arguments& args, QTextStream& out, QTextStream& err) {
+  if (args.positional().size() != 2) throw UsageError("spur runs import PATH [--project P] [--again]");
+  app::TensorBoardImportOptions options;
+  options.project = args.value("project").value_or(QString());
+  options.again = args.has("again");
+  std::vector<app::ImportedRun> runs;
+  try {
+    runs = app::import_tensorboard(path, args.positional()[1], options, [&](const app::ImportedRun& run) {
+      (run.error.isEmpty() && run.run != 0 ? out : err) << app::import_summary(run) << "\n";
+      out.flush();
+      err.flush();
+    });
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(QString::fromStdString(e.what()));
+  }
+  const bool failed = std::any_of(runs.begin(), runs.end(), [](const auto& run) { return !run.error.isEmpty(); });
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int runs_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(arguments, {"history", "format", "metrics", "output", "rank"},
-                         {"json", "follow", "remove", "force", "help", "slurm"});
+    const Arguments args(arguments, {"history", "format", "metrics", "output", "rank", "project"},
+                         {"json", "follow", "remove", "force", "help", "slurm", "again"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
@@ -279,6 +303,7 @@ int runs_command(const QStringList& arguments) {
     const std::string path =
         args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
     const QString action = args.positional().front();
+    if (action == "import") return import_runs(path, args, out, err);
     if (action == "rm" || action == "tag" || action == "note") {
       history::HistoryWriter writer(path);
       const int64_t id = run_id(args, 1);

@@ -1227,6 +1227,22 @@ int tensorboard_crash(const Args& args) {
   std::abort();
 }
 
+// Logs the same values to the run history (SPUR_HISTORY) and to TensorBoard (in --out/both), for --steps steps,
+// and ends: `spur runs import` of the event files must give back the history's run (ImportTest).
+int tensorboard_history(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.project_config.logging_dir = args.out;
+  options.log_with = {"tensorboard"};
+  spur::Accelerator accelerator(options);
+  accelerator.init_trackers("both", {{"lr", 0.25}, {"model", "mlp"}, {"amp", false}});
+  for (int64_t step = 0; step < args.steps; ++step) {
+    accelerator.log({{"loss", 1.0 / static_cast<double>(step + 1)}, {"eval/acc", static_cast<double>(step) * 0.01}},
+                    step);
+  }
+  accelerator.end_training();
+  return 0;
+}
+
 // find_executable_batch_size against the device's real out-of-memory error (tests/gpu/run.sh): 1 GiB of float32 per
 // batch item, from 16 TiB down, until one allocation fits; prints the size found. (On the CPU a large malloc may
 // succeed without touching memory, so the size found there says little.)
@@ -1285,6 +1301,8 @@ int main(int argc, char** argv) try {
     code = rotate(args);
   } else if (args.scenario == "tensorboard_crash") {
     code = tensorboard_crash(args);
+  } else if (args.scenario == "tensorboard_history") {
+    code = tensorboard_history(args);
   } else if (args.scenario == "batch_search") {
     code = batch_search(args);
   } else if (args.scenario == "rendezvous") {

@@ -16,6 +16,36 @@ namespace spur::history {
 HistoryWriter::HistoryWriter(const std::string& path, int busy_timeout_ms) : db_(path, false, busy_timeout_ms) {}
 
 int64_t HistoryWriter::create_run(Run run) {
+  Transaction transaction(db_);
+  const int64_t id = insert_run(std::move(run), {});
+  transaction.commit();
+  return id;
+}
+
+std::optional<int64_t> HistoryWriter::import_run(Run run, const std::vector<MetricAppend>& metrics,
+                                                 const std::string& origin, bool again) {
+  if (origin.empty()) throw HistoryError("run history: an imported run needs its origin");
+  try {
+    Transaction transaction(db_);  // BEGIN IMMEDIATE: two imports of the same files cannot both pass the check
+    if (!again) {
+      Statement earlier(db_.handle(), "SELECT run_id FROM events WHERE detail = ? ORDER BY id LIMIT 1");
+      earlier.bind(1, origin);
+      if (earlier.step()) {
+        last_imported_as_ = earlier.integer(0);
+        return std::nullopt;
+      }
+    }
+    const int64_t id = insert_run(std::move(run), origin);
+    append_points(id, metrics);
+    transaction.commit();
+    return id;
+  } catch (...) {
+    series_.clear();  // the rolled-back transaction took its new series with it
+    throw;
+  }
+}
+
+int64_t HistoryWriter::insert_run(Run run, const std::string& event_detail) {
   const double now = now_seconds();
   if (run.created == 0) run.created = now;
   if (run.started == 0 && run.status == "running") run.started = now;
@@ -25,7 +55,6 @@ int64_t HistoryWriter::create_run(Run run) {
     if (::gethostname(name, sizeof(name) - 1) == 0) run.host = name;
   }
   if (!valid_status(run.status)) throw HistoryError("run history: unknown status '" + run.status + "'");
-  Transaction transaction(db_);
   Statement insert(db_.handle(),
                    "INSERT INTO runs(name, project, status, created, started, ended, exit_code, target, hosts, config, "
                    "command, notes, total_steps, pid, host, params) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -44,9 +73,8 @@ int64_t HistoryWriter::create_run(Run run) {
   for (const auto& tag : run.tags) {
     Statement(db_.handle(), "INSERT OR IGNORE INTO run_tags(run_id, tag) VALUES(?, ?)").bind(1, id).bind(2, tag).run();
   }
-  Statement event(db_.handle(), "INSERT INTO events(run_id, wall, status, detail) VALUES(?, ?, ?, '')");
-  event.bind(1, id).bind(2, now).bind(3, run.status).run();
-  transaction.commit();
+  Statement event(db_.handle(), "INSERT INTO events(run_id, wall, status, detail) VALUES(?, ?, ?, ?)");
+  event.bind(1, id).bind(2, now).bind(3, run.status).bind(4, event_detail).run();
   return id;
 }
 
@@ -135,6 +163,11 @@ void HistoryWriter::append_metrics(int64_t run, const std::vector<MetricAppend>&
 
 void HistoryWriter::append_metrics_once(int64_t run, const std::vector<MetricAppend>& metrics) {
   Transaction transaction(db_);
+  append_points(run, metrics);
+  transaction.commit();
+}
+
+void HistoryWriter::append_points(int64_t run, const std::vector<MetricAppend>& metrics) {
   Statement last(db_.handle(), "SELECT id, count, data FROM points WHERE series_id = ? ORDER BY id DESC LIMIT 1");
   // The grown chunk is rebuilt here and bound whole: `data || ?` in SQL would turn the BLOB into TEXT.
   Statement grow(db_.handle(), "UPDATE points SET data = ?, count = count + ? WHERE id = ?");
@@ -175,7 +208,6 @@ void HistoryWriter::append_metrics_once(int64_t run, const std::vector<MetricApp
         .bind(2, run)
         .run();
   }
-  transaction.commit();
 }
 
 void HistoryWriter::append_console(const std::vector<ConsoleLine>& lines) {

@@ -26,6 +26,13 @@ class HistoryWriter {
 
   /// A new run; its id. `run.created` and `run.started` default to now.
   int64_t create_run(Run run);
+  /// A whole finished run at once (an import): the run as given (its status, times and params), its points and
+  /// an event whose detail is `origin` (what it came from, say "tensorboard:FINGERPRINT"), in one transaction:
+  /// all of it or none. Unless `again`, a run already imported from the same `origin` is not imported twice:
+  /// nothing is written, nullopt is returned and last_imported_as() names the earlier run.
+  std::optional<int64_t> import_run(Run run, const std::vector<MetricAppend>& metrics, const std::string& origin,
+                                    bool again = false);
+  int64_t last_imported_as() const { return last_imported_as_; }
   /// Records a status change (and the exit code when it ends) as a run field and an event.
   void set_status(int64_t run, const std::string& status, std::optional<int> exit_code = std::nullopt,
                   const std::string& detail = {});
@@ -48,10 +55,15 @@ class HistoryWriter {
 
  private:
   int64_t series_id(int64_t run, const std::string& key);
+  // Inside a transaction: the run's row, its tags and its first event; its id.
+  int64_t insert_run(Run run, const std::string& event_detail);
+  // Inside a transaction: appends the points, growing each series' last chunk first.
+  void append_points(int64_t run, const std::vector<MetricAppend>& metrics);
   void append_metrics_once(int64_t run, const std::vector<MetricAppend>& metrics);
 
   Database db_;
   std::map<std::pair<int64_t, std::string>, int64_t> series_;
+  int64_t last_imported_as_ = 0;
 };
 
 }  // namespace spur::history

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// Importing TensorBoard runs; see tensorboard_import.h. Files are mapped, not copied: a million scalars are about
+// 40 MB of records.
+#include "runs/tensorboard_import.h"
+
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <spur/history/writer.h>
+
+#include "launch/launch_request.h"
+#include "tensorboard_reader.h"
+
+namespace spur::app {
+namespace {
+
+bool is_event_file(const QFileInfo& file) { return file.fileName().contains("tfevents") && file.isFile(); }
+
+// The event files of one run folder (or the one file asked for), in name order.
+QStringList event_files(const QString& directory, const QString& only_file) {
+  if (!only_file.isEmpty()) return {only_file};
+  QStringList files;
+  const auto entries = QDir(directory).entryInfoList(QDir::Files | QDir::NoDotAndDotDot, QDir::Name);
+  for (const auto& entry : entries) {
+    if (is_event_file(entry)) files << entry.absoluteFilePath();
+  }
+  return files;
+}
+
+tensorboard::RunEvents read_run(const QStringList& files) {
+  tensorboard::EventReader reader;
+  for (const auto& name : files) {
+    QFile file(name);
+    if (!file.open(QIODevice::ReadOnly)) {
+      throw tensorboard::EventFileError(name.toStdString() + ": cannot be read: " + file.errorString().toStdString());
+    }
+    const qint64 size = file.size();
+    if (size == 0) continue;  // a writer that opened its file and wrote nothing yet
+    const uchar* bytes = file.map(0, size);
+    if (bytes) {
+      reader.add_file(std::string_view(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(size)),
+                      name.toStdString());
+    } else {  // a file system without mmap
+      const QByteArray all = file.readAll();
+      reader.add_file(std::string_view(all.constData(), static_cast<std::size_t>(all.size())), name.toStdString());
+    }
+  }
+  return reader.events();
+}
+
+QString hex(uint64_t value) { return QString("%1").arg(value, 16, 16, QChar('0')); }
+
+}  // namespace
+
+QStringList tensorboard_run_directories(const QString& path) {
+  const QFileInfo root(path);
+  if (!root.exists()) throw std::invalid_argument(path.toStdString() + ": no such file or directory");
+  if (root.isFile()) {
+    if (!root.fileName().contains("tfevents")) {
+      throw std::invalid_argument(path.toStdString() +
+                                  ": not a TensorBoard event file (their names hold \"tfevents\")");
+    }
+    return {root.absolutePath()};
+  }
+  if (!root.isDir()) throw std::invalid_argument(path.toStdString() + ": not a folder or an event file");
+  QStringList directories;
+  auto add_if_run = [&directories](const QString& directory) {
+    for (const auto& entry : QDir(directory).entryInfoList(QDir::Files)) {
+      if (is_event_file(entry)) {
+        directories << QDir(directory).absolutePath();
+        return;
+      }
+    }
+  };
+  add_if_run(root.absoluteFilePath());
+  QDirIterator below(root.absoluteFilePath(), QDir::Dirs | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+  while (below.hasNext()) add_if_run(below.next());
+  std::sort(directories.begin(), directories.end());
+  if (directories.isEmpty()) {
+    throw std::invalid_argument(path.toStdString() +
+                                ": no TensorBoard event files (names holding \"tfevents\") in it or below it");
+  }
+  return directories;
+}
+
+std::vector<ImportedRun> import_tensorboard(const std::string& history_path, const QString& path,
+                                            const TensorBoardImportOptions& options,
+                                            const std::function<void(const ImportedRun&)>& done) {
+  const QStringList directories = tensorboard_run_directories(path);
+  const QFileInfo root(path);
+  const QString only_file = root.isFile() ? root.absoluteFilePath() : QString();
+  const QString base = root.isFile() ? root.absolutePath() : root.absoluteFilePath();
+  const QString project = !options.project.isEmpty() ? options.project : QFileInfo(base).fileName();
+  history::HistoryWriter writer(history_path);
+  std::vector<ImportedRun> results;
+  for (const auto& directory : directories) {
+    ImportedRun result;
+    result.directory = directory;
+    const QString below = QDir(base).relativeFilePath(directory);
+    result.name = below == "." ? QFileInfo(directory).fileName() : below;
+    try {
+      const auto events = read_run(event_files(directory, only_file));
+      history::Run run;
+      run.name = result.name.toStdString();
+      run.project = project.toStdString();
+      run.status = events.session_status == 2 ? "failed" : "finished";
+      run.target = "tensorboard";
+      run.command = "spur runs import " + shell_quote(QStringList{only_file.isEmpty() ? directory : only_file}).toStdString();
+      QJsonObject params;
+      for (const auto& hparam : events.hparams) {
+        const QString name = QString::fromStdString(hparam.name);
+        if (const auto* number = std::get_if<double>(&hparam.value)) params.insert(name, *number);
+        else if (const auto* text = std::get_if<std::string>(&hparam.value))
+          params.insert(name, QString::fromStdString(*text));
+        else params.insert(name, std::get<bool>(hparam.value));
+      }
+      run.params = QJsonDocument(params).toJson(QJsonDocument::Compact).toStdString();
+      std::vector<history::MetricAppend> metrics;
+      metrics.reserve(events.scalars.size());
+      int64_t last_step = -1;
+      for (const auto& [tag, points] : events.scalars) {
+        history::MetricAppend metric{tag, {}};
+        metric.points.reserve(points.size());
+        for (const auto& point : points) {
+          metric.points.push_back({point.step, point.value, point.wall});
+          last_step = std::max(last_step, point.step);
+        }
+        metrics.push_back(std::move(metric));
+      }
+      if (last_step >= 0) run.total_steps = last_step;
+      // The run's span is its scalars' (a writer's first event carries the time the file was opened, and
+      // add_hparams stamps the time it was called); a run without scalars spans its events.
+      double first = 0, last = 0;
+      for (const auto& [tag, points] : events.scalars) {
+        for (const auto& point : points) {
+          if (!(point.wall > 0)) continue;
+          if (first == 0 || point.wall < first) first = point.wall;
+          last = std::max(last, point.wall);
+        }
+      }
+      if (first == 0) {
+        first = events.first_wall;
+        last = events.last_wall;
+      }
+      run.created = run.started = first;
+      run.ended = last;
+      const std::string origin = "imported from TensorBoard event files (fingerprint " +
+                                 hex(events.fingerprint).toStdString() + ")";
+      const auto id = writer.import_run(run, metrics, origin, options.again);
+      if (id) {
+        result.run = *id;
+      } else {
+        result.earlier = writer.last_imported_as();
+      }
+      result.points = events.scalar_points;
+      result.series = events.scalars.size();
+      result.hparams = events.hparams.size();
+      result.other_values = events.other_values;
+    } catch (const tensorboard::EventFileError& bad) {
+      result.error = QString::fromStdString(bad.what()) + "; nothing of this run was imported";
+    }
+    if (done) done(result);
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+QString import_summary(const ImportedRun& run) {
+  if (!run.error.isEmpty()) return run.error;
+  if (run.run == 0) {
+    return QString("%1: already imported as run %2 (--again imports it again)").arg(run.directory).arg(run.earlier);
+  }
+  QString line = QString("imported %1 as run %2 \"%3\" (%4 series, %5 points, %6 hyperparameters")
+                     .arg(run.directory)
+                     .arg(run.run)
+                     .arg(run.name)
+                     .arg(run.series)
+                     .arg(run.points)
+                     .arg(run.hparams);
+  if (run.other_values > 0) {
+    line += QString("; %1 %2 of other kinds (images, histograms, text) left out")
+                .arg(run.other_values)
+                .arg(run.other_values == 1 ? "value" : "values");
+  }
+  return line + ")";
+}
+
+}  // namespace spur::app

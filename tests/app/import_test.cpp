@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// `spur runs import` (issue 18), run as a user runs it: event files written by TensorBoard's own writers
+// (tensorboard.summary.Writer, PyTorch's SummaryWriter with add_hparams) come into the history with the same
+// scalars, steps, wall times and hyperparameters; files from Spur's own TensorBoard tracker give back the
+// history's run; a run is not imported twice unless asked; truncated and corrupt files are named with their record
+// and leave nothing of their run behind.
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <spur/history/reader.h>
+
+#include "rank_group.h"
+#include "test_main.h"
+
+namespace {
+
+using spur::history::HistoryReader;
+
+spur::test::RankResult spur_runs(const QStringList& arguments, const QString& history) {
+  auto env = QProcessEnvironment::systemEnvironment();
+  env.insert("SPUR_HISTORY", history);
+  return spur::test::run_process(SPUR_CLI, QStringList{"runs"} + arguments, env, 120000);
+}
+
+// tests/rigs/write_tensorboard.py DIR: two runs by TensorBoard's and PyTorch's writers; what they wrote.
+QJsonObject write_runs(const QString& dir) {
+  const auto result = spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/write_tensorboard.py", dir},
+                                              QProcessEnvironment::systemEnvironment(), 120000);
+  if (result.exit_code != 0) qFatal("write_tensorboard.py failed: %s", qPrintable(result.output));
+  const QString output = result.output.trimmed();
+  return QJsonDocument::fromJson(output.mid(output.lastIndexOf('\n') + 1).toUtf8()).object();
+}
+
+QStringList event_files(const QString& dir) {
+  QStringList files;
+  for (const auto& name : QDir(dir).entryList({"*tfevents*"}, QDir::Files, QDir::Name)) files << dir + "/" + name;
+  return files;
+}
+
+QByteArray read_all(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+  return file.readAll();
+}
+
+void write_all(const QString& path, const QByteArray& bytes) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) || file.write(bytes) != bytes.size())
+    qFatal("cannot write %s", qPrintable(path));
+}
+
+// The byte offset where each record of an event file starts (its framing: 8-byte length, 4-byte CRC, data, CRC).
+std::vector<qint64> record_offsets(const QByteArray& bytes) {
+  std::vector<qint64> offsets;
+  qint64 at = 0;
+  while (at + 12 <= bytes.size()) {
+    offsets.push_back(at);
+    quint64 length = 0;
+    for (int i = 0; i < 8; ++i) length |= static_cast<quint64>(static_cast<uchar>(bytes[at + i])) << (8 * i);
+    at += 12 + static_cast<qint64>(length) + 4;
+  }
+  return offsets;
+}
+
+qint64 run_count(const QString& history) {
+  if (!QFile::exists(history)) return 0;
+  return static_cast<qint64>(HistoryReader(history.toStdString()).runs().size());
+}
+
+// Every imported series equals what the writer wrote: steps, float32 values, walls (where given).
+void compare_series(HistoryReader& reader, int64_t run, const QJsonObject& written) {
+  const auto scalars = written["scalars"].toObject();
+  QCOMPARE(static_cast<qsizetype>(reader.metric_keys(run).size()), scalars.size());
+  for (auto it = scalars.begin(); it != scalars.end(); ++it) {
+    const auto points = reader.series(run, it.key().toStdString());
+    const auto expected = it.value().toArray();
+    QCOMPARE(static_cast<qsizetype>(points.size()), expected.size());
+    for (qsizetype i = 0; i < expected.size(); ++i) {
+      const auto want = expected[i].toArray();
+      QCOMPARE(points[static_cast<std::size_t>(i)].step, want[0].toInteger());
+      QCOMPARE(points[static_cast<std::size_t>(i)].value, want[1].toDouble());
+      if (!want[2].isNull()) QCOMPARE(points[static_cast<std::size_t>(i)].wall, want[2].toDouble());
+    }
+  }
+}
+
+}  // namespace
+
+class ImportTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // Both writers' runs, one per folder, with their scalars, steps, walls, hyperparameters and span.
+  void tensorboards_own_files_are_imported() {
+    QTemporaryDir dir;
+    const auto written = write_runs(dir.filePath("logs"));
+    const QString history = dir.filePath("history.db");
+    const auto result = spur_runs({"import", dir.filePath("logs")}, history);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains(QRegularExpression("imported \\S+/logs/tb as run 1 \"tb\" \\(2 series, 55 points")),
+             qPrintable(result.output));
+    QVERIFY2(result.output.contains("1 value of other kinds"), qPrintable(result.output));  // the add_text
+
+    HistoryReader reader(history.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), std::size_t(2));
+    const auto tb = *reader.run(1);
+    const auto torch = *reader.run(2);
+    QCOMPARE(QString::fromStdString(tb.name), QString("tb"));
+    QCOMPARE(QString::fromStdString(torch.name), QString("torch"));
+    QCOMPARE(QString::fromStdString(tb.project), QString("logs"));  // the folder imported
+    QCOMPARE(QString::fromStdString(tb.status), QString("finished"));
+    QCOMPARE(QString::fromStdString(tb.target), QString("tensorboard"));
+    compare_series(reader, 1, written["tb"].toObject());
+    compare_series(reader, 2, written["torch"].toObject());
+    // The span is the scalars' (not the time the writer opened its file).
+    const auto loss = written["tb"].toObject()["scalars"].toObject()["loss"].toArray();
+    QCOMPARE(tb.started, loss.first().toArray()[2].toDouble());
+    const auto accuracy = written["tb"].toObject()["scalars"].toObject()["eval/accuracy"].toArray();
+    QCOMPARE(tb.ended, accuracy.last().toArray()[2].toDouble());
+    QCOMPARE(tb.last_step, int64_t(49));
+    // add_hparams' session start: PyTorch writes bools and ints as numbers, as TensorBoard then shows them.
+    const auto params = QJsonDocument::fromJson(QByteArray::fromStdString(torch.params)).object();
+    QCOMPARE(params, (QJsonObject{{"lr", 0.125}, {"optimizer", "adamw"}, {"shuffle", 1}, {"layers", 3}}));
+    QCOMPARE(QString::fromStdString(tb.params), QString("{}"));
+
+    // And `spur runs` shows them as any run.
+    const auto list = spur_runs({"list", "--json"}, history);
+    QVERIFY2(list.exit_code == 0, qPrintable(list.output));
+    QVERIFY2(list.output.contains("\"target\": \"tensorboard\""), qPrintable(list.output));
+    const auto csv = spur_runs({"export", "2", "--format", "csv", "--metrics", "train/loss"}, history);
+    QVERIFY2(csv.output.contains("train/loss,39,0.78125,"), qPrintable(csv.output));
+  }
+
+  // The same files again are named as imported, and skipped; --again imports them once more; moved, they are
+  // still the same files.
+  void a_run_is_imported_once_unless_asked() {
+    QTemporaryDir dir;
+    write_runs(dir.filePath("logs"));
+    const QString history = dir.filePath("history.db");
+    QCOMPARE(spur_runs({"import", dir.filePath("logs")}, history).exit_code, 0);
+    QVERIFY(QDir().rename(dir.filePath("logs"), dir.filePath("moved")));
+    const auto again = spur_runs({"import", dir.filePath("moved/torch")}, history);
+    QCOMPARE(again.exit_code, 0);
+    QVERIFY2(again.output.contains("moved/torch: already imported as run 2 (--again imports it again)"),
+             qPrintable(again.output));
+    QCOMPARE(run_count(history), qint64(2));
+    const auto forced = spur_runs({"import", dir.filePath("moved/torch"), "--again", "--project", "p"}, history);
+    QVERIFY2(forced.exit_code == 0 && forced.output.contains("as run 3 \"torch\""), qPrintable(forced.output));
+    HistoryReader reader(history.toStdString());
+    QCOMPARE(QString::fromStdString(reader.run(3)->project), QString("p"));
+    QCOMPARE(reader.series(3, "train/loss").size(), reader.series(2, "train/loss").size());
+  }
+
+  // Spur's own tracker's files give back the run the history recorded beside them: the same keys, steps and
+  // walls, values as float32 (TensorBoard's scalars), and the hyperparameters.
+  void spurs_tensorboard_files_round_trip() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("history.db");
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", history);
+    const auto worker = spur::test::run_process(
+        SPUR_TEST_WORKER, {"tensorboard_history", "--out", dir.filePath("tb"), "--steps", "300"}, env, 120000);
+    QVERIFY2(worker.exit_code == 0, qPrintable(worker.output));
+    QCOMPARE(run_count(history), qint64(1));
+    const auto result = spur_runs({"import", dir.filePath("tb")}, history);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("as run 2 \"both\" (2 series, 600 points, 3 hyper"),
+             qPrintable(result.output));
+    HistoryReader reader(history.toStdString());
+    auto keys = reader.metric_keys(1);
+    auto imported_keys = reader.metric_keys(2);
+    std::sort(keys.begin(), keys.end());
+    std::sort(imported_keys.begin(), imported_keys.end());
+    QCOMPARE(imported_keys, keys);
+    for (const auto& key : keys) {
+      const auto original = reader.series(1, key);
+      const auto imported = reader.series(2, key);
+      QCOMPARE(imported.size(), original.size());
+      for (std::size_t i = 0; i < original.size(); ++i) {
+        QCOMPARE(imported[i].step, original[i].step);
+        QCOMPARE(imported[i].value, static_cast<double>(static_cast<float>(original[i].value)));
+        QCOMPARE(imported[i].wall, original[i].wall);
+      }
+    }
+    const auto params = QJsonDocument::fromJson(QByteArray::fromStdString(reader.run(2)->params)).object();
+    QCOMPARE(params, (QJsonObject{{"lr", 0.25}, {"model", "mlp"}, {"amp", false}}));
+    QCOMPARE(QString::fromStdString(reader.run(2)->status), QString("finished"));  // the session end's success
+  }
+
+  // A damaged file is named with its record and byte offset, and nothing of its run is written, even when the
+  // damage is in the run's second file; the other runs are imported; the exit code says something failed.
+  void damaged_files_are_named_and_leave_nothing_data() {
+    QTest::addColumn<QString>("run");       // which run folder is damaged: tb (one file) or torch (two)
+    QTest::addColumn<int>("file");          // which of its event files
+    QTest::addColumn<QString>("damage");
+    QTest::addColumn<QString>("message");  // a regular expression after "FILE: "
+    QTest::newRow("cut in a record's data") << "tb" << 0 << "cut 5" << "record \\d+ at byte \\d+ is cut short: it declares \\d+ bytes of data";
+    QTest::newRow("cut in a header") << "tb" << 0 << "header" << "record 2 at byte (\\d+) is cut short: its 12-byte header has only 6 bytes";
+    QTest::newRow("bad data CRC") << "tb" << 0 << "flip data" << "record 3 at byte \\d+: the CRC of its \\d+ bytes of data does not match";
+    QTest::newRow("bad length CRC") << "tb" << 0 << "flip length" << "record 3 at byte \\d+: the CRC of its length does not match";
+    QTest::newRow("not an event file") << "tb" << 0 << "text" << "record 1 at byte 0: the CRC of its length does not match \\(not an event file";
+    QTest::newRow("second file bad") << "torch" << 1 << "flip data" << "record 3 at byte \\d+: the CRC of its";
+  }
+  void damaged_files_are_named_and_leave_nothing() {
+    QFETCH(QString, run);
+    QFETCH(int, file);
+    QFETCH(QString, damage);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    write_runs(dir.filePath("logs"));
+    const QString victim = event_files(dir.filePath("logs/" + run)).at(file);
+    QByteArray bytes = read_all(victim);
+    const auto offsets = record_offsets(bytes);
+    QVERIFY(offsets.size() >= 4);
+    if (damage == "cut 5") {
+      bytes.chop(5);
+    } else if (damage == "header") {
+      bytes.truncate(offsets[1] + 6);
+    } else if (damage == "flip data") {
+      bytes[offsets[2] + 14] = static_cast<char>(bytes[offsets[2] + 14] ^ 0x40);
+    } else if (damage == "flip length") {
+      bytes[offsets[2] + 1] = static_cast<char>(bytes[offsets[2] + 1] ^ 0x01);
+    } else {
+      bytes = "not an event file, but its name says tfevents\n";
+    }
+    write_all(victim, bytes);
+    const QString history = dir.filePath("history.db");
+    const auto result = spur_runs({"import", dir.filePath("logs")}, history);
+    QCOMPARE(result.exit_code, 1);
+    const QRegularExpression expected(QRegularExpression::escape(victim) + ": " + message);
+    const auto match = expected.match(result.output);
+    QVERIFY2(match.hasMatch(), qPrintable(result.output));
+    if (damage == "header") QCOMPARE(match.captured(1).toLongLong(), offsets[1]);
+    QVERIFY2(result.output.contains("nothing of this run was imported"), qPrintable(result.output));
+    // The other run came in whole; the damaged one left no run, series or points.
+    HistoryReader reader(history.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), std::size_t(1));
+    QCOMPARE(QString::fromStdString(runs[0].name), run == "tb" ? QString("torch") : QString("tb"));
+    QCOMPARE(reader.metric_keys(runs[0].id).size(), std::size_t(2));
+  }
+
+  // Paths that hold no run are refused by name before the history is touched.
+  void paths_without_event_files_are_refused() {
+    QTemporaryDir dir;
+    QVERIFY(QDir().mkpath(dir.filePath("empty/sub")));
+    write_all(dir.filePath("empty/sub/notes.txt"), "not events");
+    const QString history = dir.filePath("history.db");
+    auto result = spur_runs({"import", dir.filePath("empty")}, history);
+    QCOMPARE(result.exit_code, 2);
+    QVERIFY2(result.output.contains(dir.filePath("empty") + ": no TensorBoard event files"), qPrintable(result.output));
+    result = spur_runs({"import", dir.filePath("missing")}, history);
+    QVERIFY2(result.exit_code == 2 && result.output.contains(dir.filePath("missing") + ": no such file or directory"),
+             qPrintable(result.output));
+    result = spur_runs({"import", dir.filePath("empty/sub/notes.txt")}, history);
+    QVERIFY2(result.exit_code == 2 && result.output.contains("not a TensorBoard event file"), qPrintable(result.output));
+    result = spur_runs({"import"}, history);
+    QVERIFY2(result.exit_code == 2 && result.output.contains("spur runs import PATH"), qPrintable(result.output));
+    QVERIFY(!QFile::exists(history));
+  }
+};
+
+SPUR_TEST_CLASS(ImportTest)
+#include "import_test.moc"
