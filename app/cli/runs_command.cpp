@@ -5,25 +5,21 @@
 #include <unistd.h>
 
 #include <QDateTime>
-#include <QFile>
-#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QSaveFile>
 #include <QTextStream>
 #include <QThread>
 
 #include <cmath>
 
 #include <spur/history/reader.h>
-#include <spur/history/writer.h>
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "launch/launch_request.h"
+#include "runs/run_service.h"
 #include "runs/run_status.h"
-#include "runs/tensorboard_import.h"
 #include "slurm/slurm_job.h"
 
 namespace spur::cli {
@@ -45,27 +41,6 @@ const char* kUsage =
     "                                          (scalars, hparams, status); a run imported before is skipped\n"
     "                                          unless --again\n";
 
-QJsonObject run_json(const history::Run& run) {
-  QJsonArray tags;
-  for (const auto& tag : run.tags) tags.append(QString::fromStdString(tag));
-  QJsonObject object{{"id", static_cast<qint64>(run.id)},
-                     {"name", QString::fromStdString(run.name)},
-                     {"project", QString::fromStdString(run.project)},
-                     {"status", app::effective_status(run)},
-                     {"started", run.started > 0 ? QJsonValue(run.started) : QJsonValue()},
-                     {"ended", run.ended > 0 ? QJsonValue(run.ended) : QJsonValue()},
-                     {"exit_code", run.exit_code ? QJsonValue(*run.exit_code) : QJsonValue()},
-                     {"target", QString::fromStdString(run.target)},
-                     {"hosts", QString::fromStdString(run.hosts)},
-                     {"command", QString::fromStdString(run.command)},
-                     {"notes", QString::fromStdString(run.notes)},
-                     {"tags", tags},
-                     {"last_step", static_cast<qint64>(run.last_step)},
-                     {"total_steps", static_cast<qint64>(run.total_steps)},
-                     {"params", QJsonDocument::fromJson(QByteArray::fromStdString(run.params)).object()}};
-  return object;
-}
-
 int64_t run_id(const Arguments& args, int index) {
   if (args.positional().size() <= index) throw UsageError("which run? give its ID (spur runs list)");
   bool ok = false;
@@ -84,7 +59,7 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
   const auto runs = reader.runs();
   if (args.has("json")) {
     QJsonArray array;
-    for (const auto& run : runs) array.append(run_json(run));
+    for (const auto& run : runs) array.append(app::run_json(run));
     out << QJsonDocument(array).toJson(QJsonDocument::Indented);
     return 0;
   }
@@ -113,7 +88,7 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
 }
 
 int show(history::HistoryReader& reader, const history::Run& run, QTextStream& out) {
-  const auto object = run_json(run);
+  const auto object = app::run_json(run);
   for (const char* key : {"name", "project", "status", "target", "hosts", "command", "notes"}) {
     out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
   }
@@ -150,71 +125,16 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   return 0;
 }
 
-int export_run(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out,
-               const std::string& history_path) {
+int export_run(app::RunService& service, int64_t id, const Arguments& args, QTextStream& out) {
   const QString format = args.value("format").value_or("");
   if (format != "csv" && format != "json") throw UsageError("--format csv or --format json");
-  QStringList keys;
-  if (auto chosen = args.value("metrics")) {
-    keys = chosen->split(',', Qt::SkipEmptyParts);
-    const auto known = reader.metric_keys(run.id);
-    for (const auto& key : keys) {
-      if (std::find(known.begin(), known.end(), key.toStdString()) == known.end()) {
-        throw UsageError("run " + QString::number(run.id) + " has no metric '" + key + "'");
-      }
-    }
-  } else {
-    for (const auto& key : reader.metric_keys(run.id)) keys << QString::fromStdString(key);
-  }
-  QByteArray text;
-  if (format == "csv") {
-    text = "key,step,value,wall_time\n";
-    for (const auto& key : keys) {
-      QByteArray name = key.toUtf8();
-      if (name.contains(',') || name.contains('"')) name = '"' + name.replace("\"", "\"\"") + '"';
-      for (const auto& p : reader.series(run.id, key.toStdString())) {
-        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' +
-                QByteArray::number(p.value, 'g', 17) + ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
-      }
-    }
-  } else {
-    QJsonObject metrics;
-    for (const auto& key : keys) {
-      QJsonArray points;
-      for (const auto& p : reader.series(run.id, key.toStdString())) {
-        points.append(QJsonArray{static_cast<qint64>(p.step), p.value, p.wall});
-      }
-      metrics.insert(key, points);
-    }
-    text = QJsonDocument(QJsonObject{{"run", run_json(run)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
-  }
+  const auto layout = format == "csv" ? app::ExportFormat::csv : app::ExportFormat::json;
+  const QStringList keys = args.value("metrics").value_or(QString()).split(',', Qt::SkipEmptyParts);
   if (auto path = args.value("output")) {
-    // Never over the history itself or its journal files (issue 12: `--output "$SPUR_HISTORY"` replaced a
-    // 16-run history with 523 bytes), whatever name or link leads there.
-    const QFileInfo target(*path);
-    const QString history = QFileInfo(QString::fromStdString(history_path)).canonicalFilePath();
-    const QString resolved = target.exists() ? target.canonicalFilePath() : QString();
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-      if (!resolved.isEmpty() && !history.isEmpty() && resolved == history + suffix) {
-        throw UsageError("--output " + *path + " is the run history (" + history + suffix +
-                         "); export to another file");
-      }
-    }
-    if (target.exists() && !target.isFile()) {
-      // /dev/stdout, a pipe (>(...)): written straight through.
-      QFile file(*path);
-      if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size()) {
-        throw UsageError("cannot write " + *path + ": " + file.errorString());
-      }
-      return 0;
-    }
-    QSaveFile file(*path);  // a file: whole or not at all
-    if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit()) {
-      throw UsageError("cannot write " + *path + ": " + file.errorString());
-    }
-    return 0;
+    service.export_metrics(id, layout, *path, keys);
+  } else {
+    out << QString::fromUtf8(service.export_metrics(id, layout, keys));
   }
-  out << QString::fromUtf8(text);
   return 0;
 }
 
@@ -269,21 +189,16 @@ int logs(history::HistoryReader& reader, const history::Run& run, const Argument
 }
 
 // `spur runs import PATH`: one line per run folder; 1 when any could not be imported.
-int import_runs(const std::string& path, const Arguments& args, QTextStream& out, QTextStream& err) {
+int import_runs(app::RunService& service, const Arguments& args, QTextStream& out, QTextStream& err) {
   if (args.positional().size() != 2) throw UsageError("spur runs import PATH [--project P] [--again]");
   app::TensorBoardImportOptions options;
   options.project = args.value("project").value_or(QString());
   options.again = args.has("again");
-  std::vector<app::ImportedRun> runs;
-  try {
-    runs = app::import_tensorboard(path, args.positional()[1], options, [&](const app::ImportedRun& run) {
-      (run.error.isEmpty() && run.run != 0 ? out : err) << app::import_summary(run) << "\n";
-      out.flush();
-      err.flush();
-    });
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(QString::fromStdString(e.what()));
-  }
+  const auto runs = service.import_tensorboard(args.positional()[1], options, [&](const app::ImportedRun& run) {
+    (run.error.isEmpty() && run.run != 0 ? out : err) << app::import_summary(run) << "\n";
+    out.flush();
+    err.flush();
+  });
   const bool failed = std::any_of(runs.begin(), runs.end(), [](const auto& run) { return !run.error.isEmpty(); });
   return failed ? 1 : 0;
 }
@@ -303,34 +218,19 @@ int runs_command(const QStringList& arguments) {
     const std::string path =
         args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
     const QString action = args.positional().front();
-    if (action == "import") return import_runs(path, args, out, err);
+    app::RunService service(path);
+    if (action == "import") return import_runs(service, args, out, err);
     if (action == "rm" || action == "tag" || action == "note") {
-      history::HistoryWriter writer(path);
       const int64_t id = run_id(args, 1);
-      if (!writer.has_run(id)) throw UsageError(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path)));
       if (action == "rm") {
-        // A running run's recorder would write it back without its config (issue 12): stop it first.
-        history::HistoryReader reader(path);
-        const auto run = existing(reader, id, path);
-        const auto status = app::effective_status(run);
-        if ((status == "running" || status == "queued") && !args.has("force")) {
-          throw UsageError(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, "
-                                   "or kill -INT %3), then remove it; --force removes a run whose launcher "
-                                   "died on another machine")
-                               .arg(id)
-                               .arg(status)
-                               .arg(run.pid)
-                               .arg(QString::fromStdString(run.host)));
-        }
-        writer.delete_run(id);
+        service.remove(id, args.has("force"));
         err << "spur runs: deleted run " << id << "\n";
       } else if (action == "tag") {
         if (args.positional().size() != 3) throw UsageError("spur runs tag ID TAG [--remove]");
-        const auto tag = args.positional()[2].toStdString();
-        args.has("remove") ? writer.remove_tag(id, tag) : writer.add_tag(id, tag);
+        service.tag(id, args.positional()[2], args.has("remove"));
       } else {
         if (args.positional().size() < 3) throw UsageError("spur runs note ID TEXT");
-        writer.set_notes(id, args.positional().mid(2).join(' ').toStdString());
+        service.set_notes(id, args.positional().mid(2).join(' '));
       }
       return 0;
     }
@@ -338,17 +238,17 @@ int runs_command(const QStringList& arguments) {
     if (action == "list") return list(reader, args, out);
     const auto run = existing(reader, run_id(args, 1), path);
     if (action == "show") return show(reader, run, out);
-    if (action == "export") return export_run(reader, run, args, out, path);
+    if (action == "export") return export_run(service, run.id, args, out);
     if (action == "config") {
       if (args.has("slurm")) return slurm_settings(run, out);
-      if (run.config.empty())
-        throw UsageError(QString("run %1 was not started by spur launch: it has no configuration").arg(run.id));
-      out << QString::fromStdString(run.config);
+      out << service.config(run.id);
       return 0;
     }
     if (action == "logs") return logs(reader, run, args, out);
     throw UsageError("unknown action '" + action + "'\n" + kUsage);
   } catch (const UsageError& e) {
+    err << "spur runs: " << e.what() << "\n";
+  } catch (const app::RunServiceError& e) {
     err << "spur runs: " << e.what() << "\n";
   } catch (const history::HistoryError& e) {
     err << "spur runs: " << e.what() << "\n";

@@ -74,7 +74,7 @@ void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
   runs_ = runs;
 }
 
-void Dashboard::apply(const QVector<SeriesDelta>& deltas) {
+void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
   bool added = false;
   for (const auto& delta : deltas) {
     if (!runs_.contains(delta.run)) continue;  // deselected while the read was under way

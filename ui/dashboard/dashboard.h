@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Dashboard: one MetricPlot per metric key, in a grid, for the selected runs, with the smoothing slider. It only
-// draws: the points come from a SeriesLoader on another thread.
+// draws: the points come from an app::SeriesLoader on another thread.
 #pragma once
 
 #include <QMap>
 #include <QWidget>
 
-#include "dashboard/series_loader.h"
+#include "runs/series_loader.h"
 
 class QComboBox;
 class QGridLayout;
@@ -33,7 +33,7 @@ class Dashboard : public QWidget {
   void restore_settings(const QSettings& settings);
 
  public slots:
-  void apply(const QVector<spur::studio::SeriesDelta>& deltas);
+  void apply(const QVector<spur::app::SeriesDelta>& deltas);
 
  private:
   void relayout();

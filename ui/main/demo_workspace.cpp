@@ -7,11 +7,10 @@
 #include <QProcess>
 #include <QSettings>
 
-#include <spur/history/reader.h>
-
 #include "config/setup_answers.h"
 #include "launch/companion.h"
 #include "launch/detached_launch.h"
+#include "runs/run_service.h"
 
 namespace spur::studio {
 
@@ -51,7 +50,7 @@ DemoWorkspace prepare_demo(const QString& directory) {
   bool has_run = false;
   if (QFileInfo::exists(demo.history)) {
     try {
-      has_run = !history::HistoryReader(demo.history.toStdString()).runs().empty();
+      has_run = !app::RunService(demo.history.toStdString()).runs().empty();
     } catch (const std::exception&) {
     }
   }

@@ -7,11 +7,10 @@
 #include <QSettings>
 #include <QStandardPaths>
 
-#include <spur/history/records.h>
-
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
 #include "main/theme.h"
+#include "runs/run_service.h"
 
 #include <cstdio>
 #include <cstring>
@@ -68,7 +67,7 @@ int main(int argc, char** argv) {
   parser.process(app);
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   QString path =
-      parser.isSet(history) ? parser.value(history) : QString::fromStdString(spur::history::default_history_path());
+      parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     // The demo's settings (last configuration and command: the example's) stay apart from the user's own.

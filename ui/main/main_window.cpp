@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The Studio's main window; see main_window.h. The GUI thread only paints: metric points are read by a
-// SeriesLoader on its own thread; launching and stopping go through app/ (a detached `spur launch`).
+// SeriesLoader (app/runs) on its own thread; launching and stopping go through app/ (a detached `spur launch`).
 #include "main/main_window.h"
 
 #include <QAction>
@@ -31,15 +31,14 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
-#include <spur/history/reader.h>
-#include <spur/history/writer.h>
 
 #include "config/setup_answers.h"
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
-#include "dashboard/series_loader.h"
+#include "runs/series_loader.h"
 #include "launch/detached_launch.h"
 #include "main/theme.h"
+#include "runs/run_service.h"
 #include "runs/run_status.h"
 #include "runs/runs_model.h"
 #include "wizard/setup_wizard.h"
@@ -56,7 +55,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       dashboard_(new Dashboard(this)),
       console_(new ConsoleView(path_, this)),
       timer_(new QTimer(this)),
-      loader_(new SeriesLoader(path_)) {
+      loader_(new app::SeriesLoader(path_)) {
   setWindowTitle(tr("Spur Studio"));
   setObjectName("main_window");
   shown_->setSourceModel(runs_);
@@ -107,8 +106,9 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 
   loader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, loader_, &QObject::deleteLater);
-  connect(loader_, &SeriesLoader::loaded, dashboard_, &Dashboard::apply);
-  connect(loader_, &SeriesLoader::failed, this, [this](const QString& message) { statusBar()->showMessage(message); });
+  connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
+  connect(loader_, &app::SeriesLoader::failed, this,
+          [this](const QString& message) { statusBar()->showMessage(message); });
   reader_thread_.start();
 
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { selection_changed(); });
@@ -166,7 +166,7 @@ void MainWindow::refresh() {
       table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
     }
   }
-  QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
   console_->refresh();
   update_actions();
 }
@@ -192,7 +192,7 @@ void MainWindow::selection_changed() {
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
   QMetaObject::invokeMethod(
       loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
-  QMetaObject::invokeMethod(loader_, &SeriesLoader::poll, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
   update_actions();
 }
 
@@ -227,15 +227,17 @@ void MainWindow::update_actions() {
 
 namespace {
 
-// One history write; its error as text.
+// One call of the run service; its error as text.
 template <typename F>
-QString with_writer(const QString& path, F&& action) {
+QString with_service(const QString& path, F&& action) {
   try {
-    spur::history::HistoryWriter writer(path.toStdString());
-    action(writer);
+    app::RunService service(path.toStdString());
+    action(service);
     return {};
   } catch (const std::exception& e) {
-    return QString::fromUtf8(e.what());
+    QString message = QString::fromUtf8(e.what());
+    if (!message.isEmpty()) message[0] = message[0].toUpper();
+    return message.endsWith('.') ? message : message + ".";
   }
 }
 
@@ -249,27 +251,25 @@ QString last_lines(const QString& file, int count) {
 }  // namespace
 
 QString MainWindow::rename_run(qint64 run, const QString& name) {
-  if (name.trimmed().isEmpty()) return tr("A run needs a name.");
-  QString error = with_writer(path_, [&](auto& w) { w.set_names(run, "", name.trimmed().toStdString()); });
+  QString error = with_service(path_, [&](auto& service) { service.rename(run, name); });
   refresh();
   return error;
 }
 
 QString MainWindow::tag_run(qint64 run, const QString& tag) {
-  if (tag.trimmed().isEmpty()) return tr("A tag cannot be empty.");
-  QString error = with_writer(path_, [&](auto& w) { w.add_tag(run, tag.trimmed().toStdString()); });
+  QString error = with_service(path_, [&](auto& service) { service.tag(run, tag); });
   refresh();
   return error;
 }
 
 QString MainWindow::set_notes(qint64 run, const QString& notes) {
-  QString error = with_writer(path_, [&](auto& w) { w.set_notes(run, notes.toStdString()); });
+  QString error = with_service(path_, [&](auto& service) { service.set_notes(run, notes); });
   refresh();
   return error;
 }
 
 QString MainWindow::delete_run(qint64 run) {
-  QString error = with_writer(path_, [&](auto& w) { w.delete_run(run); });
+  QString error = with_service(path_, [&](auto& service) { service.remove(run); });
   refresh();
   return error;
 }
@@ -288,24 +288,7 @@ QString MainWindow::export_config(qint64 run, const QString& file) {
 }
 
 QString MainWindow::export_metrics(qint64 run, const QString& file) {
-  try {
-    history::HistoryReader reader(path_.toStdString());
-    QFile out(file);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Text))
-      return tr("Cannot write %1: %2").arg(file, out.errorString());
-    QTextStream text(&out);
-    text << "key,step,wall_time,value\n";
-    for (const auto& key : reader.metric_keys(run)) {
-      for (const auto& point : reader.series(run, key)) {
-        text << QString::fromStdString(key) << ',' << point.step << ',' << QString::number(point.wall, 'f', 6) << ','
-             << QString::number(point.value, 'g', 17) << '\n';
-      }
-    }
-    text.flush();
-    return text.status() == QTextStream::Ok ? QString() : tr("Cannot write %1").arg(file);
-  } catch (const std::exception& e) {
-    return QString::fromUtf8(e.what());
-  }
+  return with_service(path_, [&](auto& service) { service.export_metrics(run, app::ExportFormat::csv, file); });
 }
 
 QString MainWindow::launch(const app::LaunchRequest& request) {

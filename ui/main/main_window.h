@@ -19,6 +19,7 @@ class QTimer;
 
 namespace spur::app {
 class RunsModel;
+class SeriesLoader;
 struct SetupAnswers;
 }  // namespace spur::app
 
@@ -26,7 +27,6 @@ namespace spur::studio {
 
 class ConsoleView;
 class Dashboard;
-class SeriesLoader;
 class SetupWizard;
 
 class MainWindow : public QMainWindow {
@@ -42,14 +42,15 @@ class MainWindow : public QMainWindow {
   void filter_runs(const QString& text);
   Dashboard* dashboard() const { return dashboard_; }
   ConsoleView* console() const { return console_; }
-  // Run actions (menus ask with dialogs, then call these). Each returns an error, or empty.
+  // Run actions (menus ask with dialogs, then call these), done by app::RunService. Each returns an error, or
+  // empty.
   QString rename_run(qint64 run, const QString& name);
   QString tag_run(qint64 run, const QString& tag);
   QString set_notes(qint64 run, const QString& notes);
   QString delete_run(qint64 run);
   /// Writes the run's configuration, ready for `spur launch --config_file`.
   QString export_config(qint64 run, const QString& file);
-  /// Writes every metric of the run as CSV: key,step,wall_time,value.
+  /// Writes every metric of the run as CSV, in the run service's one layout (key,step,value,wall_time).
   QString export_metrics(qint64 run, const QString& file);
   /// Starts `spur launch` for the request, detached: the run goes on if the Studio closes. When its run appears
   /// in the history it is selected (and `launched` is emitted); if the launcher exits before that, its output
@@ -109,7 +110,7 @@ class MainWindow : public QMainWindow {
   ConsoleView* console_;
   QTimer* timer_;
   QThread reader_thread_;
-  SeriesLoader* loader_;
+  app::SeriesLoader* loader_;
   bool selected_once_ = false;
   QList<qint64> wanted_;
   std::vector<PendingLaunch> pending_;

@@ -1,5 +1,5 @@
-// SPDX-License-Identifier: GPL-3.0-or-later
-// SeriesLoader: reads the run history off the GUI thread. Given the runs to show, each poll() sends only the
+// SPDX-License-Identifier: Apache-2.0
+// SeriesLoader: the Studio's reads of metric points, on a worker thread of its own (the GUI thread only paints). Given the runs to show, each poll() sends only the
 // points logged since the last one (per run and metric), so a plot appends instead of reloading.
 #pragma once
 
@@ -14,7 +14,7 @@
 
 #include <spur/history/reader.h>
 
-namespace spur::studio {
+namespace spur::app {
 
 /// New points of one metric of one run.
 struct SeriesDelta {
@@ -37,7 +37,7 @@ class SeriesLoader : public QObject {
   void poll();
 
  signals:
-  void loaded(const QVector<spur::studio::SeriesDelta>& deltas);
+  void loaded(const QVector<spur::app::SeriesDelta>& deltas);
   void failed(const QString& message);
 
  private:
@@ -47,6 +47,6 @@ class SeriesLoader : public QObject {
   std::map<std::pair<qint64, std::string>, history::SeriesCursor> cursors_;
 };
 
-}  // namespace spur::studio
+}  // namespace spur::app
 
-Q_DECLARE_METATYPE(spur::studio::SeriesDelta)
+Q_DECLARE_METATYPE(spur::app::SeriesDelta)

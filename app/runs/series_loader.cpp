@@ -1,13 +1,13 @@
-// SPDX-License-Identifier: GPL-3.0-or-later
+// SPDX-License-Identifier: Apache-2.0
 // Incremental reads of the run history; see series_loader.h.
-#include "dashboard/series_loader.h"
+#include "runs/series_loader.h"
 
 #include <QFileInfo>
 
-namespace spur::studio {
+namespace spur::app {
 
 SeriesLoader::SeriesLoader(QString history_path) : path_(std::move(history_path)) {
-  qRegisterMetaType<QVector<spur::studio::SeriesDelta>>();
+  qRegisterMetaType<QVector<spur::app::SeriesDelta>>();
 }
 
 void SeriesLoader::set_runs(const QList<qint64>& runs) {
@@ -51,4 +51,4 @@ void SeriesLoader::poll() {
   if (!deltas.isEmpty()) emit loaded(deltas);
 }
 
-}  // namespace spur::studio
+}  // namespace spur::app

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// The run service; see run_service.h.
+#include "runs/run_service.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <algorithm>
+
+#include <spur/history/reader.h>
+#include <spur/history/writer.h>
+
+#include "runs/run_status.h"
+
+namespace spur::app {
+namespace {
+
+QString no_run(int64_t id, const std::string& path) {
+  return QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path));
+}
+
+[[noreturn]] void refuse(const QString& why) { throw RunServiceError(why.toStdString()); }
+
+QByteArray csv_field(const QString& text) {
+  QByteArray field = text.toUtf8();
+  if (field.contains(',') || field.contains('"') || field.contains('\n')) {
+    field = '"' + field.replace("\"", "\"\"") + '"';
+  }
+  return field;
+}
+
+}  // namespace
+
+QJsonObject run_json(const history::Run& run) {
+  QJsonArray tags;
+  for (const auto& tag : run.tags) tags.append(QString::fromStdString(tag));
+  return QJsonObject{{"id", static_cast<qint64>(run.id)},
+                     {"name", QString::fromStdString(run.name)},
+                     {"project", QString::fromStdString(run.project)},
+                     {"status", effective_status(run)},
+                     {"started", run.started > 0 ? QJsonValue(run.started) : QJsonValue()},
+                     {"ended", run.ended > 0 ? QJsonValue(run.ended) : QJsonValue()},
+                     {"exit_code", run.exit_code ? QJsonValue(*run.exit_code) : QJsonValue()},
+                     {"target", QString::fromStdString(run.target)},
+                     {"hosts", QString::fromStdString(run.hosts)},
+                     {"command", QString::fromStdString(run.command)},
+                     {"notes", QString::fromStdString(run.notes)},
+                     {"tags", tags},
+                     {"last_step", static_cast<qint64>(run.last_step)},
+                     {"total_steps", static_cast<qint64>(run.total_steps)},
+                     {"params", QJsonDocument::fromJson(QByteArray::fromStdString(run.params)).object()}};
+}
+
+RunService::RunService(std::string history_path) : path_(std::move(history_path)) {}
+
+QString RunService::default_history_path() { return QString::fromStdString(history::default_history_path()); }
+
+std::vector<history::Run> RunService::runs() const {
+  if (!QFileInfo::exists(QString::fromStdString(path_))) return {};
+  return history::HistoryReader(path_).runs();
+}
+
+history::Run RunService::run(int64_t id) const {
+  history::HistoryReader reader(path_);
+  auto run = reader.run(id);
+  if (!run) refuse(no_run(id, path_));
+  return *run;
+}
+
+void RunService::rename(int64_t id, const QString& name) {
+  if (name.trimmed().isEmpty()) refuse("a run needs a name");
+  history::HistoryWriter writer(path_);
+  if (!writer.has_run(id)) refuse(no_run(id, path_));
+  writer.set_names(id, "", name.trimmed().toStdString());
+}
+
+void RunService::tag(int64_t id, const QString& tag, bool remove) {
+  if (tag.trimmed().isEmpty()) refuse("a tag cannot be empty");
+  history::HistoryWriter writer(path_);
+  if (!writer.has_run(id)) refuse(no_run(id, path_));
+  remove ? writer.remove_tag(id, tag.trimmed().toStdString()) : writer.add_tag(id, tag.trimmed().toStdString());
+}
+
+void RunService::set_notes(int64_t id, const QString& notes) {
+  history::HistoryWriter writer(path_);
+  if (!writer.has_run(id)) refuse(no_run(id, path_));
+  writer.set_notes(id, notes.toStdString());
+}
+
+void RunService::remove(int64_t id, bool force) {
+  const auto existing = run(id);
+  const auto status = effective_status(existing);
+  if ((status == "running" || status == "queued") && !force) {
+    // A running run's recorder would write it back without its config (issue 12): stop it first.
+    refuse(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, or kill -INT %3), "
+                   "then remove it; --force removes a run whose launcher died on another machine")
+               .arg(id)
+               .arg(status)
+               .arg(existing.pid)
+               .arg(QString::fromStdString(existing.host)));
+  }
+  history::HistoryWriter writer(path_);
+  if (!writer.delete_run(id)) refuse(no_run(id, path_));
+}
+
+QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QStringList& keys) const {
+  history::HistoryReader reader(path_);
+  const auto found = reader.run(id);
+  if (!found) refuse(no_run(id, path_));
+  const auto known = reader.metric_keys(id);
+  QStringList chosen = keys;
+  if (chosen.isEmpty()) {
+    for (const auto& key : known) chosen << QString::fromStdString(key);
+  }
+  for (const auto& key : chosen) {
+    if (std::find(known.begin(), known.end(), key.toStdString()) == known.end()) {
+      refuse(QString("run %1 has no metric '%2'").arg(id).arg(key));
+    }
+  }
+  if (format == ExportFormat::csv) {
+    QByteArray text = "key,step,value,wall_time\n";
+    for (const auto& key : chosen) {
+      const QByteArray name = csv_field(key);
+      for (const auto& p : reader.series(id, key.toStdString())) {
+        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' +
+                QByteArray::number(p.value, 'g', 17) + ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
+      }
+    }
+    return text;
+  }
+  QJsonObject metrics;
+  for (const auto& key : chosen) {
+    QJsonArray points;
+    for (const auto& p : reader.series(id, key.toStdString())) {
+      points.append(QJsonArray{static_cast<qint64>(p.step), p.value, p.wall});
+    }
+    metrics.insert(key, points);
+  }
+  return QJsonDocument(QJsonObject{{"run", run_json(*found)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
+}
+
+void RunService::export_metrics(int64_t id, ExportFormat format, const QString& file, const QStringList& keys) const {
+  // Never over the history itself or its journal files (issue 12: `--output "$SPUR_HISTORY"` replaced a 16-run
+  // history with 523 bytes), whatever name or link leads there.
+  const QFileInfo target(file);
+  const QString history = QFileInfo(QString::fromStdString(path_)).canonicalFilePath();
+  const QString resolved = target.exists() ? target.canonicalFilePath() : QString();
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    if (!resolved.isEmpty() && !history.isEmpty() && resolved == history + suffix) {
+      refuse(file + " is the run history (" + history + suffix + "); export to another file");
+    }
+  }
+  const QByteArray text = export_metrics(id, format, keys);
+  if (target.exists() && !target.isFile()) {
+    // /dev/stdout, a pipe (>(...)): written straight through.
+    QFile out(file);
+    if (!out.open(QIODevice::WriteOnly) || out.write(text) != text.size()) {
+      refuse("cannot write " + file + ": " + out.errorString());
+    }
+    return;
+  }
+  QSaveFile out(file);  // a file: whole or not at all
+  if (!out.open(QIODevice::WriteOnly) || out.write(text) != text.size() || !out.commit()) {
+    refuse("cannot write " + file + ": " + out.errorString());
+  }
+}
+
+QString RunService::config(int64_t id) const {
+  const auto found = run(id);
+  if (found.config.empty()) refuse(QString("run %1 was not started by spur launch: it has no configuration").arg(id));
+  return QString::fromStdString(found.config);
+}
+
+std::vector<ImportedRun> RunService::import_tensorboard(const QString& path, const TensorBoardImportOptions& options,
+                                                        const std::function<void(const ImportedRun&)>& done) {
+  try {
+    return app::import_tensorboard(path_, path, options, done);
+  } catch (const std::invalid_argument& e) {
+    throw RunServiceError(e.what());
+  }
+}
+
+}  // namespace spur::app

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// RunService: what can be done to the runs of a history, for `spur runs` and the Studio alike: rename, tag and
+// untag, notes, delete (not while the run runs), export of metrics in the one CSV and the one JSON layout, the
+// run's configuration, import of TensorBoard runs. Neither the CLI nor the Studio writes the history or formats an
+// export itself.
+//
+// Layouts (the README's "Export" section):
+//   CSV   header "key,step,value,wall_time", one line per point, series after series in the order they were
+//         first logged; values with 17 significant digits, wall times in seconds with 6 decimals; a key holding a
+//         comma or a quote is quoted as RFC 4180 says.
+//   JSON  {"run": run_json(run), "metrics": {key: [[step, value, wall_time], ...]}}
+//
+// Threads: each call opens the history, does its work and closes it; it may block (another process holding the
+// history, a long import). Any thread, one call at a time per object. Errors: RunServiceError, naming the run or
+// file, for what the caller asked wrong; history::HistoryError when the history cannot be read or written.
+#pragma once
+
+#include <QByteArray>
+#include <QJsonObject>
+#include <QString>
+#include <QStringList>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <spur/history/records.h>
+
+#include "runs/tensorboard_import.h"
+
+namespace spur::app {
+
+class RunServiceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ExportFormat { csv, json };
+
+/// A run as `spur runs list --json` and the JSON export show it.
+QJsonObject run_json(const history::Run& run);
+
+class RunService {
+ public:
+  explicit RunService(std::string history_path);
+  /// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db.
+  static QString default_history_path();
+  const std::string& history_path() const { return path_; }
+
+  /// Every run, oldest first; none when the history does not exist yet.
+  std::vector<history::Run> runs() const;
+  /// The run, or RunServiceError "no run N in FILE".
+  history::Run run(int64_t id) const;
+  /// Its name, trimmed; an empty name is refused.
+  void rename(int64_t id, const QString& name);
+  /// Adds (or with `remove`, removes) a tag, trimmed; an empty tag is refused.
+  void tag(int64_t id, const QString& tag, bool remove = false);
+  void set_notes(int64_t id, const QString& notes);
+  /// Deletes the run and everything recorded for it. A queued or running run is refused (its recorder would write
+  /// it back without its configuration) unless `force` (a run whose launcher died on another machine).
+  void remove(int64_t id, bool force = false);
+  /// The run's metrics (all, or `keys`, each of which must exist) in `format`'s layout (above).
+  QByteArray export_metrics(int64_t id, ExportFormat format, const QStringList& keys = {}) const;
+  /// The same, into `file`: whole or not at all (a regular file), or written straight through (a pipe,
+  /// /dev/stdout); never over the history or its journal files, whatever name or link leads there.
+  void export_metrics(int64_t id, ExportFormat format, const QString& file, const QStringList& keys = {}) const;
+  /// The YAML the run was launched with; RunServiceError for a run that was not started by spur launch.
+  QString config(int64_t id) const;
+  /// `spur runs import`; see tensorboard_import.h (std::invalid_argument is turned into RunServiceError).
+  std::vector<ImportedRun> import_tensorboard(const QString& path, const TensorBoardImportOptions& options = {},
+                                              const std::function<void(const ImportedRun&)>& done = {});
+
+ private:
+  std::string path_;
+};
+
+}  // namespace spur::app
