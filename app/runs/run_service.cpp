@@ -13,6 +13,7 @@
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 
+#include "metrics_csv.h"
 #include "runs/run_status.h"
 
 namespace spur::app {
@@ -23,14 +24,6 @@ QString no_run(int64_t id, const std::string& path) {
 }
 
 [[noreturn]] void refuse(const QString& why) { throw RunServiceError(why.toStdString()); }
-
-QByteArray csv_field(const QString& text) {
-  QByteArray field = text.toUtf8();
-  if (field.contains(',') || field.contains('"') || field.contains('\n')) {
-    field = '"' + field.replace("\"", "\"\"") + '"';
-  }
-  return field;
-}
 
 }  // namespace
 
@@ -121,15 +114,14 @@ QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QSt
     }
   }
   if (format == ExportFormat::csv) {
-    QByteArray text = "key,step,value,wall_time\n";
+    std::string text(metrics_csv::kHeader);
     for (const auto& key : chosen) {
-      const QByteArray name = csv_field(key);
+      const std::string name = metrics_csv::field(key.toStdString());
       for (const auto& p : reader.series(id, key.toStdString())) {
-        text += name + ',' + QByteArray::number(static_cast<qint64>(p.step)) + ',' +
-                QByteArray::number(p.value, 'g', 17) + ',' + QByteArray::number(p.wall, 'f', 6) + '\n';
+        metrics_csv::append_line(text, name, p.step, p.value, p.wall);
       }
     }
-    return text;
+    return QByteArray::fromStdString(text);
   }
   QJsonObject metrics;
   for (const auto& key : chosen) {

@@ -4,10 +4,9 @@
 // run's configuration, import of TensorBoard runs. Neither the CLI nor the Studio writes the history or formats an
 // export itself.
 //
-// Layouts (the README's "Export" section):
-//   CSV   header "key,step,value,wall_time", one line per point, series after series in the order they were
-//         first logged; values with 17 significant digits, wall times in seconds with 6 decimals; a key holding a
-//         comma or a quote is quoted as RFC 4180 says.
+// Layouts (the README's "Tracking and the run history" section):
+//   CSV   engine/core/metrics_csv.h's (key,step,value,wall_time; the csv tracker's too), series after series in
+//         the order they were first logged.
 //   JSON  {"run": run_json(run), "metrics": {key: [[step, value, wall_time], ...]}}
 //
 // Threads: each call opens the history, does its work and closes it; it may block (another process holding the

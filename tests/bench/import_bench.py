@@ -7,7 +7,8 @@ simple_value each per step, as PyTorch's SummaryWriter writes them), then read b
                 history transaction included
   accumulator   TensorBoard's EventAccumulator(size_guidance: keep every scalar).Reload(), what TensorBoard's scalar
                 dashboard and most scripts use, in this Python process (its import time not counted)
-  loader        TensorBoard's EventFileLoader alone: records parsed into Event protos, nothing kept
+  loader        TensorBoard's EventFileLoader alone, as its server reads files: records parsed into Event protos
+                and migrated to the tensor form (data_compat), nothing kept
 Run with the Python that has the tensorboard package (the set-up's environment):
   import_bench.py --spur build/app/spur --worker build/tests/spur_test_worker [--scalars 1000000] [--repeats 3]
 """
@@ -81,7 +82,7 @@ def main():
           f"(min-max):")
     print(f"  spur runs import           {spur[0]:7.3f} s ({spur[1]:.3f}-{spur[2]:.3f})   target < 2 s")
     print(f"  TensorBoard EventAccumulator {acc[0]:5.3f} s ({acc[1]:.3f}-{acc[2]:.3f})   {acc[0] / spur[0]:.1f}x spur's")
-    print(f"  TensorBoard EventFileLoader  {raw[0]:5.3f} s ({raw[1]:.3f}-{raw[2]:.3f})   parse only")
+    print(f"  TensorBoard EventFileLoader  {raw[0]:5.3f} s ({raw[1]:.3f}-{raw[2]:.3f})   its server's read, nothing kept")
     print(json.dumps({"bench": "import", "scalars": steps * 2, "bytes": size, "spur_s": spur[0],
                       "accumulator_s": acc[0], "loader_s": raw[0]}))
 

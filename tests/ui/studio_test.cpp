@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QLineEdit>
 #include <QProcess>
+#include <QSignalSpy>
 
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
@@ -22,6 +23,7 @@
 #include "dashboard/metric_plot.h"
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
+#include "rank_group.h"
 #include "runs/runs_model.h"
 #include "test_main.h"
 
@@ -253,6 +255,7 @@ class StudioTest : public QObject {
       run.status = "finished";
       run.config = "distributed_type: MULTI_CPU\nnum_processes: 2\n";
       id = history.create_run(run);
+      history.append_metrics(id, {{"loss", {{1, 0.5, 1000.25}, {2, 0.25, 1001.5}}}, {"a,b", {{1, 3.0, 1002.0}}}});
     }
     spur::studio::MainWindow window(path);
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
@@ -277,8 +280,60 @@ class StudioTest : public QObject {
     QVERIFY(exported.open(QIODevice::ReadOnly));
     QCOMPARE(exported.readAll(), QByteArray("distributed_type: MULTI_CPU\nnum_processes: 2\n"));
     QVERIFY(window.export_config(id + 1, file).contains("No run"));
+    // Metrics in the one CSV layout: the Studio's export is byte for byte `spur runs export --format csv`'s.
+    const QString csv = dir.filePath("metrics.csv");
+    QCOMPARE(window.export_metrics(id, csv), QString());
+    QFile studio_csv(csv);
+    QVERIFY(studio_csv.open(QIODevice::ReadOnly));
+    const QByteArray studio_bytes = studio_csv.readAll();
+    QVERIFY2(studio_bytes.startsWith("key,step,value,wall_time\nloss,1,0.5,1000.250000\n"), studio_bytes.constData());
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", path);
+    QProcess cli;
+    cli.setProcessEnvironment(env);
+    cli.start(SPUR_CLI, {"runs", "export", QString::number(id), "--format", "csv"});
+    QVERIFY(cli.waitForFinished(30000));
+    QCOMPARE(cli.readAllStandardOutput(), studio_bytes);
+    QVERIFY(window.export_metrics(id, path).contains("is the run history"));  // never over the history
     QCOMPARE(window.delete_run(id), QString());
     QCOMPARE(window.runs()->rowCount(), 0);
+  }
+
+  // File > Import: TensorBoard's own writers' runs come in on a worker thread and are selected; a damaged file
+  // is reported by name, and its run is not imported.
+  void importing_tensorboard_runs() {
+    QTemporaryDir dir;
+    const auto written = spur::test::run_process(
+        SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/write_tensorboard.py", dir.filePath("logs")},
+        QProcessEnvironment::systemEnvironment(), 120000);
+    QVERIFY2(written.exit_code == 0, qPrintable(written.output));
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    QSignalSpy imported(&window, &spur::studio::MainWindow::imported);
+    QCOMPARE(window.import_tensorboard(dir.filePath("logs")), QString());
+    QVERIFY(window.importing());
+    QVERIFY(!window.import_tensorboard(dir.filePath("logs")).isEmpty());  // one at a time
+    QVERIFY(imported.wait(30000));
+    QVERIFY(!window.importing());
+    QCOMPARE(imported[0][2].toBool(), false);
+    QCOMPARE(imported[0][1].value<QList<qint64>>(), (QList<qint64>{1, 2}));
+    QCOMPARE(window.runs()->rowCount(), 2);
+    QCOMPARE(window.runs_view()->selectionModel()->selectedRows().size(), 2);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.dashboard()->keys().isEmpty(), 5000);
+
+    // The same again: skipped, nothing new. A damaged file: named, with its record.
+    QCOMPARE(window.import_tensorboard(dir.filePath("logs/tb")), QString());
+    QVERIFY(imported.wait(30000));
+    QVERIFY2(imported[1][0].toStringList().join('\n').contains("already imported as run 1"),
+             qPrintable(imported[1][0].toStringList().join('\n')));
+    QFile events(QDir(dir.filePath("logs/torch")).entryInfoList({"*tfevents*"}, QDir::Files, QDir::Name)[0].filePath());
+    QVERIFY(events.open(QIODevice::ReadWrite));
+    events.resize(events.size() - 3);
+    events.close();
+    QCOMPARE(window.import_tensorboard(dir.filePath("logs/torch")), QString());
+    QVERIFY(imported.wait(30000));
+    QCOMPARE(imported[2][2].toBool(), true);
+    QVERIFY2(window.last_error().contains(events.fileName() + ": record"), qPrintable(window.last_error()));
+    QCOMPARE(window.runs()->rowCount(), 2);
   }
 };
 

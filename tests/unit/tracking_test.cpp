@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -176,9 +177,38 @@ class TrackingTest : public QObject {
     QVERIFY(file.open(QIODevice::ReadOnly));
     const auto lines = QString::fromUtf8(file.readAll()).trimmed().split('\n');
     QCOMPARE(lines.size(), 3);
-    QCOMPARE(lines[0], QString("step,key,value,wall_time"));
-    QVERIFY2(lines[1].startsWith("3,loss,0.125,"), qPrintable(lines[1]));
-    QVERIFY2(lines[2].startsWith("3,\"a,b\",2,"), qPrintable(lines[2]));
+    // The one metrics CSV layout (engine/core/metrics_csv.h), as `spur runs export --format csv` writes.
+    QCOMPARE(lines[0], QString("key,step,value,wall_time"));
+    QVERIFY2(lines[1].startsWith("loss,3,0.125,"), qPrintable(lines[1]));
+    QVERIFY2(lines[2].startsWith("\"a,b\",3,2,"), qPrintable(lines[2]));
+    QVERIFY2(QRegularExpression("^loss,3,0.125,\\d+\\.\\d{6}$").match(lines[1]).hasMatch(), qPrintable(lines[1]));
+  }
+
+  // A metrics.csv of the older layout (step,key,...) is never appended to in the new one: its columns would mix.
+  void the_csv_tracker_leaves_a_file_of_another_layout_alone() {
+    QTemporaryDir dir;
+    QVERIFY(QDir().mkpath(dir.filePath("proj/old")));
+    const QByteArray old = "step,key,value,wall_time\n1,loss,0.5,1700000000.000000\n";
+    {
+      QFile file(dir.filePath("proj/old/metrics.csv"));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(old);
+    }
+    spur::Accelerator accelerator;
+    spur::TrackingOptions options;
+    options.trackers = {"csv"};
+    options.csv_directory = dir.path().toStdString();
+    options.run_name = "old";
+    try {
+      accelerator.init_trackers("proj", {}, options);
+      accelerator.log({{"loss", 0.25}}, 2);
+      accelerator.end_training();
+    } catch (const spur::Error& e) {
+      QVERIFY2(QString(e.what()).contains("has the columns 'step,key,value,wall_time'"), e.what());
+    }
+    QFile file(dir.filePath("proj/old/metrics.csv"));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QCOMPARE(file.readAll(), old);
   }
 
   // log_with {"tensorboard"}: logging_dir/<project>/events.out.tfevents.*, read back by TensorBoard with the same

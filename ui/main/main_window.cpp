@@ -123,6 +123,55 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 MainWindow::~MainWindow() {
   reader_thread_.quit();
   reader_thread_.wait();
+  if (import_thread_) import_thread_->wait();  // a run is written whole or not at all; let the last one end
+}
+
+QString MainWindow::import_tensorboard(const QString& path) {
+  if (import_thread_) return tr("An import is already running.");
+  statusBar()->showMessage(tr("Importing TensorBoard runs from %1...").arg(path));
+  // The worker reports through queued calls on this window, which waits for the worker before it goes.
+  import_thread_.reset(QThread::create([this, path, history = path_.toStdString()] {
+    QStringList lines;
+    QList<qint64> runs;
+    bool failed = false;
+    try {
+      app::RunService service(history);
+      service.import_tensorboard(path, {}, [&](const app::ImportedRun& run) {
+        const QString line = app::import_summary(run);
+        lines << line;
+        if (run.run) runs << run.run;
+        if (!run.error.isEmpty()) failed = true;
+        QMetaObject::invokeMethod(this, [this, line] { statusBar()->showMessage(line); }, Qt::QueuedConnection);
+      });
+    } catch (const std::exception& e) {
+      lines << QString::fromUtf8(e.what());
+      failed = true;
+    }
+    QMetaObject::invokeMethod(
+        this,
+        [this, lines, runs, failed] {
+          import_thread_->wait();
+          import_thread_.reset();
+          refresh();
+          if (!runs.isEmpty()) {
+            QItemSelection selection;
+            for (const qint64 id : runs) {
+              const int row = runs_->row_of(id);
+              if (row < 0) continue;
+              selection.select(shown_->mapFromSource(runs_->index(row, 0)),
+                               shown_->mapFromSource(runs_->index(row, runs_->columnCount() - 1)));
+            }
+            table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
+          }
+          const QString summary = tr("Imported %n run(s).", nullptr, static_cast<int>(runs.size()));
+          if (failed) report(summary + "\n\n" + lines.join('\n'));
+          else statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
+          emit imported(lines, runs, failed);
+        },
+        Qt::QueuedConnection);
+  }));
+  import_thread_->start();
+  return {};
 }
 
 QString MainWindow::data_directory() { return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation); }
@@ -457,6 +506,12 @@ void MainWindow::build_actions() {
     if (!chosen.isEmpty()) run_wizard(make_wizard(chosen));
   });
   open->setIcon(style->standardIcon(QStyle::SP_DialogOpenButton));
+  file->addSeparator();
+  make(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
+    const QString chosen = QFileDialog::getExistingDirectory(
+        this, tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
+    if (!chosen.isEmpty()) report(import_tensorboard(chosen));
+  });
   file->addSeparator();
   make(file, tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 

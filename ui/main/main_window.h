@@ -7,6 +7,7 @@
 #include <QMainWindow>
 #include <QThread>
 
+#include <memory>
 #include <vector>
 
 #include "launch/launch_request.h"
@@ -60,6 +61,11 @@ class MainWindow : public QMainWindow {
   QString stop_run(qint64 run);
   /// Launches a past run again with its saved configuration, program and directory.
   QString relaunch(qint64 run);
+  /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
+  /// app::RunService; progress shows in the status bar, and when it is done the new runs are selected and
+  /// `imported` is emitted with one line per run folder. Returns an error at once when an import is running.
+  QString import_tensorboard(const QString& path);
+  bool importing() const { return import_thread_ != nullptr; }
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
   SetupWizard* make_wizard(const QString& open_file = {});
   /// The last error reported (also shown in the status bar and a message box).
@@ -75,6 +81,9 @@ class MainWindow : public QMainWindow {
 
  signals:
   void launched(qint64 run);
+  /// An import ended: a line per run folder (imported, skipped as imported before, or why it failed), the new
+  /// runs' ids, and whether anything failed.
+  void imported(const QStringList& lines, const QList<qint64>& runs, bool failed);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -116,6 +125,7 @@ class MainWindow : public QMainWindow {
   std::vector<PendingLaunch> pending_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
+  std::unique_ptr<QThread> import_thread_;  // joined before the window goes
 };
 
 }  // namespace spur::studio

@@ -1,21 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// The csv tracker: <directory>/<project>/<run>/metrics.csv, one row per value (step,key,value,wall_time).
+// The csv tracker: <directory>/<project>/<run>/metrics.csv, one row per value, in the one metrics CSV layout
+// (engine/core/metrics_csv.h: key,step,value,wall_time, as `spur runs export` writes).
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 
 #include <spur/error.h>
 #include <spur/tracking.h>
 
+#include "metrics_csv.h"
+
 namespace spur {
 namespace {
-
-std::string quoted(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 class CsvTracker : public Tracker {
  public:
@@ -28,17 +23,28 @@ class CsvTracker : public Tracker {
     std::filesystem::create_directories(folder);
     path_ = (folder / "metrics.csv").string();
     const bool fresh = !std::filesystem::exists(path_) || std::filesystem::file_size(path_) == 0;
-    file_.open(path_, std::ios::app);
+    if (!fresh) {
+      // Appending to a file of another layout would mix columns (Spur before 2026-12 wrote step,key,...).
+      std::ifstream existing(path_);
+      std::string header;
+      std::getline(existing, header);
+      if (header + "\n" != metrics_csv::kHeader) {
+        throw Error(path_ + " has the columns '" + header + "', not '" +
+                    std::string(metrics_csv::kHeader.substr(0, metrics_csv::kHeader.size() - 1)) +
+                    "': move it away, or log this run under another name");
+      }
+    }
+    file_.open(path_, std::ios::app | std::ios::binary);
     if (!file_) throw Error("cannot write " + path_);
-    if (fresh) file_ << "step,key,value,wall_time\n";
-    file_ << std::setprecision(17);
+    if (fresh) file_ << metrics_csv::kHeader;
   }
 
   void write(const MetricBatch& batch) override {
+    std::string lines;
     for (const auto& r : batch.records) {
-      file_ << r.step << ',' << quoted(batch.keys[r.key]) << ',' << r.value << ',' << std::fixed << std::setprecision(6)
-            << r.wall << std::defaultfloat << std::setprecision(17) << '\n';
+      metrics_csv::append_line(lines, metrics_csv::field(batch.keys[r.key]), r.step, r.value, r.wall);
     }
+    file_ << lines;
     file_.flush();
     if (!file_) throw Error("cannot write " + path_);
   }

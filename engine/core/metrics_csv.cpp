@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// The metrics CSV layout; see metrics_csv.h.
+#include "metrics_csv.h"
+
+#include <cstdio>
+
+namespace spur::metrics_csv {
+
+std::string field(std::string_view key) {
+  if (key.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(key);
+  std::string out = "\"";
+  for (const char c : key) out += c == '"' ? std::string_view("\"\"") : std::string_view(&c, 1);
+  return out + "\"";
+}
+
+void append_line(std::string& out, std::string_view key_field, int64_t step, double value, double wall) {
+  char numbers[96];
+  const int size = std::snprintf(numbers, sizeof numbers, ",%lld,%.17g,%.6f\n", static_cast<long long>(step), value, wall);
+  out.append(key_field);
+  if (size > 0) out.append(numbers, static_cast<std::size_t>(size) < sizeof numbers ? static_cast<std::size_t>(size) : sizeof numbers - 1);
+}
+
+}  // namespace spur::metrics_csv

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one CSV layout for metric points, written by the csv tracker (engine), `spur runs export --format csv` and
+// the Studio's export (app::RunService): a header "key,step,value,wall_time", then one line per point; a key
+// holding a comma, a quote or a line break is quoted as RFC 4180 says; values with 17 significant digits (they
+// read back exactly), wall times in seconds since the epoch with 6 decimals. Torch-free; shared with app/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace spur::metrics_csv {
+
+inline constexpr std::string_view kHeader = "key,step,value,wall_time\n";
+
+/// `key` as a CSV field.
+std::string field(std::string_view key);
+/// Appends one point's line; `key_field` is field(key), computed once per series.
+void append_line(std::string& out, std::string_view key_field, int64_t step, double value, double wall);
+
+}  // namespace spur::metrics_csv
