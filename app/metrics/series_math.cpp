@@ -7,23 +7,21 @@
 
 namespace spur::app {
 
+double Smoother::push(double value) {
+  if (!std::isfinite(value) || weight_ <= 0) return value;
+  if (count_ == 0) first_ = value;
+  constant_ = constant_ && value == first_;
+  last_ = last_ * weight_ + (1 - weight_) * value;
+  ++count_;
+  return constant_ ? value : last_ / (1 - std::pow(weight_, count_));
+}
+
 std::vector<double> smooth(const std::vector<double>& values, double weight) {
-  bool constant = true;
-  for (const double v : values) constant = constant && (!std::isfinite(v) || v == values.front());
-  if (constant || weight <= 0) return values;
-  std::vector<double> out(values.size());
-  double last = 0;
-  int accumulated = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const double v = values[i];
-    if (!std::isfinite(v)) {
-      out[i] = v;
-      continue;
-    }
-    last = last * weight + (1 - weight) * v;
-    ++accumulated;
-    out[i] = last / (1 - std::pow(weight, accumulated));
-  }
+  // A constant prefix is shown as it is: TensorBoard's EMA of it, debiased, is the same value (to rounding).
+  Smoother smoother(weight);
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (const double v : values) out.push_back(smoother.push(v));
   return out;
 }
 

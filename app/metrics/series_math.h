@@ -8,8 +8,25 @@
 
 namespace spur::app {
 
-/// TensorBoard's smoothing: last = last*w + (1-w)*y; n += 1; shown = last / (1 - w^n), over finite values only
-/// (NaN and infinities pass through and do not count). A constant series is returned as it is. w in [0, 1).
+/// TensorBoard's smoothing, the one implementation (the live plot extends it point by point, smooth() runs it
+/// over a whole series): last = last*w + (1-w)*y; n += 1; shown = last / (1 - w^n), over finite values only (NaN
+/// and infinities pass through and do not count). While every finite value so far equals the first, values are
+/// shown as they are (TensorBoard returns a constant series unchanged). w in [0, 1); w <= 0 shows values as they are.
+class Smoother {
+ public:
+  explicit Smoother(double weight = 0.6) : weight_(weight) {}
+  /// The next value's smoothed form.
+  double push(double value);
+
+ private:
+  double weight_;
+  double last_ = 0;
+  int count_ = 0;
+  bool constant_ = true;
+  double first_ = 0;
+};
+
+/// Smoother over a whole series.
 std::vector<double> smooth(const std::vector<double>& values, double weight);
 
 /// Indices of the points to draw for x in [x_begin, x_end] split into `buckets` equal spans: per span the first,

@@ -17,12 +17,16 @@
 #include <QTest>
 #include <qcustomplot.h>
 
+#include <cmath>
+#include <limits>
+
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "runs/console_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
+#include "metrics/series_math.h"
 #include "rank_group.h"
 #include "runs/runs_model.h"
 #include "test_main.h"
@@ -243,6 +247,40 @@ class StudioTest : public QObject {
     QVERIFY2(plot.readout(-100).contains("first: <b>3</b>"), qPrintable(plot.readout(-100)));
   }
 
+  // The live plot extends its smoothed line point by point with the one smoothing implementation
+  // (app::Smoother): whatever the chunks the points arrive in, the line equals app::smooth over the whole series,
+  // also after the weight changes and more points come.
+  void the_live_plot_smooths_as_the_series_is_smoothed() {
+    spur::studio::MetricPlot plot("loss");
+    plot.set_smoothing(0.3);  // not the default weight: a line must start from the plot's
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> all;
+    auto add = [&](std::vector<double> values) {
+      QVector<double> steps;
+      for (std::size_t i = 0; i < values.size(); ++i) steps << static_cast<double>(all.size() + i);
+      plot.append(7, "run", steps, QVector<double>(values.begin(), values.end()));
+      all.insert(all.end(), values.begin(), values.end());
+    };
+    auto check = [&](double weight) {
+      const auto expected = spur::app::smooth(all, weight);
+      auto* line = plot.plot()->graph(1);  // the run's smoothed line (the raw one is graph 0)
+      QCOMPARE(line->dataCount(), static_cast<int>(expected.size()));
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        const double got = line->data()->at(static_cast<int>(i))->value;
+        if (std::isnan(expected[i])) QVERIFY(std::isnan(got));
+        else QVERIFY2(std::abs(got - expected[i]) < 1e-12, qPrintable(QString("%1: %2 vs %3").arg(i).arg(got).arg(expected[i])));
+      }
+    };
+    add({2, 2});  // a constant start is shown as it is
+    add({3, nan, 1, 4});
+    add({0.5});
+    check(0.3);
+    plot.set_smoothing(0.9);
+    check(0.9);
+    add({8, 9, nan, 10});
+    check(0.9);
+  }
+
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.
   void run_actions() {
     QTemporaryDir dir;
@@ -260,8 +298,11 @@ class StudioTest : public QObject {
     spur::studio::MainWindow window(path);
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
     auto cell = [&](int column) { return window.runs()->data(window.runs()->index(0, column)).toString(); };
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 5000);  // the newest run is shown
+    QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("before"));
     QCOMPARE(window.rename_run(id, "  after "), QString());
     QCOMPARE(cell(spur::app::RunsModel::Name), QString("after"));
+    QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("after"));  // the legend follows at once
     QVERIFY(!window.rename_run(id, " ").isEmpty());
     QCOMPARE(window.tag_run(id, "baseline"), QString());
     QCOMPARE(cell(spur::app::RunsModel::Tags), QString("baseline"));

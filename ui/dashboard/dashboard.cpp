@@ -66,9 +66,12 @@ void Dashboard::restore_settings(const QSettings& settings) {
 }
 
 void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
+  if (runs == runs_) return;
   for (auto it = runs_.begin(); it != runs_.end(); ++it) {
-    if (!runs.contains(it.key())) {
-      for (auto* plot : plots_) plot->remove_run(it.key());
+    const auto now = runs.find(it.key());
+    for (auto* plot : plots_) {
+      if (now == runs.end()) plot->remove_run(it.key());
+      else if (now.value() != it.value()) plot->rename_run(it.key(), now.value());
     }
   }
   runs_ = runs;

@@ -24,7 +24,8 @@ class Dashboard : public QWidget {
  public:
   explicit Dashboard(QWidget* parent = nullptr);
 
-  /// The runs shown, with their names for the legends.
+  /// The runs shown, with their names for the legends: runs no longer listed leave every plot, a changed name
+  /// renames the run's lines.
   void set_runs(const QMap<qint64, QString>& runs);
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }

@@ -221,6 +221,7 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
   auto& line = lines_[run];
   line.name = name;
   if (!line.raw) {
+    line.smoother = app::Smoother(weight_);
     const QColor colour = run_colour(run);
     QColor faint = colour;
     faint.setAlpha(60);
@@ -240,15 +241,7 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
   // Extend the smoothed line from its running state: no need to redo the past.
   QVector<double> smoothed;
   smoothed.reserve(values.size());
-  for (const double v : values) {
-    if (!std::isfinite(v) || weight_ <= 0) {
-      smoothed.push_back(v);
-      continue;
-    }
-    line.ema = line.ema * weight_ + (1 - weight_) * v;
-    ++line.accumulated;
-    smoothed.push_back(line.ema / (1 - std::pow(weight_, line.accumulated)));
-  }
+  for (const double v : values) smoothed.push_back(line.smoother.push(v));
   line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
   // Sparse metrics (an accuracy per epoch) get a dot at each point: a line through one point draws nothing.
   const bool sparse = line.raw->dataCount() <= kDottedPoints;
@@ -268,16 +261,25 @@ void MetricPlot::remove_run(qint64 run) {
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void MetricPlot::rename_run(qint64 run, const QString& name) {
+  const auto it = lines_.find(run);
+  if (it == lines_.end() || it->second.name == name) return;
+  it->second.name = name;
+  it->second.smooth->setName(name);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString MetricPlot::run_name(qint64 run) const {
+  const auto it = lines_.find(run);
+  return it == lines_.end() ? QString() : it->second.smooth->name();
+}
+
 void MetricPlot::resmooth(Line& line) {
-  const auto smoothed = app::smooth(line.values, weight_);
-  line.smooth->setData(keys(line, 0), QVector<double>(smoothed.begin(), smoothed.end()), /*alreadySorted=*/true);
-  line.ema = 0;
-  line.accumulated = 0;
-  for (const double v : line.values) {
-    if (!std::isfinite(v)) continue;
-    line.ema = line.ema * weight_ + (1 - weight_) * v;
-    ++line.accumulated;
-  }
+  line.smoother = app::Smoother(weight_);
+  QVector<double> smoothed;
+  smoothed.reserve(static_cast<qsizetype>(line.values.size()));
+  for (const double v : line.values) smoothed.push_back(line.smoother.push(v));
+  line.smooth->setData(keys(line, 0), smoothed, /*alreadySorted=*/true);
 }
 
 void MetricPlot::set_smoothing(double weight) {

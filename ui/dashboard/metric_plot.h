@@ -10,6 +10,8 @@
 #include <map>
 #include <vector>
 
+#include "metrics/series_math.h"
+
 class QCustomPlot;
 class QCPGraph;
 class QMouseEvent;
@@ -31,6 +33,10 @@ class MetricPlot : public QWidget {
               const QVector<double>& walls = {});
   /// Drops a run's lines.
   void remove_run(qint64 run);
+  /// The run's name in the legend (a run renamed while shown).
+  void rename_run(qint64 run, const QString& name);
+  /// The legend's name of a run's line; empty when it has none here.
+  QString run_name(qint64 run) const;
   void set_smoothing(double weight);
   /// Series with at most this many points are drawn with a dot at each point too.
   static constexpr int kDottedPoints = 10;
@@ -56,8 +62,7 @@ class MetricPlot : public QWidget {
     QCPGraph* smooth = nullptr;
     std::vector<double> steps, values, walls;  // raw, for re-smoothing and other x axes
     QString name;
-    double ema = 0;
-    int accumulated = 0;
+    app::Smoother smoother;  // where the smoothed line is up to
   };
   void resmooth(Line& line);
   QVector<double> keys(const Line& line, std::size_t from) const;

@@ -197,6 +197,13 @@ void MainWindow::refresh() {
   const int before = runs_->rowCount();
   if (!runs_->refresh()) statusBar()->showMessage(runs_->error());
   if (runs_->rowCount() != before) table_->resizeColumnsToContents();
+  // A selected run renamed (here or by `spur runs`): its legends follow.
+  QMap<qint64, QString> names;
+  for (const auto& index : table_->selectionModel()->selectedRows()) {
+    const auto& run = runs_->run(shown_->mapToSource(index).row());
+    names.insert(run.id, QString::fromStdString(run.name));
+  }
+  if (!names.isEmpty()) dashboard_->set_runs(names);
   check_pending();
   // The newest run is shown at first, so there is something to watch straight away.
   if (!selected_once_ && runs_->rowCount() > 0) {
