@@ -142,30 +142,60 @@ std::optional<double> RunsModel::last_value(int64_t run, const QString& key) con
   return point == points->second.end() ? std::nullopt : std::optional<double>(point->second.value);
 }
 
-bool RunsModel::refresh() {
-  std::vector<history::Run> fresh;
+RunsReader::RunsReader(QString history_path) : path_(std::move(history_path)) {}
+
+RunsReader::~RunsReader() = default;
+
+RunsSnapshot RunsReader::read() {
+  RunsSnapshot snapshot;
   try {
     if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
-    if (reader_) {
-      reader_->check_schema();
-      fresh = reader_->runs();
-      // Latest values: read again only for runs that logged or changed status since the last read.
-      for (const auto& run : fresh) {
-        auto& seen = last_read_[run.id];
-        // A running run may log at a step it already reached (validation at the same step): read it always.
-        if (run.status == "running" || seen.first != run.last_step || seen.second != run.status ||
-            !last_points_.contains(run.id)) {
-          last_points_[run.id] = reader_->last_points(run.id);
-          seen = {run.last_step, run.status};
-        }
+    if (!reader_) return snapshot;  // no history yet: no runs
+    reader_->check_schema();
+    snapshot.runs = reader_->runs();
+    snapshot.statuses.reserve(snapshot.runs.size());
+    std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
+    for (const auto& run : snapshot.runs) {
+      snapshot.statuses.push_back(effective_status(run));
+      const auto seen = last_read_.find(run.id);
+      // Latest values: read again only for runs that logged or changed status since the last read. A running
+      // run may log at a step it already reached (validation at the same step): read it always.
+      if (run.status == "running" || seen == last_read_.end() || seen->second.first != run.last_step ||
+          seen->second.second != run.status) {
+        snapshot.last_points[run.id] = reader_->last_points(run.id);
       }
+      seen_now[run.id] = {run.last_step, run.status};
     }
-    error_.clear();
+    last_read_ = std::move(seen_now);
   } catch (const std::exception& e) {
     reader_.reset();
-    error_ = e.what();
+    last_read_.clear();  // the next good read reads every run's values again
+    snapshot = RunsSnapshot();
+    snapshot.error = QString::fromUtf8(e.what());
+    if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
+  }
+  return snapshot;
+}
+
+RunsReaderWorker::RunsReaderWorker(QString history_path) : reader_(std::move(history_path)) {
+  qRegisterMetaType<spur::app::RunsSnapshot>();
+}
+
+void RunsReaderWorker::read() { emit snapshot(reader_.read()); }
+
+bool RunsModel::refresh() {
+  if (!reader_) reader_ = std::make_unique<RunsReader>(path_);
+  return apply(reader_->read());
+}
+
+bool RunsModel::apply(const RunsSnapshot& snapshot) {
+  if (!snapshot.error.isEmpty()) {
+    error_ = snapshot.error;
     return false;
   }
+  error_.clear();
+  const auto& fresh = snapshot.runs;
+  for (const auto& [run, points] : snapshot.last_points) last_points_[run] = points;
   // Merge by id (both lists ascend): remove the gone, update the changed, insert the new.
   size_t old_row = 0, next = 0;
   while (old_row < runs_.size() || next < fresh.size()) {
@@ -173,7 +203,6 @@ bool RunsModel::refresh() {
       const int row = static_cast<int>(old_row);
       beginRemoveRows({}, row, row);
       last_points_.erase(runs_[old_row].id);
-      last_read_.erase(runs_[old_row].id);
       runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(old_row));
       statuses_.erase(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row));
       endRemoveRows();
@@ -181,7 +210,7 @@ bool RunsModel::refresh() {
       const int row = static_cast<int>(old_row);
       beginInsertRows({}, row, row);
       runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), fresh[next]);
-      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), effective_status(fresh[next]));
+      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), snapshot.statuses[next]);
       endInsertRows();
       ++old_row;
       ++next;
@@ -189,7 +218,7 @@ bool RunsModel::refresh() {
       // Running rows change every refresh (duration, ETA) even when the record does not.
       const bool changed = !same(runs_[old_row], fresh[next]) || fresh[next].status == "running";
       runs_[old_row] = fresh[next];
-      statuses_[old_row] = effective_status(fresh[next]);
+      statuses_[old_row] = snapshot.statuses[next];
       if (changed) {
         const int row = static_cast<int>(old_row);
         emit dataChanged(index(row, 0), index(row, columnCount() - 1));

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// RunsModel: the run history's runs as a table model (the Studio's runs table, any Qt view). refresh() re-reads
-// the history and updates rows in place (inserts, changes, removals), so selections survive live updates.
+// RunsModel: the run history's runs as a table model (the Studio's runs table, any Qt view). A RunsReader reads
+// the history into a RunsSnapshot (on a worker thread in the Studio: RunsReaderWorker), and apply() merges it into
+// the rows in place (inserts, changes, removals), so selections survive live updates. refresh() does both at once,
+// on the calling thread (the CLI-free tests and tools).
 #pragma once
 
 #include <QAbstractTableModel>
+#include <QMetaType>
+#include <QObject>
 #include <QString>
-
 #include <QStringList>
 
 #include <map>
@@ -20,6 +23,49 @@ class HistoryReader;
 }
 
 namespace spur::app {
+
+/// One read of the history for the runs table: every run (by id, ascending), its effective status (which looks at
+/// /proc, so it is read here and not per paint), and the latest values of the runs that logged or changed since
+/// the reader's last read.
+struct RunsSnapshot {
+  std::vector<history::Run> runs;
+  std::vector<QString> statuses;
+  std::map<int64_t, std::map<std::string, history::Point>> last_points;  // only the runs read again
+  QString error;  // not empty: the read failed and the rest is empty
+};
+
+/// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. One thread at a
+/// time; the history is opened once, and again after an error.
+class RunsReader {
+ public:
+  explicit RunsReader(QString history_path);
+  ~RunsReader();
+  RunsReader(const RunsReader&) = delete;
+  RunsReader& operator=(const RunsReader&) = delete;
+  RunsSnapshot read();
+
+ private:
+  QString path_;
+  std::unique_ptr<history::HistoryReader> reader_;
+  std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
+};
+
+/// A RunsReader for a thread of its own (the Studio's): read() emits snapshot() when done.
+class RunsReaderWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RunsReaderWorker(QString history_path);
+
+ public slots:
+  void read();
+
+ signals:
+  void snapshot(const spur::app::RunsSnapshot& snapshot);
+
+ private:
+  RunsReader reader_;
+};
 
 class RunsModel : public QAbstractTableModel {
   Q_OBJECT
@@ -39,7 +85,9 @@ class RunsModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-  /// Re-reads the history. False (and error() says why) when it cannot be read; the rows stay as they were.
+  /// Merges a snapshot into the rows. False (and error() says why) for a failed read; the rows stay as they were.
+  bool apply(const RunsSnapshot& snapshot);
+  /// Reads the history on this thread and applies it.
   bool refresh();
   const QString& error() const { return error_; }
   const history::Run& run(int row) const { return runs_.at(static_cast<size_t>(row)); }
@@ -63,8 +111,9 @@ class RunsModel : public QAbstractTableModel {
   std::vector<QString> statuses_;   // effective_status of each row
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
-  std::map<int64_t, std::pair<int64_t, std::string>> last_read_;          // (last step, status) when read
-  std::unique_ptr<history::HistoryReader> reader_;  // opened once (refresh runs every 250 ms), again after an error
+  std::unique_ptr<RunsReader> reader_;  // refresh()'s, made on first use
 };
 
 }  // namespace spur::app
+
+Q_DECLARE_METATYPE(spur::app::RunsSnapshot)

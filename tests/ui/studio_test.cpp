@@ -300,12 +300,13 @@ class StudioTest : public QObject {
     auto cell = [&](int column) { return window.runs()->data(window.runs()->index(0, column)).toString(); };
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 5000);  // the newest run is shown
     QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("before"));
+    // Actions are written at once; the table and legends follow with the next read (on the reader thread).
     QCOMPARE(window.rename_run(id, "  after "), QString());
-    QCOMPARE(cell(spur::app::RunsModel::Name), QString("after"));
-    QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("after"));  // the legend follows at once
+    QTRY_COMPARE_WITH_TIMEOUT(cell(spur::app::RunsModel::Name), QString("after"), 5000);
+    QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("after"));  // with the table's name
     QVERIFY(!window.rename_run(id, " ").isEmpty());
     QCOMPARE(window.tag_run(id, "baseline"), QString());
-    QCOMPARE(cell(spur::app::RunsModel::Tags), QString("baseline"));
+    QTRY_COMPARE_WITH_TIMEOUT(cell(spur::app::RunsModel::Tags), QString("baseline"), 5000);
     // The search box filters on any column, tags included.
     window.filter_runs("BASE");
     QCOMPARE(window.runs_view()->model()->rowCount(), 1);
@@ -314,7 +315,7 @@ class StudioTest : public QObject {
     window.filter_runs("");
     QCOMPARE(window.runs_view()->model()->rowCount(), 1);
     QCOMPARE(window.set_notes(id, "lr too high"), QString());
-    QCOMPARE(QString::fromStdString(window.runs()->run(0).notes), QString("lr too high"));
+    QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(window.runs()->run(0).notes), QString("lr too high"), 5000);
     const QString file = dir.filePath("again.yaml");
     QCOMPARE(window.export_config(id, file), QString());
     QFile exported(file);
@@ -337,7 +338,7 @@ class StudioTest : public QObject {
     QCOMPARE(cli.readAllStandardOutput(), studio_bytes);
     QVERIFY(window.export_metrics(id, path).contains("is the run history"));  // never over the history
     QCOMPARE(window.delete_run(id), QString());
-    QCOMPARE(window.runs()->rowCount(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 0, 5000);
   }
 
   // File > Import: TensorBoard's own writers' runs come in on a worker thread and are selected; a damaged file
@@ -357,8 +358,8 @@ class StudioTest : public QObject {
     QVERIFY(!window.importing());
     QCOMPARE(imported[0][2].toBool(), false);
     QCOMPARE(imported[0][1].value<QList<qint64>>(), (QList<qint64>{1, 2}));
-    QCOMPARE(window.runs()->rowCount(), 2);
-    QCOMPARE(window.runs_view()->selectionModel()->selectedRows().size(), 2);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 2, 5000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs_view()->selectionModel()->selectedRows().size(), 2, 5000);
     QTRY_VERIFY_WITH_TIMEOUT(!window.dashboard()->keys().isEmpty(), 5000);
 
     // The same again: skipped, nothing new. A damaged file: named, with its record.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The Studio's main window; see main_window.h. The GUI thread only paints: metric points are read by a
-// SeriesLoader (app/runs) on its own thread; launching and stopping go through app/ (a detached `spur launch`).
+// The Studio's main window; see main_window.h. The GUI thread only paints: the runs table is read by a
+// RunsReaderWorker and metric points by a SeriesLoader (both app/runs), on a thread of their own; launching and stopping go through app/ (a detached `spur launch`).
 #include "main/main_window.h"
 
 #include <QAction>
@@ -55,7 +55,8 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       dashboard_(new Dashboard(this)),
       console_(new ConsoleView(path_, this)),
       timer_(new QTimer(this)),
-      loader_(new app::SeriesLoader(path_)) {
+      loader_(new app::SeriesLoader(path_)),
+      runs_reader_(new app::RunsReaderWorker(path_)) {
   setWindowTitle(tr("Spur Studio"));
   setObjectName("main_window");
   shown_->setSourceModel(runs_);
@@ -106,6 +107,9 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 
   loader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, loader_, &QObject::deleteLater);
+  runs_reader_->moveToThread(&reader_thread_);
+  connect(&reader_thread_, &QThread::finished, runs_reader_, &QObject::deleteLater);
+  connect(runs_reader_, &app::RunsReaderWorker::snapshot, this, &MainWindow::apply_snapshot);
   connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
   connect(loader_, &app::SeriesLoader::failed, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
@@ -152,17 +156,8 @@ QString MainWindow::import_tensorboard(const QString& path) {
         [this, lines, runs, failed] {
           import_thread_->wait();
           import_thread_.reset();
+          if (!runs.isEmpty()) show_runs(runs);  // selected once the next read has them
           refresh();
-          if (!runs.isEmpty()) {
-            QItemSelection selection;
-            for (const qint64 id : runs) {
-              const int row = runs_->row_of(id);
-              if (row < 0) continue;
-              selection.select(shown_->mapFromSource(runs_->index(row, 0)),
-                               shown_->mapFromSource(runs_->index(row, runs_->columnCount() - 1)));
-            }
-            table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
-          }
           const QString summary = tr("Imported %n run(s).", nullptr, static_cast<int>(runs.size()));
           if (failed) report(summary + "\n\n" + lines.join('\n'));
           else statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
@@ -194,8 +189,19 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 }
 
 void MainWindow::refresh() {
+  // One read at a time: a slow read (a busy disk) is not queued behind itself every 250 ms.
+  if (read_pending_) {
+    read_again_ = true;
+    return;
+  }
+  read_pending_ = true;
+  QMetaObject::invokeMethod(runs_reader_, &app::RunsReaderWorker::read, Qt::QueuedConnection);
+}
+
+void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
+  read_pending_ = false;
   const int before = runs_->rowCount();
-  if (!runs_->refresh()) statusBar()->showMessage(runs_->error());
+  if (!runs_->apply(snapshot)) statusBar()->showMessage(runs_->error());
   if (runs_->rowCount() != before) table_->resizeColumnsToContents();
   // A selected run renamed (here or by `spur runs`): its legends follow.
   QMap<qint64, QString> names;
@@ -225,6 +231,11 @@ void MainWindow::refresh() {
   QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
   console_->refresh();
   update_actions();
+  emit refreshed();
+  if (read_again_) {  // asked for while this read was under way (after a rename, say): read once more
+    read_again_ = false;
+    refresh();
+  }
 }
 
 void MainWindow::select_run(qint64 run) {

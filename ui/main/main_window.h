@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // MainWindow: the runs of the history on the left (RunsModel), the live dashboard and console of the selected
 // ones on the right, and the actions on runs: configure, launch, stop, relaunch, rename, tag, export, delete.
-// The history is re-read every 250 ms, so runs launched from a terminal show up as well.
+// The history is re-read every 250 ms on a worker thread (runs, their latest values, new points), so runs
+// launched from a terminal show up as well; the GUI thread applies what was read and paints.
 #pragma once
 
 #include <QMainWindow>
@@ -20,7 +21,9 @@ class QTimer;
 
 namespace spur::app {
 class RunsModel;
+class RunsReaderWorker;
 class SeriesLoader;
+struct RunsSnapshot;
 struct SetupAnswers;
 }  // namespace spur::app
 
@@ -62,8 +65,8 @@ class MainWindow : public QMainWindow {
   /// Launches a past run again with its saved configuration, program and directory.
   QString relaunch(qint64 run);
   /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
-  /// app::RunService; progress shows in the status bar, and when it is done the new runs are selected and
-  /// `imported` is emitted with one line per run folder. Returns an error at once when an import is running.
+  /// app::RunService; progress shows in the status bar, and when it is done `imported` is emitted with one line
+  /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at once when an import is running.
   QString import_tensorboard(const QString& path);
   bool importing() const { return import_thread_ != nullptr; }
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
@@ -81,6 +84,8 @@ class MainWindow : public QMainWindow {
 
  signals:
   void launched(qint64 run);
+  /// A read of the history was applied to the runs table (every 250 ms, and after each action).
+  void refreshed();
   /// An import ended: a line per run folder (imported, skipped as imported before, or why it failed), the new
   /// runs' ids, and whether anything failed.
   void imported(const QStringList& lines, const QList<qint64>& runs, bool failed);
@@ -96,7 +101,9 @@ class MainWindow : public QMainWindow {
     QString command;
   };
 
+  /// Asks the worker thread for a read of the history; apply_snapshot() takes it.
   void refresh();
+  void apply_snapshot(const app::RunsSnapshot& snapshot);
   void selection_changed();
   void build_actions();
   void update_actions();
@@ -120,6 +127,8 @@ class MainWindow : public QMainWindow {
   QTimer* timer_;
   QThread reader_thread_;
   app::SeriesLoader* loader_;
+  app::RunsReaderWorker* runs_reader_;  // on reader_thread_, as loader_
+  bool read_pending_ = false, read_again_ = false;
   bool selected_once_ = false;
   QList<qint64> wanted_;
   std::vector<PendingLaunch> pending_;
