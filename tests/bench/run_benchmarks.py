@@ -15,6 +15,8 @@ processes using them) and private memory (what one more rank costs). The target 
   tracking:   accelerator.log cost per value on the training thread (target <= 1 us; baseline: a vector append),
               also with the tensorboard tracker on; values/s the history writer sustains (target > 500,000), read
               of a 1,000,000-point series (< 100 ms); TensorBoard event files written, against PyTorch's SummaryWriter
+  studio:     a plot's replot at 1,000,000 points (< 16 ms), the Compare tab over 50 runs (< 100 ms), GUI-thread lag
+              while 10 runs stream (p99 < 16 ms)
   launch:     `spur launch --num_processes 2` / torchrun, to both ranks' first line and to exit (launch_bench.py)
   accuracy:   time for the Fashion-MNIST example to reach 90% test accuracy on 2 processes, Spur (`spur launch`)
               against the same under `accelerate launch` (train_peer.py); program start to the epoch's test result
@@ -204,6 +206,7 @@ def main():
     parser.add_argument("--tracking-bench", help="path to the tracking_bench binary")
     parser.add_argument("--tracking-values", type=int, default=2000000)
     parser.add_argument("--plot-bench", help="path to the plot_bench binary (Spur Studio)")
+    parser.add_argument("--compare-bench", help="path to compare_bench (the Studio's Compare tab over 50 runs)")
     parser.add_argument("--studio-bench", help="path to studio_stream_bench (Spur Studio with 10 runs streaming)")
     parser.add_argument("--history-rig", help="path to spur_history_rig (the writers studio_stream_bench starts)")
     parser.add_argument("--studio-points", type=int, default=30000, help="points per streaming run")
@@ -341,6 +344,14 @@ def main():
         p = json_lines(out)[0]
         print(f"studio replot one plot of {p['points']} points (offscreen 800x500) {p['replot_ms']:8.2f} ms  "
               f"{'meets' if p['replot_ms'] < 16 else 'MISSES'} < 16 ms")
+
+    if args.compare_bench:
+        out = subprocess.run([args.compare_bench, "50", "2000"], check=True, capture_output=True, text=True,
+                             timeout=300).stdout
+        c = json_lines(out)[0]
+        print(f"studio compare {c['runs']} runs x 10 metrics x {c['points_per_series']} points: read {c['read_ms']:.1f} ms "
+              f"(reader thread) + shown {c['show_ms']:.1f} ms (GUI thread) = {c['total_ms']:.1f} ms  "
+              f"{'meets' if c['total_ms'] < 100 else 'MISSES'} < 100 ms")
 
     if args.studio_bench and args.history_rig:
         out = subprocess.run([args.studio_bench, args.history_rig, "10", str(args.studio_points)], check=True,

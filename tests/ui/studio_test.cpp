@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Spur Studio offscreen: another process writes a run into the history; the runs table shows it, the newest run
 // is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QFileInfo>
@@ -25,6 +26,7 @@
 #include "runs/console_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/demo_workspace.h"
+#include "compare/compare_view.h"
 #include "main/main_window.h"
 #include "metrics/series_math.h"
 #include "rank_group.h"
@@ -339,6 +341,44 @@ class StudioTest : public QObject {
     QVERIFY(window.export_metrics(id, path).contains("is the run history"));  // never over the history
     QCOMPARE(window.delete_run(id), QString());
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 0, 5000);
+  }
+
+  // The Compare tab: the selected runs side by side, read on the reader thread when the tab is shown, with a
+  // baseline chosen (also before the runs are read, as --baseline does) and "Differences only".
+  void the_compare_tab_shows_the_selected_runs() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      for (int i = 0; i < 3; ++i) {
+        spur::history::Run run;
+        run.status = "finished";
+        run.params = i == 2 ? "{\"lr\": 0.5}" : "{\"lr\": 0.1}";
+        const int64_t id = history.create_run(run);
+        history.append_metrics(id, {{"loss", {{1, 1.0 - 0.1 * i, 0}}}});
+      }
+    }
+    spur::studio::MainWindow window(path);
+    window.show_runs({1, 3});
+    window.compare()->set_baseline(1);
+    window.show_compare();
+    auto* model = window.compare()->model();
+    QTRY_COMPARE_WITH_TIMEOUT(model->columnCount(), 2, 5000);
+    QCOMPARE(model->baseline(), qint64(1));
+    const int loss = model->row_of("metric/loss/final");
+    QVERIFY(loss >= 0);
+    QCOMPARE(model->data(model->index(loss, 1), spur::app::CompareModel::VerdictRole).toInt(), 1);  // 0.8 < 1
+    // The view colours it: green for better.
+    const auto colour = window.compare()->table()->model()->data(window.compare()->table()->model()->index(loss, 1),
+                                                               Qt::ForegroundRole);
+    QCOMPARE(colour.value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
+    window.compare()->differences_only()->setChecked(true);
+    QVERIFY(model->row_of("params/lr") >= 0);
+    QCOMPARE(model->row_of("run/status"), -1);
+    window.compare()->differences_only()->setChecked(false);
+    // A third run selected: read again.
+    window.runs_view()->selectAll();
+    QTRY_COMPARE_WITH_TIMEOUT(model->columnCount(), 3, 5000);
   }
 
   // File > Import: TensorBoard's own writers' runs come in on a worker thread and are selected; a damaged file

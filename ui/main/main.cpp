@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// spur-studio: set up, launch and watch training runs. `spur-studio [--history FILE] [--runs 1,2] [--demo]`.
+// spur-studio: set up, launch and watch training runs. `spur-studio [--history FILE] [--runs 1,2 [--compare]
+// [--baseline ID]] [--demo]`.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -10,6 +11,7 @@
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
 #include "main/theme.h"
+#include "compare/compare_view.h"
 #include "runs/run_service.h"
 
 #include <cstdio>
@@ -23,6 +25,8 @@ struct Options {
                              "$XDG_DATA_HOME/spur/history.db).",
                              "file"};
   QCommandLineOption runs{"runs", "Runs to show first, by ID (default: the newest).", "1,2,..."};
+  QCommandLineOption compare{"compare", "Open on the Compare tab (the runs of --runs side by side)."};
+  QCommandLineOption baseline{"baseline", "The run the Compare tab measures the others against.", "ID"};
   QCommandLineOption demo{"demo",
                           "Open the demo workspace: the bundled example, its configuration and a history "
                           "with one finished run (created on first use)."};
@@ -30,7 +34,7 @@ struct Options {
   void add_to(QCommandLineParser& parser) const {
     parser.setApplicationDescription("Spur Studio: set up, launch and watch LibTorch training runs");
     parser.addHelpOption();
-    parser.addOptions({history, runs, demo, version});
+    parser.addOptions({history, runs, compare, baseline, demo, version});
   }
 };
 
@@ -85,6 +89,8 @@ int main(int argc, char** argv) {
   QList<qint64> ids;
   for (const auto& id : parser.value(runs).split(',', Qt::SkipEmptyParts)) ids << id.toLongLong();
   if (!ids.isEmpty()) window.show_runs(ids);
+  if (parser.isSet(options.baseline)) window.compare()->set_baseline(parser.value(options.baseline).toLongLong());
+  if (parser.isSet(options.compare)) window.show_compare();
   window.show();
   return QApplication::exec();
 }

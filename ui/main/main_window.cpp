@@ -32,12 +32,14 @@
 #include <QVBoxLayout>
 
 
+#include "compare/compare_view.h"
 #include "config/setup_answers.h"
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "runs/series_loader.h"
 #include "launch/detached_launch.h"
 #include "main/theme.h"
+#include "runs/compare_model.h"
 #include "runs/run_service.h"
 #include "runs/run_status.h"
 #include "runs/runs_model.h"
@@ -54,9 +56,11 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       table_(new QTableView(this)),
       dashboard_(new Dashboard(this)),
       console_(new ConsoleView(path_, this)),
+      compare_(new CompareView(this)),
       timer_(new QTimer(this)),
       loader_(new app::SeriesLoader(path_)),
-      runs_reader_(new app::RunsReaderWorker(path_)) {
+      runs_reader_(new app::RunsReaderWorker(path_)),
+      compare_reader_(new app::CompareReaderWorker(path_)) {
   setWindowTitle(tr("Spur Studio"));
   setObjectName("main_window");
   shown_->setSourceModel(runs_);
@@ -87,10 +91,14 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   left_layout->addWidget(search_);
   left_layout->addWidget(table_);
   splitter->addWidget(left);
-  auto* tabs = new QTabWidget(this);
+  auto* tabs = tabs_ = new QTabWidget(this);
   tabs->setObjectName("tabs");
   tabs->addTab(dashboard_, tr("&Metrics"));
   tabs->addTab(console_, tr("&Console"));
+  tabs->addTab(compare_, tr("Com&pare"));
+  connect(tabs, &QTabWidget::currentChanged, this, [this] {
+    if (tabs_->currentWidget() == compare_) ask_compare();
+  });
   splitter->addWidget(tabs);
   splitter->setStretchFactor(1, 3);
   splitter->setSizes({460, 820});
@@ -110,6 +118,15 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   runs_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, runs_reader_, &QObject::deleteLater);
   connect(runs_reader_, &app::RunsReaderWorker::snapshot, this, &MainWindow::apply_snapshot);
+  compare_reader_->moveToThread(&reader_thread_);
+  connect(&reader_thread_, &QThread::finished, compare_reader_, &QObject::deleteLater);
+  connect(compare_reader_, &app::CompareReaderWorker::snapshot, this, [this](const app::CompareSnapshot& snapshot) {
+    // An answer for a selection since changed is dropped: the newer read is on its way.
+    QList<qint64> ids;
+    for (const auto& run : snapshot.runs) ids << run.run.id;
+    if (snapshot.error.isEmpty() && ids != compared_) return;
+    compare_->set_snapshot(snapshot);
+  });
   connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
   connect(loader_, &app::SeriesLoader::failed, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
@@ -231,6 +248,15 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
   console_->refresh();
   update_actions();
+  // While the Compare tab shows a running run, its values follow (once a second: a compare read scans series).
+  if (tabs_->currentWidget() == compare_ && QDateTime::currentMSecsSinceEpoch() - compare_asked_ms_ >= 1000) {
+    bool running = false;
+    for (const qint64 id : compared_) {
+      const int row = runs_->row_of(id);
+      running = running || (row >= 0 && runs_->status(row) == "running");
+    }
+    if (running) ask_compare();
+  }
   emit refreshed();
   if (read_again_) {  // asked for while this read was under way (after a rename, say): read once more
     read_again_ = false;
@@ -260,8 +286,23 @@ void MainWindow::selection_changed() {
   QMetaObject::invokeMethod(
       loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
+  if (tabs_->currentWidget() == compare_) ask_compare();  // else when the tab is shown: a compare read scans series
   update_actions();
 }
+
+void MainWindow::ask_compare() {
+  QList<qint64> ids;
+  for (const auto& index : table_->selectionModel()->selectedRows()) {
+    ids << runs_->run(shown_->mapToSource(index).row()).id;
+  }
+  std::sort(ids.begin(), ids.end());
+  compared_ = ids;
+  compare_asked_ms_ = QDateTime::currentMSecsSinceEpoch();
+  QMetaObject::invokeMethod(
+      compare_reader_, [reader = compare_reader_, ids] { reader->read(ids); }, Qt::QueuedConnection);
+}
+
+void MainWindow::show_compare() { tabs_->setCurrentWidget(compare_); }
 
 void MainWindow::filter_runs(const QString& text) {
   shown_->setFilterFixedString(text);

@@ -20,6 +20,8 @@ class QTableView;
 class QTimer;
 
 namespace spur::app {
+class CompareReaderWorker;
+struct CompareSnapshot;
 class RunsModel;
 class RunsReaderWorker;
 class SeriesLoader;
@@ -29,6 +31,7 @@ struct SetupAnswers;
 
 namespace spur::studio {
 
+class CompareView;
 class ConsoleView;
 class Dashboard;
 class SetupWizard;
@@ -46,6 +49,11 @@ class MainWindow : public QMainWindow {
   void filter_runs(const QString& text);
   Dashboard* dashboard() const { return dashboard_; }
   ConsoleView* console() const { return console_; }
+  /// The selected runs side by side (the Compare tab), read on the reader thread when the selection changes and,
+  /// while the tab is shown, as running runs log.
+  CompareView* compare() const { return compare_; }
+  /// Brings the Compare tab to the front.
+  void show_compare();
   // Run actions (menus ask with dialogs, then call these), done by app::RunService. Each returns an error, or
   // empty.
   QString rename_run(qint64 run, const QString& name);
@@ -105,6 +113,7 @@ class MainWindow : public QMainWindow {
   void refresh();
   void apply_snapshot(const app::RunsSnapshot& snapshot);
   void selection_changed();
+  void ask_compare();
   void build_actions();
   void update_actions();
   void check_pending();
@@ -124,11 +133,16 @@ class MainWindow : public QMainWindow {
   QSplitter* splitter_;
   Dashboard* dashboard_;
   ConsoleView* console_;
+  CompareView* compare_;
+  class QTabWidget* tabs_ = nullptr;
   QTimer* timer_;
   QThread reader_thread_;
   app::SeriesLoader* loader_;
   app::RunsReaderWorker* runs_reader_;  // on reader_thread_, as loader_
   bool read_pending_ = false, read_again_ = false;
+  app::CompareReaderWorker* compare_reader_;  // on reader_thread_
+  QList<qint64> compared_;                      // the runs the last compare read asked for
+  qint64 compare_asked_ms_ = 0;
   bool selected_once_ = false;
   QList<qint64> wanted_;
   std::vector<PendingLaunch> pending_;
