@@ -61,6 +61,8 @@ const char* kUsage =
     "  attempt gets SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT; default 0)\n"
     "  --hang_timeout S (when no rank makes progress for S seconds, say where each rank is and stop the run,\n"
     "  exit code 124, or restart it with --max_restarts; in a Slurm job, each node watches its ranks; default off)\n"
+    "  --system_metrics_interval S (record each rank's CPU and memory, and each GPU's use, every S seconds as\n"
+    "  system/ series; 0: off; default 1)\n"
     "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
     "  standard input is /dev/null)\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
@@ -267,6 +269,8 @@ int launch_command(const QStringList& given) {
     const int grace = static_cast<int>(args.integer("grace_period", 0, 3600).value_or(5));
     const int max_restarts = static_cast<int>(args.integer("max_restarts", 0, 10'000).value_or(0));
     const auto hang_timeout = std::chrono::seconds(args.integer("hang_timeout", 1, 31'536'000).value_or(0));
+    const auto system_interval =
+        std::chrono::milliseconds(1000 * args.integer("system_metrics_interval", 0, 86'400).value_or(1));
 
     if (args.has("slurm")) return slurm_launch(config, args, given, options, grace);
     for (const char* flag : {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args",
@@ -434,6 +438,14 @@ int launch_command(const QStringList& given) {
       };
       supervision.on_message = [&recorder, host = app::local_host_name()](const QString& message) {
         recorder->line(host, -1, true, message);
+      };
+      // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use.
+      supervision.sample_interval = system_interval;
+      supervision.on_sample = [&recorder](const std::vector<app::SystemValue>& values, double seconds) {
+        const double wall = history::now_seconds();
+        for (const auto& value : values) {
+          recorder->metric(value.key, {static_cast<int64_t>(seconds), value.value, wall});
+        }
       };
     }
     const auto result = supervise(

@@ -32,6 +32,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "slurm_dir",
                                    "slurm_config",
                                    "hang_timeout",
+                                   "system_metrics_interval",
                                    "hosts",
                                    "hostfile",
                                    "ssh_config",

@@ -171,6 +171,13 @@ int LocalLauncher::run() {
     connect(&progress_timer_, &QTimer::timeout, this, [this] { watch_progress(); });
     progress_timer_.start();
   }
+  started_ = std::chrono::steady_clock::now();
+  if (options_.sample_interval.count() > 0 && options_.on_sample) {
+    sampler_ = std::make_unique<SystemSampler>();
+    sample_timer_.setInterval(options_.sample_interval);
+    connect(&sample_timer_, &QTimer::timeout, this, [this] { sample_system(); });
+    sample_timer_.start();
+  }
   QEventLoop loop;
   loop_ = &loop;
   for (const auto& spec : plan_.ranks) {
@@ -185,6 +192,7 @@ int LocalLauncher::run() {
   if (running_ > 0) loop.exec();
   loop_ = nullptr;
   progress_timer_.stop();
+  sample_timer_.stop();
   // What the ranks started and left running (a background job, a daemon) ends with the run; at once when the
   // user already asked for that (a second Ctrl-C, the grace period over).
   if (const int left = guard_.finish(killed_ ? std::chrono::milliseconds(0) : options_.grace); left > 0) {
@@ -272,6 +280,17 @@ void write_line(QTextStream& stream, const QString& label, const QString& line) 
 }
 
 }  // namespace
+
+void LocalLauncher::sample_system() {
+  std::vector<std::pair<int, qint64>> running;
+  for (const auto& rank : ranks_) {
+    if (rank->running && rank->pid > 0) running.emplace_back(rank->spec.rank, rank->pid);
+  }
+  if (running.empty() && !sampler_->has_gpus()) return;
+  const auto values = sampler_->sample(running);
+  if (values.empty()) return;
+  options_.on_sample(values, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+}
 
 void LocalLauncher::cannot_start(Rank& rank, const QString& why) {
   err_ << "spur launch: cannot start " << rank.spec.label << why << "\n";

@@ -22,6 +22,7 @@
 
 #include "launch/descendant_guard.h"
 #include "launch/launch_plan.h"
+#include "launch/system_sampler.h"
 #include "progress_file.h"
 
 class QEventLoop;
@@ -64,6 +65,11 @@ struct SupervisionOptions {
   /// The children are launchers on other machines (the SSH fan-out): no progress files of their own; a hang
   /// report names every rank of the run. Default: false.
   bool remote_children = false;
+  /// `--system_metrics_interval`: how often the ranks' processes (and the GPUs) are sampled for what they cost
+  /// the machine (launch/system_sampler.h); `on_sample` gets each sample with the seconds since the run started.
+  /// Default: 0, off.
+  std::chrono::milliseconds sample_interval{0};
+  std::function<void(const std::vector<SystemValue>& values, double seconds)> on_sample;
 };
 
 /// A run stopped for making no progress for the hang timeout exits with this code (as timeout(1) does).
@@ -169,6 +175,11 @@ class LocalLauncher : public QObject {
   std::map<int, Watched> watched_;  // by global rank
   std::chrono::steady_clock::time_point last_progress_;
   QTimer progress_timer_;
+  QTimer sample_timer_;
+  std::unique_ptr<SystemSampler> sampler_;
+  std::chrono::steady_clock::time_point started_;
+  /// Every sample_interval: samples the running ranks and hands the values to on_sample.
+  void sample_system();
   std::unique_ptr<QTemporaryDir> progress_dir_;
   bool hung_ = false;
   std::unique_ptr<QSocketNotifier> signal_notifier_;

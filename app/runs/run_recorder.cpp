@@ -160,6 +160,17 @@ bool RunRecorder::line(const QString& host, int rank, bool error_stream, const Q
   return false;
 }
 
+void RunRecorder::metric(const QString& key, const history::Point& point) {
+  if (!recording()) return;
+  std::lock_guard lock(mutex_);
+  if (queued_ < options_.queue_limit) {
+    ++queued_;
+    pending_.metrics[key.toStdString()].push_back(point);
+  } else {
+    ++dropped_;
+  }
+}
+
 void RunRecorder::ingest(const QString& json) {
   const auto object = QJsonDocument::fromJson(json.toUtf8()).object();
   const QString type = object.value("type").toString();

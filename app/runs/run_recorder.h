@@ -67,6 +67,8 @@ class RunRecorder {
   /// One output line of `rank` on `host` (-1: the launcher's own). Returns true when it was a stream record
   /// (ingested as metrics, kept off the console). Never waits on the database.
   bool line(const QString& host, int rank, bool error_stream, const QString& text);
+  /// One point of a metric the launcher measures itself (the system/ series). Never waits on the database.
+  void metric(const QString& key, const history::Point& point);
   /// Asks the writer thread to write what is queued now (it also does every interval by itself).
   void flush();
   /// Records the end: finished (exit code 0), stopped (by the user: Ctrl-C, SIGTERM, a job stopped) or failed.

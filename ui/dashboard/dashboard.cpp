@@ -45,6 +45,13 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   empty_ = new QLabel(tr("Select runs on the left: their metrics appear here as they are logged."), area);
   empty_->setAlignment(Qt::AlignCenter);
   grid_->addWidget(empty_, 0, 0);
+  system_label_ = new QLabel(tr("<b>System</b>: each rank's CPU (100% is one core) and memory, each GPU's "
+                                "utilisation, memory and power, sampled by the launcher every second; x is "
+                                "seconds since the start"),
+                             area);
+  system_label_->setObjectName("system_section");
+  system_label_->setWordWrap(true);
+  system_label_->hide();
   scroll->setWidget(area);
   layout->addWidget(scroll, 1);
   auto show_weight = [this](int value) {
@@ -84,6 +91,7 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
     auto* plot = plots_.value(delta.key, nullptr);
     if (!plot) {
       plot = new MetricPlot(delta.key, this);
+      if (delta.key.startsWith("system/")) plot->set_steps_are_seconds(true);
       plot->set_smoothing(smoothing_->value() / 1000.0);
       plot->set_x_axis(static_cast<XAxis>(x_axis_->currentIndex()));
       plots_.insert(delta.key, plot);
@@ -96,11 +104,26 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
 
 void Dashboard::relayout() {
   empty_->setVisible(plots_.isEmpty());
-  int i = 0;
-  for (auto* plot : plots_) {  // QMap: alphabetical, so plots keep their places
-    grid_->addWidget(plot, i / 2, i % 2);
-    ++i;
+  // The program's metrics first, then what the run cost the machine (system/: CPU, memory, GPUs, sampled by the
+  // launcher every second), each section alphabetical (a QMap), so plots keep their places.
+  int row = 0, column = 0;
+  bool system_started = false;
+  for (auto it = plots_.begin(); it != plots_.end(); ++it) {
+    if (it.key().startsWith("system/")) continue;
+    grid_->addWidget(it.value(), row, column);
+    if (++column == 2) column = 0, ++row;
   }
+  for (auto it = plots_.begin(); it != plots_.end(); ++it) {
+    if (!it.key().startsWith("system/")) continue;
+    if (!system_started) {
+      if (column != 0) column = 0, ++row;
+      grid_->addWidget(system_label_, row++, 0, 1, 2);
+      system_started = true;
+    }
+    grid_->addWidget(it.value(), row, column);
+    if (++column == 2) column = 0, ++row;
+  }
+  system_label_->setVisible(system_started);
 }
 
 }  // namespace spur::studio

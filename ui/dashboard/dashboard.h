@@ -29,6 +29,8 @@ class Dashboard : public QWidget {
   void set_runs(const QMap<qint64, QString>& runs);
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }
+  /// The header of the system section (shown when there are system/ plots).
+  QLabel* system_section() const { return system_label_; }
   /// The smoothing weight and x axis, kept between sessions under "dashboard/".
   void save_settings(QSettings& settings) const;
   void restore_settings(const QSettings& settings);
@@ -46,6 +48,7 @@ class Dashboard : public QWidget {
   QComboBox* x_axis_;
   QLabel* smoothing_label_;
   QLabel* empty_;
+  QLabel* system_label_;  // heads the system/ section
 };
 
 }  // namespace spur::studio

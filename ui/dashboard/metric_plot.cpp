@@ -143,10 +143,15 @@ void MetricPlot::set_x_axis(XAxis axis) {
     plot_->xAxis->setLabel("time");
   } else {
     plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
-    plot_->xAxis->setLabel(axis == XAxis::step ? "step" : "seconds since the start");
+    plot_->xAxis->setLabel(axis == XAxis::step && !steps_are_seconds_ ? "step" : "seconds since the start");
   }
   for (auto& [run, line] : lines_) rebuild(line);
   reset_view();
+}
+
+void MetricPlot::set_steps_are_seconds(bool on) {
+  steps_are_seconds_ = on;
+  set_x_axis(x_axis_);
 }
 
 void MetricPlot::set_log_y(bool log) {

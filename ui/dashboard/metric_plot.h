@@ -46,6 +46,8 @@ class MetricPlot : public QWidget {
   /// Fits the axes to the data.
   void reset_view();
   void set_x_axis(XAxis axis);
+  /// The series' steps count seconds since the start (the launcher's system/ samples): the step axis says so.
+  void set_steps_are_seconds(bool on);
   void set_log_y(bool log);
   /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
   QString readout(double x) const;
@@ -78,6 +80,7 @@ class MetricPlot : public QWidget {
   std::map<qint64, Line> lines_;
   double weight_ = 0.6;
   XAxis x_axis_ = XAxis::step;
+  bool steps_are_seconds_ = false;
   bool user_moved_ = false;
   // The data's extent, grown with each append: rescaling by scanning every point of every line made a live
   // update O(all points) (17 ms per update with 10 runs of 30,000 points).

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sampling what a run costs the machine; see system_sampler.h. NVML's entry points are declared here with the
+// types nvml.h gives them (a handle is an opaque pointer; utilisation two unsigned ints; memory three unsigned
+// long longs in bytes; power an unsigned int in milliwatts), so no NVML header or library is needed to build.
+#include "launch/system_sampler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <QString>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace spur::app {
+namespace {
+
+// A small /proc file, read with POSIX calls (a process that ends meanwhile is a failed read, not an exception).
+std::string read_proc(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buffer[4096];
+  const ssize_t got = ::read(fd, buffer, sizeof buffer - 1);
+  ::close(fd);
+  return got > 0 ? std::string(buffer, static_cast<std::size_t>(got)) : std::string();
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct SystemSampler::Nvml {
+  using Handle = void*;
+  void* library = nullptr;
+  int (*init)() = nullptr;
+  int (*shutdown)() = nullptr;
+  int (*count)(unsigned*) = nullptr;
+  int (*handle)(unsigned, Handle*) = nullptr;
+  int (*utilization)(Handle, unsigned*) = nullptr;  // nvmlUtilization_t: {gpu, memory}
+  int (*memory)(Handle, unsigned long long*) = nullptr;  // nvmlMemory_t: {total, free, used}
+  int (*power)(Handle, unsigned*) = nullptr;
+  unsigned devices = 0;
+
+  bool load() {
+    library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library) return false;
+    auto find = [this](const char* name) { return ::dlsym(library, name); };
+    init = reinterpret_cast<int (*)()>(find("nvmlInit_v2"));
+    shutdown = reinterpret_cast<int (*)()>(find("nvmlShutdown"));
+    count = reinterpret_cast<int (*)(unsigned*)>(find("nvmlDeviceGetCount_v2"));
+    handle = reinterpret_cast<int (*)(unsigned, Handle*)>(find("nvmlDeviceGetHandleByIndex_v2"));
+    utilization = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetUtilizationRates"));
+    memory = reinterpret_cast<int (*)(Handle, unsigned long long*)>(find("nvmlDeviceGetMemoryInfo"));
+    power = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetPowerUsage"));
+    if (!init || !shutdown || !count || !handle || init() != 0) return false;
+    if (count(&devices) != 0) devices = 0;
+    return devices > 0;
+  }
+  ~Nvml() {
+    if (library) {
+      if (shutdown && devices > 0) shutdown();
+      ::dlclose(library);
+    }
+  }
+};
+
+SystemSampler::SystemSampler(bool gpus) {
+  if (!gpus) return;
+  auto nvml = std::make_unique<Nvml>();
+  if (nvml->load()) nvml_ = std::move(nvml);
+}
+
+SystemSampler::~SystemSampler() = default;
+
+bool SystemSampler::has_gpus() const { return nvml_ != nullptr; }
+
+std::vector<SystemValue> SystemSampler::sample(const std::vector<std::pair<int, qint64>>& ranks) {
+  std::vector<SystemValue> values;
+  static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  static const double page_mib = static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+  std::map<qint64, Cpu> seen;
+  for (const auto& [rank, pid] : ranks) {
+    const std::string stat = read_proc("/proc/" + std::to_string(pid) + "/stat");
+    const std::string statm = read_proc("/proc/" + std::to_string(pid) + "/statm");
+    // stat: "pid (comm) state ..."; comm may hold spaces and parentheses, so fields count from the last ')'.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || statm.empty()) continue;
+    unsigned long long utime = 0, stime = 0;
+    // After ')': state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15).
+    if (std::sscanf(stat.c_str() + close + 1, " %*c %*d %*d %*d %*d %*d %*u %*llu %*llu %*llu %*llu %llu %llu", &utime,
+                    &stime) != 2) {
+      continue;
+    }
+    unsigned long long size = 0, resident = 0;
+    if (std::sscanf(statm.c_str(), "%llu %llu", &size, &resident) != 2) continue;
+    const QString prefix = QString("system/rank%1/").arg(rank);
+    Cpu cpu{static_cast<double>(utime + stime) / ticks, now_seconds()};
+    const auto before = last_.find(pid);
+    if (before != last_.end() && cpu.wall > before->second.wall) {
+      const double percent = (cpu.seconds - before->second.seconds) / (cpu.wall - before->second.wall) * 100.0;
+      values.push_back({prefix + "cpu_percent", percent < 0 ? 0 : percent});
+    }
+    values.push_back({prefix + "rss_mib", static_cast<double>(resident) * page_mib});
+    seen[pid] = cpu;
+  }
+  last_ = std::move(seen);
+  if (nvml_) {
+    for (unsigned i = 0; i < nvml_->devices; ++i) {
+      Nvml::Handle device = nullptr;
+      if (nvml_->handle(i, &device) != 0) continue;
+      const QString prefix = QString("system/gpu%1/").arg(i);
+      unsigned rates[2] = {};
+      if (nvml_->utilization && nvml_->utilization(device, rates) == 0) {
+        values.push_back({prefix + "utilization_percent", static_cast<double>(rates[0])});
+      }
+      unsigned long long memory[3] = {};
+      if (nvml_->memory && nvml_->memory(device, memory) == 0) {
+        values.push_back({prefix + "memory_mib", static_cast<double>(memory[2]) / (1024.0 * 1024.0)});
+      }
+      unsigned milliwatts = 0;
+      if (nvml_->power && nvml_->power(device, &milliwatts) == 0) {
+        values.push_back({prefix + "power_w", milliwatts / 1000.0});
+      }
+    }
+  }
+  return values;
+}
+
+}  // namespace spur::app
