@@ -6,10 +6,12 @@
 #include <QFileInfo>
 #include <QSet>
 
+#include <cmath>
 #include <limits>
 
 #include <spur/history/reader.h>
 
+#include "runs/compare_model.h"
 #include "runs/run_status.h"
 
 namespace spur::app {
@@ -49,8 +51,20 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   const auto& run = runs_[static_cast<size_t>(index.row())];
   if (role == RunIdRole) return static_cast<qlonglong>(run.id);
   if (index.column() >= ColumnCount) {
-    const auto value = last_value(run.id, metric_columns_[index.column() - ColumnCount]);
-    if (role == Qt::DisplayRole) return value ? QVariant(QString::number(*value, 'g', 5)) : QVariant(QString("-"));
+    const QString& key = metric_columns_[index.column() - ColumnCount];
+    const auto value = last_value(run.id, key);
+    const auto change = delta(run.id, key);
+    if (role == Qt::DisplayRole) {
+      if (!value) return QString("-");
+      QString shown = QString::number(*value, 'g', 5);
+      if (change) shown += QString(" (%1%2)").arg(*change > 0 ? "+" : "").arg(QString::number(*change, 'g', 3));
+      return shown;
+    }
+    if (role == VerdictRole) {
+      if (!change || *change == 0 || !std::isfinite(*change)) return 0;
+      const bool lower = lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
+      return (*change < 0) == lower ? 1 : -1;
+    }
     if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();
     if (role == Qt::TextAlignmentRole) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     return {};
@@ -109,6 +123,22 @@ int RunsModel::row_of(int64_t id) const {
     if (runs_[i].id == id) return static_cast<int>(i);
   }
   return -1;
+}
+
+std::optional<double> RunsModel::delta(int64_t run, const QString& key) const {
+  if (baseline_ == 0 || run == baseline_) return std::nullopt;
+  const auto mine = last_value(run, key);
+  const auto theirs = last_value(baseline_, key);
+  if (!mine || !theirs) return std::nullopt;
+  return *mine - *theirs;
+}
+
+void RunsModel::set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better) {
+  baseline_ = run;
+  lower_is_better_ = std::move(lower_is_better);
+  if (rowCount() > 0 && columnCount() > ColumnCount) {
+    emit dataChanged(index(0, ColumnCount), index(rowCount() - 1, columnCount() - 1));
+  }
 }
 
 void RunsModel::set_metric_columns(const QStringList& keys) {

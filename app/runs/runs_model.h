@@ -11,6 +11,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -76,6 +77,9 @@ class RunsModel : public QAbstractTableModel {
   static constexpr int SortRole = Qt::UserRole;
   /// Qt::UserRole + 1: the run's id, on every column.
   static constexpr int RunIdRole = Qt::UserRole + 1;
+  /// Qt::UserRole + 2, on metric columns with a baseline: +1 better than the baseline's value, -1 worse, 0 same or
+  /// not comparable (CompareModel's verdict; the Studio colours by it).
+  static constexpr int VerdictRole = Qt::UserRole + 2;
 
   explicit RunsModel(QString history_path, QObject* parent = nullptr);
   ~RunsModel() override;
@@ -103,6 +107,10 @@ class RunsModel : public QAbstractTableModel {
   QStringList metric_keys() const;
   /// A run's latest value of a metric, if it logged one.
   std::optional<double> last_value(int64_t run, const QString& key) const;
+  /// The run the metric columns are measured against (each cell then shows its delta, "0.25 (-0.03)"); 0: none.
+  /// Directions as CompareModel's: `direction` gives a metric's (default: guess_direction).
+  void set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better = {});
+  qint64 baseline() const { return baseline_; }
 
  private:
   QString path_;
@@ -112,6 +120,9 @@ class RunsModel : public QAbstractTableModel {
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
   std::unique_ptr<RunsReader> reader_;  // refresh()'s, made on first use
+  qint64 baseline_ = 0;
+  std::function<bool(const QString& key)> lower_is_better_;
+  std::optional<double> delta(int64_t run, const QString& key) const;
 };
 
 }  // namespace spur::app

@@ -203,6 +203,39 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.rowCount(), 1);
   }
 
+  // With a baseline, metric columns show each run's delta against it, with a verdict in the metric's direction.
+  void metric_columns_measure_against_a_baseline() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      for (const double loss : {0.75, 0.5}) {
+        spur::history::Run run;
+        run.status = "finished";
+        const int64_t id = writer.create_run(run);
+        writer.append_metrics(id, {{"loss", {{10, loss, 0}}}, {"accuracy", {{10, 1 - loss, 0}}}});
+      }
+    }
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    model.set_metric_columns({"loss", "accuracy"});
+    const int loss = spur::app::RunsModel::ColumnCount, accuracy = loss + 1;
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5"));
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    model.set_baseline(1);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5 (-0.25)"));
+    QCOMPARE(model.data(model.index(1, accuracy)).toString(), QString("0.5 (+0.25)"));
+    QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 1);      // lower loss
+    QCOMPARE(model.data(model.index(1, accuracy), spur::app::RunsModel::VerdictRole).toInt(), 1);  // higher accuracy
+    QCOMPARE(model.data(model.index(0, loss)).toString(), QString("0.75"));  // the baseline itself
+    model.set_baseline(1, [](const QString&) { return false; });  // everything: higher is better
+    QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), -1);
+    model.set_baseline(0);
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5"));
+  }
+
   void smoothing_follows_tensorboard_data() {
     QTest::addColumn<std::vector<double>>("values");
     QTest::addColumn<double>("weight");

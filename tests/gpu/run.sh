@@ -103,6 +103,18 @@ for precision in no fp16 bf16; do
     --eval_every "$gpt_steps" --output_dir "$build/run-gpt-$precision"
 done
 
+# 5b. System metrics (issue 18): a launched GPU run records each GPU's utilisation, memory and power through NVML
+#     (dlopened); on a machine without a driver (the dry run) only the ranks' CPU and memory.
+if [ -x "$build/app/spur" ]; then
+  history="$build/gpu-system.db"
+  rm -f "$history"*
+  step "spur launch (system metrics)" env SPUR_HISTORY="$history" "$build/app/spur" launch --num_processes 1 \
+    "$build/examples/train_mlp" --epochs 20
+  wanted="system/rank0/rss_mib"
+  [ "$has_gpu" = True ] && wanted="system/gpu0/utilization_percent"
+  step "system metrics recorded ($wanted)" sh -c "SPUR_HISTORY='$history' '$build/app/spur' runs show 1 | grep -q '$wanted'"
+fi
+
 # 6. One process on the GPU: Spur against hand-written LibTorch, and against Accelerate on the same torch.
 for workload in small large; do
   step "step_bench $workload ($device)" "$build/tests/bench/step_bench" single "$workload" --steps 200

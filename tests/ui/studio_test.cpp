@@ -6,7 +6,10 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QLineEdit>
+#include <QPixmap>
 #include <QProcess>
+#include <QScopeGuard>
+#include <QDBusConnection>
 #include <QSignalSpy>
 
 #include <spur/history/reader.h>
@@ -28,10 +31,35 @@
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
 #include "main/main_window.h"
+#include "main/run_notifier.h"
 #include "metrics/series_math.h"
 #include "rank_group.h"
 #include "runs/runs_model.h"
 #include "test_main.h"
+
+// The freedesktop notification service, on a private session bus: what the Studio would show.
+class FakeNotifications : public QObject {
+  Q_OBJECT
+  Q_CLASSINFO("D-Bus Interface", "org.freedesktop.Notifications")
+
+ public:
+  QStringList summaries, bodies;
+  QList<int> urgencies;
+
+ public slots:
+  uint Notify(const QString& app, uint replaces, const QString& icon, const QString& summary, const QString& body,
+              const QStringList& actions, const QVariantMap& hints, int timeout) {
+    Q_UNUSED(app);
+    Q_UNUSED(replaces);
+    Q_UNUSED(icon);
+    Q_UNUSED(actions);
+    Q_UNUSED(timeout);
+    summaries << summary;
+    bodies << body;
+    urgencies << hints.value("urgency").toInt();
+    return static_cast<uint>(summaries.size());
+  }
+};
 
 class StudioTest : public QObject {
   Q_OBJECT
@@ -376,9 +404,58 @@ class StudioTest : public QObject {
     QVERIFY(model->row_of("params/lr") >= 0);
     QCOMPARE(model->row_of("run/status"), -1);
     window.compare()->differences_only()->setChecked(false);
+    // The runs table follows the baseline: its metric columns show deltas, coloured; each row has its line's colour.
+    window.runs()->set_metric_columns({"loss"});
+    auto* table = window.runs_view()->model();
+    int row3 = -1;
+    for (int row = 0; row < table->rowCount(); ++row) {
+      if (table->index(row, spur::app::RunsModel::Id).data().toLongLong() == 3) row3 = row;
+    }
+    QVERIFY(row3 >= 0);
+    const auto delta = table->index(row3, spur::app::RunsModel::ColumnCount);
+    QTRY_COMPARE_WITH_TIMEOUT(delta.data().toString(), QString("0.8 (-0.2)"), 5000);
+    QCOMPARE(delta.data(Qt::ForegroundRole).value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
+    QCOMPARE(table->index(row3, spur::app::RunsModel::Name).data(Qt::DecorationRole).value<QPixmap>().toImage().pixelColor(5, 5),
+             spur::studio::run_colour(3));
     // A third run selected: read again.
     window.runs_view()->selectAll();
     QTRY_COMPARE_WITH_TIMEOUT(model->columnCount(), 3, 5000);
+  }
+
+  // A run that fails or finishes while the window is not focused is announced over D-Bus (a private session bus
+  // with a stand-in notification service); one that ended before it was seen running, a focused window, or the
+  // setting off: nothing.
+  void a_run_that_ends_unfocused_is_announced() {
+    QProcess bus;
+    bus.start("dbus-daemon", {"--session", "--nofork", "--nopidfile", "--print-address=1"});
+    QVERIFY2(bus.waitForStarted(10000), "dbus-daemon (installer/setup.sh installs it) did not start");
+    QVERIFY(bus.waitForReadyRead(10000));
+    const QString address = QString::fromUtf8(bus.readLine()).trimmed();
+    auto cleanup = qScopeGuard([&] {
+      QDBusConnection::disconnectFromBus("studio-test-service");
+      QDBusConnection::disconnectFromBus("studio-test-client");
+      bus.kill();
+      bus.waitForFinished(5000);
+    });
+    auto service = QDBusConnection::connectToBus(address, "studio-test-service");
+    FakeNotifications fake;
+    QVERIFY(service.registerService("org.freedesktop.Notifications"));
+    QVERIFY(service.registerObject("/org/freedesktop/Notifications", &fake, QDBusConnection::ExportAllSlots));
+    spur::studio::RunNotifier notifier(QDBusConnection::connectToBus(address, "studio-test-client"));
+    QCOMPARE(notifier.update({{1, "a", "running", {}}, {2, "b", "finished", 0}}, false), 0);  // first look
+    QCOMPARE(notifier.update({{1, "a", "failed", 1}, {2, "b", "finished", 0}, {3, "c", "running", {}}}, false), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 1, 5000);
+    QCOMPARE(fake.summaries[0], QString("Run 1 failed"));
+    QCOMPARE(fake.bodies[0], QString("a: exit code 1"));
+    QCOMPARE(fake.urgencies[0], 2);  // critical
+    QCOMPARE(notifier.update({{3, "c", "finished", 0}, {4, "d", "running", {}}}, true), 0);  // focused
+    notifier.set_enabled(false);
+    QCOMPARE(notifier.update({{4, "d", "finished", 0}, {5, "e", "running", {}}}, false), 0);  // off
+    notifier.set_enabled(true);
+    QCOMPARE(notifier.update({{5, "e", "finished", 0}}, false), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 2, 5000);
+    QCOMPARE(fake.summaries[1], QString("Run 5 finished"));
+    QCOMPARE(fake.urgencies[1], 1);
   }
 
   // File > Import: TensorBoard's own writers' runs come in on a worker thread and are selected; a damaged file

@@ -38,6 +38,8 @@
 #include "dashboard/dashboard.h"
 #include "runs/series_loader.h"
 #include "launch/detached_launch.h"
+#include "main/run_notifier.h"
+#include "main/runs_colours.h"
 #include "main/theme.h"
 #include "runs/compare_model.h"
 #include "runs/run_service.h"
@@ -51,6 +53,8 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     : QMainWindow(parent),
       path_(QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
+      notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
+      colours_(new RunsColours(this)),
       shown_(new QSortFilterProxyModel(this)),
       search_(new QLineEdit(this)),
       table_(new QTableView(this)),
@@ -63,7 +67,8 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       compare_reader_(new app::CompareReaderWorker(path_)) {
   setWindowTitle(tr("Spur Studio"));
   setObjectName("main_window");
-  shown_->setSourceModel(runs_);
+  colours_->setSourceModel(runs_);
+  shown_->setSourceModel(colours_);
   shown_->setSortRole(app::RunsModel::SortRole);
   shown_->setFilterKeyColumn(-1);  // any column
   shown_->setFilterCaseSensitivity(Qt::CaseInsensitive);
@@ -96,6 +101,15 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   tabs->addTab(dashboard_, tr("&Metrics"));
   tabs->addTab(console_, tr("&Console"));
   tabs->addTab(compare_, tr("Com&pare"));
+  // The Compare tab's baseline is the runs table's too: its metric columns show each run's delta against it.
+  auto follow_baseline = [this] {
+    auto* model = compare_->model();
+    runs_->set_baseline(model->baseline(), [model](const QString& key) {
+      return model->direction(key) == app::MetricDirection::lower_is_better;
+    });
+  };
+  connect(compare_->model(), &QAbstractItemModel::headerDataChanged, this, follow_baseline);
+  connect(compare_->model(), &QAbstractItemModel::modelReset, this, follow_baseline);
   connect(tabs, &QTabWidget::currentChanged, this, [this] {
     if (tabs_->currentWidget() == compare_) ask_compare();
   });
@@ -219,6 +233,13 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   read_pending_ = false;
   const int before = runs_->rowCount();
   if (!runs_->apply(snapshot)) statusBar()->showMessage(runs_->error());
+  std::vector<RunState> states;
+  states.reserve(static_cast<std::size_t>(runs_->rowCount()));
+  for (int row = 0; row < runs_->rowCount(); ++row) {
+    const auto& run = runs_->run(row);
+    states.push_back({run.id, QString::fromStdString(run.name), runs_->status(row), run.exit_code});
+  }
+  notifier_->update(states, isActiveWindow());
   if (runs_->rowCount() != before) table_->resizeColumnsToContents();
   // A selected run renamed (here or by `spur runs`): its legends follow.
   QMap<qint64, QString> names;
@@ -238,8 +259,8 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
       for (const qint64 id : wanted_) {
         const int row = runs_->row_of(id);
         if (row >= 0) {
-          selection.select(shown_->mapFromSource(runs_->index(row, 0)),
-                           shown_->mapFromSource(runs_->index(row, runs_->columnCount() - 1)));
+          selection.select(shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, 0))),
+                           shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, runs_->columnCount() - 1))));
         }
       }
       table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
@@ -267,7 +288,7 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
 void MainWindow::select_run(qint64 run) {
   const int row = runs_->row_of(run);
   if (row < 0) return;
-  const QModelIndex index = shown_->mapFromSource(runs_->index(row, 0));
+  const QModelIndex index = shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, 0)));
   table_->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
   table_->scrollTo(index);
 }
@@ -678,6 +699,16 @@ void MainWindow::build_actions() {
   make(view, tr("&Refresh"), QKeySequence::Refresh, [this] { refresh(); });
   make(view, tr("Metric &columns..."), QKeySequence(),
        [this] { choose_metric_columns(table_->horizontalHeader()->rect().center()); });
+  auto* notify = view->addAction(tr("&Notify when runs end"));
+  notify->setObjectName("notify_action");
+  notify->setCheckable(true);
+  notify->setToolTip(tr("A desktop notification when a run fails or finishes while this window is not focused"));
+  notify->setChecked(QSettings().value("notifications/enabled", true).toBool());
+  notifier_->set_enabled(notify->isChecked());
+  connect(notify, &QAction::toggled, this, [this](bool on) {
+    QSettings().setValue("notifications/enabled", on);
+    notifier_->set_enabled(on);
+  });
   auto* theme_menu = view->addMenu(tr("&Theme"));
   auto* themes = new QActionGroup(this);
   const Theme current = theme_from_name(QSettings().value("view/theme", "system").toString());

@@ -34,6 +34,8 @@ namespace spur::studio {
 class CompareView;
 class ConsoleView;
 class Dashboard;
+class RunNotifier;
+class RunsColours;
 class SetupWizard;
 
 class MainWindow : public QMainWindow {
@@ -54,6 +56,8 @@ class MainWindow : public QMainWindow {
   CompareView* compare() const { return compare_; }
   /// Brings the Compare tab to the front.
   void show_compare();
+  /// Announces runs that end while the window is not focused (View > Notify when runs end).
+  RunNotifier* notifier() const { return notifier_; }
   // Run actions (menus ask with dialogs, then call these), done by app::RunService. Each returns an error, or
   // empty.
   QString rename_run(qint64 run, const QString& name);
@@ -127,7 +131,9 @@ class MainWindow : public QMainWindow {
 
   QString path_;
   app::RunsModel* runs_;
-  QSortFilterProxyModel* shown_;  // runs_ sorted and filtered by the search box
+  RunNotifier* notifier_;
+  RunsColours* colours_;          // runs_ coloured (status, line swatch, baseline verdicts)
+  QSortFilterProxyModel* shown_;  // colours_ sorted and filtered by the search box
   QLineEdit* search_;
   QTableView* table_;
   QSplitter* splitter_;

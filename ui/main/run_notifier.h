@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// RunNotifier: a desktop notification (the freedesktop Notifications service, over the D-Bus session bus) when
+// a run fails, stops or finishes while the Studio's window is not focused, as a browser tab does when its job is
+// done. Off in View > Notify when runs end (kept between sessions). Runs that ended before the Studio saw them
+// running are not announced. The call is asynchronous: the GUI thread never waits on the bus, and without a bus
+// or a notification service nothing happens.
+#pragma once
+
+#include <QDBusConnection>
+#include <QObject>
+#include <QString>
+
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace spur::studio {
+
+struct RunState {
+  qint64 id = 0;
+  QString name;
+  QString status;  // effective status
+  std::optional<int> exit_code;
+};
+
+class RunNotifier : public QObject {
+  Q_OBJECT
+
+ public:
+  /// Notifies over `bus` (the session bus in the Studio).
+  explicit RunNotifier(QDBusConnection bus, QObject* parent = nullptr);
+
+  void set_enabled(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_; }
+  /// The runs as of a read of the history. A run seen queued or running before and ended now is announced,
+  /// unless `window_active` or the notifier is off. Returns how many were announced.
+  int update(const std::vector<RunState>& runs, bool window_active);
+  /// Notifications sent so far.
+  int sent() const { return sent_; }
+
+ private:
+  QDBusConnection bus_;
+  bool enabled_ = true;
+  int sent_ = 0;
+  std::map<qint64, QString> last_;  // each run's status at the last update
+};
+
+}  // namespace spur::studio
