@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rm, tag,
-// note, import (TensorBoard event files). Reads while runs write; `--history F` picks another database than SPUR_HISTORY or the default.
+// note, import (TensorBoard event files). Reads while runs write; `--history F` picks another database than
+// SPUR_HISTORY or the default.
 #include <signal.h>
 #include <unistd.h>
 

@@ -41,7 +41,7 @@ struct SystemSampler::Nvml {
   int (*shutdown)() = nullptr;
   int (*count)(unsigned*) = nullptr;
   int (*handle)(unsigned, Handle*) = nullptr;
-  int (*utilization)(Handle, unsigned*) = nullptr;  // nvmlUtilization_t: {gpu, memory}
+  int (*utilization)(Handle, unsigned*) = nullptr;       // nvmlUtilization_t: {gpu, memory}
   int (*memory)(Handle, unsigned long long*) = nullptr;  // nvmlMemory_t: {total, free, used}
   int (*power)(Handle, unsigned*) = nullptr;
   unsigned devices = 0;

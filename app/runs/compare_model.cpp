@@ -54,7 +54,8 @@ void flatten_json(const QJsonValue& value, const QString& prefix, int depth, std
   else if (value.isDouble()) out[prefix] = QString::number(value.toDouble(), 'g', 10);
   else if (value.isBool()) out[prefix] = value.toBool() ? "true" : "false";
   else if (value.isNull()) out[prefix] = "null";
-  else if (value.isArray()) out[prefix] = QString::fromUtf8(QJsonDocument(value.toArray()).toJson(QJsonDocument::Compact));
+  else if (value.isArray())
+    out[prefix] = QString::fromUtf8(QJsonDocument(value.toArray()).toJson(QJsonDocument::Compact));
   else out[prefix] = QString::fromUtf8(QJsonDocument(value.toObject()).toJson(QJsonDocument::Compact));
 }
 
@@ -232,7 +233,8 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
     case VerdictRole:
       return verdict;
     case Qt::TextAlignmentRole:
-      return row.metric.isEmpty() ? QVariant(Qt::AlignLeft | Qt::AlignVCenter) : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+      return row.metric.isEmpty() ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
+                                  : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     default:
       return {};
   }
@@ -245,18 +247,18 @@ void CompareModel::set_snapshot(const CompareSnapshot& snapshot) {
   for (const auto& run : snapshot_.runs) baseline_there = baseline_there || run.run.id == baseline_;
   if (!baseline_there) baseline_ = 0;
   all_rows_.clear();
-  for (const auto& [field, label] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"run/name", "name"},
-           {"run/project", "project"},
-           {"run/status", "status"},
-           {"run/target", "target"},
-           {"run/hosts", "hosts"},
-           {"run/started", "started"},
-           {"run/duration", "duration"},
-           {"run/exit_code", "exit code"},
-           {"run/steps", "last step"},
-           {"run/tags", "tags"},
-           {"run/notes", "notes"}}) {
+  for (const auto& [field, label] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"run/name", "name"},
+                                                                  {"run/project", "project"},
+                                                                  {"run/status", "status"},
+                                                                  {"run/target", "target"},
+                                                                  {"run/hosts", "hosts"},
+                                                                  {"run/started", "started"},
+                                                                  {"run/duration", "duration"},
+                                                                  {"run/exit_code", "exit code"},
+                                                                  {"run/steps", "last step"},
+                                                                  {"run/tags", "tags"},
+                                                                  {"run/notes", "notes"}}) {
     all_rows_.push_back({field, label, {}, false});
   }
   std::set<QString> config, params, metrics;

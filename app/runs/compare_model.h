@@ -3,11 +3,11 @@
 // parameters, and each metric's final and best value) into a CompareSnapshot, on any thread; CompareModel is the
 // table of it: a row per field, a column per run. Rows come in sections: the run ("run/name", "run/status", ...),
 // its metrics ("loss (final)", "loss (best)"), its parameters ("params/lr", nested keys joined with '/') and its
-// configuration ("config/num_processes", nested keys joined with '.'). "Differences only" hides rows whose values are the same in every run.
-// With a baseline run, each metric cell also shows its delta against the baseline's, absolute and in %, coloured
-// by whether it is better or worse in the metric's direction (lower is better for names like loss, error,
-// perplexity, time; higher for accuracy, f1, precision, recall, auc, score, reward; else lower, until the user sets
-// it).
+// configuration ("config/num_processes", nested keys joined with '.'). "Differences only" hides rows whose values are
+// the same in every run. With a baseline run, each metric cell also shows its delta against the baseline's, absolute
+// and in %, coloured by whether it is better or worse in the metric's direction (lower is better for names like loss,
+// error, perplexity, time; higher for accuracy, f1, precision, recall, auc, score, reward; else lower, until the user
+// sets it).
 #pragma once
 
 #include <QAbstractTableModel>
@@ -39,15 +39,15 @@ struct ComparedMetric {
 
 struct ComparedRun {
   history::Run run;
-  QString status;                           // effective_status
-  std::map<QString, QString> config;        // flattened YAML: "key.sub" -> value as written
-  std::map<QString, QString> params;        // flattened JSON: "key/sub" -> value as JSON text
+  QString status;                             // effective_status
+  std::map<QString, QString> config;          // flattened YAML: "key.sub" -> value as written
+  std::map<QString, QString> params;          // flattened JSON: "key/sub" -> value as JSON text
   std::map<QString, ComparedMetric> metrics;  // by key
 };
 
 struct CompareSnapshot {
   std::vector<ComparedRun> runs;  // in the order asked
-  QString error;                   // not empty: the read failed
+  QString error;                  // not empty: the read failed
 };
 
 /// Reads CompareSnapshots. One thread at a time.
@@ -113,8 +113,8 @@ class CompareModel : public QAbstractTableModel {
 
  private:
   struct Row {
-    QString field;  // see FieldRole
-    QString label;  // shown in the vertical header
+    QString field;   // see FieldRole
+    QString label;   // shown in the vertical header
     QString metric;  // for metric rows
     bool best = false;
   };

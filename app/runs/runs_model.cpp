@@ -62,7 +62,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     }
     if (role == VerdictRole) {
       if (!change || *change == 0 || !std::isfinite(*change)) return 0;
-      const bool lower = lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
+      const bool lower =
+          lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
       return (*change < 0) == lower ? 1 : -1;
     }
     if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();

@@ -119,7 +119,7 @@ class RunsModel : public QAbstractTableModel {
   std::vector<QString> statuses_;   // effective_status of each row
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
-  std::unique_ptr<RunsReader> reader_;  // refresh()'s, made on first use
+  std::unique_ptr<RunsReader> reader_;                                    // refresh()'s, made on first use
   qint64 baseline_ = 0;
   std::function<bool(const QString& key)> lower_is_better_;
   std::optional<double> delta(int64_t run, const QString& key) const;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SeriesLoader: the Studio's reads of metric points, on a worker thread of its own (the GUI thread only paints). Given the runs to show, each poll() sends only the
-// points logged since the last one (per run and metric), so a plot appends instead of reloading.
+// SeriesLoader: the Studio's reads of metric points, on a worker thread of its own (the GUI thread only paints). Given
+// the runs to show, each poll() sends only the points logged since the last one (per run and metric), so a plot appends
+// instead of reloading.
 #pragma once
 
 #include <QObject>

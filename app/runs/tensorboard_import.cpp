@@ -112,7 +112,8 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
       run.project = project.toStdString();
       run.status = events.session_status == 2 ? "failed" : "finished";
       run.target = "tensorboard";
-      run.command = "spur runs import " + shell_quote(QStringList{only_file.isEmpty() ? directory : only_file}).toStdString();
+      run.command =
+          "spur runs import " + shell_quote(QStringList{only_file.isEmpty() ? directory : only_file}).toStdString();
       QJsonObject params;
       for (const auto& hparam : events.hparams) {
         const QString name = QString::fromStdString(hparam.name);
@@ -151,8 +152,8 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
       }
       run.created = run.started = first;
       run.ended = last;
-      const std::string origin = "imported from TensorBoard event files (fingerprint " +
-                                 hex(events.fingerprint).toStdString() + ")";
+      const std::string origin =
+          "imported from TensorBoard event files (fingerprint " + hex(events.fingerprint).toStdString() + ")";
       const auto id = writer.import_run(run, metrics, origin, options.again);
       if (id) {
         result.run = *id;

@@ -29,11 +29,11 @@ struct TensorBoardImportOptions {
 
 /// What became of one run folder.
 struct ImportedRun {
-  QString directory;  // absolute
-  QString name;       // its run name: the path below PATH, or the folder's name when PATH is the run
-  qint64 run = 0;     // the new run's id; 0 when skipped or failed
+  QString directory;   // absolute
+  QString name;        // its run name: the path below PATH, or the folder's name when PATH is the run
+  qint64 run = 0;      // the new run's id; 0 when skipped or failed
   qint64 earlier = 0;  // skipped: the run its files were imported as before
-  QString error;      // failed: why, naming the file and record
+  QString error;       // failed: why, naming the file and record
   uint64_t points = 0, series = 0, hparams = 0, other_values = 0;
 };
 

@@ -15,9 +15,12 @@ std::string field(std::string_view key) {
 
 void append_line(std::string& out, std::string_view key_field, int64_t step, double value, double wall) {
   char numbers[96];
-  const int size = std::snprintf(numbers, sizeof numbers, ",%lld,%.17g,%.6f\n", static_cast<long long>(step), value, wall);
+  const int size =
+      std::snprintf(numbers, sizeof numbers, ",%lld,%.17g,%.6f\n", static_cast<long long>(step), value, wall);
   out.append(key_field);
-  if (size > 0) out.append(numbers, static_cast<std::size_t>(size) < sizeof numbers ? static_cast<std::size_t>(size) : sizeof numbers - 1);
+  if (size > 0)
+    out.append(numbers,
+               static_cast<std::size_t>(size) < sizeof numbers ? static_cast<std::size_t>(size) : sizeof numbers - 1);
 }
 
 }  // namespace spur::metrics_csv

@@ -73,11 +73,20 @@ class Wire {
   }
   void skip(int type) {
     switch (type) {
-      case 0: varint(); return;
-      case 1: fixed(8); return;
-      case 2: bytes(); return;
-      case 5: fixed(4); return;
-      default: throw Malformed{"wire type " + std::to_string(type) + ", which event files do not use"};
+      case 0:
+        varint();
+        return;
+      case 1:
+        fixed(8);
+        return;
+      case 2:
+        bytes();
+        return;
+      case 5:
+        fixed(4);
+        return;
+      default:
+        throw Malformed{"wire type " + std::to_string(type) + ", which event files do not use"};
     }
   }
 
@@ -138,42 +147,93 @@ TensorNumbers tensor_numbers(std::string_view tensor) {
   };
   while (wire.next(field, type)) {
     switch (field) {
-      case 1: expect(type, 0, "dtype"); dtype = wire.varint(); break;
-      case 4: expect(type, 2, "tensor_content"); content = wire.bytes(); break;
-      case 5: each(5, [](Wire& w) { return static_cast<double>(w.fixed32_float()); }); break;
-      case 6: each(1, [](Wire& w) { return w.fixed64_double(); }); break;
-      case 7: each(0, [](Wire& w) { return static_cast<double>(static_cast<int32_t>(w.varint())); }); break;
-      case 10: each(0, [](Wire& w) { return static_cast<double>(static_cast<int64_t>(w.varint())); }); break;
-      case 11: each(0, [](Wire& w) { return static_cast<double>(w.varint() != 0); }); break;
-      case 13: each(0, [dtype](Wire& w) {
+      case 1:
+        expect(type, 0, "dtype");
+        dtype = wire.varint();
+        break;
+      case 4:
+        expect(type, 2, "tensor_content");
+        content = wire.bytes();
+        break;
+      case 5:
+        each(5, [](Wire& w) { return static_cast<double>(w.fixed32_float()); });
+        break;
+      case 6:
+        each(1, [](Wire& w) { return w.fixed64_double(); });
+        break;
+      case 7:
+        each(0, [](Wire& w) { return static_cast<double>(static_cast<int32_t>(w.varint())); });
+        break;
+      case 10:
+        each(0, [](Wire& w) { return static_cast<double>(static_cast<int64_t>(w.varint())); });
+        break;
+      case 11:
+        each(0, [](Wire& w) { return static_cast<double>(w.varint() != 0); });
+        break;
+      case 13:
+        each(0, [dtype](Wire& w) {
           const auto bits = static_cast<uint16_t>(w.varint());
           return static_cast<double>(dtype == 14 ? bfloat16_to_float(bits) : half_to_float(bits));
         });
         break;
-      default: wire.skip(type);
+      default:
+        wire.skip(type);
     }
   }
   if (!content.empty()) {
     int size = 0;
     switch (dtype) {
-      case 1: case 3: size = 4; break;
-      case 2: case 9: size = 8; break;
-      case 14: case 19: size = 2; break;
-      case 10: size = 1; break;
-      default: return {};  // not a number
+      case 1:
+      case 3:
+        size = 4;
+        break;
+      case 2:
+      case 9:
+        size = 8;
+        break;
+      case 14:
+      case 19:
+        size = 2;
+        break;
+      case 10:
+        size = 1;
+        break;
+      default:
+        return {};  // not a number
     }
     if (content.size() % static_cast<std::size_t>(size) != 0) throw Malformed{"tensor_content of a partial element"};
     numbers = {};
     numbers.count = content.size() / static_cast<std::size_t>(size);
     const uint64_t bits = load_le(content.data(), size);
     switch (dtype) {
-      case 1: { float f = 0; const auto b = static_cast<uint32_t>(bits); std::memcpy(&f, &b, 4); numbers.first = f; break; }
-      case 2: { double d = 0; std::memcpy(&d, &bits, 8); numbers.first = d; break; }
-      case 3: numbers.first = static_cast<int32_t>(static_cast<uint32_t>(bits)); break;
-      case 9: numbers.first = static_cast<double>(static_cast<int64_t>(bits)); break;
-      case 10: numbers.first = bits != 0; break;
-      case 14: numbers.first = bfloat16_to_float(static_cast<uint16_t>(bits)); break;
-      default: numbers.first = half_to_float(static_cast<uint16_t>(bits)); break;
+      case 1: {
+        float f = 0;
+        const auto b = static_cast<uint32_t>(bits);
+        std::memcpy(&f, &b, 4);
+        numbers.first = f;
+        break;
+      }
+      case 2: {
+        double d = 0;
+        std::memcpy(&d, &bits, 8);
+        numbers.first = d;
+        break;
+      }
+      case 3:
+        numbers.first = static_cast<int32_t>(static_cast<uint32_t>(bits));
+        break;
+      case 9:
+        numbers.first = static_cast<double>(static_cast<int64_t>(bits));
+        break;
+      case 10:
+        numbers.first = bits != 0;
+        break;
+      case 14:
+        numbers.first = bfloat16_to_float(static_cast<uint16_t>(bits));
+        break;
+      default:
+        numbers.first = half_to_float(static_cast<uint16_t>(bits));
+        break;
     }
   }
   return numbers;
@@ -204,7 +264,8 @@ void EventReader::add_file(std::string_view bytes, const std::string& name) {
     const std::string_view data(header + 12, length);
     const auto crc = static_cast<uint32_t>(load_le(header + 12 + length, 4));
     if (crc != masked_crc32c(data.data(), data.size())) {
-      throw EventFileError(where + ": the CRC of its " + std::to_string(length) + " bytes of data does not match (corrupt)");
+      throw EventFileError(where + ": the CRC of its " + std::to_string(length) +
+                           " bytes of data does not match (corrupt)");
     }
     try {
       add_event(data);
@@ -274,9 +335,20 @@ void EventReader::add_value(std::string_view value, int64_t step, double wall) {
   bool has_tensor = false;
   while (wire.next(field, type)) {
     switch (field) {
-      case 1: expect(type, 2, "tag"); tag = std::string(wire.bytes()); break;
-      case 2: expect(type, 5, "simple_value"); simple = true; simple_value = wire.fixed32_float(); break;
-      case 8: expect(type, 2, "tensor"); tensor = wire.bytes(); has_tensor = true; break;
+      case 1:
+        expect(type, 2, "tag");
+        tag = std::string(wire.bytes());
+        break;
+      case 2:
+        expect(type, 5, "simple_value");
+        simple = true;
+        simple_value = wire.fixed32_float();
+        break;
+      case 8:
+        expect(type, 2, "tensor");
+        tensor = wire.bytes();
+        has_tensor = true;
+        break;
       case 9: {
         expect(type, 2, "metadata");
         Wire metadata(wire.bytes());
@@ -305,7 +377,8 @@ void EventReader::add_value(std::string_view value, int64_t step, double wall) {
         }
         break;
       }
-      default: wire.skip(type);
+      default:
+        wire.skip(type);
     }
   }
   if (!plugin.empty() && plugin_.find(tag) == plugin_.end()) plugin_.emplace(tag, std::string(plugin));

@@ -35,9 +35,9 @@ struct ScalarPoint {
 struct RunEvents {
   /// Per tag, in the order tags were first seen; each tag's points in the order they were written.
   std::vector<std::pair<std::string, std::vector<ScalarPoint>>> scalars;
-  std::vector<HParam> hparams;     // the last session start's, in its order
-  bool has_session_start = false;  // an hparams session start was read
-  int session_status = 0;          // the last session end's: 0 none, 1 success, 2 failure, 3 running
+  std::vector<HParam> hparams;           // the last session start's, in its order
+  bool has_session_start = false;        // an hparams session start was read
+  int session_status = 0;                // the last session end's: 0 none, 1 success, 2 failure, 3 running
   double first_wall = 0, last_wall = 0;  // over every event with a time
   uint64_t records = 0;
   uint64_t scalar_points = 0;
@@ -61,7 +61,7 @@ class EventReader {
   void add_point(const std::string& tag, ScalarPoint point);
 
   RunEvents events_;
-  std::map<std::string, std::size_t, std::less<>> index_;  // tag -> its position in events_.scalars
+  std::map<std::string, std::size_t, std::less<>> index_;   // tag -> its position in events_.scalars
   std::map<std::string, std::string, std::less<>> plugin_;  // tag -> the plugin its first metadata named
 };
 

@@ -121,13 +121,15 @@ class CompareTest : public QObject {
     const double delta = 2.0 / 19 - 2.0 / 10;
     QCOMPARE(model.data(model.index(loss, 1), CompareModel::DeltaRole).toDouble(), delta);
     QCOMPARE(model.data(model.index(loss, 1), CompareModel::VerdictRole).toInt(), 1);
-    QVERIFY2(cell(model, "metric/loss/final", 1).endsWith(QString("(%1, %2%)")
-                                                              .arg(QString::number(delta, 'g', 6))
-                                                              .arg(QString::number(delta / 0.2 * 100, 'f', 1))),
+    QVERIFY2(cell(model, "metric/loss/final", 1)
+                 .endsWith(QString("(%1, %2%)")
+                               .arg(QString::number(delta, 'g', 6))
+                               .arg(QString::number(delta / 0.2 * 100, 'f', 1))),
              qPrintable(cell(model, "metric/loss/final", 1)));
     QVERIFY(!model.data(model.index(loss, 0), CompareModel::DeltaRole).isValid());  // the baseline itself
     // Accuracy is higher for run 2: better; its best loss 0.02 against 0.01: worse.
-    QCOMPARE(model.data(model.index(model.row_of("metric/eval/accuracy/final"), 1), CompareModel::VerdictRole).toInt(), 1);
+    QCOMPARE(model.data(model.index(model.row_of("metric/eval/accuracy/final"), 1), CompareModel::VerdictRole).toInt(),
+             1);
     QCOMPARE(model.data(model.index(model.row_of("metric/loss/best"), 1), CompareModel::VerdictRole).toInt(), -1);
     QVERIFY(cell(model, "metric/loss/best", 1).contains("(+0.01, +100.0%)"));
     // The user says a higher loss is better: the verdicts turn, and "best" is now the maximum.

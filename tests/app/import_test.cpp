@@ -196,16 +196,23 @@ class ImportTest : public QObject {
   // A damaged file is named with its record and byte offset, and nothing of its run is written, even when the
   // damage is in the run's second file; the other runs are imported; the exit code says something failed.
   void damaged_files_are_named_and_leave_nothing_data() {
-    QTest::addColumn<QString>("run");       // which run folder is damaged: tb (one file) or torch (two)
-    QTest::addColumn<int>("file");          // which of its event files
+    QTest::addColumn<QString>("run");  // which run folder is damaged: tb (one file) or torch (two)
+    QTest::addColumn<int>("file");     // which of its event files
     QTest::addColumn<QString>("damage");
     QTest::addColumn<QString>("message");  // a regular expression after "FILE: "
-    QTest::newRow("cut in a record's data") << "tb" << 0 << "cut 5" << "record \\d+ at byte \\d+ is cut short: it declares \\d+ bytes of data";
-    QTest::newRow("cut in a header") << "tb" << 0 << "header" << "record 2 at byte (\\d+) is cut short: its 12-byte header has only 6 bytes";
-    QTest::newRow("bad data CRC") << "tb" << 0 << "flip data" << "record 3 at byte \\d+: the CRC of its \\d+ bytes of data does not match";
-    QTest::newRow("bad length CRC") << "tb" << 0 << "flip length" << "record 3 at byte \\d+: the CRC of its length does not match";
-    QTest::newRow("not an event file") << "tb" << 0 << "text" << "record 1 at byte 0: the CRC of its length does not match \\(not an event file";
-    QTest::newRow("second file bad") << "torch" << 1 << "flip data" << "record 3 at byte \\d+: the CRC of its";
+    QTest::newRow("cut in a record's data") << "tb" << 0 << "cut 5"
+                                            << "record \\d+ at byte \\d+ is cut short: it declares \\d+ bytes of data";
+    QTest::newRow("cut in a header") << "tb" << 0 << "header"
+                                     << "record 2 at byte (\\d+) is cut short: its 12-byte header has only 6 bytes";
+    QTest::newRow("bad data CRC") << "tb" << 0 << "flip data"
+                                  << "record 3 at byte \\d+: the CRC of its \\d+ bytes of data does not match";
+    QTest::newRow("bad length CRC") << "tb" << 0 << "flip length"
+                                    << "record 3 at byte \\d+: the CRC of its length does not match";
+    QTest::newRow("not an event file")
+        << "tb" << 0 << "text"
+        << "record 1 at byte 0: the CRC of its length does not match \\(not an event file";
+    QTest::newRow("second file bad") << "torch" << 1 << "flip data"
+                                     << "record 3 at byte \\d+: the CRC of its";
   }
   void damaged_files_are_named_and_leave_nothing() {
     QFETCH(QString, run);
@@ -259,7 +266,8 @@ class ImportTest : public QObject {
     QVERIFY2(result.exit_code == 2 && result.output.contains(dir.filePath("missing") + ": no such file or directory"),
              qPrintable(result.output));
     result = spur_runs({"import", dir.filePath("empty/sub/notes.txt")}, history);
-    QVERIFY2(result.exit_code == 2 && result.output.contains("not a TensorBoard event file"), qPrintable(result.output));
+    QVERIFY2(result.exit_code == 2 && result.output.contains("not a TensorBoard event file"),
+             qPrintable(result.output));
     result = spur_runs({"import"}, history);
     QVERIFY2(result.exit_code == 2 && result.output.contains("spur runs import PATH"), qPrintable(result.output));
     QVERIFY(!QFile::exists(history));

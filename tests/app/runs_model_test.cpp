@@ -230,7 +230,7 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 1);      // lower loss
     QCOMPARE(model.data(model.index(1, accuracy), spur::app::RunsModel::VerdictRole).toInt(), 1);  // higher accuracy
     QCOMPARE(model.data(model.index(0, loss)).toString(), QString("0.75"));  // the baseline itself
-    model.set_baseline(1, [](const QString&) { return false; });  // everything: higher is better
+    model.set_baseline(1, [](const QString&) { return false; });             // everything: higher is better
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), -1);
     model.set_baseline(0);
     QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5"));

@@ -47,7 +47,8 @@ class SystemMetricsTest : public QObject {
       for (const int rank : {0, 1}) {
         const std::string prefix = "system/rank" + std::to_string(rank) + "/";
         const auto memory = reader.series(run, prefix + "rss_mib");
-        QVERIFY2(memory.size() >= 2, qPrintable(QString("run %1 rank %2: %3 memory samples").arg(run).arg(rank).arg(memory.size())));
+        QVERIFY2(memory.size() >= 2,
+                 qPrintable(QString("run %1 rank %2: %3 memory samples").arg(run).arg(rank).arg(memory.size())));
         for (const auto& point : memory) QVERIFY(point.value > 0.1 && point.value < 1024);  // a shell: a few MiB
         // Steps count the seconds since the start, one sample a second.
         QVERIFY2(memory.back().step >= 2 && memory.back().step <= 30, qPrintable(QString::number(memory.back().step)));

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < runs; ++i) {
       spur::history::Run run;
       run.status = "finished";
-      run.config = "distributed_type: MULTI_CPU\nnum_processes: " + std::to_string(1 + i % 4) + "\nmixed_precision: no\n";
+      run.config =
+          "distributed_type: MULTI_CPU\nnum_processes: " + std::to_string(1 + i % 4) + "\nmixed_precision: no\n";
       run.params = "{\"lr\": " + std::to_string(0.001 * (i + 1)) + ", \"batch_size\": 64}";
       const int64_t id = writer.create_run(run);
       std::vector<spur::history::MetricAppend> metrics;
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   }
   std::sort(read_ms.begin(), read_ms.end());
   std::sort(show_ms.begin(), show_ms.end());
-  std::printf("{\"runs\": %d, \"points_per_series\": %d, \"read_ms\": %.1f, \"show_ms\": %.1f, \"total_ms\": %.1f}\n", runs,
-              points, read_ms[2], show_ms[2], read_ms[2] + show_ms[2]);
+  std::printf("{\"runs\": %d, \"points_per_series\": %d, \"read_ms\": %.1f, \"show_ms\": %.1f, \"total_ms\": %.1f}\n",
+              runs, points, read_ms[2], show_ms[2], read_ms[2] + show_ms[2]);
   return 0;
 }

@@ -298,7 +298,9 @@ class StudioTest : public QObject {
       for (std::size_t i = 0; i < expected.size(); ++i) {
         const double got = line->data()->at(static_cast<int>(i))->value;
         if (std::isnan(expected[i])) QVERIFY(std::isnan(got));
-        else QVERIFY2(std::abs(got - expected[i]) < 1e-12, qPrintable(QString("%1: %2 vs %3").arg(i).arg(got).arg(expected[i])));
+        else
+          QVERIFY2(std::abs(got - expected[i]) < 1e-12,
+                   qPrintable(QString("%1: %2 vs %3").arg(i).arg(got).arg(expected[i])));
       }
     };
     add({2, 2});  // a constant start is shown as it is
@@ -398,7 +400,7 @@ class StudioTest : public QObject {
     QCOMPARE(model->data(model->index(loss, 1), spur::app::CompareModel::VerdictRole).toInt(), 1);  // 0.8 < 1
     // The view colours it: green for better.
     const auto colour = window.compare()->table()->model()->data(window.compare()->table()->model()->index(loss, 1),
-                                                               Qt::ForegroundRole);
+                                                                 Qt::ForegroundRole);
     QCOMPARE(colour.value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
     window.compare()->differences_only()->setChecked(true);
     QVERIFY(model->row_of("params/lr") >= 0);
@@ -415,7 +417,11 @@ class StudioTest : public QObject {
     const auto delta = table->index(row3, spur::app::RunsModel::ColumnCount);
     QTRY_COMPARE_WITH_TIMEOUT(delta.data().toString(), QString("0.8 (-0.2)"), 5000);
     QCOMPARE(delta.data(Qt::ForegroundRole).value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
-    QCOMPARE(table->index(row3, spur::app::RunsModel::Name).data(Qt::DecorationRole).value<QPixmap>().toImage().pixelColor(5, 5),
+    QCOMPARE(table->index(row3, spur::app::RunsModel::Name)
+                 .data(Qt::DecorationRole)
+                 .value<QPixmap>()
+                 .toImage()
+                 .pixelColor(5, 5),
              spur::studio::run_colour(3));
     // A third run selected: read again.
     window.runs_view()->selectAll();
@@ -447,7 +453,7 @@ class StudioTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 1, 5000);
     QCOMPARE(fake.summaries[0], QString("Run 1 failed"));
     QCOMPARE(fake.bodies[0], QString("a: exit code 1"));
-    QCOMPARE(fake.urgencies[0], 2);  // critical
+    QCOMPARE(fake.urgencies[0], 2);                                                          // critical
     QCOMPARE(notifier.update({{3, "c", "finished", 0}, {4, "d", "running", {}}}, true), 0);  // focused
     notifier.set_enabled(false);
     QCOMPARE(notifier.update({{4, "d", "finished", 0}, {5, "e", "running", {}}}, false), 0);  // off
@@ -462,9 +468,9 @@ class StudioTest : public QObject {
   // is reported by name, and its run is not imported.
   void importing_tensorboard_runs() {
     QTemporaryDir dir;
-    const auto written = spur::test::run_process(
-        SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/write_tensorboard.py", dir.filePath("logs")},
-        QProcessEnvironment::systemEnvironment(), 120000);
+    const auto written =
+        spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/write_tensorboard.py", dir.filePath("logs")},
+                                QProcessEnvironment::systemEnvironment(), 120000);
     QVERIFY2(written.exit_code == 0, qPrintable(written.output));
     spur::studio::MainWindow window(dir.filePath("history.db"));
     QSignalSpy imported(&window, &spur::studio::MainWindow::imported);

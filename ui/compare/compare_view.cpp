@@ -128,8 +128,8 @@ void CompareView::context_menu(const QPoint& at) {
   lower->setChecked(now == app::MetricDirection::lower_is_better);
   higher->setChecked(now == app::MetricDirection::higher_is_better);
   if (auto* chosen = menu.exec(mapToGlobal(at))) {
-    model_->set_direction(metric, chosen == lower ? app::MetricDirection::lower_is_better
-                                                  : app::MetricDirection::higher_is_better);
+    model_->set_direction(
+        metric, chosen == lower ? app::MetricDirection::lower_is_better : app::MetricDirection::higher_is_better);
   }
 }
 

@@ -70,8 +70,7 @@ int main(int argc, char** argv) {
   const auto& demo = options.demo;
   parser.process(app);
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
-  QString path =
-      parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
+  QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     // The demo's settings (last configuration and command: the example's) stay apart from the user's own.

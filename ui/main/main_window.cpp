@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The Studio's main window; see main_window.h. The GUI thread only paints: the runs table is read by a
-// RunsReaderWorker and metric points by a SeriesLoader (both app/runs), on a thread of their own; launching and stopping go through app/ (a detached `spur launch`).
+// RunsReaderWorker and metric points by a SeriesLoader (both app/runs), on a thread of their own; launching and
+// stopping go through app/ (a detached `spur launch`).
 #include "main/main_window.h"
 
 #include <QAction>
@@ -30,7 +31,6 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
-
 
 #include "compare/compare_view.h"
 #include "config/setup_answers.h"
@@ -176,7 +176,8 @@ QString MainWindow::import_tensorboard(const QString& path) {
         lines << line;
         if (run.run) runs << run.run;
         if (!run.error.isEmpty()) failed = true;
-        QMetaObject::invokeMethod(this, [this, line] { statusBar()->showMessage(line); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, line] { statusBar()->showMessage(line); }, Qt::QueuedConnection);
       });
     } catch (const std::exception& e) {
       lines << QString::fromUtf8(e.what());

@@ -78,7 +78,8 @@ class MainWindow : public QMainWindow {
   QString relaunch(qint64 run);
   /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
   /// app::RunService; progress shows in the status bar, and when it is done `imported` is emitted with one line
-  /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at once when an import is running.
+  /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at
+  /// once when an import is running.
   QString import_tensorboard(const QString& path);
   bool importing() const { return import_thread_ != nullptr; }
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
@@ -147,7 +148,7 @@ class MainWindow : public QMainWindow {
   app::RunsReaderWorker* runs_reader_;  // on reader_thread_, as loader_
   bool read_pending_ = false, read_again_ = false;
   app::CompareReaderWorker* compare_reader_;  // on reader_thread_
-  QList<qint64> compared_;                      // the runs the last compare read asked for
+  QList<qint64> compared_;                    // the runs the last compare read asked for
   qint64 compare_asked_ms_ = 0;
   bool selected_once_ = false;
   QList<qint64> wanted_;
