@@ -81,8 +81,8 @@ bool SystemSampler::has_gpus() const { return nvml_ != nullptr; }
 
 std::vector<SystemValue> SystemSampler::sample(const std::vector<std::pair<int, qint64>>& ranks) {
   std::vector<SystemValue> values;
-  static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  static const double page_mib = static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+  static const auto ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  static const auto page_mib = static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
   std::map<qint64, Cpu> seen;
   for (const auto& [rank, pid] : ranks) {
     const std::string stat = read_proc("/proc/" + std::to_string(pid) + "/stat");

@@ -116,7 +116,7 @@ CompareSnapshot CompareReader::read(const QList<qint64>& runs) const {
   return snapshot;
 }
 
-CompareReaderWorker::CompareReaderWorker(QString history_path) : reader_(history_path.toStdString()) {
+CompareReaderWorker::CompareReaderWorker(const QString& history_path) : reader_(history_path.toStdString()) {
   qRegisterMetaType<spur::app::CompareSnapshot>();
 }
 
@@ -153,39 +153,39 @@ std::optional<double> CompareModel::number(const Row& row, const ComparedRun& ru
   return std::isnan(best) ? std::nullopt : std::optional<double>(best);
 }
 
-QString CompareModel::text(const Row& row, const ComparedRun& compared) const {
+QString CompareModel::text(const Row& row, const ComparedRun& run) const {
   if (!row.metric.isEmpty()) {
-    const auto value = number(row, compared);
+    const auto value = number(row, run);
     if (!value) return "-";
     QString shown = number_text(*value);
-    if (!row.best) shown += QString(" @ %1").arg(compared.metrics.at(row.metric).final_step);
+    if (!row.best) shown += QString(" @ %1").arg(run.metrics.at(row.metric).final_step);
     return shown;
   }
-  const auto& run = compared.run;
+  const auto& record = run.run;
   const QString& field = row.field;
   if (field.startsWith("config/")) {
-    const auto it = compared.config.find(field.mid(7));
-    return it == compared.config.end() ? QString("-") : it->second;
+    const auto it = run.config.find(field.mid(7));
+    return it == run.config.end() ? QString("-") : it->second;
   }
   if (field.startsWith("params/")) {
-    const auto it = compared.params.find(field.mid(7));
-    return it == compared.params.end() ? QString("-") : it->second;
+    const auto it = run.params.find(field.mid(7));
+    return it == run.params.end() ? QString("-") : it->second;
   }
-  if (field == "run/name") return QString::fromStdString(run.name);
-  if (field == "run/project") return QString::fromStdString(run.project);
-  if (field == "run/status") return compared.status;
-  if (field == "run/target") return QString::fromStdString(run.target);
-  if (field == "run/hosts") return QString::fromStdString(run.hosts);
-  if (field == "run/started") return time_text(run.started);
-  if (field == "run/duration") return duration_text(run_duration(run));
-  if (field == "run/exit_code") return run.exit_code ? QString::number(*run.exit_code) : QString("-");
-  if (field == "run/steps") return run.last_step >= 0 ? QString::number(run.last_step) : QString("-");
+  if (field == "run/name") return QString::fromStdString(record.name);
+  if (field == "run/project") return QString::fromStdString(record.project);
+  if (field == "run/status") return run.status;
+  if (field == "run/target") return QString::fromStdString(record.target);
+  if (field == "run/hosts") return QString::fromStdString(record.hosts);
+  if (field == "run/started") return time_text(record.started);
+  if (field == "run/duration") return duration_text(run_duration(record));
+  if (field == "run/exit_code") return record.exit_code ? QString::number(*record.exit_code) : QString("-");
+  if (field == "run/steps") return record.last_step >= 0 ? QString::number(record.last_step) : QString("-");
   if (field == "run/tags") {
     QStringList tags;
-    for (const auto& tag : run.tags) tags << QString::fromStdString(tag);
+    for (const auto& tag : record.tags) tags << QString::fromStdString(tag);
     return tags.join(", ");
   }
-  if (field == "run/notes") return QString::fromStdString(run.notes);
+  if (field == "run/notes") return QString::fromStdString(record.notes);
   return {};
 }
 

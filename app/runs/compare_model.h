@@ -66,7 +66,7 @@ class CompareReaderWorker : public QObject {
   Q_OBJECT
 
  public:
-  explicit CompareReaderWorker(QString history_path);
+  explicit CompareReaderWorker(const QString& history_path);
 
  public slots:
   void read(const QList<qint64>& runs);

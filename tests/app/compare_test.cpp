@@ -20,7 +20,7 @@ using spur::app::CompareModel;
 
 // Three runs: lr and batch size differ, loss falls faster with a higher lr, accuracy rises.
 QString make_history(const QTemporaryDir& dir) {
-  const QString path = dir.filePath("history.db");
+  QString path = dir.filePath("history.db");
   spur::history::HistoryWriter writer(path.toStdString());
   const double lrs[] = {0.01, 0.1, 0.01};
   const int batches[] = {64, 64, 128};
@@ -30,8 +30,8 @@ QString make_history(const QTemporaryDir& dir) {
     run.project = "mlp";
     run.status = "finished";
     run.config = "distributed_type: MULTI_CPU\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n";
-    run.params = "{\"lr\": " + std::to_string(lrs[i]) + ", \"batch_size\": " + std::to_string(batches[i]) +
-                 ", \"optim\": {\"beta\": 0.9}}";
+    run.params = R"({"lr": )" + std::to_string(lrs[i]) + R"(, "batch_size": )" + std::to_string(batches[i]) +
+                 R"(, "optim": {"beta": 0.9}})";
     const int64_t id = writer.create_run(run);
     std::vector<spur::history::Point> loss, accuracy;
     for (int step = 0; step < 10; ++step) {
@@ -158,6 +158,7 @@ class CompareTest : public QObject {
         std::vector<spur::history::MetricAppend> metrics;
         for (int m = 0; m < 10; ++m) {
           std::vector<spur::history::Point> points;
+          points.reserve(2000);
           for (int step = 0; step < 2000; ++step) points.push_back({step, std::sin(step * 0.01 + i + m), 0});
           metrics.push_back({"metric" + std::to_string(m), points});
         }

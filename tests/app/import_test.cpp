@@ -201,18 +201,18 @@ class ImportTest : public QObject {
     QTest::addColumn<QString>("damage");
     QTest::addColumn<QString>("message");  // a regular expression after "FILE: "
     QTest::newRow("cut in a record's data") << "tb" << 0 << "cut 5"
-                                            << "record \\d+ at byte \\d+ is cut short: it declares \\d+ bytes of data";
+                                            << R"(record \d+ at byte \d+ is cut short: it declares \d+ bytes of data)";
     QTest::newRow("cut in a header") << "tb" << 0 << "header"
-                                     << "record 2 at byte (\\d+) is cut short: its 12-byte header has only 6 bytes";
+                                     << R"(record 2 at byte (\d+) is cut short: its 12-byte header has only 6 bytes)";
     QTest::newRow("bad data CRC") << "tb" << 0 << "flip data"
-                                  << "record 3 at byte \\d+: the CRC of its \\d+ bytes of data does not match";
+                                  << R"(record 3 at byte \d+: the CRC of its \d+ bytes of data does not match)";
     QTest::newRow("bad length CRC") << "tb" << 0 << "flip length"
-                                    << "record 3 at byte \\d+: the CRC of its length does not match";
+                                    << R"(record 3 at byte \d+: the CRC of its length does not match)";
     QTest::newRow("not an event file")
         << "tb" << 0 << "text"
-        << "record 1 at byte 0: the CRC of its length does not match \\(not an event file";
+        << R"(record 1 at byte 0: the CRC of its length does not match \(not an event file)";
     QTest::newRow("second file bad") << "torch" << 1 << "flip data"
-                                     << "record 3 at byte \\d+: the CRC of its";
+                                     << R"(record 3 at byte \d+: the CRC of its)";
   }
   void damaged_files_are_named_and_leave_nothing() {
     QFETCH(QString, run);

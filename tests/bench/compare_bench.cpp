@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       std::vector<spur::history::MetricAppend> metrics;
       for (int m = 0; m < 10; ++m) {
         std::vector<spur::history::Point> series;
+        series.reserve(static_cast<std::size_t>(points));
         for (int step = 0; step < points; ++step) series.push_back({step, std::sin(step * 0.01 + i + m), 0});
         metrics.push_back({"metric" + std::to_string(m), series});
       }

@@ -191,8 +191,11 @@ QString MainWindow::import_tensorboard(const QString& path) {
           if (!runs.isEmpty()) show_runs(runs);  // selected once the next read has them
           refresh();
           const QString summary = tr("Imported %n run(s).", nullptr, static_cast<int>(runs.size()));
-          if (failed) report(summary + "\n\n" + lines.join('\n'));
-          else statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
+          if (failed) {
+            report(summary + "\n\n" + lines.join('\n'));
+          } else {
+            statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
+          }
           emit imported(lines, runs, failed);
         },
         Qt::QueuedConnection);
