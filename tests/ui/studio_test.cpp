@@ -313,6 +313,16 @@ class StudioTest : public QObject {
     check(0.9);
   }
 
+  // The dashboard's empty state says which: nothing selected, or selected runs that have logged nothing yet.
+  void the_empty_dashboard_says_why() {
+    spur::studio::Dashboard dashboard;
+    QVERIFY(dashboard.empty_text().startsWith("Select runs"));
+    dashboard.set_runs({{1, "a"}});
+    QVERIFY2(dashboard.empty_text().startsWith("No data yet"), qPrintable(dashboard.empty_text()));
+    dashboard.set_runs({});
+    QVERIFY(dashboard.empty_text().startsWith("Select runs"));
+  }
+
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.
   void run_actions() {
     QTemporaryDir dir;
@@ -331,6 +341,7 @@ class StudioTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
     auto cell = [&](int column) { return window.runs()->data(window.runs()->index(0, column)).toString(); };
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 5000);  // the newest run is shown
+    QCOMPARE(window.dashboard()->empty_text(), QString());
     QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("before"));
     // Actions are written at once; the table and legends follow with the next read (on the reader thread).
     QCOMPARE(window.rename_run(id, "  after "), QString());

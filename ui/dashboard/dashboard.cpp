@@ -74,6 +74,9 @@ void Dashboard::restore_settings(const QSettings& settings) {
 
 void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
   if (runs == runs_) return;
+  // The empty state says which: nothing selected, or selected runs with nothing logged yet.
+  empty_->setText(runs.isEmpty() ? tr("Select runs on the left: their metrics appear here as they are logged.")
+                                 : tr("No data yet: the selected runs have logged no metrics so far."));
   for (auto it = runs_.begin(); it != runs_.end(); ++it) {
     const auto now = runs.find(it.key());
     for (auto* plot : plots_) {
@@ -101,6 +104,8 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
   }
   if (added) relayout();
 }
+
+QString Dashboard::empty_text() const { return plots_.isEmpty() ? empty_->text() : QString(); }
 
 void Dashboard::relayout() {
   empty_->setVisible(plots_.isEmpty());

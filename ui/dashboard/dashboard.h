@@ -29,6 +29,8 @@ class Dashboard : public QWidget {
   void set_runs(const QMap<qint64, QString>& runs);
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }
+  /// What the dashboard says while it has no plot (nothing selected, or no data yet); empty when it has plots.
+  QString empty_text() const;
   /// The header of the system section (shown when there are system/ plots).
   QLabel* system_section() const { return system_label_; }
   /// The smoothing weight and x axis, kept between sessions under "dashboard/".
