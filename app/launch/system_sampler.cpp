@@ -45,6 +45,7 @@ struct SystemSampler::Nvml {
   int (*memory)(Handle, unsigned long long*) = nullptr;  // nvmlMemory_t: {total, free, used}
   int (*power)(Handle, unsigned*) = nullptr;
   unsigned devices = 0;
+  bool initialised = false;
 
   bool load() {
     library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -58,12 +59,13 @@ struct SystemSampler::Nvml {
     memory = reinterpret_cast<int (*)(Handle, unsigned long long*)>(find("nvmlDeviceGetMemoryInfo"));
     power = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetPowerUsage"));
     if (!init || !shutdown || !count || !handle || init() != 0) return false;
+    initialised = true;
     if (count(&devices) != 0) devices = 0;
     return devices > 0;
   }
   ~Nvml() {
     if (library) {
-      if (shutdown && devices > 0) shutdown();
+      if (initialised) shutdown();
       ::dlclose(library);
     }
   }

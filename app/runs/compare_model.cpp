@@ -64,8 +64,10 @@ QString number_text(double value) { return std::isnan(value) ? QString("NaN") : 
 }  // namespace
 
 MetricDirection guess_direction(const QString& key) {
+  // Each term where a word of the key starts ("eval/accuracy", "val_f1"), so "previous_loss" is no IoU.
   static const QRegularExpression higher(
-      "acc|f1|precision|recall|auc|score|reward|bleu|rouge|map\\b|iou|throughput|samples_per|tokens_per",
+      "(^|[/_.\\- ])(acc|f1|precision|recall|auc|score|reward|bleu|rouge|map($|[/_.\\- ])|iou|throughput|"
+      "samples_per|tokens_per)",
       QRegularExpression::CaseInsensitiveOption);
   return higher.match(key).hasMatch() ? MetricDirection::higher_is_better : MetricDirection::lower_is_better;
 }

@@ -107,6 +107,12 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
     result.name = below == "." ? QFileInfo(directory).fileName() : below;
     try {
       const auto events = read_run(event_files(directory, only_file));
+      if (events.records == 0) {  // only empty files: writers that have just opened them
+        result.empty = true;
+        if (done) done(result);
+        results.push_back(std::move(result));
+        continue;
+      }
       history::Run run;
       run.name = result.name.toStdString();
       run.project = project.toStdString();
@@ -175,6 +181,7 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
 
 QString import_summary(const ImportedRun& run) {
   if (!run.error.isEmpty()) return run.error;
+  if (run.empty) return QString("%1: no records yet (its event files are empty); nothing imported").arg(run.directory);
   if (run.run == 0) {
     return QString("%1: already imported as run %2 (--again imports it again)").arg(run.directory).arg(run.earlier);
   }

@@ -34,6 +34,7 @@ struct ImportedRun {
   qint64 run = 0;      // the new run's id; 0 when skipped or failed
   qint64 earlier = 0;  // skipped: the run its files were imported as before
   QString error;       // failed: why, naming the file and record
+  bool empty = false;  // skipped: its event files hold no record yet
   uint64_t points = 0, series = 0, hparams = 0, other_values = 0;
 };
 

@@ -14,7 +14,7 @@ std::string field(std::string_view key) {
 }
 
 void append_line(std::string& out, std::string_view key_field, int64_t step, double value, double wall) {
-  char numbers[96];
+  char numbers[400];  // %.6f of a double near DBL_MAX is 316 characters
   const int size =
       std::snprintf(numbers, sizeof numbers, ",%lld,%.17g,%.6f\n", static_cast<long long>(step), value, wall);
   out.append(key_field);

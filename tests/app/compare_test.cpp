@@ -65,6 +65,9 @@ class CompareTest : public QObject {
     QTest::newRow("f1") << "F1" << true;
     QTest::newRow("reward") << "episode_reward" << true;
     QTest::newRow("unknown") << "lr" << false;
+    QTest::newRow("inside a word") << "previous_loss" << false;  // no IoU there
+    QTest::newRow("mAP") << "val/map" << true;
+    QTest::newRow("not a map") << "mapping_time" << false;
   }
   void directions_follow_the_name() {
     QFETCH(QString, key);

@@ -268,9 +268,15 @@ class ImportTest : public QObject {
     result = spur_runs({"import", dir.filePath("empty/sub/notes.txt")}, history);
     QVERIFY2(result.exit_code == 2 && result.output.contains("not a TensorBoard event file"),
              qPrintable(result.output));
+    QVERIFY(!QFile::exists(history));  // nothing above touched the history
+    // A folder whose event files are still empty (writers that have just opened them): said, nothing imported.
+    QVERIFY(QDir().mkpath(dir.filePath("fresh")));
+    write_all(dir.filePath("fresh/events.out.tfevents.1.host.1.0"), "");
+    result = spur_runs({"import", dir.filePath("fresh")}, history);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("no records yet"), qPrintable(result.output));
+    QVERIFY(run_count(history) == 0);
     result = spur_runs({"import"}, history);
     QVERIFY2(result.exit_code == 2 && result.output.contains("spur runs import PATH"), qPrintable(result.output));
-    QVERIFY(!QFile::exists(history));
   }
 };
 

@@ -44,6 +44,8 @@ class SystemMetricsTest : public QObject {
     QVERIFY2(sleep.exit_code == 0, qPrintable(sleep.output));
     spur::history::HistoryReader reader(history.toStdString());
     for (const int64_t run : {1, 2}) {
+      // The samples' steps are seconds: they are not the run's steps (a shell logs none), nor its progress.
+      QCOMPARE(reader.run(run)->last_step, int64_t(-1));
       for (const int rank : {0, 1}) {
         const std::string prefix = "system/rank" + std::to_string(rank) + "/";
         const auto memory = reader.series(run, prefix + "rss_mib");

@@ -254,7 +254,10 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   if (!names.isEmpty()) dashboard_->set_runs(names);
   check_pending();
   // The newest run is shown at first, so there is something to watch straight away.
-  if (!selected_once_ && runs_->rowCount() > 0) {
+  // Runs asked for (--runs, an import's) are selected once a read has one of them; else the newest.
+  const bool wanted_here =
+      std::any_of(wanted_.begin(), wanted_.end(), [this](qint64 id) { return runs_->row_of(id) >= 0; });
+  if (!selected_once_ && runs_->rowCount() > 0 && (wanted_.isEmpty() || wanted_here)) {
     selected_once_ = true;
     if (wanted_.isEmpty()) {
       select_run(runs_->run(runs_->rowCount() - 1).id);

@@ -200,6 +200,8 @@ void HistoryWriter::append_points(int64_t run, const std::vector<MetricAppend>& 
       insert.bind(1, series).bind(2, static_cast<int64_t>(n)).bind_blob(3, buffer.data(), buffer.size()).run();
       done += n;
     }
+    // The launcher's own measurements (system/: CPU, memory, GPUs, stepped in seconds) are not the program's steps.
+    if (metric.key.rfind("system/", 0) == 0) continue;
     for (const auto& point : metric.points) max_step = std::max(max_step, point.step);
   }
   if (max_step >= 0) {

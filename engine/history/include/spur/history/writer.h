@@ -46,7 +46,8 @@ class HistoryWriter {
   bool delete_run(int64_t run);
   bool has_run(int64_t run);
 
-  /// Appends points to the run's metrics (creating them), in one transaction.
+  /// Appends points to the run's metrics (creating them), in one transaction. The run's last step follows the
+  /// points' steps, except those of series under "system/" (the launcher's measurements, stepped in seconds).
   void append_metrics(int64_t run, const std::vector<MetricAppend>& metrics);
   /// Appends console lines (each names its run), keeping the newest kConsoleLinesPerRun per run.
   void append_console(const std::vector<ConsoleLine>& lines);
