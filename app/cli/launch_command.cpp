@@ -442,14 +442,14 @@ int launch_command(const QStringList& given) {
       // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use.
       supervision.sample_interval = system_interval;
       // Seconds since this launch, across restarts (each attempt's launcher starts its own clock).
-      supervision.on_sample = [&recorder, started = std::chrono::steady_clock::now()](
-                                  const std::vector<app::SystemValue>& values, double) {
-        const double wall = history::now_seconds();
-        const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        for (const auto& value : values) {
-          recorder->metric(value.key, {static_cast<int64_t>(seconds), value.value, wall});
-        }
-      };
+      supervision.on_sample =
+          [&recorder, started = std::chrono::steady_clock::now()](const std::vector<app::SystemValue>& values) {
+            const double wall = history::now_seconds();
+            const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            for (const auto& value : values) {
+              recorder->metric(value.key, {static_cast<int64_t>(seconds), value.value, wall});
+            }
+          };
     }
     const auto result = supervise(
         [&](int attempt) {

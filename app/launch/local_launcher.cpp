@@ -171,7 +171,6 @@ int LocalLauncher::run() {
     connect(&progress_timer_, &QTimer::timeout, this, [this] { watch_progress(); });
     progress_timer_.start();
   }
-  started_ = std::chrono::steady_clock::now();
   if (options_.sample_interval.count() > 0 && options_.on_sample) {
     sampler_ = std::make_unique<SystemSampler>();
     sample_timer_.setInterval(options_.sample_interval);
@@ -289,7 +288,7 @@ void LocalLauncher::sample_system() {
   if (running.empty() && !sampler_->has_gpus()) return;
   const auto values = sampler_->sample(running);
   if (values.empty()) return;
-  options_.on_sample(values, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  options_.on_sample(values);
 }
 
 void LocalLauncher::cannot_start(Rank& rank, const QString& why) {

@@ -66,10 +66,10 @@ struct SupervisionOptions {
   /// report names every rank of the run. Default: false.
   bool remote_children = false;
   /// `--system_metrics_interval`: how often the ranks' processes (and the GPUs) are sampled for what they cost
-  /// the machine (launch/system_sampler.h); `on_sample` gets each sample with the seconds since the run started.
-  /// Default: 0, off.
+  /// the machine (launch/system_sampler.h); `on_sample` gets each sample (the caller keeps the clock: one launch
+  /// may be several attempts, each its own LocalLauncher). Default: 0, off.
   std::chrono::milliseconds sample_interval{0};
-  std::function<void(const std::vector<SystemValue>& values, double seconds)> on_sample;
+  std::function<void(const std::vector<SystemValue>& values)> on_sample;
 };
 
 /// A run stopped for making no progress for the hang timeout exits with this code (as timeout(1) does).
@@ -177,7 +177,6 @@ class LocalLauncher : public QObject {
   QTimer progress_timer_;
   QTimer sample_timer_;
   std::unique_ptr<SystemSampler> sampler_;
-  std::chrono::steady_clock::time_point started_;
   /// Every sample_interval: samples the running ranks and hands the values to on_sample.
   void sample_system();
   std::unique_ptr<QTemporaryDir> progress_dir_;

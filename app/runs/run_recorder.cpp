@@ -163,9 +163,13 @@ bool RunRecorder::line(const QString& host, int rank, bool error_stream, const Q
 void RunRecorder::metric(const QString& key, const history::Point& point) {
   if (!recording()) return;
   std::lock_guard lock(mutex_);
+  queue_point(key.toStdString(), point);
+}
+
+void RunRecorder::queue_point(const std::string& key, const history::Point& point) {
   if (queued_ < options_.queue_limit) {
     ++queued_;
-    pending_.metrics[key.toStdString()].push_back(point);
+    pending_.metrics[key].push_back(point);
   } else {
     ++dropped_;
   }
@@ -176,14 +180,9 @@ void RunRecorder::ingest(const QString& json) {
   const QString type = object.value("type").toString();
   std::lock_guard lock(mutex_);
   if (type == "metric") {
-    if (queued_ < options_.queue_limit) {
-      ++queued_;
-      pending_.metrics[object.value("key").toString().toStdString()].push_back(
-          {static_cast<int64_t>(object.value("step").toDouble()), object.value("value").toDouble(),
-           object.value("wall").toDouble(history::now_seconds())});
-    } else {
-      ++dropped_;
-    }
+    queue_point(object.value("key").toString().toStdString(),
+                {static_cast<int64_t>(object.value("step").toDouble()), object.value("value").toDouble(),
+                 object.value("wall").toDouble(history::now_seconds())});
   } else if ((type == "run" || type == "total_steps") && object.value("total_steps").toDouble() > 0) {
     pending_.total_steps = static_cast<int64_t>(object.value("total_steps").toDouble());
   }

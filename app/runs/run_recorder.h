@@ -97,6 +97,8 @@ class RunRecorder {
   };
 
   void ingest(const QString& json);
+  /// Under mutex_: queues one point, or counts it dropped beyond the queue limit.
+  void queue_point(const std::string& key, const history::Point& point);
   void warn(const std::string& what);
   void writer_loop();
   /// Writes `queue` (clearing what was written) and then `final` if given; throws on the first failure.

@@ -246,12 +246,7 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   notifier_->update(states, isActiveWindow());
   if (runs_->rowCount() != before) table_->resizeColumnsToContents();
   // A selected run renamed (here or by `spur runs`): its legends follow.
-  QMap<qint64, QString> names;
-  for (const auto& index : table_->selectionModel()->selectedRows()) {
-    const auto& run = runs_->run(shown_->mapToSource(index).row());
-    names.insert(run.id, QString::fromStdString(run.name));
-  }
-  if (!names.isEmpty()) dashboard_->set_runs(names);
+  if (const auto names = selected_runs(); !names.isEmpty()) dashboard_->set_runs(names);
   check_pending();
   // The newest run is shown at first, so there is something to watch straight away.
   // Runs asked for (--runs, an import's) are selected once a read has one of them; else the newest.
@@ -300,14 +295,18 @@ void MainWindow::select_run(qint64 run) {
   table_->scrollTo(index);
 }
 
-void MainWindow::selection_changed() {
-  QMap<qint64, QString> shown;
-  QList<qint64> ids;
+QMap<qint64, QString> MainWindow::selected_runs() const {
+  QMap<qint64, QString> runs;
   for (const auto& index : table_->selectionModel()->selectedRows()) {
     const auto& run = runs_->run(shown_->mapToSource(index).row());
-    shown.insert(run.id, QString::fromStdString(run.name));
-    ids << run.id;
+    runs.insert(run.id, QString::fromStdString(run.name));
   }
+  return runs;
+}
+
+void MainWindow::selection_changed() {
+  const auto shown = selected_runs();
+  const QList<qint64> ids = shown.keys();  // ascending
   dashboard_->set_runs(shown);
   // The console follows the newest selected run.
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
@@ -319,11 +318,7 @@ void MainWindow::selection_changed() {
 }
 
 void MainWindow::ask_compare() {
-  QList<qint64> ids;
-  for (const auto& index : table_->selectionModel()->selectedRows()) {
-    ids << runs_->run(shown_->mapToSource(index).row()).id;
-  }
-  std::sort(ids.begin(), ids.end());
+  const QList<qint64> ids = selected_runs().keys();  // ascending
   compared_ = ids;
   compare_asked_ms_ = QDateTime::currentMSecsSinceEpoch();
   QMetaObject::invokeMethod(

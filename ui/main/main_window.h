@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QMap>
 #include <QThread>
 
 #include <memory>
@@ -118,6 +119,8 @@ class MainWindow : public QMainWindow {
   void refresh();
   void apply_snapshot(const app::RunsSnapshot& snapshot);
   void selection_changed();
+  /// The selected runs' ids (ascending) and names.
+  QMap<qint64, QString> selected_runs() const;
   void ask_compare();
   void build_actions();
   void update_actions();
