@@ -9,12 +9,17 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
+#include <QRegularExpression>
 #include <QTextStream>
 #include <QThread>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <spur/history/reader.h>
+#include <spur/history/writer.h>
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -29,6 +34,9 @@ namespace {
 const char* kUsage =
     "usage: spur runs <action> [--history F]\n"
     "  list [--json]                           every run: id, name, status, progress, start, duration, exit code\n"
+    "       [--status S] [--tag T] [--project P] [--since WHEN] [--limit N] [--offset M]\n"
+    "                                          only those runs; WHEN: 2026-12-01, 2026-12-01T09:30 or an age\n"
+    "                                          (90m, 12h, 7d); --limit: the N newest (skipping the M newest)\n"
     "  show ID                                 one run: settings, metrics (last, min, max), events\n"
     "  export ID --format csv|json [--metrics a,b] [--output F]\n"
     "  config ID                               the run's configuration (YAML), for spur launch --config_file\n"
@@ -40,7 +48,10 @@ const char* kUsage =
     "  note ID TEXT                            set the run's notes\n"
     "  import PATH [--project P] [--again]     TensorBoard event files at or below PATH, one run per folder\n"
     "                                          (scalars, hparams, status); a run imported before is skipped\n"
-    "                                          unless --again\n";
+    "                                          unless --again\n"
+    "  summarise [--check]                     build the summaries plots read (a history from an older Spur\n"
+    "                                          gains them once; the Studio does this by itself); --check: also\n"
+    "                                          rebuild any that disagree with their points\n";
 
 int64_t run_id(const Arguments& args, int index) {
   if (args.positional().size() <= index) throw UsageError("which run? give its ID (spur runs list)");
@@ -56,8 +67,65 @@ history::Run existing(history::HistoryReader& reader, int64_t id, const std::str
   return *run;
 }
 
-int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out) {
-  const auto runs = reader.runs();
+// --since: a date, a date and time (local), or an age ("7d": seven days ago); seconds since the epoch.
+double parse_since(const QString& text) {
+  static const QRegularExpression age(R"(^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$)");
+  if (const auto match = age.match(text.trimmed()); match.hasMatch()) {
+    const QMap<QString, double> units{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {"w", 604800}};
+    return history::now_seconds() - match.captured(1).toDouble() * units.value(match.captured(2));
+  }
+  QDateTime when = QDateTime::fromString(text.trimmed(), Qt::ISODate);
+  if (!when.isValid()) {
+    const QDate day = QDate::fromString(text.trimmed(), Qt::ISODate);
+    if (day.isValid()) when = day.startOfDay();
+  }
+  if (!when.isValid()) {
+    throw UsageError("--since '" + text + "': give a date (2026-12-01), a local time (2026-12-01T09:30) or an age " +
+                     "(90m, 12h, 7d)");
+  }
+  return static_cast<double>(when.toMSecsSinceEpoch()) / 1000.0;
+}
+
+int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out, QTextStream& err) {
+  history::RunFilter filter;
+  QString status;
+  if (auto value = args.value("status")) {
+    status = *value;
+    if (!history::valid_status(status.toStdString())) {
+      throw UsageError("--status '" + status + "': give one of queued, running, finished, failed, stopped");
+    }
+    // A run recorded as running whose launcher is gone has failed (effective_status): both are read, then sorted.
+    filter.statuses = {status.toStdString()};
+    if (status == "failed") filter.statuses.emplace_back("running");
+  }
+  if (auto tag = args.value("tag")) filter.tag = tag->toStdString();
+  if (auto project = args.value("project")) filter.project = project->toStdString();
+  if (auto since = args.value("since")) filter.since = parse_since(*since);
+  const qint64 limit = args.integer("limit", 1, std::numeric_limits<int>::max()).value_or(-1);
+  const qint64 offset = args.integer("offset", 0, std::numeric_limits<int>::max()).value_or(0);
+  const bool by_effective = status == "failed" || status == "running";
+  filter.newest_first = true;
+  if (!by_effective) {
+    filter.limit = limit;
+    filter.offset = offset;
+  }
+  auto runs = reader.runs(filter);
+  if (by_effective) {
+    std::erase_if(runs, [&](const history::Run& run) { return app::effective_status(run) != status; });
+    runs.erase(runs.begin(), runs.begin() + std::min<std::ptrdiff_t>(offset, std::ssize(runs)));
+    if (limit >= 0 && std::ssize(runs) > limit) runs.resize(static_cast<size_t>(limit));
+  }
+  std::reverse(runs.begin(), runs.end());  // oldest first, the newest last
+  if (limit >= 0 && !by_effective) {
+    const int64_t matching = reader.count_runs(filter);
+    if (matching > offset + std::ssize(runs) || offset > 0) {
+      err << QString("spur runs: %1 of %2 runs (--limit %3 --offset %4)\n")
+                 .arg(runs.size())
+                 .arg(matching)
+                 .arg(limit)
+                 .arg(offset);
+    }
+  }
   if (args.has("json")) {
     QJsonArray array;
     for (const auto& run : runs) array.append(app::run_json(run));
@@ -102,19 +170,24 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   out << QString("%1").arg("progress", -12) << app::progress_text(run) << "\n";
   out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
   out << "metrics:\n";
+  const auto last = reader.last_points(run.id);
   for (const auto& key : reader.metric_keys(run.id)) {
-    const auto points = reader.series(run.id, key);
-    if (points.empty()) continue;
-    double low = points.front().value, high = low;
-    for (const auto& p : points) {
-      low = std::min(low, p.value);
-      high = std::max(high, p.value);
+    // The whole series in one or two buckets, from its coarsest summaries: instant for any length.
+    history::SeriesRange whole;
+    whole.width = 1;
+    const auto summary = reader.summary(run.id, key, whole);
+    const auto latest = last.find(key);
+    if (summary.buckets.empty() || latest == last.end()) continue;
+    double low = summary.buckets.front().min, high = summary.buckets.front().max;
+    for (const auto& b : summary.buckets) {
+      low = std::fmin(low, b.min);
+      high = std::fmax(high, b.max);
     }
     out << QString("  %1 %2 points, last %3 at step %4, min %5, max %6\n")
                .arg(QString::fromStdString(key), -20)
-               .arg(points.size())
-               .arg(points.back().value)
-               .arg(points.back().step)
+               .arg(summary.total_points)
+               .arg(latest->second.value)
+               .arg(latest->second.step)
                .arg(low)
                .arg(high);
   }
@@ -210,8 +283,10 @@ int runs_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(arguments, {"history", "format", "metrics", "output", "rank", "project"},
-                         {"json", "follow", "remove", "force", "help", "slurm", "again"});
+    const Arguments args(
+        arguments,
+        {"history", "format", "metrics", "output", "rank", "project", "status", "tag", "since", "limit", "offset"},
+        {"json", "follow", "remove", "force", "help", "slurm", "again", "check"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
@@ -221,6 +296,19 @@ int runs_command(const QStringList& arguments) {
     const QString action = args.positional().front();
     app::RunService service(path);
     if (action == "import") return import_runs(service, args, out, err);
+    if (action == "summarise" || action == "summarize") {
+      history::HistoryWriter writer(path);
+      const int64_t built = writer.build_summaries(
+          [&](int64_t done, int64_t total) {
+            if (total > 0 && (done % 100 == 0 || done == total)) {
+              err << QString("\rspur runs: summarising %1 of %2 series").arg(done).arg(total) << Qt::flush;
+            }
+            return true;
+          },
+          args.has("check"));
+      err << (built > 0 ? "\n" : "") << QString("spur runs: %1 series summarised\n").arg(built);
+      return 0;
+    }
     if (action == "rm" || action == "tag" || action == "note") {
       const int64_t id = run_id(args, 1);
       if (action == "rm") {
@@ -236,7 +324,7 @@ int runs_command(const QStringList& arguments) {
       return 0;
     }
     history::HistoryReader reader(path);
-    if (action == "list") return list(reader, args, out);
+    if (action == "list") return list(reader, args, out, err);
     const auto run = existing(reader, run_id(args, 1), path);
     if (action == "show") return show(reader, run, out);
     if (action == "export") return export_run(service, run.id, args, out);

@@ -48,6 +48,18 @@ const char* const kMigrations[] = {
        ALTER TABLE runs ADD COLUMN params TEXT NOT NULL DEFAULT '{}';
        CREATE TABLE run_tags(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, tag TEXT NOT NULL,
          PRIMARY KEY(run_id, tag));)",
+    // 3: multi-resolution summaries of the series' full chunks (summary.h has the layout); series.summarised counts
+    // the full chunks summarised (-1: none yet, a series written before: HistoryWriter::build_summaries adds them).
+    // Indexes for listing runs by status, start time and tag.
+    R"(ALTER TABLE series ADD COLUMN summarised INTEGER NOT NULL DEFAULT -1;
+       CREATE TABLE summaries(id INTEGER PRIMARY KEY,
+         series_id INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE, level INTEGER NOT NULL,
+         ordinal INTEGER NOT NULL, chunk_id INTEGER NOT NULL, count INTEGER NOT NULL, step_lo INTEGER NOT NULL,
+         step_hi INTEGER NOT NULL, wall_lo REAL NOT NULL, wall_hi REAL NOT NULL, data BLOB NOT NULL);
+       CREATE UNIQUE INDEX summaries_by_series ON summaries(series_id, level, ordinal);
+       CREATE INDEX runs_by_status ON runs(status);
+       CREATE INDEX runs_by_started ON runs(started);
+       CREATE INDEX run_tags_by_tag ON run_tags(tag);)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion);
 
@@ -212,7 +224,17 @@ void Database::set_up(bool read_only) {
   }
 }
 
-Database::~Database() { sqlite3_close(db_); }
+Database::~Database() {
+  prepared_.clear();
+  sqlite3_close(db_);
+}
+
+Statement& Database::prepared(const std::string& sql) {
+  auto& statement = prepared_[sql];
+  if (!statement) statement = std::make_unique<Statement>(db_, sql);
+  statement->reset();
+  return *statement;
+}
 
 void Database::exec(std::string_view sql) {
   char* error = nullptr;

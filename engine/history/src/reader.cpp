@@ -2,9 +2,14 @@
 // Reading the run history; see reader.h.
 #include "spur/history/reader.h"
 
+#include <sqlite3.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "chunk.h"
+#include "summary.h"
+#include "summary_table.h"
 
 namespace spur::history {
 namespace {
@@ -19,8 +24,85 @@ Database open_existing(const std::string& path) {
 constexpr const char* kRunColumns =
     "id, name, project, status, created, started, ended, exit_code, target, hosts, config, command, notes, "
     "total_steps, last_step, pid, host, params";
+constexpr const char* kTagsOfRun = "SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag";
 
-Run read_run(Database& db, Statement& row) {
+// A read transaction for the scope: what is read is one state of the file, whatever writers do meanwhile.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(Database& db) : db_(db) { db_.exec("BEGIN"); }
+  ~ReadTransaction() { sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr); }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  Database& db_;
+};
+
+bool in_range(const Point& p, const SeriesRange& range) {
+  const double x = range.by_wall ? p.wall : static_cast<double>(p.step);
+  return x >= range.lo && x <= range.hi;
+}
+
+// Appends the points of one chunk that lie in the range.
+void read_chunk(Statement& chunk, int64_t id, const SeriesRange& range, std::vector<Point>& out) {
+  chunk.bind(1, id);
+  if (chunk.step()) {
+    size_t bytes = 0;
+    const void* data = chunk.blob(0, bytes);
+    const size_t from = out.size();
+    decode_points(data, bytes, 0, out);
+    out.erase(std::remove_if(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(),
+                             [&](const Point& p) { return !in_range(p, range); }),
+              out.end());
+  }
+  chunk.reset();
+}
+
+// Consecutive buckets merged in groups, so that between width and 2 x width remain (min and max kept); `group`:
+// buckets per group.
+std::vector<Bucket> coarsen(std::vector<Bucket> buckets, int64_t width, int64_t& group) {
+  group = std::max<int64_t>(1, static_cast<int64_t>(buckets.size()) / std::max<int64_t>(1, width));
+  if (group == 1) return buckets;
+  std::vector<Bucket> out;
+  out.reserve(buckets.size() / static_cast<size_t>(group) + 1);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (i % static_cast<size_t>(group) == 0) out.emplace_back();
+    merge_bucket(out.back(), buckets[i]);
+  }
+  return out;
+}
+
+// The WHERE clause of a filter; binds go in order: statuses, tag, project, since, from_id, before_id.
+std::string where(const RunFilter& filter) {
+  std::string clause;
+  const auto add = [&](const char* condition) {
+    clause += (clause.empty() ? " WHERE " : " AND ") + std::string(condition);
+  };
+  if (!filter.statuses.empty()) {
+    std::string in = "status IN (?";
+    for (size_t i = 1; i < filter.statuses.size(); ++i) in += ", ?";
+    add((in + ")").c_str());
+  }
+  if (!filter.tag.empty()) add("id IN (SELECT run_id FROM run_tags WHERE tag = ?)");
+  if (!filter.project.empty()) add("project = ?");
+  if (filter.since > 0) add("created >= ?");
+  if (filter.from_id > 0) add("id >= ?");
+  if (filter.before_id > 0) add("id < ?");
+  return clause;
+}
+
+int bind_filter(Statement& query, const RunFilter& filter) {
+  int index = 1;
+  for (const auto& status : filter.statuses) query.bind(index++, status);
+  if (!filter.tag.empty()) query.bind(index++, filter.tag);
+  if (!filter.project.empty()) query.bind(index++, filter.project);
+  if (filter.since > 0) query.bind(index++, filter.since);
+  if (filter.from_id > 0) query.bind(index++, filter.from_id);
+  if (filter.before_id > 0) query.bind(index++, filter.before_id);
+  return index;
+}
+
+Run read_run(Statement& row, Statement& tags) {
   Run run;
   run.id = row.integer(0);
   run.name = row.text(1);
@@ -40,9 +122,9 @@ Run read_run(Database& db, Statement& row) {
   run.pid = row.integer(15);
   run.host = row.text(16);
   run.params = row.text(17);
-  Statement tags(db.handle(), "SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag");
   tags.bind(1, run.id);
   while (tags.step()) run.tags.push_back(tags.text(0));
+  tags.reset();
   return run;
 }
 
@@ -58,22 +140,41 @@ void HistoryReader::check_schema() {
   }
 }
 
-std::vector<Run> HistoryReader::runs() {
-  Statement query(db_.handle(), std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id");
+int64_t HistoryReader::data_version() {
+  Prepared version_reused(db_, "PRAGMA data_version");
+  Statement& version = *version_reused;
+  return version.step() ? version.integer(0) : 0;
+}
+
+std::vector<Run> HistoryReader::runs(const RunFilter& filter) {
+  ReadTransaction transaction(db_);  // the runs and their tags as of one moment
+  Statement query(db_.handle(), std::string("SELECT ") + kRunColumns + " FROM runs" + where(filter) + " ORDER BY id" +
+                                    (filter.newest_first ? " DESC" : "") + " LIMIT ? OFFSET ?");
+  const int index = bind_filter(query, filter);
+  query.bind(index, filter.limit).bind(index + 1, std::max<int64_t>(0, filter.offset));
+  Statement tags(db_.handle(), kTagsOfRun);
   std::vector<Run> runs;
-  while (query.step()) runs.push_back(read_run(db_, query));
+  while (query.step()) runs.push_back(read_run(query, tags));
   return runs;
+}
+
+int64_t HistoryReader::count_runs(const RunFilter& filter) {
+  Statement query(db_.handle(), "SELECT count(*) FROM runs" + where(filter));
+  bind_filter(query, filter);
+  return query.step() ? query.integer(0) : 0;
 }
 
 std::optional<Run> HistoryReader::run(int64_t id) {
   Statement query(db_.handle(), std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?");
   query.bind(1, id);
   if (!query.step()) return std::nullopt;
-  return read_run(db_, query);
+  Statement tags(db_.handle(), kTagsOfRun);
+  return read_run(query, tags);
 }
 
 std::vector<std::string> HistoryReader::metric_keys(int64_t run) {
-  Statement query(db_.handle(), "SELECT key FROM series WHERE run_id = ? ORDER BY id");
+  Prepared query_reused(db_, "SELECT key FROM series WHERE run_id = ? ORDER BY id");
+  Statement& query = *query_reused;
   query.bind(1, run);
   std::vector<std::string> keys;
   while (query.step()) keys.push_back(query.text(0));
@@ -115,6 +216,79 @@ std::vector<Point> HistoryReader::series(int64_t run, const std::string& key, Se
   query.reset();
   db_.exec("COMMIT");
   return points;
+}
+
+SeriesSummary HistoryReader::summary(int64_t run, const std::string& key, const SeriesRange& range) {
+  SeriesSummary out;
+  const int64_t width = std::max<int64_t>(1, range.width);
+  ReadTransaction transaction(db_);
+  Prepared find_reused(db_, "SELECT id FROM series WHERE run_id = ? AND key = ?");
+  Statement& find = *find_reused;
+  find.bind(1, run).bind(2, key);
+  if (!find.step()) return out;
+  const int64_t series = find.integer(0);
+  const SummaryState state = summary_state(db_, series);
+  out.total_points = state.total_points;
+  {
+    Prepared ends_reused(db_,
+                         "SELECT (SELECT substr(data, 1, 24) FROM points WHERE series_id = ?1 ORDER BY id LIMIT 1), "
+                         "id, count FROM points WHERE series_id = ?1 ORDER BY id DESC LIMIT 1");
+    Statement& ends = *ends_reused;
+    ends.bind(1, series);
+    if (ends.step()) {
+      size_t bytes = 0;
+      const void* first = ends.blob(0, bytes);
+      std::vector<Point> one;
+      if (bytes >= kPointBytes) decode_points(first, kPointBytes, 0, one);
+      if (!one.empty()) out.first_wall = one.front().wall;
+      out.end_chunk_id = ends.integer(1);
+      out.end_chunk_points = ends.integer(2);
+    }
+  }
+  Prepared chunk_reused(db_, "SELECT data FROM points WHERE id = ?");
+  Statement& chunk = *chunk_reused;
+  std::vector<Point> points;
+  const auto from_points = [&] {
+    const int64_t group = std::max<int64_t>(1, static_cast<int64_t>(points.size()) / width);
+    out.buckets = bucket_points(points.data(), points.size(), group);
+    out.points_per_bucket = group;
+    out.level = 0;
+    return out;
+  };
+  if (!state.agree) {
+    // Not trusted: computed from every point (what build_summaries() will store).
+    out.summarised = false;
+    Prepared ids_reused(db_, "SELECT id FROM points WHERE series_id = ? ORDER BY id");
+    Statement& ids = *ids_reused;
+    ids.bind(1, series);
+    while (ids.step()) read_chunk(chunk, ids.integer(0), range, points);
+    return from_points();
+  }
+  // The points after the last summarised chunk (at most one chunk's): read raw at every level.
+  std::vector<Point> tail;
+  {
+    Prepared ids_reused(db_, "SELECT id FROM points WHERE series_id = ? AND id > ? ORDER BY id");
+    Statement& ids = *ids_reused;
+    ids.bind(1, series).bind(2, state.last_summarised_chunk);
+    while (ids.step()) read_chunk(chunk, ids.integer(0), range, tail);
+  }
+  // The coarsest level that is fine enough: at least `width` buckets in the range.
+  for (int level = kLevels; level >= 1; --level) {
+    auto buckets = read_level(db_, series, level, range);
+    const auto tail_buckets = bucket_points(tail.data(), tail.size(), kLevelPoints[level]);
+    buckets.insert(buckets.end(), tail_buckets.begin(), tail_buckets.end());
+    if (static_cast<int64_t>(buckets.size()) >= width) {
+      int64_t group = 1;
+      out.buckets = coarsen(std::move(buckets), width, group);
+      out.points_per_bucket = kLevelPoints[level] * group;
+      out.level = level;
+      return out;
+    }
+  }
+  // Only the raw points are fine enough: those of the chunks in the range, then the tail.
+  for (const int64_t id : chunks_in_range(db_, series, range)) read_chunk(chunk, id, range, points);
+  points.insert(points.end(), tail.begin(), tail.end());
+  return from_points();
 }
 
 std::map<std::string, Point> HistoryReader::last_points(int64_t run) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "chunk.h"
+#include "summary_table.h"
 
 namespace spur::history {
 
@@ -142,7 +143,11 @@ bool HistoryWriter::delete_run(int64_t run) {
 int64_t HistoryWriter::series_id(int64_t run, const std::string& key) {
   const auto known = series_.find({run, key});
   if (known != series_.end()) return known->second;
-  Statement(db_.handle(), "INSERT OR IGNORE INTO series(run_id, key) VALUES(?, ?)").bind(1, run).bind(2, key).run();
+  // A new series is summarised from its first chunk on (summarised 0; a series from before version 3 has -1).
+  Statement(db_.handle(), "INSERT OR IGNORE INTO series(run_id, key, summarised) VALUES(?, ?, 0)")
+      .bind(1, run)
+      .bind(2, key)
+      .run();
   Statement query(db_.handle(), "SELECT id FROM series WHERE run_id = ? AND key = ?");
   query.bind(1, run).bind(2, key);
   if (!query.step()) throw HistoryError("run history: no run " + std::to_string(run));
@@ -191,6 +196,9 @@ void HistoryWriter::append_points(int64_t run, const std::vector<MetricAppend>& 
         grown.insert(grown.end(), buffer.begin(), buffer.end());
         grow.bind_blob(1, grown.data(), grown.size()).bind(2, static_cast<int64_t>(n)).bind(3, chunk).run();
         done = n;
+        if (static_cast<int64_t>(n) == room) {  // it is full now
+          summarise_full_chunk(db_, series, chunk, grown.data(), grown.size());
+        }
       }
     }
     last.reset();
@@ -198,6 +206,9 @@ void HistoryWriter::append_points(int64_t run, const std::vector<MetricAppend>& 
       const size_t n = std::min<size_t>(kChunkPoints, metric.points.size() - done);
       encode_points(metric.points.data() + done, n, buffer);
       insert.bind(1, series).bind(2, static_cast<int64_t>(n)).bind_blob(3, buffer.data(), buffer.size()).run();
+      if (static_cast<int64_t>(n) == kChunkPoints) {
+        summarise_full_chunk(db_, series, sqlite3_last_insert_rowid(db_.handle()), buffer.data(), buffer.size());
+      }
       done += n;
     }
     // The launcher's own measurements (system/: CPU, memory, GPUs, stepped in seconds) are not the program's steps.
@@ -229,5 +240,61 @@ void HistoryWriter::append_console(const std::vector<ConsoleLine>& lines) {
   for (const int64_t run : runs) trim.bind(1, run).bind(2, kConsoleLinesPerRun - 1).run();
   transaction.commit();
 }
+
+std::vector<int64_t> HistoryWriter::series_to_summarise(bool check_all) {
+  std::vector<int64_t> series, needing;
+  {
+    Statement all(db_.handle(), check_all ? "SELECT id FROM series ORDER BY id"
+                                          : "SELECT id FROM series WHERE summarised < 0 ORDER BY id");
+    while (all.step()) series.push_back(all.integer(0));
+  }
+  if (!check_all) return series;
+  db_.exec("BEGIN");  // one read of the file: no writer waits for this
+  try {
+    for (const int64_t id : series) {
+      if (!summary_state(db_, id).agree) needing.push_back(id);
+    }
+  } catch (...) {
+    db_.exec("COMMIT");
+    throw;
+  }
+  db_.exec("COMMIT");
+  return needing;
+}
+
+int64_t HistoryWriter::build_summaries(const std::function<bool(int64_t done, int64_t total)>& progress,
+                                       bool check_all) {
+  const auto series = series_to_summarise(check_all);
+  const auto total = static_cast<int64_t>(series.size());
+  int64_t built = 0;
+  for (int64_t done = 0; done < total; ++done) {
+    if (progress && !progress(done, total)) return built;
+    // One transaction per series: a writer appending to it meanwhile waits at most one series' rebuild. Checked
+    // again inside it: the writer may have added to the series since.
+    Transaction transaction(db_);
+    const int64_t id = series[static_cast<size_t>(done)];
+    if (summary_state(db_, id).agree) continue;
+    history::rebuild_summaries(db_, id);
+    transaction.commit();
+    ++built;
+  }
+  if (progress) progress(total, total);
+  return built;
+}
+
+bool HistoryWriter::rebuild_summaries(int64_t run, const std::string& key) {
+  Transaction transaction(db_);
+  Statement find(db_.handle(), "SELECT id FROM series WHERE run_id = ? AND key = ?");
+  find.bind(1, run).bind(2, key);
+  if (!find.step()) return false;
+  const int64_t id = find.integer(0);
+  find.reset();
+  if (summary_state(db_, id).agree) return false;
+  history::rebuild_summaries(db_, id);
+  transaction.commit();
+  return true;
+}
+
+int64_t HistoryWriter::series_needing_summaries() { return static_cast<int64_t>(series_to_summarise(true).size()); }
 
 }  // namespace spur::history

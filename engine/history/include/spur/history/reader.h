@@ -19,6 +19,19 @@ struct SeriesCursor {
   int64_t points_in_chunk = 0;
 };
 
+/// Which runs runs() lists. Default: every run, oldest first. Each filter is served by an index.
+struct RunFilter {
+  std::vector<std::string> statuses;  // only runs of these (recorded) statuses; empty: any
+  std::string tag;                    // only runs with this tag; empty: any
+  std::string project;                // only runs of this project; empty: any
+  double since = 0;                   // only runs created at or after this time (seconds since the epoch); 0: any
+  int64_t limit = -1;                 // at most this many; -1: all
+  int64_t offset = 0;                 // after skipping this many
+  int64_t from_id = 0;                // only runs with an id at or above this; 0: any
+  int64_t before_id = 0;              // only runs with an id below this; 0: any
+  bool newest_first = false;
+};
+
 class HistoryReader {
  public:
   /// Opens the history read-only. Throws HistoryError when it does not exist or cannot be read.
@@ -27,11 +40,20 @@ class HistoryReader {
   /// Throws HistoryError when another process has since moved the file to a newer schema (a reader kept open
   /// across refreshes checks this first; it costs one header read).
   void check_schema();
-  std::vector<Run> runs();
+  /// Changes whenever another connection commits to the file (SQLite's data_version): a poller that sees the same
+  /// value as last time has nothing new to read.
+  int64_t data_version();
+  std::vector<Run> runs(const RunFilter& filter = {});
+  /// How many runs the filter lists (limit and offset aside).
+  int64_t count_runs(const RunFilter& filter = {});
   std::optional<Run> run(int64_t id);
   std::vector<std::string> metric_keys(int64_t run);
   /// The series' points in the order they were logged; with a cursor, only those after it (and it advances).
   std::vector<Point> series(int64_t run, const std::string& key, SeriesCursor* cursor = nullptr);
+  /// The series over `range` at about `range.width` columns, from the coarsest summary level that still gives
+  /// `width` buckets there (the raw points when none does): bounded work and size however long the series, every
+  /// point's min and max kept. Unsummarised series (summarised == false) are summarised from the raw points.
+  SeriesSummary summary(int64_t run, const std::string& key, const SeriesRange& range = {});
   /// Every series' latest point (the runs table's "final values"); reads one chunk per series.
   std::map<std::string, Point> last_points(int64_t run);
   /// Console lines with id > after_id, oldest first; `rank` filters (-1: the launcher's own lines).

@@ -49,6 +49,40 @@ struct Point {
   double wall = 0;
 };
 
+/// Some consecutive points of a series, summarised: their count, extent, extremes, first, last and sum. A single
+/// point is a bucket of count 1. min and max leave NaN values out (NaN only when every value is).
+struct Bucket {
+  int64_t count = 0;
+  int64_t step_lo = 0, step_hi = 0;
+  double wall_lo = 0, wall_hi = 0;
+  double min = 0, max = 0, first = 0, last = 0, sum = 0;
+  double mean() const { return count ? sum / static_cast<double>(count) : 0; }
+};
+
+/// What part of a series to read, and how finely: the x range [lo, hi] (steps, or wall times in seconds since the
+/// epoch when `by_wall`) at `width` columns (a plot's pixels). Default: the whole series at 1,000 columns.
+struct SeriesRange {
+  double lo = -1e300, hi = 1e300;
+  bool by_wall = false;
+  int64_t width = 1000;
+};
+
+/// A series read at a resolution: between `width` and 2 x `width` buckets over the range (fewer only when the range
+/// holds fewer points: then one bucket per point), min and max of every raw point kept.
+struct SeriesSummary {
+  std::vector<Bucket> buckets;
+  int64_t points_per_bucket = 1;  // nominal; 1: the raw points
+  int level = 0;                  // the summary level read (0: raw points)
+  /// false: the series has no trustworthy summaries yet (a history from an older Spur, or summaries that disagree
+  /// with their points): these buckets were computed from the raw points, and HistoryWriter::build_summaries()
+  /// makes the next read fast.
+  bool summarised = true;
+  int64_t total_points = 0;  // in the whole series
+  double first_wall = 0;     // the series' first point's wall time (0: no points)
+  /// Where the series ended when read (a SeriesCursor there reads only the points logged after).
+  int64_t end_chunk_id = 0, end_chunk_points = 0;
+};
+
 /// A metric's new points for one run, appended in one go.
 struct MetricAppend {
   std::string key;

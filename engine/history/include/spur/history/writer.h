@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // HistoryWriter: adds runs, metric points, console lines and status events to the run history. Each call is one
-// transaction; batch many points into one append. One thread; several processes may write the same file.
+// transaction; batch many points into one append. Each chunk of points that fills is summarised (min, max, first,
+// last and sum per bucket, at three levels) in the same transaction. One thread; several processes may write the
+// same file.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,6 +55,19 @@ class HistoryWriter {
   /// Appends console lines (each names its run), keeping the newest kConsoleLinesPerRun per run.
   void append_console(const std::vector<ConsoleLine>& lines);
 
+  /// Builds the multi-resolution summaries (see HistoryReader::summary) of every series that lacks them (a history
+  /// written by a Spur before them) or, when `check_all`, whose summaries disagree with its points (never trusted:
+  /// rebuilt from the points), one transaction per series. `check_all` reads every series once (a second for
+  /// 30,000); without it only series never summarised are found (one query). `progress(done, total)` is called
+  /// before each series and at the end; it may return false to stop (what was built stays). Returns how many series
+  /// were (re)built.
+  int64_t build_summaries(const std::function<bool(int64_t done, int64_t total)>& progress = {}, bool check_all = true);
+  /// Rebuilds one series' summaries if they disagree with its points (a reader found summarised == false); whether
+  /// it did.
+  bool rebuild_summaries(int64_t run, const std::string& key);
+  /// How many series build_summaries() would build (a check of each; no writes).
+  int64_t series_needing_summaries();
+
   Database& database() { return db_; }
 
  private:
@@ -61,6 +77,7 @@ class HistoryWriter {
   // Inside a transaction: appends the points, growing each series' last chunk first.
   void append_points(int64_t run, const std::vector<MetricAppend>& metrics);
   void append_metrics_once(int64_t run, const std::vector<MetricAppend>& metrics);
+  std::vector<int64_t> series_to_summarise(bool check_all);
 
   Database db_;
   std::map<std::pair<int64_t, std::string>, int64_t> series_;
