@@ -7,13 +7,17 @@
 
 namespace spur::app {
 
-double Smoother::push(double value) {
-  if (!std::isfinite(value) || weight_ <= 0) return value;
-  if (count_ == 0) first_ = value;
-  constant_ = constant_ && value == first_;
-  last_ = last_ * weight_ + (1 - weight_) * value;
-  ++count_;
-  return constant_ ? value : last_ / (1 - std::pow(weight_, count_));
+double Smoother::push(double value) { return push(value, 1); }
+
+double Smoother::push(double mean, int64_t count) {
+  if (!std::isfinite(mean) || weight_ <= 0) return mean;
+  if (count_ == 0) first_ = mean;
+  constant_ = constant_ && mean == first_;
+  // count steps of last = last * w + (1 - w) * v with v = mean: last * w^count + (1 - w^count) * mean.
+  const double decay = count == 1 ? weight_ : std::pow(weight_, static_cast<double>(count));
+  last_ = last_ * decay + (1 - decay) * mean;
+  count_ += std::max<int64_t>(1, count);
+  return constant_ ? mean : last_ / (1 - std::pow(weight_, static_cast<double>(count_)));
 }
 
 std::vector<double> smooth(const std::vector<double>& values, double weight) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace spur::app {
@@ -17,11 +18,13 @@ class Smoother {
   explicit Smoother(double weight = 0.6) : weight_(weight) {}
   /// The next value's smoothed form.
   double push(double value);
+  /// The next `count` values at once, given as their mean (a summarised bucket): exact when they are equal.
+  double push(double mean, int64_t count);
 
  private:
   double weight_;
   double last_ = 0;
-  int count_ = 0;
+  int64_t count_ = 0;
   bool constant_ = true;
   double first_ = 0;
 };

@@ -173,7 +173,9 @@ std::optional<double> RunsModel::last_value(int64_t run, const QString& key) con
   return point == points->second.end() ? std::nullopt : std::optional<double>(point->second.value);
 }
 
-RunsReader::RunsReader(QString history_path) : path_(std::move(history_path)) {}
+RunsReader::RunsReader(QString history_path, int64_t page) : path_(std::move(history_path)), page_(page) {}
+
+void RunsReader::fetch_more() { more_ = true; }
 
 RunsReader::~RunsReader() = default;
 
@@ -183,7 +185,21 @@ RunsSnapshot RunsReader::read() {
     if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
     if (!reader_) return snapshot;  // no history yet: no runs
     reader_->check_schema();
-    snapshot.runs = reader_->runs();
+    // The oldest run shown: the newest page at first, a page further back each fetch_more().
+    if (from_id_ < 0 || (more_ && from_id_ > 0)) {
+      history::RunFilter page;
+      page.newest_first = true;
+      page.limit = 1;
+      page.offset = page_ - 1;
+      if (from_id_ > 0) page.before_id = from_id_;
+      const auto oldest = reader_->runs(page);
+      from_id_ = oldest.empty() ? 0 : oldest.front().id;
+    }
+    more_ = false;
+    history::RunFilter shown;
+    shown.from_id = from_id_;
+    snapshot.runs = reader_->runs(shown);
+    snapshot.total_runs = reader_->count_runs();
     snapshot.statuses.reserve(snapshot.runs.size());
     std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
     for (const auto& run : snapshot.runs) {
@@ -201,6 +217,7 @@ RunsSnapshot RunsReader::read() {
   } catch (const std::exception& e) {
     reader_.reset();
     last_read_.clear();  // the next good read reads every run's values again
+    more_ = false;
     snapshot = RunsSnapshot();
     snapshot.error = QString::fromUtf8(e.what());
     if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
@@ -214,6 +231,26 @@ RunsReaderWorker::RunsReaderWorker(QString history_path) : reader_(std::move(his
 
 void RunsReaderWorker::read() { emit snapshot(reader_.read()); }
 
+void RunsReaderWorker::fetch_more() {
+  reader_.fetch_more();
+  read();
+}
+
+bool RunsModel::canFetchMore(const QModelIndex& parent) const {
+  return !parent.isValid() && static_cast<int64_t>(runs_.size()) < total_runs_ && !fetching_ && !applying_;
+}
+
+void RunsModel::fetchMore(const QModelIndex& parent) {
+  if (!canFetchMore(parent)) return;
+  if (reader_) {
+    reader_->fetch_more();
+    refresh();
+    return;
+  }
+  fetching_ = true;
+  emit more_wanted();
+}
+
 bool RunsModel::refresh() {
   if (!reader_) reader_ = std::make_unique<RunsReader>(path_);
   return apply(reader_->read());
@@ -225,6 +262,10 @@ bool RunsModel::apply(const RunsSnapshot& snapshot) {
     return false;
   }
   error_.clear();
+  fetching_ = false;
+  // Views (and QAbstractItemModelTester) may ask canFetchMore() from inside the row signals below: the total is
+  // set once the rows are, so a page is never asked for mid-merge.
+  applying_ = true;
   const auto& fresh = snapshot.runs;
   for (const auto& [run, points] : snapshot.last_points) last_points_[run] = points;
   // Merge by id (both lists ascend): remove the gone, update the changed, insert the new.
@@ -238,13 +279,19 @@ bool RunsModel::apply(const RunsSnapshot& snapshot) {
       statuses_.erase(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row));
       endRemoveRows();
     } else if (old_row >= runs_.size() || fresh[next].id < runs_[old_row].id) {
+      // New runs in one block per gap (a page of 500 is one insert, not 500: each insert costs the views a pass).
+      size_t end = next + 1;
+      while (end < fresh.size() && (old_row >= runs_.size() || fresh[end].id < runs_[old_row].id)) ++end;
       const int row = static_cast<int>(old_row);
-      beginInsertRows({}, row, row);
-      runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), fresh[next]);
-      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), snapshot.statuses[next]);
+      const auto count = static_cast<std::ptrdiff_t>(end - next);
+      beginInsertRows({}, row, row + static_cast<int>(count) - 1);
+      const auto from = fresh.begin() + static_cast<std::ptrdiff_t>(next);
+      runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), from, from + count);
+      const auto statuses = snapshot.statuses.begin() + static_cast<std::ptrdiff_t>(next);
+      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), statuses, statuses + count);
       endInsertRows();
-      ++old_row;
-      ++next;
+      old_row += static_cast<size_t>(count);
+      next = end;
     } else {
       // Running rows change every refresh (duration, ETA) even when the record does not.
       const bool changed = !same(runs_[old_row], fresh[next]) || fresh[next].status == "running";
@@ -258,6 +305,8 @@ bool RunsModel::apply(const RunsSnapshot& snapshot) {
       ++next;
     }
   }
+  applying_ = false;
+  total_runs_ = snapshot.total_runs;
   return true;
 }
 

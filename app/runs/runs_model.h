@@ -32,21 +32,30 @@ struct RunsSnapshot {
   std::vector<history::Run> runs;
   std::vector<QString> statuses;
   std::map<int64_t, std::map<std::string, history::Point>> last_points;  // only the runs read again
-  QString error;  // not empty: the read failed and the rest is empty
+  int64_t total_runs = 0;  // in the history: more than `runs` holds when older pages are not fetched yet
+  QString error;           // not empty: the read failed and the rest is empty
 };
 
-/// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. One thread at a
-/// time; the history is opened once, and again after an error.
+/// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. Runs come in pages,
+/// newest first: the first read holds the newest `page` runs, each fetch_more() a page of older ones, and every read
+/// all runs from the oldest fetched on (new runs included). One thread at a time; the history is opened once, and
+/// again after an error.
 class RunsReader {
  public:
-  explicit RunsReader(QString history_path);
+  /// Default: 500 runs a page.
+  explicit RunsReader(QString history_path, int64_t page = 500);
   ~RunsReader();
   RunsReader(const RunsReader&) = delete;
   RunsReader& operator=(const RunsReader&) = delete;
   RunsSnapshot read();
+  /// The next read also holds the next page of older runs.
+  void fetch_more();
 
  private:
   QString path_;
+  int64_t page_;
+  int64_t from_id_ = -1;  // the oldest run read (-1: nothing read yet; 0: every run)
+  bool more_ = false;     // fetch_more() asked for another page
   std::unique_ptr<history::HistoryReader> reader_;
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
 };
@@ -60,6 +69,8 @@ class RunsReaderWorker : public QObject {
 
  public slots:
   void read();
+  /// A page of older runs, then read().
+  void fetch_more();
 
  signals:
   void snapshot(const spur::app::RunsSnapshot& snapshot);
@@ -85,13 +96,18 @@ class RunsModel : public QAbstractTableModel {
   ~RunsModel() override;
 
   int rowCount(const QModelIndex& parent = {}) const override;
+  /// Rows come in pages (RunsReader): views ask for older runs as they scroll to them.
+  bool canFetchMore(const QModelIndex& parent) const override;
+  void fetchMore(const QModelIndex& parent) override;
+  /// Runs in the history, fetched or not.
+  int64_t total_runs() const { return total_runs_; }
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
   /// Merges a snapshot into the rows. False (and error() says why) for a failed read; the rows stay as they were.
   bool apply(const RunsSnapshot& snapshot);
-  /// Reads the history on this thread and applies it.
+  /// Reads the history on this thread and applies it (fetchMore then reads the next page here too).
   bool refresh();
   const QString& error() const { return error_; }
   const history::Run& run(int row) const { return runs_.at(static_cast<size_t>(row)); }
@@ -112,6 +128,10 @@ class RunsModel : public QAbstractTableModel {
   void set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better = {});
   qint64 baseline() const { return baseline_; }
 
+ signals:
+  /// fetchMore() of a model fed by apply() (a RunsReaderWorker's): its owner should ask the worker for more.
+  void more_wanted();
+
  private:
   QString path_;
   QString error_;
@@ -120,6 +140,9 @@ class RunsModel : public QAbstractTableModel {
   QStringList metric_columns_;
   std::map<int64_t, std::map<std::string, history::Point>> last_points_;  // by run id
   std::unique_ptr<RunsReader> reader_;                                    // refresh()'s, made on first use
+  int64_t total_runs_ = 0;
+  bool fetching_ = false;  // more_wanted() sent, no snapshot since
+  bool applying_ = false;  // inside apply()
   qint64 baseline_ = 0;
   std::function<bool(const QString& key)> lower_is_better_;
   std::optional<double> delta(int64_t run, const QString& key) const;

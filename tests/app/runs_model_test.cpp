@@ -236,6 +236,51 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5"));
   }
 
+  // 1,200 runs come in pages of 500, newest first, as the view asks (fetchMore); new runs join the fetched rows,
+  // older pages stay; the model stays valid throughout.
+  void runs_come_in_pages() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    for (int i = 0; i < 1200; ++i) {
+      spur::history::Run run;
+      run.status = "finished";
+      writer.create_run(run);
+    }
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 500);
+    QCOMPARE(model.total_runs(), int64_t{1200});
+    QCOMPARE(model.run(0).id, int64_t{701});  // the newest 500: 701..1200
+    QCOMPARE(model.run(499).id, int64_t{1200});
+    QVERIFY(model.canFetchMore({}));
+    model.fetchMore({});
+    QCOMPARE(model.rowCount(), 1000);
+    QCOMPARE(model.run(0).id, int64_t{201});
+    writer.create_run({});  // run 1201, while paged
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 1001);
+    QCOMPARE(model.run(1000).id, int64_t{1201});
+    model.fetchMore({});
+    QCOMPARE(model.rowCount(), 1201);
+    QVERIFY(!model.canFetchMore({}));
+    QVERIFY(writer.delete_run(5));
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 1200);
+    QCOMPARE(model.row_of(5), -1);
+  }
+
+  // A summarised bucket's mean smooths as its points would (exactly, when they are equal).
+  void smoothing_a_bucket_counts_its_points() {
+    spur::app::Smoother points(0.9), buckets(0.9);
+    double by_point = 0;
+    for (int i = 0; i < 64; ++i) by_point = points.push(i < 32 ? 1.0 : 3.0);
+    buckets.push(1.0, 32);
+    const double by_bucket = buckets.push(3.0, 32);
+    QVERIFY2(std::abs(by_point - by_bucket) < 1e-12, qPrintable(QString("%1 vs %2").arg(by_point).arg(by_bucket)));
+  }
+
   void smoothing_follows_tensorboard_data() {
     QTest::addColumn<std::vector<double>>("values");
     QTest::addColumn<double>("weight");

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   const auto all_drawn = [&] {
     if (!plot()) return false;
     for (int row = 0; row < window.runs()->rowCount(); ++row) {
-      if (plot()->point_count(window.runs()->run(row).id) < points) return false;
+      if (plot()->represented_points(window.runs()->run(row).id) < points) return false;
     }
     return window.runs()->rowCount() == runs;
   };
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   for (int row = 0; row < window.runs()->rowCount(); ++row) {
     const auto id = window.runs()->run(row).id;
     std::fprintf(stderr, "run %lld: %d of %d points drawn\n", static_cast<long long>(id),
-                 plot() ? static_cast<int>(plot()->point_count(id)) : -1, points);
+                 plot() ? static_cast<int>(plot()->represented_points(id)) : -1, points);
   }
   return 1;
 }

@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
@@ -121,7 +122,10 @@ class StudioTest : public QObject {
     // Points arrive while the writer is still writing, then all of them.
     QTRY_VERIFY_WITH_TIMEOUT(plot->point_count(run) > 0, 10000);
     QVERIFY(writer.waitForFinished(30000));
-    QTRY_COMPARE_WITH_TIMEOUT(plot->point_count(run), 20000, 10000);
+    // All 20,000 points are in the line, drawn from summaries: a bounded number of buckets, not 20,000 points.
+    QTRY_COMPARE_WITH_TIMEOUT(plot->represented_points(run), qint64{20000}, 10000);
+    QVERIFY(plot->summarised(run));
+    QVERIFY2(plot->point_count(run) <= 4 * 1000, qPrintable(QString::number(plot->point_count(run))));
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::Status)).toString(),
                               QString("finished"), 5000);
 
@@ -185,6 +189,83 @@ class StudioTest : public QObject {
   // A plot's x axis (step, time since the start, wall time), log y, and exports.
   // A metric logged once per epoch (accuracy) is visible from its first point: sparse series get dots, since a
   // line through one point draws nothing (the demo's accuracy plot was empty).
+  // A series of 300,000 points with 40 planted single-point spikes: drawn from summaries (a bounded number of
+  // points), every spike on screen as an extreme of its bucket, whole and after a zoom into 1% (read again, finer).
+  void long_series_keep_their_spikes_at_every_zoom() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    constexpr int64_t n = 300000;
+    std::vector<int64_t> spikes;
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      std::vector<spur::history::Point> points(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) points[static_cast<size_t>(i)] = {i, 1.0, 100.0 + static_cast<double>(i)};
+      std::mt19937 random(3);
+      for (int k = 0; k < 40; ++k) {
+        const int64_t at = random() % n;
+        points[static_cast<size_t>(at)].value = 50.0;
+        spikes.push_back(at);
+      }
+      writer.append_metrics(writer.create_run({}), {{"grad_norm", points}});
+    }
+    spur::studio::MainWindow window(path);
+    window.resize(1200, 800);
+    window.show();
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 10000);
+    window.runs_view()->selectRow(0);
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("grad_norm") != nullptr, 10000);
+    auto* plot = window.dashboard()->plot("grad_norm");
+    QTRY_COMPARE_WITH_TIMEOUT(plot->represented_points(1), n, 10000);
+    QVERIFY(plot->summarised(1));
+    QVERIFY2(plot->point_count(1) <= 4000, qPrintable(QString::number(plot->point_count(1))));
+    // The faint line draws each bucket as (first x, extreme) and (last x, other extreme).
+    const auto drawn = [&](int64_t at) {
+      const auto data = plot->plot()->graph(0)->data();
+      for (int i = 0; i + 1 < data->size(); i += 2) {
+        const auto a = data->at(i), b = data->at(i + 1);
+        if (a->key <= static_cast<double>(at) && static_cast<double>(at) <= b->key &&
+            (a->value == 50 || b->value == 50))
+          return true;
+      }
+      for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
+        if (it->key == static_cast<double>(at) && it->value == 50) return true;  // raw points
+      }
+      return false;
+    };
+    for (const int64_t at : spikes) QVERIFY2(drawn(at), qPrintable(QString("spike at step %1").arg(at)));
+    // Zoom into 1% around a spike: the line is read again for the range, still every spike in it shown.
+    const double lo = std::max<double>(0, static_cast<double>(spikes.front()) - 1500), hi = lo + n / 100.0;
+    spur::app::SeriesView view;
+    view.lo = lo;
+    view.hi = hi;
+    view.width = 600;
+    emit plot->view_changed(view);
+    QTRY_VERIFY_WITH_TIMEOUT(plot->first_x(1) >= lo - 1, 10000);
+    QVERIFY(plot->point_count(1) <= 2 * 2 * 600);
+    QVERIFY(plot->represented_points(1) < n / 50);
+    int inside = 0;
+    for (const int64_t at : spikes) {
+      if (at < lo || at > hi) continue;
+      ++inside;
+      QVERIFY2(drawn(at), qPrintable(QString("zoomed: spike at step %1").arg(at)));
+    }
+    QVERIFY(inside >= 1);
+  }
+
+  // With many runs the legend names the first 8 and counts the rest; the runs table's swatches name every line.
+  void a_crowded_legend_says_how_many_more() {
+    spur::studio::MetricPlot plot("loss");
+    for (qint64 run = 1; run <= 12; ++run) plot.append(run, QString("run-%1").arg(run), {0, 1}, {1.0, 0.5});
+    auto names = plot.legend_names();
+    QCOMPARE(names.size(), spur::studio::MetricPlot::kLegendRuns + 1);
+    QCOMPARE(names.front(), QString("run-1"));
+    QCOMPARE(names.back(), QString("and 4 more"));
+    for (qint64 run = 1; run <= 4; ++run) plot.remove_run(run);
+    names = plot.legend_names();
+    QCOMPARE(names.size(), spur::studio::MetricPlot::kLegendRuns);
+    QCOMPARE(names.front(), QString("run-5"));
+  }
+
   void a_single_point_is_drawn() {
     spur::studio::MetricPlot plot("accuracy");
     plot.resize(400, 300);

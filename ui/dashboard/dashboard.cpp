@@ -97,10 +97,12 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
       if (delta.key.startsWith("system/")) plot->set_steps_are_seconds(true);
       plot->set_smoothing(smoothing_->value() / 1000.0);
       plot->set_x_axis(static_cast<XAxis>(x_axis_->currentIndex()));
+      connect(plot, &MetricPlot::view_changed, this,
+              [this, key = delta.key](const app::SeriesView& view) { emit view_changed(key, view); });
       plots_.insert(delta.key, plot);
       added = true;
     }
-    plot->append(delta.run, runs_.value(delta.run), delta.steps, delta.values, delta.walls);
+    plot->load(delta, runs_.value(delta.run));
   }
   if (added) relayout();
 }

@@ -40,6 +40,10 @@ class Dashboard : public QWidget {
  public slots:
   void apply(const QVector<spur::app::SeriesDelta>& deltas);
 
+ signals:
+  /// A plot's view changed (zoom, pan, fit): the loader should read its lines for it.
+  void view_changed(const QString& key, const spur::app::SeriesView& view);
+
  private:
   void relayout();
 

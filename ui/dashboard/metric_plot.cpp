@@ -11,6 +11,7 @@
 #include <QSvgGenerator>
 #include <QToolTip>
 #include <QTextStream>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <cmath>
@@ -31,7 +32,7 @@ QColor run_colour(qint64 run) {
 }
 
 MetricPlot::MetricPlot(QString key, QWidget* parent)
-    : QWidget(parent), key_(std::move(key)), plot_(new QCustomPlot(this)) {
+    : QWidget(parent), key_(std::move(key)), plot_(new QCustomPlot(this)), view_timer_(new QTimer(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(plot_);
@@ -48,7 +49,32 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { context_menu(at); });
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) { hover(event); });
+  // A zoom or pan asks for the lines at the new range once the wheel or drag pauses.
+  view_timer_->setSingleShot(true);
+  view_timer_->setInterval(120);
+  connect(view_timer_, &QTimer::timeout, this, [this] { user_view_changed(); });
+  connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+    if (user_moved_) view_timer_->start();
+  });
   apply_palette();
+}
+
+app::SeriesView MetricPlot::view() const {
+  app::SeriesView view;
+  view.width = std::max(64, plot_->axisRect()->width());
+  // Relative time differs per run: its lines are read whole (their resolution then follows the whole series).
+  if (!user_moved_ || x_axis_ == XAxis::relative_time) return view;
+  view.lo = plot_->xAxis->range().lower;
+  view.hi = plot_->xAxis->range().upper;
+  view.by_wall = x_axis_ == XAxis::wall_time;
+  return view;
+}
+
+void MetricPlot::user_view_changed() {
+  const auto now = view();
+  if (now.whole() && !told_zoomed_) return;  // nothing finer to ask for
+  told_zoomed_ = !now.whole();
+  emit view_changed(now);
 }
 
 void MetricPlot::apply_palette() {
@@ -80,7 +106,8 @@ void MetricPlot::changeEvent(QEvent* event) {
 QString MetricPlot::readout(double x) const {
   QStringList rows;
   for (const auto& [run, line] : lines_) {
-    const auto data = line.raw->data();
+    // The smoothed line has one point per entry (raw point or bucket), in the entries' order.
+    const auto data = line.smooth->data();
     if (data->isEmpty()) continue;
     auto it = data->findBegin(x, /*expandedRange=*/false);
     if (it == data->constEnd()) --it;
@@ -89,11 +116,22 @@ QString MetricPlot::readout(double x) const {
       if (std::abs(before->key - x) < std::abs(it->key - x)) it = before;
     }
     const auto index = static_cast<std::size_t>(it - data->constBegin());
-    const auto smoothed = line.smooth->data()->at(static_cast<int>(index));
-    rows << QString("<span style='color:%1'>&#9632;</span> %2: <b>%3</b> (smoothed %4) @ step %5")
-                .arg(run_colour(run).name(), line.name.toHtmlEscaped(), QString::number(it->value, 'g', 6),
-                     QString::number(smoothed->value, 'g', 6),
-                     QString::number(static_cast<qint64>(x_axis_ == XAxis::step ? it->key : line.steps[index])));
+    if (index >= line.values.size()) continue;
+    const QString swatch = QString("<span style='color:%1'>&#9632;</span> ").arg(run_colour(run).name());
+    if (line.summarised) {
+      rows << swatch + QString("%1: <b>%2</b> (mean of %3 points, %4 to %5; smoothed %6) @ steps %7-%8")
+                           .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6))
+                           .arg(static_cast<qint64>(line.counts[index]))
+                           .arg(QString::number(line.mins[index], 'g', 6), QString::number(line.maxs[index], 'g', 6),
+                                QString::number(it->value, 'g', 6))
+                           .arg(static_cast<qint64>(line.steps[index]))
+                           .arg(static_cast<qint64>(line.last_steps[index]));
+      continue;
+    }
+    rows << swatch + QString("%1: <b>%2</b> (smoothed %3) @ step %4")
+                         .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6),
+                              QString::number(it->value, 'g', 6))
+                         .arg(static_cast<qint64>(line.steps[index]));
   }
   return rows.join("<br>");
 }
@@ -108,29 +146,53 @@ void MetricPlot::hover(QMouseEvent* event) {
   }
 }
 
+double MetricPlot::key_of(const Line& line, double step, double wall) const {
+  switch (x_axis_) {
+    case XAxis::step:
+      return step;
+    case XAxis::relative_time:
+      return wall - line.first_wall;
+    case XAxis::wall_time:
+      return wall;
+  }
+  return step;
+}
+
 QVector<double> MetricPlot::keys(const Line& line, std::size_t from) const {
+  // One key per entry: a raw point's x, or the middle of a bucket's span.
   QVector<double> keys;
   keys.reserve(static_cast<qsizetype>(line.steps.size() - from));
-  const double start = line.walls.empty() ? 0 : line.walls.front();
   for (std::size_t i = from; i < line.steps.size(); ++i) {
-    switch (x_axis_) {
-      case XAxis::step:
-        keys.push_back(line.steps[i]);
-        break;
-      case XAxis::relative_time:
-        keys.push_back(i < line.walls.size() ? line.walls[i] - start : 0);
-        break;
-      case XAxis::wall_time:
-        keys.push_back(i < line.walls.size() ? line.walls[i] : 0);
-        break;
+    const double wall = i < line.walls.size() ? line.walls[i] : 0;
+    const double first = key_of(line, line.steps[i], wall);
+    if (!line.summarised) {
+      keys.push_back(first);
+      continue;
     }
+    keys.push_back((first + key_of(line, line.last_steps[i], line.last_walls[i])) / 2);
   }
   return keys;
 }
 
 void MetricPlot::rebuild(Line& line) {
-  const QVector<double> x = keys(line, 0);
-  line.raw->setData(x, QVector<double>(line.values.begin(), line.values.end()), /*alreadySorted=*/true);
+  if (!line.summarised) {
+    const QVector<double> x = keys(line, 0);
+    line.raw->setData(x, QVector<double>(line.values.begin(), line.values.end()), /*alreadySorted=*/true);
+  } else {
+    // The envelope: each bucket's extremes at its first and last x, the one nearer the next bucket's mean last,
+    // so the faint line sweeps every spike and the band reads as min to max.
+    QVector<double> x, y;
+    x.reserve(2 * static_cast<qsizetype>(line.steps.size()));
+    y.reserve(2 * static_cast<qsizetype>(line.steps.size()));
+    for (std::size_t i = 0; i < line.steps.size(); ++i) {
+      const bool rising = i + 1 < line.values.size() ? line.values[i + 1] >= line.values[i] : true;
+      x.push_back(key_of(line, line.steps[i], line.walls[i]));
+      y.push_back(rising ? line.mins[i] : line.maxs[i]);
+      x.push_back(key_of(line, line.last_steps[i], line.last_walls[i]));
+      y.push_back(rising ? line.maxs[i] : line.mins[i]);
+    }
+    line.raw->setData(x, y, /*alreadySorted=*/true);
+  }
   resmooth(line);
 }
 
@@ -185,9 +247,13 @@ bool MetricPlot::save_csv(const QString& file) const {
   if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
   QTextStream text(&out);
   text << "run,step,wall_time,value,smoothed\n";
+  // A summarised line writes what it draws: one row per bucket (its first step and wall time, its mean); `spur
+  // runs export` has every point.
   for (const auto& [run, line] : lines_) {
-    const auto smoothed = app::smooth(line.values, weight_);
-    for (std::size_t i = 0; i < line.steps.size(); ++i) {
+    std::vector<double> smoothed;
+    for (auto it = line.smooth->data()->constBegin(); it != line.smooth->data()->constEnd(); ++it)
+      smoothed.push_back(it->value);
+    for (std::size_t i = 0; i < line.steps.size() && i < smoothed.size(); ++i) {
       text << run << ',' << static_cast<qint64>(line.steps[i]) << ','
            << QString::number(i < line.walls.size() ? line.walls[i] : 0, 'f', 6) << ','
            << QString::number(line.values[i], 'g', 17) << ',' << QString::number(smoothed[i], 'g', 17) << '\n';
@@ -221,8 +287,7 @@ void MetricPlot::context_menu(const QPoint& at) {
   menu.exec(plot_->mapToGlobal(at));
 }
 
-void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
-                        const QVector<double>& walls) {
+MetricPlot::Line& MetricPlot::line_of(qint64 run, const QString& name) {
   auto& line = lines_[run];
   line.name = name;
   if (!line.raw) {
@@ -236,7 +301,51 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
     line.smooth = plot_->addGraph();
     line.smooth->setPen(QPen(colour, 1.0));  // a 1.6 px pen made a 1M-point replot 8x slower (65 ms)
     line.smooth->setName(name);
+    update_legend();
   }
+  return line;
+}
+
+void MetricPlot::load(const app::SeriesDelta& delta, const QString& name) {
+  if (!delta.replace) {
+    append(delta.run, name, delta.steps, delta.values, delta.walls);
+    return;
+  }
+  auto& line = line_of(delta.run, name);
+  line.summarised = delta.points_per_bucket > 1;
+  line.steps.assign(delta.steps.begin(), delta.steps.end());
+  line.values.assign(delta.values.begin(), delta.values.end());
+  line.walls.assign(delta.walls.begin(), delta.walls.end());
+  line.last_steps.assign(delta.last_steps.begin(), delta.last_steps.end());
+  line.last_walls.assign(delta.last_walls.begin(), delta.last_walls.end());
+  line.mins.assign(delta.mins.begin(), delta.mins.end());
+  line.maxs.assign(delta.maxs.begin(), delta.maxs.end());
+  line.counts.assign(delta.counts.begin(), delta.counts.end());
+  if (delta.first_wall != 0) line.first_wall = delta.first_wall;
+  else if (!line.walls.empty()) line.first_wall = line.walls.front();
+  rebuild(line);
+  const bool sparse = !line.summarised && line.raw->dataCount() <= kDottedPoints;
+  line.smooth->setScatterStyle(sparse ? QCPScatterStyle(QCPScatterStyle::ssDisc, 6) : QCPScatterStyle());
+  // One refit for a whole batch of lines (500 lines refitting each other made a selection quadratic: 4 s).
+  if (!user_moved_ && !refit_pending_) {
+    refit_pending_ = true;
+    QMetaObject::invokeMethod(
+        this,
+        [this] {
+          refit_pending_ = false;
+          if (!user_moved_) refit();
+          plot_->replot(QCustomPlot::rpQueuedReplot);
+        },
+        Qt::QueuedConnection);
+  }
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
+                        const QVector<double>& walls) {
+  auto& line = line_of(run, name);
+  // (A SeriesLoader appends only to lines of raw points; a summarised line is replaced whole.)
+  if (line.first_wall == 0 && !walls.isEmpty()) line.first_wall = walls.front();
   const std::size_t from = line.steps.size();
   line.steps.insert(line.steps.end(), steps.begin(), steps.end());
   line.values.insert(line.values.end(), values.begin(), values.end());
@@ -262,6 +371,7 @@ void MetricPlot::remove_run(qint64 run) {
   plot_->removeGraph(it->second.raw);
   plot_->removeGraph(it->second.smooth);
   lines_.erase(it);
+  update_legend();
   if (!user_moved_) reset_view();
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -283,8 +393,55 @@ void MetricPlot::resmooth(Line& line) {
   line.smoother = app::Smoother(weight_);
   QVector<double> smoothed;
   smoothed.reserve(static_cast<qsizetype>(line.values.size()));
-  for (const double v : line.values) smoothed.push_back(line.smoother.push(v));
+  for (std::size_t i = 0; i < line.values.size(); ++i) {
+    // A bucket's mean counts as its points (TensorBoard's smoothing of the raw series, to within the bucket).
+    const auto count = line.summarised ? static_cast<int64_t>(line.counts[i]) : int64_t{1};
+    smoothed.push_back(line.smoother.push(line.values[i], count));
+  }
   line.smooth->setData(keys(line, 0), smoothed, /*alreadySorted=*/true);
+}
+
+void MetricPlot::update_legend() {
+  // Runs in id order: the first kLegendRuns named, the rest counted (a 500-entry legend covered the plot).
+  plot_->legend->clearItems();
+  int shown = 0;
+  for (auto& [run, line] : lines_) {
+    if (shown == kLegendRuns) break;
+    line.smooth->addToLegend();
+    ++shown;
+  }
+  const auto more = static_cast<int>(lines_.size()) - shown;
+  if (more > 0 && !more_) {
+    more_ = plot_->addGraph();
+    more_->setPen(Qt::NoPen);
+    more_->removeFromLegend();
+  }
+  if (more_ && more > 0) {
+    more_->setName(tr("and %n more", nullptr, more));
+    more_->addToLegend();
+  }
+}
+
+QStringList MetricPlot::legend_names() const {
+  QStringList names;
+  for (int i = 0; i < plot_->legend->itemCount(); ++i) {
+    if (auto* item = qobject_cast<QCPPlottableLegendItem*>(plot_->legend->item(i))) names << item->plottable()->name();
+  }
+  return names;
+}
+
+qint64 MetricPlot::represented_points(qint64 run) const {
+  const auto it = lines_.find(run);
+  if (it == lines_.end()) return 0;
+  if (!it->second.summarised) return static_cast<qint64>(it->second.values.size());
+  double total = 0;
+  for (const double c : it->second.counts) total += c;
+  return static_cast<qint64>(total);
+}
+
+bool MetricPlot::summarised(qint64 run) const {
+  const auto it = lines_.find(run);
+  return it != lines_.end() && it->second.summarised;
 }
 
 void MetricPlot::set_smoothing(double weight) {
@@ -326,16 +483,22 @@ void MetricPlot::fit_extent() {
   plot_->yAxis->setRange(values.lower - 0.04 * values.size(), values.upper + 0.04 * values.size());
 }
 
-void MetricPlot::reset_view() {
-  user_moved_ = false;
-  // Recomputed from the data: runs may have gone, or the x axis changed.
+void MetricPlot::refit() {
+  // Recomputed from the data: runs may have gone, lines were read again, or the x axis changed.
   have_extent_ = false;
   for (const auto& [run, line] : lines_) {
     for (auto it = line.raw->data()->constBegin(); it != line.raw->data()->constEnd(); ++it)
       grow_extent(it->key, it->value);
   }
   fit_extent();
+}
+
+void MetricPlot::reset_view() {
+  user_moved_ = false;
+  view_timer_->stop();
+  refit();
   plot_->replot();
+  user_view_changed();  // back to the whole series, if a zoom had asked for less
 }
 
 }  // namespace spur::studio

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // MetricPlot: one metric's plot, the selected runs overlaid in stable colours: the raw series faint, the
-// TensorBoard-smoothed one on top. Points are appended as they arrive; zoom and pan with the mouse and wheel,
-// double-click to see everything again.
+// TensorBoard-smoothed one on top. Points are appended as they arrive, or a line is replaced by its read for the
+// plot's view (long series come as summarised buckets: their min-max envelope and smoothed means); zoom and pan with
+// the mouse and wheel (view_changed asks for the finer read), double-click to see everything again.
 #pragma once
 
 #include <QString>
@@ -11,10 +12,12 @@
 #include <vector>
 
 #include "metrics/series_math.h"
+#include "runs/series_loader.h"
 
 class QCustomPlot;
 class QCPGraph;
 class QMouseEvent;
+class QTimer;
 
 namespace spur::studio {
 
@@ -31,6 +34,19 @@ class MetricPlot : public QWidget {
   /// Appends points of `run` (named `name` in the legend); steps must not go back within one call.
   void append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
               const QVector<double>& walls = {});
+  /// A SeriesLoader's read of a run's line: appended raw points, or the line's whole new content (raw points or
+  /// summarised buckets: drawn as their min-max envelope, faint, and their smoothed means).
+  void load(const app::SeriesDelta& delta, const QString& name);
+  /// The legend names this many runs, then "and K more" (the runs table's colour swatches name every line).
+  static constexpr int kLegendRuns = 8;
+  /// Raw points a run's line stands for (each bucket's count, when summarised).
+  qint64 represented_points(qint64 run) const;
+  /// Whether a run's line is drawn from summarised buckets.
+  bool summarised(qint64 run) const;
+  /// The legend's text rows, for tests.
+  QStringList legend_names() const;
+  /// What the plot shows now: the whole series, or (after a zoom or pan) the x range, at its width in pixels.
+  app::SeriesView view() const;
   /// Drops a run's lines.
   void remove_run(qint64 run);
   /// The run's name in the legend (a run renamed while shown).
@@ -58,17 +74,32 @@ class MetricPlot : public QWidget {
   /// The x of a run's first drawn point, for tests.
   double first_x(qint64 run) const;
 
+ signals:
+  /// The user zoomed, panned or fitted (after a short pause): the loader reads the lines again for view().
+  void view_changed(const spur::app::SeriesView& view);
+
  private:
   struct Line {
     QCPGraph* raw = nullptr;
     QCPGraph* smooth = nullptr;
-    std::vector<double> steps, values, walls;  // raw, for re-smoothing and other x axes
+    // Per entry (a raw point, or a bucket): its first step and wall time and its value (a bucket's mean), kept
+    // for re-smoothing and other x axes.
+    std::vector<double> steps, values, walls;
+    // Summarised lines only: each bucket's last step and wall time, extremes and point count.
+    std::vector<double> last_steps, last_walls, mins, maxs, counts;
+    bool summarised = false;
+    double first_wall = 0;  // the series' first point: where relative time starts
     QString name;
     app::Smoother smoother;  // where the smoothed line is up to
   };
+  Line& line_of(qint64 run, const QString& name);
+  double key_of(const Line& line, double step, double wall) const;
   void resmooth(Line& line);
   QVector<double> keys(const Line& line, std::size_t from) const;
   void rebuild(Line& line);
+  void update_legend();
+  void refit();
+  void user_view_changed();
   void context_menu(const QPoint& at);
   void hover(QMouseEvent* event);
   /// Axes, grid and background from the widget's palette (light or dark theme).
@@ -86,6 +117,10 @@ class MetricPlot : public QWidget {
   // update O(all points) (17 ms per update with 10 runs of 30,000 points).
   double key_lo_ = 0, key_hi_ = 0, value_lo_ = 0, value_hi_ = 0;
   bool have_extent_ = false;
+  QCPGraph* more_ = nullptr;    // the legend's "and K more" row (a graph without data)
+  QTimer* view_timer_;          // the pause after a zoom or pan before view_changed
+  bool told_zoomed_ = false;    // the last view_changed was a range (not the whole series)
+  bool refit_pending_ = false;  // a refit is queued for the lines just loaded
   void grow_extent(double key, double value);
   void fit_extent();
 };

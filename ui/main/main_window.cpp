@@ -37,6 +37,7 @@
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "runs/series_loader.h"
+#include "runs/summary_builder.h"
 #include "launch/detached_launch.h"
 #include "main/run_notifier.h"
 #include "main/runs_colours.h"
@@ -74,7 +75,9 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   shown_->setFilterCaseSensitivity(Qt::CaseInsensitive);
   table_->setModel(shown_);
   table_->setSortingEnabled(true);
-  table_->sortByColumn(app::RunsModel::Id, Qt::AscendingOrder);
+  // Column widths from the first rows only: measuring 10,000 rows' texts on every new run froze the window.
+  table_->horizontalHeader()->setResizeContentsPrecision(200);
+  table_->sortByColumn(app::RunsModel::Id, Qt::DescendingOrder);  // newest first; older pages below
   search_->setObjectName("run_search");
   search_->setPlaceholderText(tr("Filter runs (name, project, status, tags)  Ctrl+F"));
   search_->setClearButtonEnabled(true);
@@ -132,6 +135,10 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   runs_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, runs_reader_, &QObject::deleteLater);
   connect(runs_reader_, &app::RunsReaderWorker::snapshot, this, &MainWindow::apply_snapshot);
+  // Scrolling to the end of the table fetches the next page of older runs (10,000 runs open as fast as 500).
+  connect(runs_, &app::RunsModel::more_wanted, this, [this] {
+    QMetaObject::invokeMethod(runs_reader_, &app::RunsReaderWorker::fetch_more, Qt::QueuedConnection);
+  });
   compare_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, compare_reader_, &QObject::deleteLater);
   connect(compare_reader_, &app::CompareReaderWorker::snapshot, this, [this](const app::CompareSnapshot& snapshot) {
@@ -142,9 +149,31 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     compare_->set_snapshot(snapshot);
   });
   connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
+  // A zoom reads the plot's lines again for the range shown, finer (the GUI thread never reads the history).
+  connect(dashboard_, &Dashboard::view_changed, this, [this](const QString& key, const app::SeriesView& view) {
+    QMetaObject::invokeMethod(
+        loader_, [loader = loader_, key, view] { loader->set_view(key, view); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
+  });
   connect(loader_, &app::SeriesLoader::failed, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
   reader_thread_.start();
+
+  // A history from an older Spur gains its summaries once, in the background, and any series a read could not
+  // trust is rebuilt; the status bar shows how far it is.
+  summaries_ = new app::SummaryBuilder(path_);
+  summaries_->moveToThread(&summary_thread_);
+  connect(&summary_thread_, &QThread::finished, summaries_, &QObject::deleteLater);
+  connect(summaries_, &app::SummaryBuilder::progress, this, [this](qint64 done, qint64 total) {
+    if (done < total) {
+      statusBar()->showMessage(tr("Summarising the history for fast plots: %1 of %2 series").arg(done).arg(total));
+    } else {
+      statusBar()->showMessage(tr("History summarised: %n series", nullptr, int(total)), 5000);
+    }
+  });
+  connect(loader_, &app::SeriesLoader::untrusted, summaries_, &app::SummaryBuilder::rebuild);
+  summary_thread_.start();
+  QMetaObject::invokeMethod(summaries_, &app::SummaryBuilder::build, Qt::QueuedConnection);
 
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { selection_changed(); });
   connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] { update_actions(); });
@@ -156,6 +185,9 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  summaries_->stop();  // after the series it is on: every series is written whole or not at all
+  summary_thread_.quit();
+  summary_thread_.wait();
   reader_thread_.quit();
   reader_thread_.wait();
   if (import_thread_) import_thread_->wait();  // a run is written whole or not at all; let the last one end

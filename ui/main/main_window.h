@@ -26,6 +26,7 @@ struct CompareSnapshot;
 class RunsModel;
 class RunsReaderWorker;
 class SeriesLoader;
+class SummaryBuilder;
 struct RunsSnapshot;
 struct SetupAnswers;
 }  // namespace spur::app
@@ -158,7 +159,9 @@ class MainWindow : public QMainWindow {
   std::vector<PendingLaunch> pending_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
-  std::unique_ptr<QThread> import_thread_;  // joined before the window goes
+  std::unique_ptr<QThread> import_thread_;    // joined before the window goes
+  QThread summary_thread_;                    // the summary builder's: writes, so apart from the readers
+  app::SummaryBuilder* summaries_ = nullptr;  // on summary_thread_
 };
 
 }  // namespace spur::studio
