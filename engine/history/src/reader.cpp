@@ -218,33 +218,59 @@ std::vector<Point> HistoryReader::series(int64_t run, const std::string& key, Se
   return points;
 }
 
+HistoryReader::SeriesState HistoryReader::read_series_state(int64_t series) {
+  SeriesState known;
+  known.id = series;
+  const SummaryState state = summary_state(db_, series);
+  known.agree = state.agree;
+  known.total_points = state.total_points;
+  known.last_summarised_chunk = state.last_summarised_chunk;
+  // The series' first and last points (24 bytes each, not their chunks) and where it ends.
+  Prepared ends_reused(db_,
+                       "SELECT (SELECT substr(data, 1, 24) FROM points WHERE series_id = ?1 ORDER BY id LIMIT 1), "
+                       "id, count, substr(data, count * 24 - 23, 24) FROM points WHERE series_id = ?1 "
+                       "ORDER BY id DESC LIMIT 1");
+  Statement& ends = *ends_reused;
+  ends.bind(1, series);
+  if (ends.step()) {
+    size_t bytes = 0;
+    const void* first = ends.blob(0, bytes);
+    if (bytes >= kPointBytes) decode_points(first, kPointBytes, 0, known.extent);
+    const void* last = ends.blob(3, bytes);
+    if (known.extent.size() == 1 && bytes >= kPointBytes) decode_points(last, kPointBytes, 0, known.extent);
+    if (!known.extent.empty()) known.first_wall = known.extent.front().wall;
+    known.end_chunk_id = ends.integer(1);
+    known.end_chunk_points = ends.integer(2);
+  }
+  return known;
+}
+
 SeriesSummary HistoryReader::summary(int64_t run, const std::string& key, const SeriesRange& range) {
   SeriesSummary out;
   const int64_t width = std::max<int64_t>(1, range.width);
   ReadTransaction transaction(db_);
-  Prepared find_reused(db_, "SELECT id FROM series WHERE run_id = ? AND key = ?");
-  Statement& find = *find_reused;
-  find.bind(1, run).bind(2, key);
-  if (!find.step()) return out;
-  const int64_t series = find.integer(0);
-  const SummaryState state = summary_state(db_, series);
-  out.total_points = state.total_points;
-  {
-    Prepared ends_reused(db_,
-                         "SELECT (SELECT substr(data, 1, 24) FROM points WHERE series_id = ?1 ORDER BY id LIMIT 1), "
-                         "id, count FROM points WHERE series_id = ?1 ORDER BY id DESC LIMIT 1");
-    Statement& ends = *ends_reused;
-    ends.bind(1, series);
-    if (ends.step()) {
-      size_t bytes = 0;
-      const void* first = ends.blob(0, bytes);
-      std::vector<Point> one;
-      if (bytes >= kPointBytes) decode_points(first, kPointBytes, 0, one);
-      if (!one.empty()) out.first_wall = one.front().wall;
-      out.end_chunk_id = ends.integer(1);
-      out.end_chunk_points = ends.integer(2);
-    }
+  // What a read learns of a series before its buckets (its id, whether its summaries agree, its extent) holds
+  // until another connection commits: a zoom over 500 lines reads only their buckets.
+  const int64_t version = data_version();
+  if (version != cached_version_) {
+    cached_.clear();
+    cached_version_ = version;
   }
+  auto cached = cached_.find({run, key});
+  if (cached == cached_.end()) {
+    Prepared find_reused(db_, "SELECT id FROM series WHERE run_id = ? AND key = ?");
+    Statement& find = *find_reused;
+    find.bind(1, run).bind(2, key);
+    if (!find.step()) return out;
+    cached = cached_.emplace(std::make_pair(run, key), read_series_state(find.integer(0))).first;
+  }
+  const SeriesState& known = cached->second;
+  const int64_t series = known.id;
+  const std::vector<Point>& extent = known.extent;
+  out.total_points = known.total_points;
+  out.first_wall = known.first_wall;
+  out.end_chunk_id = known.end_chunk_id;
+  out.end_chunk_points = known.end_chunk_points;
   Prepared chunk_reused(db_, "SELECT data FROM points WHERE id = ?");
   Statement& chunk = *chunk_reused;
   std::vector<Point> points;
@@ -255,7 +281,7 @@ SeriesSummary HistoryReader::summary(int64_t run, const std::string& key, const 
     out.level = 0;
     return out;
   };
-  if (!state.agree) {
+  if (!known.agree) {
     // Not trusted: computed from every point (what build_summaries() will store).
     out.summarised = false;
     Prepared ids_reused(db_, "SELECT id FROM points WHERE series_id = ? ORDER BY id");
@@ -269,11 +295,25 @@ SeriesSummary HistoryReader::summary(int64_t run, const std::string& key, const 
   {
     Prepared ids_reused(db_, "SELECT id FROM points WHERE series_id = ? AND id > ? ORDER BY id");
     Statement& ids = *ids_reused;
-    ids.bind(1, series).bind(2, state.last_summarised_chunk);
+    ids.bind(1, series).bind(2, known.last_summarised_chunk);
     while (ids.step()) read_chunk(chunk, ids.integer(0), range, tail);
   }
-  // The coarsest level that is fine enough: at least `width` buckets in the range.
-  for (int level = kLevels; level >= 1; --level) {
+  // The coarsest level that is fine enough: at least `width` buckets in the range. The search starts where the
+  // range's share of the series' extent (as if its points were evenly spaced) says; a wrong guess costs a level
+  // more, never a wrong answer (a guess too fine is merged down to the width like any other).
+  int start = kLevels;
+  if (extent.size() == 2) {
+    const auto x = [&](const Point& p) { return range.by_wall ? p.wall : static_cast<double>(p.step); };
+    const double first = x(extent[0]), last = x(extent[1]);
+    const double span = std::min(range.hi, last) - std::max(range.lo, first);
+    const double share = last > first ? std::clamp(span / (last - first), 0.0, 1.0) : 1.0;
+    const double expected = share * static_cast<double>(known.total_points);
+    start = 0;
+    for (int level = kLevels; level >= 1 && start == 0; --level) {
+      if (expected / static_cast<double>(kLevelPoints[level]) >= static_cast<double>(width)) start = level;
+    }
+  }
+  for (int level = start; level >= 1; --level) {
     auto buckets = read_level(db_, series, level, range);
     const auto tail_buckets = bucket_points(tail.data(), tail.size(), kLevelPoints[level]);
     buckets.insert(buckets.end(), tail_buckets.begin(), tail_buckets.end());

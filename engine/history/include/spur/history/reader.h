@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spur/history/database.h"
@@ -62,7 +63,20 @@ class HistoryReader {
   std::vector<Event> events(int64_t run);
 
  private:
+  // A series as summary() found it, kept until another connection commits (data_version changes).
+  struct SeriesState {
+    int64_t id = 0;
+    bool agree = false;  // its summaries agree with its points
+    int64_t total_points = 0, last_summarised_chunk = 0;
+    std::vector<Point> extent;  // its first and last points
+    double first_wall = 0;
+    int64_t end_chunk_id = 0, end_chunk_points = 0;
+  };
+  SeriesState read_series_state(int64_t series);
+
   Database db_;
+  std::map<std::pair<int64_t, std::string>, SeriesState> cached_;
+  int64_t cached_version_ = -1;
 };
 
 }  // namespace spur::history
