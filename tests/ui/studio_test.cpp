@@ -15,6 +15,7 @@
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 #include <QSlider>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QLabel>
@@ -250,6 +251,37 @@ class StudioTest : public QObject {
       QVERIFY2(drawn(at), qPrintable(QString("zoomed: spike at step %1").arg(at)));
     }
     QVERIFY(inside >= 1);
+  }
+
+  // A history from an older Spur (series without summaries) plots right away from its raw points, and the Studio
+  // summarises it in the background, once, saying so in the status bar.
+  void an_older_history_is_summarised_in_the_background() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      for (int r = 0; r < 3; ++r) {
+        std::vector<spur::history::Point> points;
+        for (int64_t i = 0; i < 50000; ++i) points.push_back({i, 1.0 / static_cast<double>(i + 1), 0});
+        writer.append_metrics(writer.create_run({}), {{"loss", points}});
+      }
+      // As a Spur before summaries left it: no summaries, series marked never summarised.
+      writer.database().exec("DELETE FROM summaries; UPDATE series SET summarised = -1");
+    }
+    spur::history::HistoryReader reader(path.toStdString());
+    QVERIFY(!reader.summary(1, "loss").summarised);
+    QStringList messages;
+    spur::studio::MainWindow window(path);
+    connect(window.statusBar(), &QStatusBar::messageChanged, this, [&](const QString& text) { messages << text; });
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(reader.summary(3, "loss").summarised, 20000);
+    QVERIFY(reader.summary(1, "loss").summarised);
+    QTRY_VERIFY_WITH_TIMEOUT(messages.filter("History summarised: 3 series").size() == 1, 5000);
+    window.runs_view()->selectAll();
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") != nullptr, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.dashboard()->plot("loss")->represented_points(2), qint64{50000}, 10000);
+    spur::history::HistoryWriter writer(path.toStdString());
+    QCOMPARE(writer.series_needing_summaries(), int64_t{0});
   }
 
   // With many runs the legend names the first 8 and counts the rest; the runs table's swatches name every line.
