@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <QDateTime>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -94,16 +95,17 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
     if (!history::valid_status(status.toStdString())) {
       throw UsageError("--status '" + status + "': give one of queued, running, finished, failed, stopped");
     }
-    // A run recorded as running whose launcher is gone has failed (effective_status): both are read, then sorted.
+    // A run recorded as running or queued whose launcher is gone has failed (effective_status): those are read
+    // too, then sorted by what the table shows.
     filter.statuses = {status.toStdString()};
-    if (status == "failed") filter.statuses.emplace_back("running");
+    if (status == "failed") filter.statuses.insert(filter.statuses.end(), {"running", "queued"});
   }
   if (auto tag = args.value("tag")) filter.tag = tag->toStdString();
   if (auto project = args.value("project")) filter.project = project->toStdString();
   if (auto since = args.value("since")) filter.since = parse_since(*since);
   const qint64 limit = args.integer("limit", 1, std::numeric_limits<int>::max()).value_or(-1);
   const qint64 offset = args.integer("offset", 0, std::numeric_limits<int>::max()).value_or(0);
-  const bool by_effective = status == "failed" || status == "running";
+  const bool by_effective = status == "failed" || status == "running" || status == "queued";
   filter.newest_first = true;
   if (!by_effective) {
     filter.limit = limit;
@@ -297,6 +299,9 @@ int runs_command(const QStringList& arguments) {
     app::RunService service(path);
     if (action == "import") return import_runs(service, args, out, err);
     if (action == "summarise" || action == "summarize") {
+      if (!QFileInfo::exists(QString::fromStdString(path))) {
+        throw UsageError("no run history at " + QString::fromStdString(path) + " (nothing to summarise)");
+      }
       history::HistoryWriter writer(path);
       const int64_t built = writer.build_summaries(
           [&](int64_t done, int64_t total) {

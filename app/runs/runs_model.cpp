@@ -177,6 +177,8 @@ RunsReader::RunsReader(QString history_path, int64_t page) : path_(std::move(his
 
 void RunsReader::fetch_more() { more_ = true; }
 
+void RunsReader::include(int64_t id) { include_ = include_ == 0 ? id : std::min(include_, id); }
+
 RunsReader::~RunsReader() = default;
 
 RunsSnapshot RunsReader::read() {
@@ -186,6 +188,7 @@ RunsSnapshot RunsReader::read() {
     if (!reader_) return snapshot;  // no history yet: no runs
     reader_->check_schema();
     // The oldest run shown: the newest page at first, a page further back each fetch_more().
+    snapshot.fetched_more = more_;
     if (from_id_ < 0 || (more_ && from_id_ > 0)) {
       history::RunFilter page;
       page.newest_first = true;
@@ -196,6 +199,7 @@ RunsSnapshot RunsReader::read() {
       from_id_ = oldest.empty() ? 0 : oldest.front().id;
     }
     more_ = false;
+    if (include_ > 0 && from_id_ > include_) from_id_ = include_;
     history::RunFilter shown;
     shown.from_id = from_id_;
     snapshot.runs = reader_->runs(shown);
@@ -220,6 +224,7 @@ RunsSnapshot RunsReader::read() {
     more_ = false;
     snapshot = RunsSnapshot();
     snapshot.error = QString::fromUtf8(e.what());
+    snapshot.fetched_more = true;  // asked again after the error
     if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
   }
   return snapshot;
@@ -262,7 +267,7 @@ bool RunsModel::apply(const RunsSnapshot& snapshot) {
     return false;
   }
   error_.clear();
-  fetching_ = false;
+  if (snapshot.fetched_more) fetching_ = false;
   // Views (and QAbstractItemModelTester) may ask canFetchMore() from inside the row signals below: the total is
   // set once the rows are, so a page is never asked for mid-merge.
   applying_ = true;

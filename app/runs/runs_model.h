@@ -32,8 +32,9 @@ struct RunsSnapshot {
   std::vector<history::Run> runs;
   std::vector<QString> statuses;
   std::map<int64_t, std::map<std::string, history::Point>> last_points;  // only the runs read again
-  int64_t total_runs = 0;  // in the history: more than `runs` holds when older pages are not fetched yet
-  QString error;           // not empty: the read failed and the rest is empty
+  int64_t total_runs = 0;     // in the history: more than `runs` holds when older pages are not fetched yet
+  bool fetched_more = false;  // this read served a fetch_more() (the model may ask for the next page)
+  QString error;              // not empty: the read failed and the rest is empty
 };
 
 /// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. Runs come in pages,
@@ -50,11 +51,14 @@ class RunsReader {
   RunsSnapshot read();
   /// The next read also holds the next page of older runs.
   void fetch_more();
+  /// Every read from now on holds the run `id` and all newer ones (runs asked for by ID, older than the first page).
+  void include(int64_t id);
 
  private:
   QString path_;
   int64_t page_;
   int64_t from_id_ = -1;  // the oldest run read (-1: nothing read yet; 0: every run)
+  int64_t include_ = 0;   // include(): read at least from this run on (0: no such wish)
   bool more_ = false;     // fetch_more() asked for another page
   std::unique_ptr<history::HistoryReader> reader_;
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
@@ -71,6 +75,8 @@ class RunsReaderWorker : public QObject {
   void read();
   /// A page of older runs, then read().
   void fetch_more();
+  /// RunsReader::include (then the next read() holds the run).
+  void include(qint64 id) { reader_.include(id); }
 
  signals:
   void snapshot(const spur::app::RunsSnapshot& snapshot);

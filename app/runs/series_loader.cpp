@@ -120,8 +120,10 @@ void SeriesLoader::poll() {
       }
     }
   } catch (const std::exception& e) {
+    // What was read before the error is sent (those lines' cursors moved on); the rest is read again next time.
     reader_.reset();
     data_version_ = -1;
+    if (!deltas.isEmpty()) emit loaded(deltas);
     emit failed(QString::fromUtf8(e.what()));
     return;
   }

@@ -85,10 +85,10 @@ QString check_summary(const std::vector<Point>& raw, const spur::history::Series
       expect.last = p.value;
       expect.min = std::fmin(expect.min, p.value);
       expect.max = std::fmax(expect.max, p.value);
-      expect.sum += p.value;
+      if (std::isfinite(p.value)) expect.sum += p.value, ++expect.finite;
       ++expect.count;
     }
-    if (b.count != expect.count || !same(b.min, expect.min) || !same(b.max, expect.max) ||
+    if (b.count != expect.count || b.finite != expect.finite || !same(b.min, expect.min) || !same(b.max, expect.max) ||
         !same(b.first, expect.first) || !same(b.last, expect.last) ||
         !(same(b.sum, expect.sum) || std::abs(b.sum - expect.sum) <= 1e-9 * (1 + std::abs(expect.sum))) ||
         b.wall_lo != raw[static_cast<size_t>(b.step_lo)].wall ||

@@ -36,9 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spur::history::Bucket fold;
   for (const auto& p : points) spur::history::add_point(fold, p);
   const auto all = spur::history::merged(buckets);
-  if (all.count != static_cast<int64_t>(points.size()) || all.count != fold.count || all.step_lo != fold.step_lo ||
-      all.step_hi != fold.step_hi || !same(all.min, fold.min) || !same(all.max, fold.max) ||
-      !same(all.first, points.front().value) || !same(all.last, points.back().value) ||
+  if (all.count != static_cast<int64_t>(points.size()) || all.count != fold.count || all.finite != fold.finite ||
+      all.step_lo != fold.step_lo || all.step_hi != fold.step_hi || !same(all.min, fold.min) ||
+      !same(all.max, fold.max) || !same(all.first, points.front().value) || !same(all.last, points.back().value) ||
       !same(all.wall_lo, fold.wall_lo) || !same(all.wall_hi, fold.wall_hi)) {
     __builtin_trap();
   }
@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spur::history::decode_buckets(packed.data(), packed.size(), back);
   if (back.size() != buckets.size()) __builtin_trap();
   for (size_t i = 0; i < back.size(); ++i) {
-    if (back[i].count != buckets[i].count || !same(back[i].sum, buckets[i].sum) || !same(back[i].min, buckets[i].min))
+    if (back[i].count != buckets[i].count || back[i].finite != buckets[i].finite ||
+        !same(back[i].sum, buckets[i].sum) || !same(back[i].min, buckets[i].min))
       __builtin_trap();
   }
   return 0;

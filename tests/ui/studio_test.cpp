@@ -284,6 +284,29 @@ class StudioTest : public QObject {
     QCOMPARE(writer.series_needing_summaries(), int64_t{0});
   }
 
+  // `spur-studio --runs 3` on a history of 600 runs: run 3 is older than the table's first page (the newest 500),
+  // and is fetched and selected all the same.
+  void runs_asked_for_are_found_beyond_the_first_page() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      for (int i = 0; i < 600; ++i) writer.create_run({});
+    }
+    spur::studio::MainWindow window(path);
+    window.show_runs({3});
+    window.show();
+    const auto selected = [&] {
+      QList<qint64> ids;
+      for (const auto& index : window.runs_view()->selectionModel()->selectedRows())
+        ids << index.data(spur::app::RunsModel::RunIdRole).toLongLong();
+      return ids;
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(selected(), QList<qint64>{3}, 10000);
+    QVERIFY(window.runs()->rowCount() >= 598);
+    QCOMPARE(window.runs()->total_runs(), int64_t{600});
+  }
+
   // With many runs the legend names the first 8 and counts the rest; the runs table's swatches name every line.
   void a_crowded_legend_says_how_many_more() {
     spur::studio::MetricPlot plot("loss");

@@ -106,31 +106,29 @@ void MetricPlot::changeEvent(QEvent* event) {
 QString MetricPlot::readout(double x) const {
   QStringList rows;
   for (const auto& [run, line] : lines_) {
-    // The smoothed line has one point per entry (raw point or bucket), in the entries' order.
-    const auto data = line.smooth->data();
-    if (data->isEmpty()) continue;
-    auto it = data->findBegin(x, /*expandedRange=*/false);
-    if (it == data->constEnd()) --it;
-    if (it != data->constBegin()) {
-      const auto before = it - 1;
-      if (std::abs(before->key - x) < std::abs(it->key - x)) it = before;
+    // The entry nearest to x, over the entries as logged (a resumed run's steps repeat, so the graph's x order is
+    // not theirs); a line holds a bounded number of entries.
+    if (line.values.empty() || line.smoothed.size() != line.values.size()) continue;
+    const QVector<double> xs = keys(line, 0);
+    std::size_t index = 0;
+    for (std::size_t i = 1; i < line.values.size(); ++i) {
+      if (std::abs(xs[static_cast<qsizetype>(i)] - x) < std::abs(xs[static_cast<qsizetype>(index)] - x)) index = i;
     }
-    const auto index = static_cast<std::size_t>(it - data->constBegin());
-    if (index >= line.values.size()) continue;
+    const double smoothed = line.smoothed[index];
     const QString swatch = QString("<span style='color:%1'>&#9632;</span> ").arg(run_colour(run).name());
     if (line.summarised) {
       rows << swatch + QString("%1: <b>%2</b> (mean of %3 points, %4 to %5; smoothed %6) @ steps %7-%8")
                            .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6))
                            .arg(static_cast<qint64>(line.counts[index]))
                            .arg(QString::number(line.mins[index], 'g', 6), QString::number(line.maxs[index], 'g', 6),
-                                QString::number(it->value, 'g', 6))
+                                QString::number(smoothed, 'g', 6))
                            .arg(static_cast<qint64>(line.steps[index]))
                            .arg(static_cast<qint64>(line.last_steps[index]));
       continue;
     }
     rows << swatch + QString("%1: <b>%2</b> (smoothed %3) @ step %4")
                          .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6),
-                              QString::number(it->value, 'g', 6))
+                              QString::number(smoothed, 'g', 6))
                          .arg(static_cast<qint64>(line.steps[index]));
   }
   return rows.join("<br>");
@@ -250,9 +248,7 @@ bool MetricPlot::save_csv(const QString& file) const {
   // A summarised line writes what it draws: one row per bucket (its first step and wall time, its mean); `spur
   // runs export` has every point.
   for (const auto& [run, line] : lines_) {
-    std::vector<double> smoothed;
-    for (auto it = line.smooth->data()->constBegin(); it != line.smooth->data()->constEnd(); ++it)
-      smoothed.push_back(it->value);
+    const auto& smoothed = line.smoothed;
     for (std::size_t i = 0; i < line.steps.size() && i < smoothed.size(); ++i) {
       text << run << ',' << static_cast<qint64>(line.steps[i]) << ','
            << QString::number(i < line.walls.size() ? line.walls[i] : 0, 'f', 6) << ','
@@ -326,7 +322,12 @@ void MetricPlot::load(const app::SeriesDelta& delta, const QString& name) {
   rebuild(line);
   const bool sparse = !line.summarised && line.raw->dataCount() <= kDottedPoints;
   line.smooth->setScatterStyle(sparse ? QCPScatterStyle(QCPScatterStyle::ssDisc, 6) : QCPScatterStyle());
-  // One refit for a whole batch of lines (500 lines refitting each other made a selection quadratic: 4 s).
+  refit_later();
+}
+
+void MetricPlot::refit_later() {
+  // One refit for a whole batch of lines loaded or removed (500 lines refitting each other made a selection
+  // quadratic: 4 s; a deselection replotted once per run).
   if (!user_moved_ && !refit_pending_) {
     refit_pending_ = true;
     QMetaObject::invokeMethod(
@@ -356,6 +357,7 @@ void MetricPlot::append(qint64 run, const QString& name, const QVector<double>& 
   QVector<double> smoothed;
   smoothed.reserve(values.size());
   for (const double v : values) smoothed.push_back(line.smoother.push(v));
+  line.smoothed.insert(line.smoothed.end(), smoothed.begin(), smoothed.end());
   line.smooth->addData(x, smoothed, /*alreadySorted=*/true);
   // Sparse metrics (an accuracy per epoch) get a dot at each point: a line through one point draws nothing.
   const bool sparse = line.raw->dataCount() <= kDottedPoints;
@@ -372,8 +374,7 @@ void MetricPlot::remove_run(qint64 run) {
   plot_->removeGraph(it->second.smooth);
   lines_.erase(it);
   update_legend();
-  if (!user_moved_) reset_view();
-  plot_->replot(QCustomPlot::rpQueuedReplot);
+  refit_later();
 }
 
 void MetricPlot::rename_run(qint64 run, const QString& name) {
@@ -398,6 +399,7 @@ void MetricPlot::resmooth(Line& line) {
     const auto count = line.summarised ? static_cast<int64_t>(line.counts[i]) : int64_t{1};
     smoothed.push_back(line.smoother.push(line.values[i], count));
   }
+  line.smoothed.assign(smoothed.begin(), smoothed.end());
   line.smooth->setData(keys(line, 0), smoothed, /*alreadySorted=*/true);
 }
 

@@ -87,6 +87,7 @@ class MetricPlot : public QWidget {
     std::vector<double> steps, values, walls;
     // Summarised lines only: each bucket's last step and wall time, extremes and point count.
     std::vector<double> last_steps, last_walls, mins, maxs, counts;
+    std::vector<double> smoothed;  // per entry, in entry order (the graph sorts by x: a resumed run's steps repeat)
     bool summarised = false;
     double first_wall = 0;  // the series' first point: where relative time starts
     QString name;
@@ -99,6 +100,7 @@ class MetricPlot : public QWidget {
   void rebuild(Line& line);
   void update_legend();
   void refit();
+  void refit_later();
   void user_view_changed();
   void context_menu(const QPoint& at);
   void hover(QMouseEvent* event);

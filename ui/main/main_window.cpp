@@ -171,6 +171,17 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       statusBar()->showMessage(tr("History summarised: %n series", nullptr, int(total)), 5000);
     }
   });
+  connect(summaries_, &app::SummaryBuilder::finished, this, [this](qint64, const QString& error) {
+    if (error.isEmpty()) return;
+    // Plots still draw (from the raw points); say why it is slow, and try again later (another process may have
+    // held the history's write lock). A history this user may only read is said once and left.
+    statusBar()->showMessage(tr("The history's plot summaries could not be built: %1").arg(error), 15000);
+    if (summary_attempts_++ < 3 && !error.contains("cannot be written") && !error.contains("readonly")) {
+      QTimer::singleShot(60000, this, [this] {
+        QMetaObject::invokeMethod(summaries_, &app::SummaryBuilder::build, Qt::QueuedConnection);
+      });
+    }
+  });
   connect(loader_, &app::SeriesLoader::untrusted, summaries_, &app::SummaryBuilder::rebuild);
   summary_thread_.start();
   QMetaObject::invokeMethod(summaries_, &app::SummaryBuilder::build, Qt::QueuedConnection);
@@ -253,6 +264,16 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   dashboard_->save_settings(settings);
   settings.setValue("runs/metric_columns", runs_->metric_columns());
   QMainWindow::closeEvent(event);  // running runs go on: their launchers are detached
+}
+
+void MainWindow::show_runs(const QList<qint64>& ids) {
+  wanted_ = ids;
+  selected_once_ = false;
+  if (ids.isEmpty()) return;
+  const qint64 oldest = *std::min_element(ids.begin(), ids.end());
+  QMetaObject::invokeMethod(
+      runs_reader_, [reader = runs_reader_, oldest] { reader->include(oldest); }, Qt::QueuedConnection);
+  refresh();
 }
 
 void MainWindow::refresh() {

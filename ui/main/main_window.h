@@ -92,10 +92,8 @@ class MainWindow : public QMainWindow {
   static QString data_directory();
 
   /// Runs to show first (instead of the newest), as soon as they are in the history.
-  void show_runs(const QList<qint64>& ids) {
-    wanted_ = ids;
-    selected_once_ = false;
-  }
+  /// Runs older than the table's first page are fetched for it.
+  void show_runs(const QList<qint64>& ids);
 
  signals:
   void launched(qint64 run);
@@ -162,6 +160,7 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<QThread> import_thread_;    // joined before the window goes
   QThread summary_thread_;                    // the summary builder's: writes, so apart from the readers
   app::SummaryBuilder* summaries_ = nullptr;  // on summary_thread_
+  int summary_attempts_ = 0;                  // builds retried after an error
 };
 
 }  // namespace spur::studio

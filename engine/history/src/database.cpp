@@ -50,7 +50,7 @@ const char* const kMigrations[] = {
          PRIMARY KEY(run_id, tag));)",
     // 3: multi-resolution summaries of the series' full chunks (summary.h has the layout); series.summarised counts
     // the full chunks summarised (-1: none yet, a series written before: HistoryWriter::build_summaries adds them).
-    // Indexes for listing runs by status, start time and tag.
+    // Indexes for listing runs by status, creation time, project and tag.
     R"(ALTER TABLE series ADD COLUMN summarised INTEGER NOT NULL DEFAULT -1;
        CREATE TABLE summaries(id INTEGER PRIMARY KEY,
          series_id INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE, level INTEGER NOT NULL,
@@ -58,7 +58,8 @@ const char* const kMigrations[] = {
          step_hi INTEGER NOT NULL, wall_lo REAL NOT NULL, wall_hi REAL NOT NULL, data BLOB NOT NULL);
        CREATE UNIQUE INDEX summaries_by_series ON summaries(series_id, level, ordinal);
        CREATE INDEX runs_by_status ON runs(status);
-       CREATE INDEX runs_by_started ON runs(started);
+       CREATE INDEX runs_by_created ON runs(created);
+       CREATE INDEX runs_by_project ON runs(project);
        CREATE INDEX run_tags_by_tag ON run_tags(tag);)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion);

@@ -308,9 +308,14 @@ SeriesSummary HistoryReader::summary(int64_t run, const std::string& key, const 
     const double span = std::min(range.hi, last) - std::max(range.lo, first);
     const double share = last > first ? std::clamp(span / (last - first), 0.0, 1.0) : 1.0;
     const double expected = share * static_cast<double>(known.total_points);
-    start = 0;
-    for (int level = kLevels; level >= 1 && start == 0; --level) {
-      if (expected / static_cast<double>(kLevelPoints[level]) >= static_cast<double>(width)) start = level;
+    // Level 1 at least: the guess assumes evenly spread points, and a range in the dense part of an uneven
+    // series holds more than it says (a level-1 read costs a 64th of the raw one it may save).
+    start = 1;
+    for (int level = kLevels; level > 1; --level) {
+      if (expected / static_cast<double>(kLevelPoints[level]) >= static_cast<double>(width)) {
+        start = level;
+        break;
+      }
     }
   }
   for (int level = start; level >= 1; --level) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The history's multi-resolution summaries (the `summaries` table): each full chunk of kChunkPoints points is
 // summarised into buckets of kLevelPoints[1] points (level 1), and every level above merges kFanOut buckets of the
-// level below into one. A row holds up to kBucketsPerRow buckets of one level, packed as kBucketBytes each, in the
+// level below into one. A row holds up to kBucketsPerRow buckets of one level, packed as kBucketBytes each (count,
+// step_lo, step_hi, wall_lo, wall_hi, min, max, first, last, sum, finite; little-endian), in the
 // order of the points. Internal to the history library: the one place the bucket formula and layout exist.
 #pragma once
 
@@ -24,7 +25,7 @@ inline constexpr int64_t kBucketsPerRow = kChunkPoints / 64;  // 16: a level-1 r
 inline constexpr int64_t kChunksPerRow[kLevels + 1] = {0, 1, 64, 64 * 64};
 /// Full chunks per bucket of each level (level 1: a sixteenth of one, so unused).
 inline constexpr int64_t kChunksPerBucket[kLevels + 1] = {0, 0, 4, 256};
-inline constexpr size_t kBucketBytes = 80;
+inline constexpr size_t kBucketBytes = 88;
 static_assert(kChunkPoints == kLevelPoints[1] * kBucketsPerRow, "a level-1 row summarises exactly one chunk");
 
 /// Adds one point to a bucket (NaN values count but are neither min nor max, as a plot leaves them out).
@@ -43,7 +44,10 @@ inline void add_point(Bucket& b, const Point& p) {
     b.max = std::fmax(b.max, p.value);
   }
   b.last = p.value;
-  b.sum += p.value;
+  if (std::isfinite(p.value)) {
+    b.sum += p.value;
+    ++b.finite;
+  }
   ++b.count;
 }
 
@@ -62,6 +66,7 @@ inline void merge_bucket(Bucket& into, const Bucket& later) {
   into.max = std::fmax(into.max, later.max);
   into.last = later.last;
   into.sum += later.sum;
+  into.finite += later.finite;
   into.count += later.count;
 }
 
@@ -92,6 +97,7 @@ inline void encode_buckets(const std::vector<Bucket>& buckets, std::vector<unsig
     std::memcpy(at + 8, &b.step_lo, 8);
     std::memcpy(at + 16, &b.step_hi, 8);
     std::memcpy(at + 24, doubles, sizeof doubles);
+    std::memcpy(at + 80, &b.finite, 8);
     at += kBucketBytes;
   }
 }
@@ -105,6 +111,7 @@ inline void decode_buckets(const void* data, size_t bytes, std::vector<Bucket>& 
     std::memcpy(&b.step_lo, at + 8, 8);
     std::memcpy(&b.step_hi, at + 16, 8);
     std::memcpy(doubles, at + 24, sizeof doubles);
+    std::memcpy(&b.finite, at + 80, 8);
     b.wall_lo = doubles[0];
     b.wall_hi = doubles[1];
     b.min = doubles[2];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -49,14 +50,18 @@ struct Point {
   double wall = 0;
 };
 
-/// Some consecutive points of a series, summarised: their count, extent, extremes, first, last and sum. A single
-/// point is a bucket of count 1. min and max leave NaN values out (NaN only when every value is).
+/// Some consecutive points of a series, summarised: their count, extent, extremes, first, last, and the sum and
+/// number of their finite values. A single point is a bucket of count 1. min and max leave NaN values out (NaN only
+/// when every value is); the mean is of the finite values (an fp16 run's few inf losses do not blank a bucket of
+/// 4,096 points), NaN when there are none.
 struct Bucket {
   int64_t count = 0;
   int64_t step_lo = 0, step_hi = 0;
   double wall_lo = 0, wall_hi = 0;
-  double min = 0, max = 0, first = 0, last = 0, sum = 0;
-  double mean() const { return count ? sum / static_cast<double>(count) : 0; }
+  double min = 0, max = 0, first = 0, last = 0;
+  double sum = 0;      // of the finite values
+  int64_t finite = 0;  // how many values are finite
+  double mean() const { return finite ? sum / static_cast<double>(finite) : std::numeric_limits<double>::quiet_NaN(); }
 };
 
 /// What part of a series to read, and how finely: the x range [lo, hi] (steps, or wall times in seconds since the
