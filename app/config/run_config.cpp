@@ -263,6 +263,17 @@ void write_scalar(YAML::Emitter& out, const YAML::Node& node) {
 
 bool empty_map(const YAML::Node& node) { return node.IsMap() && node.size() == 0; }
 
+// What writing leaves out: a null, or a map of nothing but such values ({on: } wrote as {} and read back as
+// nothing at all: the fuzzer's round trip failed).
+bool blank(const YAML::Node& node) {
+  if (node.IsNull()) return true;
+  if (!node.IsMap()) return false;
+  for (const auto& entry : node) {
+    if (!blank(entry.second)) return false;
+  }
+  return true;
+}
+
 void write_node(YAML::Emitter& out, const YAML::Node& node) {
   if (node.IsScalar()) {
     write_scalar(out, node);
@@ -275,7 +286,7 @@ void write_node(YAML::Emitter& out, const YAML::Node& node) {
     for (const auto& entry : node) sorted[entry.first.as<std::string>()] = entry.second;
     out << YAML::BeginMap;
     for (const auto& [key, value] : sorted) {
-      if (value.IsNull() || empty_map(value)) continue;
+      if (blank(value)) continue;
       out << YAML::Key << key << YAML::Value;
       write_node(out, value);
     }
@@ -322,7 +333,7 @@ void emit_json(std::ostringstream& out, const YAML::Node& node, int indent) {
     out << "{";
     bool first = true;
     for (const auto& [key, value] : sorted) {
-      if (value.IsNull() || empty_map(value)) continue;
+      if (blank(value)) continue;
       out << (first ? "\n" : ",\n") << pad << "\"" << key << "\": ";
       emit_json(out, value, indent + 2);
       first = false;

@@ -347,6 +347,20 @@ class ConfigTest : public QObject {
     }
   }
 
+  // Found by fuzz_config in CI (corpus regression-nested-null-map): a mapping holding only empty values
+  // (`downcast_bf16:\n  on:`) was written as `{}` and read back as nothing, so the written file changed when written
+  // again. Such mappings are left out, as empty values are.
+  void mappings_of_nothing_are_left_out() {
+    for (const std::string& text :
+         {std::string("distributed_type: 'NO'\ndowncast_bf16: \n  on: \n"),
+          std::string("distributed_type: 'NO'\ndeepspeed_config:\n  a:\n    b: ~\n  c: {}\n")}) {
+      const auto config = spur::app::RunConfig::parse(text, "nested.yaml");
+      const std::string yaml = config.to_yaml();
+      QVERIFY2(yaml.find("{}") == std::string::npos, yaml.c_str());
+      QCOMPARE(spur::app::RunConfig::parse(yaml, "written.yaml").to_yaml(), yaml);
+    }
+  }
+
   void sagemaker_no_round_trips() {
     // Accelerate cannot load back the SageMaker file its own questionnaire writes with distributed_type NO.
     QTemporaryDir dir;
