@@ -267,11 +267,7 @@ bool empty_map(const YAML::Node& node) { return node.IsMap() && node.size() == 0
 // nothing at all: the fuzzer's round trip failed).
 bool blank(const YAML::Node& node) {
   if (node.IsNull()) return true;
-  if (!node.IsMap()) return false;
-  for (const auto& entry : node) {
-    if (!blank(entry.second)) return false;
-  }
-  return true;
+  return node.IsMap() && std::all_of(node.begin(), node.end(), [](const auto& entry) { return blank(entry.second); });
 }
 
 void write_node(YAML::Emitter& out, const YAML::Node& node) {
