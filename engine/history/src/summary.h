@@ -19,37 +19,16 @@ namespace spur::history {
 inline constexpr int kLevels = 3;
 inline constexpr int64_t kFanOut = 64;
 /// Points per bucket at each level (index 0: the raw points themselves).
-inline constexpr int64_t kLevelPoints[kLevels + 1] = {1, 64, 64 * 64, 64 * 64 * 64};
-inline constexpr int64_t kBucketsPerRow = kChunkPoints / 64;  // 16: a level-1 row is one chunk
+inline constexpr int64_t kLevelPoints[kLevels + 1] = {1, kFanOut, (kFanOut * kFanOut), (kFanOut * kFanOut * kFanOut)};
+inline constexpr int64_t kBucketsPerRow = kChunkPoints / kFanOut;  // 16: a level-1 row is one chunk
 /// Full chunks per row of each level (level 1: one; level 2: 64; level 3: 4096).
-inline constexpr int64_t kChunksPerRow[kLevels + 1] = {0, 1, 64, 64 * 64};
+inline constexpr int64_t kChunksPerRow[kLevels + 1] = {0, 1, kFanOut, (kFanOut * kFanOut)};
 /// Full chunks per bucket of each level (level 1: a sixteenth of one, so unused).
-inline constexpr int64_t kChunksPerBucket[kLevels + 1] = {0, 0, 4, 256};
+inline constexpr int64_t kChunksPerBucket[kLevels + 1] = {0, 0, kLevelPoints[2] / kChunkPoints,
+                                                          kLevelPoints[3] / kChunkPoints};
 inline constexpr size_t kBucketBytes = 88;
 static_assert(kChunkPoints == kLevelPoints[1] * kBucketsPerRow, "a level-1 row summarises exactly one chunk");
-
-/// Adds one point to a bucket (NaN values count but are neither min nor max, as a plot leaves them out).
-inline void add_point(Bucket& b, const Point& p) {
-  if (b.count == 0) {
-    b.step_lo = b.step_hi = p.step;
-    b.wall_lo = b.wall_hi = p.wall;
-    b.min = b.max = p.value;
-    b.first = p.value;
-  } else {
-    b.step_lo = std::min(b.step_lo, p.step);
-    b.step_hi = std::max(b.step_hi, p.step);
-    b.wall_lo = std::fmin(b.wall_lo, p.wall);
-    b.wall_hi = std::fmax(b.wall_hi, p.wall);
-    b.min = std::fmin(b.min, p.value);
-    b.max = std::fmax(b.max, p.value);
-  }
-  b.last = p.value;
-  if (std::isfinite(p.value)) {
-    b.sum += p.value;
-    ++b.finite;
-  }
-  ++b.count;
-}
+static_assert(kChunksPerBucket[2] == 4 && kChunksPerBucket[3] == 256 && kChunksPerRow[3] == 4096, "the levels above");
 
 /// Appends `later` (the points right after `into`'s) to `into`.
 inline void merge_bucket(Bucket& into, const Bucket& later) {
@@ -69,6 +48,22 @@ inline void merge_bucket(Bucket& into, const Bucket& later) {
   into.finite += later.finite;
   into.count += later.count;
 }
+
+/// One point as a bucket of count 1 (its value is min, max, first, last and, when finite, the sum).
+inline Bucket point_bucket(const Point& p) {
+  const bool finite = std::isfinite(p.value);
+  Bucket b;
+  b.count = 1;
+  b.step_lo = b.step_hi = p.step;
+  b.wall_lo = b.wall_hi = p.wall;
+  b.min = b.max = b.first = b.last = p.value;
+  b.sum = finite ? p.value : 0;
+  b.finite = finite ? 1 : 0;
+  return b;
+}
+
+/// Adds one point to a bucket: the merge of a one-point bucket, so the two cannot drift apart.
+inline void add_point(Bucket& b, const Point& p) { merge_bucket(b, point_bucket(p)); }
 
 /// Points in order -> buckets of `size` points (the last may hold fewer).
 inline std::vector<Bucket> bucket_points(const Point* points, size_t n, int64_t size) {
