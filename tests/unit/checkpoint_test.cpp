@@ -367,6 +367,76 @@ class CheckpointTest : public QObject {
     QCOMPARE(net->weight.min().item<float>(), 7.0f);  // the model was not half-restored
   }
 
+  // Issue 12 (fuzzing the checkpoint manifest): spur_state.json is checked whole before anything is restored. A
+  // loader without its position was read only after the model had been restored, so the load failed half done.
+  void hostile_state_files_are_refused_data() {
+    QTest::addColumn<QString>("from");
+    QTest::addColumn<QString>("to");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("a loader without its position") << "\"position\": 0, "
+                                                   << ""
+                                                   << "loaders[0] has no \"position\"";
+    QTest::newRow("a negative position") << "\"position\": 0"
+                                         << "\"position\": -1"
+                                         << "loaders[0].position is -1, outside 0..";
+    QTest::newRow("a negative epoch") << "\"epoch\": 0"
+                                      << "\"epoch\": -3"
+                                      << "loaders[0].epoch is -3";
+    QTest::newRow("a file outside the folder") << "\"model.safetensors\": {"
+                                               << "\"../model.safetensors\": {"
+                                               << "files[\"../model.safetensors\"] is not a plain file name";
+    QTest::newRow("a file listed twice")
+        << "\"files\": {"
+        << "\"files\": {\"optimizer.pt\": {\"size\": 1, \"hash\": \"0000000000000000\"}, "
+        << "duplicate key \"optimizer.pt\"";  // the JSON reader's own refusal
+    QTest::newRow("a hash that is not one") << "\"hash\": \""
+                                            << "\"hash\": \"X"
+                                            << "not 16 lower-case hex digits";
+    QTest::newRow("ZeRO stage 3") << "\"zero_stage\": 0"
+                                  << "\"zero_stage\": 3"
+                                  << "zero_stage is 3, outside 0..2";
+    QTest::newRow("no processes") << "\"world_size\": 1"
+                                  << "\"world_size\": 0"
+                                  << "world_size is 0, outside 1..";
+    QTest::newRow("a count as text") << "\"optimizers\": 1"
+                                     << "\"optimizers\": \"1\""
+                                     << "optimizers must be an integer";
+    QTest::newRow("another format") << "\"format\": 1"
+                                    << "\"format\": 2"
+                                    << "format 2 is not one this Spur reads";
+  }
+
+  void hostile_state_files_are_refused() {
+    QFETCH(QString, from);
+    QFETCH(QString, to);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/state").toStdString();
+    spur::Accelerator accelerator;
+    torch::nn::Linear net(4, 2);
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+    auto loader = accelerator.prepare(
+        spur::make_data_loader(spur::TensorDataset(torch::zeros({4, 1}), torch::zeros({4})), {.batch_size = 2}));
+    accelerator.save_state(out);
+    QFile file(QString::fromStdString(out + "/spur_state.json"));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QString text = QString::fromUtf8(file.readAll());
+    file.close();
+    QVERIFY2(text.contains(from), qPrintable(text));
+    text.replace(text.indexOf(from), from.size(), to);
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write(text.toUtf8());
+    file.close();
+    {
+      torch::NoGradGuard no_grad;
+      net->weight.fill_(7.0f);
+    }
+    const QString error = expect_error([&] { accelerator.load_state(out); });
+    QVERIFY2(error.contains("spur_state.json is corrupt") && error.contains(expected), qPrintable(error));
+    QCOMPARE(net->weight.min().item<float>(), 7.0f);  // nothing was restored
+  }
+
   void the_number_of_loaders_must_match() {
     QTemporaryDir dir;
     const std::string out = (dir.path() + "/state").toStdString();

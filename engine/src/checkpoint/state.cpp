@@ -26,6 +26,7 @@
 
 #include "accelerator_core.h"
 #include "checkpoint/project.h"
+#include "checkpoint_state.h"
 #include "compat/torch_compat.h"
 #include "progress_file.h"
 #include "safetensors_index.h"
@@ -34,7 +35,6 @@ namespace spur {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int64_t kFormat = 1;
 constexpr const char* kStateFile = "spur_state.json";
 
 // A module's tensors once each, under their first name; later names of the same tensor are aliases.
@@ -102,12 +102,6 @@ std::string read_text(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-std::string hex(uint64_t value) {
-  char buffer[17];
-  std::snprintf(buffer, sizeof(buffer), "%016llx", static_cast<unsigned long long>(value));
-  return buffer;
 }
 
 std::pair<int64_t, uint64_t> write_archive(const std::string& path, torch::serialize::OutputArchive& archive) {
@@ -202,14 +196,15 @@ std::string attempt(F&& f) {
 }
 
 // The saved view of a loader: at the end of an epoch (its last batch out), the next epoch from its start.
-json::Value loader_record(const detail::LoaderState& loader) {
+detail::CheckpointLoader loader_record(const detail::LoaderState& loader) {
   const bool done = loader.at_end;
-  json::Object record{{"epoch", done ? loader.epoch + 1 : loader.epoch},
-                      {"position", done ? 0 : loader.position},
-                      {"stream", loader.stream},
-                      {"dataset_size", loader.dataset_size}};
+  detail::CheckpointLoader record;
+  record.epoch = done ? loader.epoch + 1 : loader.epoch;
+  record.position = done ? 0 : loader.position;
+  record.stream = loader.stream;
+  record.dataset_size = loader.dataset_size;
   // The shuffling (and per-batch generator) seed: a run seeded from a clock resumes with the saved order.
-  if (loader.options.seed) record.emplace_back("seed", static_cast<int64_t>(*loader.options.seed));
+  record.seed = loader.options.seed;
   return record;
 }
 
@@ -291,9 +286,9 @@ std::string Accelerator::save_state(const std::string& requested) {
   agree(comm(), failure, "save_state(" + dir + ") pre-hook");
   const std::size_t model_count = hooked ? hooked_weights.size() : core.models.size();
 
-  json::Object files;
+  detail::CheckpointState state;
   auto record = [&](const std::string& name, std::pair<int64_t, uint64_t> written) {
-    files.emplace_back(name, json::Object{{"size", written.first}, {"hash", hex(written.second)}});
+    state.files.emplace_back(name, detail::CheckpointFile{written.first, written.second});
   };
   if (is_main_process()) {
     failure = attempt([&] {
@@ -388,23 +383,19 @@ std::string Accelerator::save_state(const std::string& requested) {
                  {all[r][column].item<int64_t>(), static_cast<uint64_t>(all[r][column + 1].item<int64_t>())});
         }
       }
-      json::Array loaders;
       for (const auto& weak : core.loaders) {
-        if (auto loader = weak.lock()) loaders.push_back(loader_record(*loader));
+        if (auto loader = weak.lock()) state.loaders.push_back(loader_record(*loader));
       }
-      json::Object state{{"format", kFormat},
-                         {"spur_version", SPUR_VERSION},
-                         {"world_size", num_processes()},
-                         {"models", static_cast<int64_t>(model_count)},
-                         {"optimizers", static_cast<int64_t>(core.optimizers.size())},
-                         {"zero_stage", sharded_stage(core)},
-                         {"schedulers", static_cast<int64_t>(core.schedulers.size())},
-                         {"custom_objects", static_cast<int64_t>(core.custom.size())},
-                         {"accumulation_step", core.gradient.step},
-                         {"step_was_skipped", core.step_was_skipped},
-                         {"loaders", std::move(loaders)},
-                         {"files", std::move(files)}};
-      detail::write_file(tmp + "/" + kStateFile, json::write(json::Value(std::move(state))) + "\n");
+      state.spur_version = SPUR_VERSION;
+      state.world_size = num_processes();
+      state.models = static_cast<int64_t>(model_count);
+      state.optimizers = static_cast<int64_t>(core.optimizers.size());
+      state.zero_stage = sharded_stage(core);
+      state.schedulers = static_cast<int64_t>(core.schedulers.size());
+      state.custom_objects = static_cast<int64_t>(core.custom.size());
+      state.accumulation_step = core.gradient.step;
+      state.step_was_skipped = core.step_was_skipped;
+      detail::write_file(tmp + "/" + kStateFile, detail::write_checkpoint_state(state));
     });
   }
   agree(comm(), failure, "save_state(" + dir + ")");
@@ -452,16 +443,15 @@ std::string Accelerator::load_state(const std::string& requested) {
 
   // Phase 1, on every rank: read the state file and check every file this rank will read, before touching
   // anything, so a bad checkpoint leaves the run as it was.
-  json::Value state;
+  detail::CheckpointState state;
   auto verified_path = [&](const std::string& name) {
     const std::string path = base + name;
-    const json::Value* entry = state.at("files", state_path).find(name);
+    const detail::CheckpointFile* entry = state.file(name);
     if (!entry) throw Error("checkpoint " + state_path + " does not list " + name);
     std::error_code error;
     const auto size = fs::file_size(path, error);
     if (error) throw Error("checkpoint file " + path + " is missing");
-    if (static_cast<int64_t>(size) != entry->at("size", state_path + " (" + name + ")").as_int(name + ".size") ||
-        hex(file_digest(path)) != entry->at("hash", state_path + " (" + name + ")").as_string(name + ".hash")) {
+    if (static_cast<int64_t>(size) != entry->size || file_digest(path) != entry->hash) {
       throw Error("checkpoint file " + path + " is corrupt: its size or hash differs from " + state_path);
     }
     return path;
@@ -482,17 +472,13 @@ std::string Accelerator::load_state(const std::string& requested) {
   failure = attempt([&] {
     if (!fs::is_directory(dir)) throw Error("checkpoint directory " + dir + " does not exist");
     try {
-      state = json::parse(read_text(state_path));
+      state = detail::parse_checkpoint_state(read_text(state_path));
     } catch (const Error& e) {
       throw Error("checkpoint file " + state_path + " is corrupt: " + e.what());
     }
     try {
-      if (state.at("format", state_path).as_int("format") != kFormat) {
-        throw Error("format " + std::to_string(state.at("format").as_int()) + " is not one this Spur reads");
-      }
-      const int64_t world = state.at("world_size", state_path).as_int("world_size");
-      const json::Value* zero = state.find("zero_stage");
-      const int64_t saved_stage = zero ? zero->as_int("zero_stage") : 0;
+      const int64_t world = state.world_size;
+      const int64_t saved_stage = state.zero_stage;
       if (saved_stage > 0 && world != num_processes()) {
         throw Error("it holds the optimizer state sharded over " + std::to_string(world) + " processes (ZeRO stage " +
                     std::to_string(saved_stage) + ") and this run has " + std::to_string(num_processes()) +
@@ -514,45 +500,41 @@ std::string Accelerator::load_state(const std::string& requested) {
                     std::to_string(num_processes()) + " (RNG states and data positions are per rank): resume with " +
                     std::to_string(world) + " processes");
       }
-      auto expect_count = [&](const char* key, size_t have, const char* what) {
-        const int64_t saved = state.at(key, state_path).as_int(key);
+      auto expect_count = [&](int64_t saved, size_t have, const char* what) {
         if (saved != static_cast<int64_t>(have)) {
           throw Error("it holds " + std::to_string(saved) + " " + what + ", this run prepared " + std::to_string(have) +
                       " (prepare the same objects, in the same order, before load_state)");
         }
       };
-      const int64_t saved_models = state.at("models", state_path).as_int("models");
-      if (saved_models < 0 || saved_models > static_cast<int64_t>(core.models.size())) {
+      const int64_t saved_models = state.models;
+      if (saved_models > static_cast<int64_t>(core.models.size())) {
         throw Error("it holds " + std::to_string(saved_models) + " model(s), this run prepared " +
                     std::to_string(core.models.size()) +
                     " (prepare the same objects, in the same order, before "
                     "load_state)");
       }
       for (int64_t i = 0; i < saved_models; ++i) to_read.push_back(model_file(static_cast<size_t>(i)));
-      expect_count("optimizers", core.optimizers.size(), "optimizer(s)");
-      expect_count("schedulers", core.schedulers.size(), "scheduler(s)");
-      expect_count("custom_objects", core.custom.size(), "registered object(s)");
-      const auto& saved_loaders = state.at("loaders", state_path).as_array("loaders");
+      expect_count(state.optimizers, core.optimizers.size(), "optimizer(s)");
+      expect_count(state.schedulers, core.schedulers.size(), "scheduler(s)");
+      expect_count(state.custom_objects, core.custom.size(), "registered object(s)");
+      const auto& saved_loaders = state.loaders;
       if (saved_loaders.size() != loaders.size()) {
         throw Error("it holds " + std::to_string(saved_loaders.size()) + " data loader(s), this run prepared " +
                     std::to_string(loaders.size()) + " (prepare the same loaders, in the same order)");
       }
       for (size_t i = 0; i < loaders.size(); ++i) {
         const auto& saved = saved_loaders[i];
-        if (saved.at("stream", "loader").as_bool("stream") != loaders[i]->stream ||
-            saved.at("dataset_size", "loader").as_int("dataset_size") != loaders[i]->dataset_size) {
+        if (saved.stream != loaders[i]->stream || saved.dataset_size != loaders[i]->dataset_size) {
           throw Error("data loader " + std::to_string(i) +
                       " is not the one saved (another dataset size or kind): "
                       "prepare the same loaders, in the same order");
         }
       }
-      state.at("accumulation_step", state_path).as_int("accumulation_step");
-      state.at("step_was_skipped", state_path).as_bool("step_was_skipped");
     } catch (const Error& e) {
       throw Error("cannot load checkpoint " + dir + ": " + e.what());
     }
     for (const auto& name : to_read) verified_path(name);
-    if (state.at("files", state_path).find(gradients_file(process_index()))) {
+    if (state.file(gradients_file(process_index()))) {
       verified_path(gradients_file(process_index()));
       restore_gradients = true;
     }
@@ -561,7 +543,7 @@ std::string Accelerator::load_state(const std::string& requested) {
 
   failure = attempt([&] {
     for (auto& [id, hook] : core.load_hooks) hook(models, dir);
-    const int64_t saved_models = state.at("models").as_int();
+    const int64_t saved_models = state.models;
     if (saved_models != static_cast<int64_t>(models.size())) {
       throw Error("cannot load checkpoint " + dir + ": it holds " + std::to_string(saved_models) +
                   " model(s), this run prepared " + std::to_string(core.models.size()) +
@@ -644,13 +626,12 @@ std::string Accelerator::load_state(const std::string& requested) {
       throw Error("checkpoint file " + path + " holds an RNG state this process cannot use: " + e.what());
     }
   }
-  const auto& saved_loaders = state.at("loaders").as_array();
   for (size_t i = 0; i < loaders.size(); ++i) {
-    loaders[i]->epoch = saved_loaders[i].at("epoch").as_int();
-    loaders[i]->skip_next = saved_loaders[i].at("position").as_int();
-    if (const auto* seed = saved_loaders[i].find("seed")) loaders[i]->reseed(static_cast<uint64_t>(seed->as_int()));
+    loaders[i]->epoch = state.loaders[i].epoch;
+    loaders[i]->skip_next = state.loaders[i].position;
+    if (state.loaders[i].seed) loaders[i]->reseed(*state.loaders[i].seed);
   }
-  core.gradient.step = state.at("accumulation_step").as_int();
+  core.gradient.step = state.accumulation_step;
   core.backwards_since_step = 0;
   if (restore_gradients) {
     const auto path = base + gradients_file(process_index());
@@ -670,7 +651,7 @@ std::string Accelerator::load_state(const std::string& requested) {
     }
     core.backwards_since_step = core.gradient.step % std::max<int64_t>(1, core.accumulation_steps);
   }
-  core.step_was_skipped = state.at("step_was_skipped").as_bool();
+  core.step_was_skipped = state.step_was_skipped;
   // Loading checkpoint_<N> of this project: the next automatic save is N + 1, not an overwrite.
   std::error_code error;
   const auto folder = fs::weakly_canonical(detail::checkpoints_folder(core.project), error);
