@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "config/run_config.h"
+#include "config/setup_answers.h"
 #include "launch/companion.h"
 #include "runs/run_status.h"
 
@@ -151,7 +152,7 @@ int env_command(const QStringList& arguments) {
   const auto blas = blas_info_for_libtorch();
   QList<QPair<QString, QString>> rows = {
       {"Spur", SPUR_VERSION_STRING},
-      {"LibTorch (built against)", SPUR_TORCH_BUILD_VERSION},
+      {"LibTorch (built against)", app::engine_torch_version()},
       {"Qt", qVersion()},
       {"Compiler", compiler()},
       {"OS", QSysInfo::prettyProductName() + ", kernel " + QSysInfo::kernelVersion()},

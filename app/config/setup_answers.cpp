@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "launch/launch_plan.h"
+#include "torch_features.h"
 
 namespace spur::app {
 namespace {
@@ -151,6 +152,7 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
   // A directory removed since is not offered again.
   if (QFileInfo(request.working_directory).isDir()) working_directory = request.working_directory;
   environment.clear();
+  run_name.clear();
   if (where == Where::Slurm) where = Where::Local;
   slurm = SlurmRequest{};
   if (request.flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
@@ -191,6 +193,8 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
       max_restarts = std::max(0, value.toInt());
     } else if (flag == "--hang_timeout") {
       hang_timeout = std::max(0, value.toInt());
+    } else if (flag == "--run_name") {
+      run_name = value;
     }
   }
 }
@@ -215,6 +219,7 @@ LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
   for (const auto& [name, value] : environment) request.flags << "--env" << name + "=" + value;
   if (where != Where::SageMaker && max_restarts > 0) request.flags << "--max_restarts" << QString::number(max_restarts);
   if (where != Where::SageMaker && hang_timeout > 0) request.flags << "--hang_timeout" << QString::number(hang_timeout);
+  if (!run_name.trimmed().isEmpty()) request.flags << "--run_name" << run_name.trimmed();
   return request;
 }
 
@@ -242,6 +247,27 @@ QString check_port(const QString& port) {
 QString check_gpu_ids(const QString& ids) {
   static const QRegularExpression list("^[0-9]+(,[0-9]+)*$");
   return ids == "all" || list.match(ids).hasMatch() ? QString() : "'" + ids + "': all, or GPU numbers like 0,1";
+}
+
+QString engine_torch_version() {
+#ifdef SPUR_TORCH_BUILD_VERSION
+  return QStringLiteral(SPUR_TORCH_BUILD_VERSION);
+#else
+  return {};  // built without the engine (the fuzz targets)
+#endif
+}
+
+QString check_mixed_precision(const QString& precision, bool on_cpu) {
+  const QString torch = engine_torch_version();
+  if (precision != "fp16" || !on_cpu || torch_features::has(torch.toStdString(), torch_features::kCpuAutocastHalf)) {
+    return {};
+  }
+  return QString(
+             "fp16 on the CPU needs LibTorch %1.%2 or later; this Spur's engine is built against %3, whose CPU "
+             "autocast runs bf16 only: choose bf16, or GPUs")
+      .arg(torch_features::kCpuAutocastHalf.major)
+      .arg(torch_features::kCpuAutocastHalf.minor)
+      .arg(torch);
 }
 
 QString check_directory(const QString& directory) {

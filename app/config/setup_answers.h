@@ -59,6 +59,8 @@ struct SetupAnswers {
   // Surviving faults (launch flags, not in the file): --max_restarts, --hang_timeout (0: off).
   int max_restarts = 0;
   int hang_timeout = 0;
+  // The run's name in the history (--run_name; empty: the launcher names it).
+  QString run_name;
 
   /// Defaults for this machine: several CPU processes on a CPU-only machine, one per GPU otherwise.
   static SetupAnswers defaults(const DetectedHardware& hardware);
@@ -68,10 +70,10 @@ struct SetupAnswers {
   /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
   RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
   /// What to run, as a past launch ran it: program, arguments, directory, and the flags the questions cover
-  /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps).
+  /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps; --run_name).
   void take_launch(const LaunchRequest& request);
   /// The launch of `config_file` with these answers' flags (hosts or Slurm settings, gradient accumulation,
-  /// environment, restarts, hang timeout).
+  /// environment, restarts, hang timeout, run name).
   LaunchRequest launch_request(const QString& config_file) const;
 };
 
@@ -85,6 +87,12 @@ QString check_host_list(const QString& hosts);
 QStringList split_host_list(const QString& hosts);
 QString check_port(const QString& port);
 QString check_gpu_ids(const QString& ids);
+/// The LibTorch version this build's engine is compiled against ("2.15.0", "1.13.0"; empty when not known).
+QString engine_torch_version();
+/// Mixed precision `precision` ("no", "fp16", "bf16") where the processes compute on CPUs (`on_cpu`): fp16 needs
+/// a LibTorch whose CPU autocast runs float16 (2.2 and later; torch_features.h), which the engine checks only
+/// when the run starts.
+QString check_mixed_precision(const QString& precision, bool on_cpu);
 /// An executable file (relative to `working_directory`, or on PATH for a bare name).
 QString check_program(const QString& program, const QString& working_directory);
 QString check_directory(const QString& directory);

@@ -12,6 +12,7 @@
 #include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
+#include "torch_features.h"
 
 using spur::test::max_abs_diff;
 using spur::test::RankGroup;
@@ -136,7 +137,10 @@ class DistributedTrainingTest : public QObject {
   void mixed_precision_training() {
     QFETCH(QString, precision);
     QFETCH(int, world);
-    if (precision == "fp16" && !SPUR_TORCH_CPU_FP16) QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    if (precision == "fp16" &&
+        !spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kCpuAutocastHalf)) {
+      QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    }
     QTemporaryDir out;
     RankGroup ranks(SPUR_TEST_WORKER, {"precision", "--out", out.path(), "--steps", "40"}, world);
     ranks.set_env("SPUR_MIXED_PRECISION", precision);

@@ -13,6 +13,7 @@
 #include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
+#include "torch_features.h"
 
 using spur::test::max_abs_diff;
 using spur::test::RankGroup;
@@ -99,7 +100,10 @@ class ZeroTest : public QObject {
     QFETCH(double, clip);
     QFETCH(QString, precision);
     QFETCH(bool, gloo);
-    if (precision == "fp16" && !SPUR_TORCH_CPU_FP16) QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    if (precision == "fp16" &&
+        !spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kCpuAutocastHalf)) {
+      QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    }
     QTemporaryDir ddp_dir, zero_dir;
     const auto ddp = train(ddp_dir.path(), world, 0, optimizer, accumulate, clip, precision, gloo);
     QVERIFY2(ddp.params.size() == size_t(world), qPrintable(ddp.output));

@@ -25,6 +25,7 @@
 
 #include "config/run_config.h"
 #include "config/setup_answers.h"
+#include "torch_features.h"
 #include "main/main_window.h"
 #include "rank_group.h"
 #include "test_main.h"
@@ -59,8 +60,13 @@ void apply_edit(SetupWizard& wizard, const QString& edit) {
   auto* field = wizard.currentPage()->findChild<QWidget*>(name);
   QVERIFY2(field, qPrintable("no field " + name + " on page " + QString::number(wizard.currentId())));
   if (auto* box = qobject_cast<QComboBox*>(field)) {
-    QTest::keyClicks(box, value);
-    QCOMPARE(box->currentText(), value);
+    // The item that writes `value` to the file (a person reads its label: "Several processes on CPUs (Gloo)").
+    const int index = box->findData(value);
+    QVERIFY2(index >= 0, qPrintable(name + " offers no " + value));
+    box->setFocus();
+    while (box->currentIndex() < index) QTest::keyClick(box, Qt::Key_Down);
+    while (box->currentIndex() > index) QTest::keyClick(box, Qt::Key_Up);
+    QCOMPARE(box->currentData().toString(), value);
   } else if (auto* text = qobject_cast<QPlainTextEdit*>(field)) {
     text->selectAll();
     const QStringList lines = value.split('\n');
@@ -100,14 +106,20 @@ class WizardTest : public QObject {
     QTest::newRow("this machine, 3 CPU processes, bf16")
         << QStringList{"where_local"} << QStringList{"processes=3"}
         << QStringList{"mixed_precision=bf16", "gradient_accumulation=4"}
-        << QStringList{QString("program=") + SPUR_LAUNCH_RIG, "arguments=--lines 2 --sleep 0", "environment=SEED=7",
-                       "max_restarts=2", "hang_timeout=600"}
+        << QStringList{QString("program=") + SPUR_LAUNCH_RIG,
+                       "arguments=--lines 2 --sleep 0",
+                       "environment=SEED=7",
+                       "max_restarts=2",
+                       "hang_timeout=600",
+                       "run_name=baseline lr 0.1"}
         << QString(
                "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_CPU\n"
                "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
                "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
                "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
-        << QString("--gradient_accumulation_steps 4 --env SEED=7 --max_restarts 2 --hang_timeout 600");
+        << QString(
+               "--gradient_accumulation_steps 4 --env SEED=7 --max_restarts 2 --hang_timeout 600 --run_name "
+               "'baseline lr 0.1'");
     QTest::newRow("two machines over SSH")
         << QStringList{"where_ssh"}
         << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555", "processes=1"} << QStringList{}
@@ -184,6 +196,53 @@ class WizardTest : public QObject {
     QCOMPARE(QString::fromUtf8(read_file(file)), yaml);
     QString output;
     QVERIFY2(accelerate_accepts(file, &output), qPrintable(output));
+  }
+
+  // Issue 18: the kind of run reads in words (Accelerate's NO / MULTI_CPU / MULTI_GPU is what the file gets), and
+  // fp16 on CPUs is checked on the page against the LibTorch this Spur's engine is built against: on 1.13 the run
+  // failed 2 s after the launch ("CPU autocast runs bf16 only").
+  void kind_of_run_and_precision_in_words() {
+    spur::app::DetectedHardware hardware;
+    hardware.cpu_cores = 4;  // no GPU
+    SetupWizard wizard(spur::app::SetupAnswers::defaults(hardware), "/tmp/unused.yaml");
+    wizard.show();
+    apply_edit(wizard, "where_local");
+    click_next(wizard);
+    auto* kind = wizard.findChild<QComboBox*>("distributed_type");
+    QStringList labels;
+    for (int i = 0; i < kind->count(); ++i) labels << kind->itemText(i);
+    QCOMPARE(labels,
+             (QStringList{"One process", "Several processes on CPUs (Gloo)", "Several processes on GPUs (NCCL)"}));
+    QCOMPARE(kind->currentData().toString(), QString("MULTI_CPU"));
+    apply_edit(wizard, "distributed_type=NO");
+    apply_edit(wizard, "processes=2");
+    QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
+    QVERIFY2(wizard.findChild<QLabel*>("processes_error")->text().contains("several processes on CPUs or GPUs"),
+             qPrintable(wizard.findChild<QLabel*>("processes_error")->text()));
+    apply_edit(wizard, "distributed_type=MULTI_CPU");
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::TrainingPage));
+    apply_edit(wizard, "mixed_precision=fp16");
+    auto* error = wizard.findChild<QLabel*>("mixed_precision_error");
+    const std::string torch = spur::app::engine_torch_version().toStdString();
+    QVERIFY(!torch.empty());
+    if (spur::torch_features::has(torch, spur::torch_features::kCpuAutocastHalf)) {
+      QVERIFY2(wizard.button(QWizard::NextButton)->isEnabled(), qPrintable(error->text()));  // 2.2 and later
+    } else {
+      QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
+      QVERIFY2(error->text().contains("fp16 on the CPU needs LibTorch 2.2 or later") &&
+                   error->text().contains(QString::fromStdString(torch)),
+               qPrintable(error->text()));
+      apply_edit(wizard, "mixed_precision=bf16");
+      QVERIFY(wizard.button(QWizard::NextButton)->isEnabled());
+    }
+    // The rule itself, for both LibTorch flavours Spur builds against.
+    QVERIFY(!spur::torch_features::has("1.13.0", spur::torch_features::kCpuAutocastHalf));
+    QVERIFY(!spur::torch_features::has("2.1.2", spur::torch_features::kCpuAutocastHalf));
+    QVERIFY(spur::torch_features::has("2.2.0", spur::torch_features::kCpuAutocastHalf));
+    QVERIFY(spur::torch_features::has("2.15.0+cu130", spur::torch_features::kCpuAutocastHalf));
+    QVERIFY(spur::torch_features::has("10.0", spur::torch_features::kCpuAutocastHalf));
+    QVERIFY(spur::torch_features::has("", spur::torch_features::kCpuAutocastHalf));  // unknown: the engine checks
   }
 
   // A bad field is named under itself and keeps Next disabled until it is put right.
@@ -305,7 +364,7 @@ class WizardTest : public QObject {
     QCOMPARE(wizard->findChild<QSpinBox*>("processes")->value(), 4);
     QCOMPARE(wizard->findChild<QLineEdit*>("main_process_ip")->text(), QString("10.0.0.1"));
     click_next(*wizard);
-    QCOMPARE(wizard->findChild<QComboBox*>("mixed_precision")->currentText(), QString("fp16"));
+    QCOMPARE(wizard->findChild<QComboBox*>("mixed_precision")->currentData().toString(), QString("fp16"));
     QVERIFY(!wizard->findChild<QCheckBox*>("use_cpu")->isChecked());
     click_next(*wizard);
     apply_edit(*wizard, "program=/bin/true");

@@ -117,12 +117,15 @@ QSpinBox* spin(QWidget* parent, const char* name, int minimum, int maximum) {
   return box;
 }
 
-QComboBox* combo(QWidget* parent, const char* name, const QStringList& items) {
+// Each item is {what the user reads, the value written to the file}; currentData() is the value.
+QComboBox* combo(QWidget* parent, const char* name, const QList<QPair<QString, QString>>& items) {
   auto* box = new QComboBox(parent);
   box->setObjectName(name);
-  box->addItems(items);
+  for (const auto& [label, value] : items) box->addItem(label, value);
   return box;
 }
+
+QString value_of(const QComboBox* box) { return box->currentData().toString(); }
 
 // A line edit with a "Browse..." button beside it.
 QWidget* with_browse(QLineEdit* edit, const std::function<QString()>& choose) {
@@ -181,8 +184,13 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
 
   // --- Machines ---------------------------------------------------------------------------------------------
   auto* machines = new_page(tr("Machines and processes"), tr("How many processes, on which machines."));
-  distributed_type_ = combo(machines, "distributed_type", {"NO", "MULTI_CPU", "MULTI_GPU"});
-  distributed_type_->setToolTip(tr("NO: one process. MULTI_CPU / MULTI_GPU: a process group (Gloo / NCCL)."));
+  distributed_type_ = combo(machines, "distributed_type",
+                            {{tr("One process"), "NO"},
+                             {tr("Several processes on CPUs (Gloo)"), "MULTI_CPU"},
+                             {tr("Several processes on GPUs (NCCL)"), "MULTI_GPU"}});
+  distributed_type_->setToolTip(
+      tr("Accelerate's distributed_type: NO (one process), MULTI_CPU or MULTI_GPU (a "
+         "process group over Gloo or NCCL)"));
   machines_ = spin(machines, "num_machines", 1, 10000);
   machine_rank_ = spin(machines, "machine_rank", 0, 9999);
   main_ip_ = line(machines, "main_process_ip", tr("the address the other machines reach machine 0 at"));
@@ -203,9 +211,9 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   machines->add(tr("Main machine's port:"), main_port_, [this] { return app::check_port(main_port_->text()); });
   machines->add(QString(), same_network_);
   machines->add(tr("Processes per machine:"), processes_, [this] {
-    return distributed_type_->currentText() == "NO" && processes_->value() > 1 && machines_->value() == 1 &&
+    return value_of(distributed_type_) == "NO" && processes_->value() > 1 && machines_->value() == 1 &&
                    !ssh_->isChecked()
-               ? tr("one process without a process group: choose MULTI_CPU or MULTI_GPU for more")
+               ? tr("\"One process\" starts one: for more, choose several processes on CPUs or GPUs")
                : QString();
   });
   machines->on_enter = [this] { update_visibility(); };
@@ -215,7 +223,9 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   auto* sm =
       new_page(tr("Amazon SageMaker"), tr("A training job with your container image; credentials come from your AWS "
                                           "configuration."));
-  sagemaker_type_ = combo(sm, "sagemaker_distributed_type", {"DATA_PARALLEL", "NO"});
+  sagemaker_type_ = combo(sm, "sagemaker_distributed_type",
+                          {{tr("Data parallel (SageMaker's library, every GPU)"), "DATA_PARALLEL"},
+                           {tr("One process per instance"), "NO"}});
   region_ = line(sm, "region");
   role_ = line(sm, "iam_role");
   profile_ = line(sm, "profile", tr("empty: the AWS CLI's default credentials"));
@@ -280,11 +290,16 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   use_cpu_ = new QCheckBox(tr("CPU only"), training);
   use_cpu_->setObjectName("use_cpu");
   gpu_ids_ = line(training, "gpu_ids", tr("all, or GPU numbers like 0,1"));
-  precision_ = combo(training, "mixed_precision", {"no", "fp16", "bf16"});
+  precision_ = combo(training, "mixed_precision",
+                     {{tr("No (fp32)"), "no"}, {tr("fp16 (with loss scaling)"), "fp16"}, {tr("bf16"), "bf16"}});
   accumulation_ = spin(training, "gradient_accumulation", 1, 1'000'000);
   training->add(QString(), use_cpu_);
   training->add(tr("GPUs:"), gpu_ids_, [this] { return app::check_gpu_ids(gpu_ids_->text().trimmed()); });
-  training->add(tr("Mixed precision:"), precision_);
+  training->add(tr("Mixed precision:"), precision_, [this, gpus = hardware.gpus] {
+    // On CPUs: "CPU only", or this machine without GPUs. Remote machines' GPUs are not known here.
+    const bool on_cpu = !sagemaker_->isChecked() && (use_cpu_->isChecked() || (local_->isChecked() && gpus == 0));
+    return app::check_mixed_precision(value_of(precision_), on_cpu);
+  });
   training->add(tr("Gradient accumulation steps:"), accumulation_);
   training->on_enter = [this] { update_visibility(); };
   setPage(TrainingPage, training);
@@ -336,6 +351,14 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   hang_timeout_->setToolTip(
       tr("When no rank makes progress for this long, say where each rank is and stop the run "
          "(or restart it)"));
+  run_name_ = line(program, "run_name", tr("empty: run-N, N its number in the history"));
+  run_name_->setToolTip(tr("The run's name in the history and the plots' legends (spur launch --run_name)"));
+  program->add(tr("Run name:"), run_name_, [this] {
+    for (const QChar c : run_name_->text()) {
+      if (c.category() == QChar::Other_Control) return tr("a name without control characters");
+    }
+    return run_name_->text().size() > 200 ? tr("at most 200 characters") : QString();
+  });
   program->add(tr("Restarts after a failure:"), max_restarts_);
   program->add(tr("Stop when stuck for:"), hang_timeout_);
   setPage(ProgramPage, program);
@@ -438,10 +461,11 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
 
 namespace {
 
-// Selects `value`, adding it first when the list lacks it: an opened file's FSDP or fp8 is kept, not replaced.
+// Selects the item whose value is `value`, adding it first when the list lacks it: an opened file's FSDP or fp8 is
+// kept, not replaced (shown as the file writes it).
 void choose(QComboBox* box, const QString& value) {
-  if (box->findText(value) < 0) box->addItem(value);
-  box->setCurrentText(value);
+  if (box->findData(value) < 0) box->addItem(value, value);
+  box->setCurrentIndex(box->findData(value));
 }
 
 }  // namespace
@@ -493,6 +517,7 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
   for (const auto& [name, value] : a.environment) environment << name + "=" + value;
   environment_->setPlainText(environment.join('\n'));
   max_restarts_->setValue(a.max_restarts);
+  run_name_->setText(a.run_name);
   hang_timeout_->setValue(a.hang_timeout);
   update_visibility();
 }
@@ -505,12 +530,12 @@ app::SetupAnswers SetupWizard::answers() const {
             : slurm_->isChecked()     ? Where::Slurm
                                       : Where::Local;
   if (a.where == Where::SageMaker) {
-    a.distributed_type = sagemaker_type_->currentText().toStdString();
+    a.distributed_type = value_of(sagemaker_type_).toStdString();
     a.num_machines = instances_->value();
   } else if (a.where == Where::Slurm) {
     a.num_machines = nodes_->value();
   } else {
-    a.distributed_type = distributed_type_->currentText().toStdString();
+    a.distributed_type = value_of(distributed_type_).toStdString();
     a.num_machines = machines_->value();
   }
   a.machine_rank = machine_rank_->value();
@@ -535,10 +560,11 @@ app::SetupAnswers SetupWizard::answers() const {
   a.metrics_file = metrics_->text().trimmed().toStdString();
   a.use_cpu = a.where != Where::SageMaker && use_cpu_->isChecked();
   a.gpu_ids = gpu_ids_->text().trimmed().toStdString();
-  a.mixed_precision = precision_->currentText().toStdString();
+  a.mixed_precision = value_of(precision_).toStdString();
   a.gradient_accumulation_steps = accumulation_->value();
   a.max_restarts = max_restarts_->value();
   a.hang_timeout = hang_timeout_->value();
+  a.run_name = run_name_->text().trimmed();
   a.program = program_->text().trimmed();
   try {
     a.arguments = app::shell_split(arguments_->text());

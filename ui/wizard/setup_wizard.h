@@ -88,6 +88,7 @@ class SetupWizard : public QWizard {
   QPlainTextEdit* environment_;
   QSpinBox* max_restarts_;
   QSpinBox* hang_timeout_;
+  QLineEdit* run_name_;
   // Summary
   QLineEdit *path_, *command_;
   QPlainTextEdit* yaml_;

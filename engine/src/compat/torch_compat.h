@@ -25,6 +25,8 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>
 
+#include "torch_features.h"
+
 #define SPUR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
@@ -73,8 +75,9 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
-/// CPU autocast learnt float16 in 2.2 (PR 112484; 1.13-2.1 reject it: "AutocastCPU only support Bfloat16").
-inline constexpr bool kCpuAutocastHalf = SPUR_TORCH_AT_LEAST(2, 2);
+/// CPU autocast runs float16 (torch_features.h: since 2.2; the Studio's wizard asks the same question).
+inline constexpr bool kCpuAutocastHalf =
+    torch_features::at_least(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, torch_features::kCpuAutocastHalf);
 
 // --- optimizers ---------------------------------------------------------------------------------------------
 /// zero_grad's default on the CPU: LibTorch 2.x sets gradients to none (PyTorch's default since 2.0) and is
