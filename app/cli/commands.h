@@ -13,6 +13,9 @@
 namespace spur::app {
 class RunConfig;
 }
+namespace spur::history {
+struct Run;
+}
 
 namespace spur::cli {
 
@@ -31,6 +34,9 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args);
 /// `spur launch --slurm`: submits an sbatch script (one `spur launch` per node) and follows the job.
 int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& args, const QStringList& given,
                  app::LaunchOptions options, int grace);
+/// The run's record from the launch flags that describe it: --run_name, --tag (each), --notes, --parent_run.
+/// UsageError naming the flag for a bad value.
+void take_run_flags(const Arguments& args, history::Run& run);
 /// `spur slurm follow|stop|describe JOB`.
 int slurm_command(const QStringList& arguments);
 /// `spur runs list|show|export|config|logs|rm|tag|note`: the run history.

@@ -9,12 +9,15 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTextStream>
 #include <QThread>
 
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -56,6 +59,8 @@ const char* kUsage =
     "  | --use_fsdp --fsdp_reshard_after_forward false (FSDP2's SHARD_GRAD_OP)\n"
     "  (ZeRO: optimizer state, and with stage 2 gradients, sharded over the processes)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
+    "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"
+    "  parent is the run this one is launched again from, as the Studio's Relaunch records it)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
     "  --max_restarts N (after a rank fails, stop the others and start them all again, up to N times; each\n"
     "  attempt gets SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT; default 0)\n"
@@ -82,7 +87,7 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
                                                 QTextStream& err) {
   if (args.has("no_history") || args.has("dry_run")) return nullptr;
   history::Run run;
-  run.name = args.value("run_name").value_or(QString()).toStdString();
+  take_run_flags(args, run);
   run.target = target.toStdString();
   run.hosts = hosts.toStdString();
   run.config = config_yaml;
@@ -318,6 +323,7 @@ int launch_command(const QStringList& given) {
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
       app::SshOptions ssh;
       ssh.progress_stream = hang_timeout.count() > 0;
+      ssh.system_interval = static_cast<int>(system_interval.count() / 1000);
       if (auto v = args.value("ssh_config")) ssh.config_file = *v;
       if (auto v = args.integer("connect_timeout", 1, 600)) ssh.connect_timeout = static_cast<int>(*v);
       ssh.remote_spur = args.value("remote_spur").value_or(QCoreApplication::applicationFilePath());
@@ -352,7 +358,7 @@ int launch_command(const QStringList& given) {
           return recorder->line(child.label, -1, error_stream, line);
         };
         supervision.on_message = [&recorder](const QString& message) {
-          recorder->line(app::local_host_name(), -1, true, message);
+          for (const QString& part : message.split('\n')) recorder->line(app::local_host_name(), -1, true, part);
         };
       }
       // Each attempt's remote launchers get the attempt's number through --env (ssh carries no environment).
@@ -436,8 +442,9 @@ int launch_command(const QStringList& given) {
                                                                        const QString& line) {
         return recorder->line(host, rank.rank, error_stream, line);
       };
+      // One console line per line of a message (a failed rank's last lines, a hang report).
       supervision.on_message = [&recorder, host = app::local_host_name()](const QString& message) {
-        recorder->line(host, -1, true, message);
+        for (const QString& part : message.split('\n')) recorder->line(host, -1, true, part);
       };
       // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use.
       supervision.sample_interval = system_interval;
@@ -450,6 +457,27 @@ int launch_command(const QStringList& given) {
               recorder->metric(value.key, {static_cast<int64_t>(seconds), value.value, wall});
             }
           };
+    } else if (args.has("system_stream")) {
+      // One machine of an SSH or Slurm run (the launcher that records is elsewhere): the samples go back as the
+      // trackers' metric records, on this launcher's output, which that launcher records like any rank's. Ranks
+      // are global; GPUs are named by machine ("system/machine1/gpu0/power_w"), since each machine has a gpu0.
+      supervision.sample_interval = system_interval;
+      supervision.on_sample = [&out, machine = plan.machine_rank, started = std::chrono::steady_clock::now()](
+                                  const std::vector<app::SystemValue>& values) {
+        const double wall = history::now_seconds();
+        const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        for (const auto& value : values) {
+          QString key = value.key;
+          if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));
+          const QJsonObject record{{"type", "metric"},
+                                   {"key", key},
+                                   {"step", static_cast<qint64>(seconds)},
+                                   {"value", value.value},
+                                   {"wall", wall}};
+          out << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
+        }
+        out.flush();
+      };
     }
     const auto result = supervise(
         [&](int attempt) {
@@ -479,6 +507,16 @@ int launch_command(const QStringList& given) {
     if (container) container->report_failure(QString("spur launch: ") + e.what());
   }
   return 2;
+}
+
+void take_run_flags(const Arguments& args, history::Run& run) {
+  if (const auto name = args.value("run_name")) run.name = name->toStdString();
+  for (const QString& tag : args.values("tag")) {
+    if (tag.trimmed().isEmpty()) throw UsageError("--tag needs a name, not an empty one");
+    run.tags.push_back(tag.trimmed().toStdString());
+  }
+  if (const auto notes = args.value("notes")) run.notes = notes->toStdString();
+  if (const auto parent = args.integer("parent_run", 1, std::numeric_limits<qint64>::max())) run.parent = *parent;
 }
 
 }  // namespace spur::cli

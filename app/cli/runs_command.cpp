@@ -165,6 +165,7 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   }
   out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact)
       << "\n";
+  if (run.parent > 0) out << QString("%1").arg("parent", -12) << "run " << run.parent << " (launched again from it)\n";
   out << QString("%1").arg("started", -12) << app::time_text(run.started) << "\n";
   out << QString("%1").arg("ended", -12) << app::time_text(run.ended) << "\n";
   out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-"))

@@ -156,7 +156,8 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   std::unique_ptr<app::RunRecorder> recorder;
   if (!args.has("no_history")) {
     history::Run run;
-    run.name = args.value("run_name").value_or(request.job_name).toStdString();
+    take_run_flags(args, run);
+    if (run.name.empty()) run.name = request.job_name.toStdString();
     run.target = "sagemaker";
     run.hosts = QString("%1 x %2")
                     .arg(resources.value("InstanceCount").toInt())

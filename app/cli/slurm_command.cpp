@@ -119,7 +119,8 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
   QStringList node = app::machine_launch_arguments(
       args.value("remote_spur").value_or(QCoreApplication::applicationFilePath()), plan, options, program,
-      args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false);
+      args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false,
+      static_cast<int>(args.integer("system_metrics_interval", 0, 86'400).value_or(1)));
   node.removeAt(node.indexOf("--exit_on_stdin_eof"));  // srun gives the tasks /dev/null: no connection to watch
   if (!port_given) node[node.indexOf("--main_process_port") + 1] = "@MASTER_PORT@";
   // Each node's launcher watches its own ranks: when none of them progresses for that long (a stuck rank there, or
@@ -170,7 +171,8 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   std::unique_ptr<app::RunRecorder> recorder;
   if (!args.has("no_history")) {
     history::Run run;
-    run.name = args.value("run_name").value_or(request.job_name).toStdString();
+    take_run_flags(args, run);
+    if (run.name.empty()) run.name = request.job_name.toStdString();
     run.target = "slurm";
     run.hosts = QString("job %1: %2 x %3").arg(job).arg(request.nodes).arg(per_node).toStdString();
     run.config = app::effective_config(config, plan).to_yaml();

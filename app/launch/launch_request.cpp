@@ -43,6 +43,9 @@ const QSet<QString>& launch_valued_flags() {
                                    "aws_endpoint_url",
                                    "poll_interval",
                                    "run_name",
+                                   "tag",
+                                   "notes",
+                                   "parent_run",
                                    "zero_stage",
                                    "fsdp_sharding_strategy",
                                    "fsdp_reshard_after_forward"};
@@ -51,8 +54,9 @@ const QSet<QString>& launch_valued_flags() {
 
 const QSet<QString>& launch_switches() {
   static const QSet<QString> flags{
-      "cpu",       "use_cpu", "dry_run",    "help",          "multi_gpu", "exit_on_stdin_eof", "interactive",
-      "no_config", "detach",  "no_history", "use_deepspeed", "use_fsdp",  "progress_stream",   "slurm"};
+      "cpu",          "use_cpu", "dry_run",    "help",          "multi_gpu", "exit_on_stdin_eof", "interactive",
+      "no_config",    "detach",  "no_history", "use_deepspeed", "use_fsdp",  "progress_stream",   "slurm",
+      "system_stream"};
   return flags;
 }
 

@@ -188,14 +188,23 @@ int LocalLauncher::run() {
     start(*rank);
     if (stopping_) break;
   }
-  if (running_ > 0) loop.exec();
+  if (running_ > 0) {
+    QStringList pids;
+    for (const auto& rank : ranks_) {
+      if (rank->pid > 0) pids << QString("%1 (pid %2)").arg(rank->spec.label).arg(rank->pid);
+    }
+    note(options_.remote_children
+             ? QString("spur launch: started the launchers of %1 machine(s): %2").arg(pids.size()).arg(pids.join(", "))
+             : QString("spur launch: started %1 rank(s) on this machine: %2").arg(pids.size()).arg(pids.join(", ")));
+    loop.exec();
+  }
   loop_ = nullptr;
   progress_timer_.stop();
   sample_timer_.stop();
   // What the ranks started and left running (a background job, a daemon) ends with the run; at once when the
   // user already asked for that (a second Ctrl-C, the grace period over).
   if (const int left = guard_.finish(killed_ ? std::chrono::milliseconds(0) : options_.grace); left > 0) {
-    err_ << "spur launch: stopped " << left << " process(es) the ranks left running\n";
+    say(QString("spur launch: stopped %1 process(es) the ranks left running").arg(left));
   }
 
   ::pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
@@ -211,24 +220,28 @@ int LocalLauncher::run() {
         exit_code_ > 128 ? "killed by " + signal_name(exit_code_ - 128) : "exit code " + QString::number(exit_code_);
     if (rank.pid <= 0) {
       // It never started (the reason is printed above): no pid, no output to show.
-      err_ << "spur launch: " << rank.spec.label << " could not be started; the other ranks were stopped.\n";
+      say("spur launch: " + rank.spec.label + " could not be started; the other ranks were stopped.");
       failure_ = rank.spec.label + " could not be started.";
-      err_.flush();
       return exit_code_;
     }
-    err_ << "spur launch: " << rank.spec.label << " (pid " << rank.pid << ") failed: " << cause
-         << "; the other ranks were stopped. " << (rank.tail.empty() ? "It printed nothing.\n" : "Its last lines:\n");
+    QString message = QString("spur launch: %1 (pid %2) failed: %3; the other ranks were stopped. %4")
+                          .arg(rank.spec.label)
+                          .arg(rank.pid)
+                          .arg(cause, rank.tail.empty() ? "It printed nothing." : "Its last lines:");
     failure_ = rank.spec.label + " failed: " + cause + ".";
     for (const auto& line : rank.tail) {
-      err_ << "  [" << rank.spec.label << "] " << line << "\n";
+      message += "\n  [" + rank.spec.label + "] " + line;
       failure_ += "\n" + line;
     }
-    err_.flush();
+    say(message);
   } else if (hung_) {
     err_.flush();
   } else if (user_signal_) {
-    err_ << "spur launch: stopped by " << signal_name(user_signal_) << "\n";
+    say("spur launch: stopped by " + signal_name(user_signal_));
     exit_code_ = 128 + user_signal_;
+  } else {
+    note(exit_code_ == 0 ? QString("spur launch: every rank finished (exit code 0)")
+                         : QString("spur launch: the ranks ended with exit code %1").arg(exit_code_));
   }
   return exit_code_;
 }
@@ -291,9 +304,18 @@ void LocalLauncher::sample_system() {
   options_.on_sample(values);
 }
 
-void LocalLauncher::cannot_start(Rank& rank, const QString& why) {
-  err_ << "spur launch: cannot start " << rank.spec.label << why << "\n";
+void LocalLauncher::say(const QString& message) {
+  err_ << message << "\n";
   err_.flush();
+  note(message);
+}
+
+void LocalLauncher::note(const QString& message) {
+  if (options_.on_message) options_.on_message(message);
+}
+
+void LocalLauncher::cannot_start(Rank& rank, const QString& why) {
+  say("spur launch: cannot start " + rank.spec.label + why);
   if (!failed_rank_) {
     failed_rank_ = rank.spec.local_rank;
     exit_code_ = 127;
@@ -639,7 +661,7 @@ void LocalLauncher::hang() {
   text += stacks_of(running);
   err_ << "spur launch: " << text;
   err_.flush();
-  if (options_.on_message) options_.on_message("spur launch: " + text.trimmed());
+  note("spur launch: " + text.trimmed());
   failure_ = text.trimmed();
   exit_code_ = kHangExitCode;
   stop_all(SIGTERM);

@@ -52,7 +52,9 @@ struct SupervisionOptions {
   /// Sees every complete output line of every rank (the run history records them); returning true keeps the
   /// line off the console (a tracker's "@spur" record).
   std::function<bool(const RankSpec& rank, bool error_stream, const QString& line)> on_line;
-  /// Sees the launcher's own messages about the run (a hang report), also printed on the error stream.
+  /// Sees the launcher's own messages about the run, the history's "launcher" console lines: when the ranks
+  /// start and how they ended, a failed rank with its last lines, a hang report, a stop by signal, processes the
+  /// ranks left. Those about trouble are also printed on the error stream; the start and a clean end only here.
   std::function<void(const QString& message)> on_message;
   /// `--hang_timeout`: when no rank has made progress (started or finished an operation of Spur's, or a step)
   /// for this long, print where every rank is (and its stack, when gdb is installed) and stop the run with
@@ -136,6 +138,10 @@ class LocalLauncher : public QObject {
   };
 
   void start(Rank& rank);
+  /// A message about the run: on the error stream and to on_message.
+  void say(const QString& message);
+  /// One for on_message only (the terminal stays as quiet as before).
+  void note(const QString& message);
   /// Says why the rank could not be started (`why` follows its label), fails the run with 127, stops the others.
   void cannot_start(Rank& rank, const QString& why);
   void read(Rank& rank, QProcess::ProcessChannel channel);

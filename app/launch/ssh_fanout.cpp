@@ -127,7 +127,8 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
 
 QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
                                      const QString& program, const QStringList& arguments, int grace_seconds,
-                                     const QString& machine_rank, const QString& master_addr, bool progress_stream) {
+                                     const QString& machine_rank, const QString& master_addr, bool progress_stream,
+                                     int system_interval) {
   QStringList remote{spur,
                      "launch",
                      "--no_config",
@@ -149,6 +150,13 @@ QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan
                      QString::number(grace_seconds)};
   if (plan.use_cpu) remote << "--cpu";
   if (progress_stream) remote << "--progress_stream";
+  // What the run costs each machine, sampled there and sent back as metric records ("@spur" lines).
+  if (system_interval > 0) {
+    remote << "--system_metrics_interval" << QString::number(system_interval) << "--system_stream";
+  } else {
+    remote << "--system_metrics_interval"
+           << "0";
+  }
   if (plan.zero_stage > 0)
     remote << "--use_deepspeed"
            << "--zero_stage" << QString::number(plan.zero_stage);
@@ -169,9 +177,9 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
                                       int grace_seconds) {
   std::vector<RankSpec> children;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    const QStringList remote =
-        machine_launch_arguments(options.remote_spur, plan, launch, program, arguments, grace_seconds,
-                                 QString::number(i), plan.master_addr, options.progress_stream);
+    const QStringList remote = machine_launch_arguments(options.remote_spur, plan, launch, program, arguments,
+                                                        grace_seconds, QString::number(i), plan.master_addr,
+                                                        options.progress_stream, options.system_interval);
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);
     const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');

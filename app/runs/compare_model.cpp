@@ -188,6 +188,7 @@ QString CompareModel::text(const Row& row, const ComparedRun& run) const {
     return tags.join(", ");
   }
   if (field == "run/notes") return QString::fromStdString(record.notes);
+  if (field == "run/parent") return record.parent > 0 ? QString("run %1").arg(record.parent) : QString("-");
   return {};
 }
 
@@ -260,7 +261,8 @@ void CompareModel::set_snapshot(const CompareSnapshot& snapshot) {
                                                                   {"run/exit_code", "exit code"},
                                                                   {"run/steps", "last step"},
                                                                   {"run/tags", "tags"},
-                                                                  {"run/notes", "notes"}}) {
+                                                                  {"run/notes", "notes"},
+                                                                  {"run/parent", "launched again from"}}) {
     all_rows_.push_back({field, label, {}, false});
   }
   std::set<QString> config, params, metrics;

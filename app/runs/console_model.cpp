@@ -20,20 +20,25 @@ int ConsoleModel::rowCount(const QModelIndex& parent) const {
 QVariant ConsoleModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
   const auto& line = lines_[static_cast<size_t>(index.row())];
-  if (role == Qt::DisplayRole) {
-    QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
-    if (remote_ && !line.host.empty()) label = QString::fromStdString(line.host) + " " + label;
-    return "[" + label + "] " + QString::fromStdString(line.text);
-  }
+  if (role == Qt::DisplayRole) return display_text(line);
+  // A long line in full where the view is narrow.
+  if (role == Qt::ToolTipRole && line.text.size() > 100) return display_text(line);
   if (role == RankRole) return line.rank;
   if (role == StreamRole) return QString::fromStdString(line.stream);
   if (role == HostRole) return QString::fromStdString(line.host);
   return {};
 }
 
+QString ConsoleModel::display_text(const history::ConsoleLine& line) const {
+  QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
+  if (remote_ && !line.host.empty()) label = QString::fromStdString(line.host) + " " + label;
+  return "[" + label + "] " + QString::fromStdString(line.text);
+}
+
 void ConsoleModel::clear() {
   beginResetModel();
   lines_.clear();
+  longest_ = 0;
   after_ = 0;
   ++generation_;  // answers to earlier queries no longer fit
   endResetModel();
@@ -151,10 +156,13 @@ bool ConsoleModel::apply(const ConsoleBatch& batch) {
     }
     if (kept.size() > static_cast<size_t>(kMaxLines)) kept.erase(kept.begin(), kept.end() - kMaxLines);
   }
+  const int before = longest_;
+  for (const auto& line : kept) longest_ = std::max(longest_, static_cast<int>(display_text(line).size()));
   const int first = static_cast<int>(lines_.size());
   beginInsertRows({}, first, first + static_cast<int>(kept.size()) - 1);
   lines_.insert(lines_.end(), kept.begin(), kept.end());
   endInsertRows();
+  if (longest_ > before) emit longest_line_grew(longest_);
   return true;
 }
 

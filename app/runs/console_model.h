@@ -87,10 +87,15 @@ class ConsoleModel : public QAbstractListModel {
   /// How the run ended, when it failed or was stopped: the launcher's account (which rank failed, its exit code,
   /// its last lines). Empty while it runs or when it finished.
   const QString& cause() const { return cause_; }
+  /// The characters of the longest line shown since the last reset (a view's width for its lines, in a fixed
+  /// font); longest_line_grew says when it grows.
+  int longest_line() const { return longest_; }
 
  signals:
   /// The run's status, exit code or cause changed.
   void run_changed();
+  /// longest_line() grew to `characters`.
+  void longest_line_grew(int characters);
 
  private:
   void clear();
@@ -105,6 +110,8 @@ class ConsoleModel : public QAbstractListModel {
   int64_t after_ = 0;
   bool remote_ = false;
   std::vector<history::ConsoleLine> lines_;
+  int longest_ = 0;
+  QString display_text(const history::ConsoleLine& line) const;
   ConsoleSource source_;  // for fetch_new()
   uint64_t generation_ = 0;
   QString error_;

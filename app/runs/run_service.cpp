@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QSaveFile>
 
 #include <algorithm>
@@ -41,6 +42,7 @@ QJsonObject run_json(const history::Run& run) {
                      {"hosts", QString::fromStdString(run.hosts)},
                      {"command", QString::fromStdString(run.command)},
                      {"notes", QString::fromStdString(run.notes)},
+                     {"parent", run.parent > 0 ? QJsonValue(static_cast<qint64>(run.parent)) : QJsonValue()},
                      {"tags", tags},
                      {"last_step", static_cast<qint64>(run.last_step)},
                      {"total_steps", static_cast<qint64>(run.total_steps)},
@@ -48,6 +50,56 @@ QJsonObject run_json(const history::Run& run) {
 }
 
 RunService::RunService(std::string history_path) : path_(std::move(history_path)) {}
+
+QString RunService::next_name(const QString& name, const QSet<QString>& taken) {
+  static const QRegularExpression numbered(R"(^(.*) \((\d{1,9})\)$)");
+  QString base = name.trimmed();
+  int number = 2;
+  if (const auto match = numbered.match(base); match.hasMatch()) {
+    base = match.captured(1);
+    number = match.captured(2).toInt() + 1;
+  }
+  QString next = QString("%1 (%2)").arg(base).arg(number);
+  while (taken.contains(next)) next = QString("%1 (%2)").arg(base).arg(++number);
+  return next;
+}
+
+LaunchRequest RunService::relaunch_request(const history::Run& run, const QString& config_file, QString name) {
+  if (run.config.empty() || run.command.empty()) {
+    refuse(QString("run %1 was not started by spur launch: there is nothing to launch again").arg(run.id));
+  }
+  LaunchRequest request;
+  try {
+    request = LaunchRequest::parse(QString::fromStdString(run.command));
+  } catch (const std::exception& e) {
+    refuse(QString("run %1's command cannot be launched again: %2").arg(run.id).arg(QString::fromUtf8(e.what())));
+  }
+  if (request.working_directory.isEmpty()) {
+    refuse(QString("run %1 does not say which directory it ran in (an older Spur recorded it): export its "
+                   "configuration and launch it from there")
+               .arg(run.id));
+  }
+  // The record's own flags give way to the new run's.
+  static const QSet<QString> record_flags{"run_name", "tag", "notes", "parent_run"};
+  QStringList flags;
+  for (qsizetype i = 0; i < request.flags.size(); ++i) {
+    const QString& word = request.flags[i];
+    const QString flag = word.startsWith("--") ? word.mid(2).section('=', 0, 0).replace('-', '_') : QString();
+    if (!record_flags.contains(flag)) {
+      flags << word;
+    } else if (!word.contains('=')) {
+      ++i;  // and its value
+    }
+  }
+  if (name.trimmed().isEmpty()) name = next_name(QString::fromStdString(run.name));
+  flags << "--run_name" << name.trimmed();
+  for (const auto& tag : run.tags) flags << "--tag" << QString::fromStdString(tag);
+  if (!run.notes.empty()) flags << "--notes" << QString::fromStdString(run.notes);
+  flags << "--parent_run" << QString::number(run.id);
+  request.flags = flags;
+  request.config_file = config_file;
+  return request;
+}
 
 QString RunService::default_history_path() { return QString::fromStdString(history::default_history_path()); }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <QByteArray>
+#include <QSet>
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
@@ -25,6 +26,7 @@
 
 #include <spur/history/records.h>
 
+#include "launch/launch_request.h"
 #include "runs/tensorboard_import.h"
 
 namespace spur::app {
@@ -68,6 +70,16 @@ class RunService {
   /// `spur runs import`; see tensorboard_import.h (std::invalid_argument is turned into RunServiceError).
   std::vector<ImportedRun> import_tensorboard(const QString& path, const TensorBoardImportOptions& options = {},
                                               const std::function<void(const ImportedRun&)>& done = {});
+
+  /// The name for a run launched again from one named `name`: "name (2)", and "name (3)" from "name (2)"; the
+  /// next number that is not one of `taken`.
+  static QString next_name(const QString& name, const QSet<QString>& taken = {});
+  /// What launches `run` again (the Studio's Relaunch): its recorded command and directory, with the
+  /// configuration it ran with, which the caller writes to `config_file`, recorded as `name` (empty: next_name),
+  /// with its tags and notes, and `run` as its parent (--run_name, --tag, --notes, --parent_run replace any the
+  /// command had). RunServiceError naming the run when it was not started by spur launch, or its command does not
+  /// say its directory or cannot be read back.
+  static LaunchRequest relaunch_request(const history::Run& run, const QString& config_file, QString name = {});
 
  private:
   std::string path_;

@@ -25,6 +25,9 @@ struct TensorBoardImportOptions {
   QString project;
   /// Import runs whose files were imported before once more. Default: false (they are skipped and named).
   bool again = false;
+  /// Asked before each run folder: true stops the import there (the runs imported so far stay, each whole).
+  /// Default: none (every folder is imported).
+  std::function<bool()> cancelled;
 };
 
 /// What became of one run folder.

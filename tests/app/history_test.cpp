@@ -24,6 +24,7 @@
 #include <spur/history/writer.h>
 
 #include "rank_group.h"
+#include "runs/run_service.h"
 #include "test_main.h"
 
 namespace {
@@ -260,6 +261,60 @@ class HistoryTest : public QObject {
       writer.database().exec("PRAGMA user_version = 99");
     }
     QVERIFY_THROWS_EXCEPTION(spur::history::HistoryError, HistoryReader reader(path));
+  }
+
+  // Issue 18: a run launched again keeps its name (with " (2)"), tags and notes and records where it came from:
+  // `spur launch --run_name --tag --notes --parent_run`, as the Studio's Relaunch sends them.
+  void a_launch_records_its_name_tags_notes_and_parent() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const auto first = spur_cli({"launch", "--run_name", "sweep", "/bin/true"}, path);
+    QVERIFY2(first.exit_code == 0, qPrintable(first.output));
+    const auto second = spur_cli({"launch", "--run_name", "sweep (2)", "--tag", "lr-0.1", "--tag", "warm", "--notes",
+                                  "second try\nafter the fix", "--parent_run", "1", "/bin/true"},
+                                 path);
+    QVERIFY2(second.exit_code == 0, qPrintable(second.output));
+    HistoryReader reader(path.toStdString());
+    const auto run = reader.run(2);
+    QVERIFY(run);
+    QCOMPARE(run->name, std::string("sweep (2)"));
+    QCOMPARE(run->parent, int64_t{1});
+    QCOMPARE(run->tags, (std::vector<std::string>{"lr-0.1", "warm"}));
+    QCOMPARE(run->notes, std::string("second try\nafter the fix"));
+    QCOMPARE(reader.run(1)->parent, int64_t{0});
+    const auto shown = spur_cli({"runs", "show", "2"}, path);
+    QVERIFY2(shown.output.contains("parent      run 1 (launched again from it)"), qPrintable(shown.output));
+    const auto listed = spur_cli({"runs", "list", "--json"}, path);
+    QVERIFY2(listed.output.contains("\"parent\": 1") || listed.output.contains("\"parent\":1"),
+             qPrintable(listed.output));
+    for (const QStringList& bad :
+         {QStringList{"--parent_run", "0"}, QStringList{"--parent_run", "first"}, QStringList{"--tag", " "}}) {
+      const auto refused = spur_cli(QStringList{"launch"} + bad + QStringList{"/bin/true"}, path);
+      QCOMPARE(refused.exit_code, 2);
+      QVERIFY2(refused.output.contains(bad.front()), qPrintable(refused.output));
+    }
+    QCOMPARE(HistoryReader(path.toStdString()).runs().size(), std::size_t{2});  // nothing recorded for them
+
+    // The names and flags a relaunch gives.
+    using spur::app::RunService;
+    QCOMPARE(RunService::next_name("sweep"), QString("sweep (2)"));
+    QCOMPARE(RunService::next_name("sweep (2)"), QString("sweep (3)"));
+    QCOMPARE(RunService::next_name("sweep", {"sweep (2)", "sweep (3)"}), QString("sweep (4)"));
+    QCOMPARE(RunService::next_name("run (x)"), QString("run (x) (2)"));
+    auto parent = *reader.run(2);
+    parent.config = "compute_environment: LOCAL_MACHINE\n";
+    parent.command =
+        "cd /work && spur launch --run_name 'sweep (2)' --tag old --notes x --parent_run=1 --env A=1 "
+        "-- ./train --lr 0.1";
+    const auto request = RunService::relaunch_request(parent, "/tmp/run-2.yaml");
+    QCOMPARE(request.working_directory, QString("/work"));
+    QCOMPARE(request.config_file, QString("/tmp/run-2.yaml"));
+    QCOMPARE(request.program, QString("./train"));
+    QCOMPARE(request.arguments, (QStringList{"--lr", "0.1"}));
+    QCOMPARE(request.flags, (QStringList{"--env", "A=1", "--run_name", "sweep (3)", "--tag", "lr-0.1", "--tag", "warm",
+                                         "--notes", "second try\nafter the fix", "--parent_run", "2"}));
+    parent.config.clear();
+    QVERIFY_THROWS_EXCEPTION(spur::app::RunServiceError, RunService::relaunch_request(parent, "/tmp/x.yaml"));
   }
 
   // `spur launch` of 2 ranks: the run, its loss values (as the program printed them) and both ranks' console
@@ -528,7 +583,14 @@ class HistoryTest : public QObject {
       QCOMPARE(QString::fromStdString(run.status), QString("finished"));
       QVERIFY(run.exit_code.has_value());
       QCOMPARE(*run.exit_code, 0);
-      const auto console = reader.console(run.id);
+      // The rank's lines, every one, in order; beside them the launcher's own (its start and end).
+      std::vector<spur::history::ConsoleLine> console;
+      int launcher = 0;
+      for (auto& line : reader.console(run.id)) {
+        if (line.rank >= 0) console.push_back(std::move(line));
+        else ++launcher;
+      }
+      QCOMPARE(launcher, 2);
       QCOMPARE(static_cast<int>(console.size()), kLines);
       for (int i = 0; i < kLines; ++i) {
         if (console[i].text != std::to_string(i + 1)) {

@@ -16,6 +16,7 @@
 #include <spur/history/reader.h>
 
 #include "rank_group.h"
+#include "runs/run_service.h"
 #include "test_main.h"
 
 namespace {
@@ -156,6 +157,28 @@ class ImportTest : public QObject {
     HistoryReader reader(history.toStdString());
     QCOMPARE(QString::fromStdString(reader.run(3)->project), QString("p"));
     QCOMPARE(reader.series(3, "train/loss").size(), reader.series(2, "train/loss").size());
+  }
+
+  // An import asked to stop (the Studio's window closing) stops before its next run folder: the runs done stay,
+  // each whole, and nothing of the rest is written.
+  void a_cancelled_import_stops_between_runs() {
+    QTemporaryDir dir;
+    write_runs(dir.filePath("logs"));
+    const QString history = dir.filePath("history.db");
+    spur::app::RunService service(history.toStdString());
+    spur::app::TensorBoardImportOptions options;
+    int asked = 0;
+    options.cancelled = [&] { return ++asked > 1; };
+    const auto results = service.import_tensorboard(dir.filePath("logs"), options);
+    QCOMPARE(results.size(), std::size_t(1));
+    QCOMPARE(asked, 2);
+    QCOMPARE(run_count(history), qint64(1));
+    HistoryReader reader(history.toStdString());
+    QCOMPARE(QString::fromStdString(reader.run(1)->name), QString("tb"));
+    // Not cancelled: the rest comes in; the first is already there.
+    const auto rest = service.import_tensorboard(dir.filePath("logs"));
+    QCOMPARE(rest.size(), std::size_t(2));
+    QCOMPARE(run_count(history), qint64(2));
   }
 
   // Spur's own tracker's files give back the run the history recorded beside them: the same keys, steps and

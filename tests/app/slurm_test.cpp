@@ -172,7 +172,8 @@ class SlurmTest : public QObject {
          {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --partition=debug", "#SBATCH --gres=gpu:3",
           "#SBATCH --account=lab", "#SBATCH --qos=high", "#SBATCH --time=10", "#SBATCH --exclusive", "#SBATCH --mem=0",
           "'--num_processes' '6'", "'--machine_rank' \"$SLURM_NODEID\"", "'--main_process_ip' \"$master\"",
-          "'--main_process_port' \"$port\"", "'it'\\''s'", "srun --kill-on-bad-exit=1"}) {
+          "'--main_process_port' \"$port\"", "'it'\\''s'", "srun --kill-on-bad-exit=1",
+          "'--system_metrics_interval' '1' '--system_stream'"}) {
       QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " not in:\n" + result.output));
     }
     QVERIFY2(!QDir(work_.path() + "/jobs").exists(), "a dry run wrote files");
@@ -202,6 +203,9 @@ class SlurmTest : public QObject {
     const auto show = spur({"runs", "show", recorded(result.output)});
     QVERIFY2(show.output.contains("finished") && show.output.contains("slurm") && show.output.contains("job ") &&
                  show.output.contains("loss"),
+             qPrintable(show.output));
+    // The node's launcher sampled its ranks and sent the values back through its output file (issue 18).
+    QVERIFY2(show.output.contains("system/rank0/rss_mib") && show.output.contains("system/rank1/rss_mib"),
              qPrintable(show.output));
     // Both halves of the run's settings come back: Accelerate's configuration and Spur's Slurm settings.
     const auto slurm = spur({"runs", "config", recorded(result.output), "--slurm"});

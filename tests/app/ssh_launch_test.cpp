@@ -10,6 +10,8 @@
 #include <QTest>
 #include <QThread>
 
+#include <algorithm>
+
 #include <spur/history/reader.h>
 
 #include "rank_group.h"
@@ -138,6 +140,13 @@ class SshLaunchTest : public QObject {
     QCOMPARE(QString::fromStdString(runs[0].status), QString("finished"));
     QVERIFY(!reader.series(runs[0].id, "loss").empty());
     QCOMPARE(reader.series(runs[0].id, "accuracy").size(), size_t{1});
+    // Each machine's launcher samples its own ranks and sends the values back (issue 18): ranks 0-1 ran on
+    // machine1, 2-3 on machine2.
+    const auto keys = reader.metric_keys(runs[0].id);
+    for (const char* key : {"system/rank0/rss_mib", "system/rank3/rss_mib"}) {
+      QVERIFY2(std::find(keys.begin(), keys.end(), key) != keys.end(), key);
+    }
+    QVERIFY(reader.series(runs[0].id, "system/rank3/rss_mib").front().value > 1);
     const auto console = reader.console(runs[0].id, 0, 0);
     QVERIFY(!console.empty());
     QCOMPARE(QString::fromStdString(console.front().host), QString("machine1"));

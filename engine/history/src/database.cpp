@@ -61,6 +61,8 @@ const char* const kMigrations[] = {
        CREATE INDEX runs_by_created ON runs(created);
        CREATE INDEX runs_by_project ON runs(project);
        CREATE INDEX run_tags_by_tag ON run_tags(tag);)",
+    // 4: the run a run was launched again from (the Studio's Relaunch, `spur launch --parent_run`; 0: none).
+    R"(ALTER TABLE runs ADD COLUMN parent INTEGER NOT NULL DEFAULT 0;)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion);
 

@@ -23,7 +23,7 @@ Database open_existing(const std::string& path) {
 
 constexpr const char* kRunColumns =
     "id, name, project, status, created, started, ended, exit_code, target, hosts, config, command, notes, "
-    "total_steps, last_step, pid, host, params";
+    "total_steps, last_step, pid, host, params, parent";
 constexpr const char* kTagsOfRun = "SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag";
 
 // A read transaction for the scope: what is read is one state of the file, whatever writers do meanwhile.
@@ -122,6 +122,7 @@ Run read_run(Statement& row, Statement& tags) {
   run.pid = row.integer(15);
   run.host = row.text(16);
   run.params = row.text(17);
+  run.parent = row.integer(18);
   tags.bind(1, run.id);
   while (tags.step()) run.tags.push_back(tags.text(0));
   tags.reset();

@@ -58,13 +58,13 @@ int64_t HistoryWriter::insert_run(Run run, const std::string& event_detail) {
   if (!valid_status(run.status)) throw HistoryError("run history: unknown status '" + run.status + "'");
   Statement insert(db_.handle(),
                    "INSERT INTO runs(name, project, status, created, started, ended, exit_code, target, hosts, config, "
-                   "command, notes, total_steps, pid, host, params) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                   "command, notes, total_steps, pid, host, params, parent) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   insert.bind(1, run.name).bind(2, run.project).bind(3, run.status).bind(4, run.created).bind(5, run.started);
   insert.bind(6, run.ended);
   if (run.exit_code) insert.bind(7, static_cast<int64_t>(*run.exit_code));
   else insert.bind_null(7);
   insert.bind(8, run.target).bind(9, run.hosts).bind(10, run.config).bind(11, run.command).bind(12, run.notes);
-  insert.bind(13, run.total_steps).bind(14, run.pid).bind(15, run.host).bind(16, run.params);
+  insert.bind(13, run.total_steps).bind(14, run.pid).bind(15, run.host).bind(16, run.params).bind(17, run.parent);
   insert.run();
   const int64_t id = sqlite3_last_insert_rowid(db_.handle());
   if (run.name.empty()) {

@@ -42,6 +42,7 @@ struct Run {
   int64_t last_step = -1;   // -1: nothing logged yet
   int64_t pid = 0;          // the process that owns the run (launcher, or the training program)
   std::string host;         // the machine that process runs on
+  int64_t parent = 0;       // the run this one was launched again from (0: none)
 };
 
 struct Point {
