@@ -166,7 +166,12 @@ class LaunchPanelTest : public QObject {
     QVERIFY(console->banner().contains("exit code 7"));
     QVERIFY(console->findChild<QLabel*>("banner")->isVisibleTo(console));
 
-    // Relaunch: the same program, arguments and directory, with the configuration saved in the history.
+    // Relaunch: the same program, arguments and directory, with the configuration saved in the history, under
+    // the name with " (2)", with its tags and notes, and the run it came from recorded (issue 18).
+    QCOMPARE(window.tag_run(run, "sweep-a"), QString());
+    QCOMPARE(window.set_notes(run, "lr 0.1, fails on rank 1"), QString());
+    QTRY_COMPARE(window.runs()->run(window.runs()->row_of(run)).notes, std::string("lr 0.1, fails on rank 1"));
+    const std::string name = window.runs()->run(window.runs()->row_of(run)).name;
     QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
     const mode_t umask_before = ::umask(022);
     QCOMPARE(window.relaunch(run), QString());
@@ -182,7 +187,15 @@ class LaunchPanelTest : public QObject {
     QCOMPARE(after.program, before.program);
     QCOMPARE(after.arguments, before.arguments);
     QCOMPARE(after.working_directory, before.working_directory);
-    QCOMPARE(after.flags, before.flags);
+    // The record's flags are the new run's; the rest are the old run's.
+    QStringList record_flags{"--run_name", name.c_str() + QString(" (2)"), "--tag",        "sweep-a",
+                             "--notes",    "lr 0.1, fails on rank 1",      "--parent_run", QString::number(run)};
+    QCOMPARE(after.flags, before.flags + record_flags);
+    const auto& relaunched = window.runs()->run(window.runs()->row_of(again));
+    QCOMPARE(relaunched.name, name + " (2)");
+    QCOMPARE(relaunched.parent, run);
+    QCOMPARE(relaunched.tags, std::vector<std::string>{"sweep-a"});
+    QCOMPARE(relaunched.notes, std::string("lr 0.1, fails on rank 1"));
     QVERIFY(after.config_file.endsWith(QString("configs/run-%1.yaml").arg(run)));
     // Saved as every configuration Spur writes: its owner's only (issue 12), whatever the umask (022 above).
     QCOMPARE(QFileInfo(after.config_file).permissions() & QFileDevice::Permissions(0x7077),

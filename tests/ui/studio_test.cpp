@@ -6,8 +6,15 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QLineEdit>
+#include <QListView>
+#include <QScrollBar>
+#include <QSettings>
+#include <QStyle>
 #include <QPixmap>
+#include <QApplication>
+#include <QMouseEvent>
 #include <QProcess>
+#include <QPushButton>
 #include <QScopeGuard>
 #include <QDBusConnection>
 #include <QSignalSpy>
@@ -18,10 +25,12 @@
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QHeaderView>
 #include <QLabel>
 #include <QTest>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -34,6 +43,8 @@
 #include "compare/compare_view.h"
 #include "main/main_window.h"
 #include "main/run_notifier.h"
+#include "main/run_overview.h"
+#include "main/theme.h"
 #include "metrics/series_math.h"
 #include "rank_group.h"
 #include "runs/runs_model.h"
@@ -185,6 +196,56 @@ class StudioTest : public QObject {
     QCOMPARE(window.runs()->data(window.runs()->index(0, spur::app::RunsModel::ExitCode)).toInt(), 0);
     const qint64 run = window.runs()->run(0).id;
     QTRY_COMPARE_WITH_TIMEOUT(window.dashboard()->plot("loss")->point_count(run), 6 * 32 / 4, 10000);
+    // The console's "Launcher" filter has the launcher's own account of the run (issue 18: it was always empty).
+    window.show_runs({run});
+    auto* ranks = window.console()->findChild<QComboBox*>("ranks");
+    ranks->setCurrentIndex(ranks->findData(-1));
+    auto* console = window.console()->model();
+    QTRY_VERIFY_WITH_TIMEOUT(console->rowCount() >= 2, 10000);
+    QVERIFY2(console->data(console->index(0))
+                 .toString()
+                 .startsWith("[launcher] spur launch: started 2 rank(s) on "
+                             "this machine: rank0 (pid "),
+             qPrintable(console->data(console->index(0)).toString()));
+    QCOMPARE(console->data(console->index(console->rowCount() - 1)).toString(),
+             QString("[launcher] spur launch: every rank finished (exit code 0)"));
+  }
+
+  // Issue 18: a long console line was cut with "..." in a narrow panel. It scrolls sideways, whole, and its
+  // tooltip has it too.
+  void long_console_lines_scroll_sideways() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const std::string long_text = "epoch 3 " + std::string(300, 'x') + " the end";
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      spur::history::Run run;
+      run.status = "finished";
+      const int64_t id = history.create_run(run);
+      spur::history::ConsoleLine line;
+      line.run_id = id;
+      line.rank = 0;
+      line.text = "short";
+      std::vector<spur::history::ConsoleLine> lines{line};
+      line.text = long_text;
+      lines.push_back(line);
+      history.append_console(lines);
+    }
+    spur::studio::ConsoleView view(path);
+    view.resize(320, 300);
+    view.show();
+    view.set_run(1);
+    auto* model = view.model();
+    QTRY_COMPARE_WITH_TIMEOUT(model->rowCount(), 2, 5000);
+    auto* list = view.findChild<QListView*>("console_lines");
+    QVERIFY(list);
+    QCOMPARE(list->textElideMode(), Qt::ElideNone);
+    const QString full = model->data(model->index(1)).toString();
+    QCOMPARE(full, "[rank0] " + QString::fromStdString(long_text));
+    QTRY_VERIFY(list->visualRect(model->index(1)).width() >= list->fontMetrics().horizontalAdvance(full));
+    QVERIFY(list->horizontalScrollBar()->maximum() > 0);
+    QCOMPARE(model->data(model->index(1), Qt::ToolTipRole).toString(), full);
+    QVERIFY(model->data(model->index(0), Qt::ToolTipRole).isNull());  // short lines need none
   }
 
   // A plot's x axis (step, time since the start, wall time), log y, and exports.
@@ -253,6 +314,123 @@ class StudioTest : public QObject {
     QVERIFY(inside >= 1);
   }
 
+  // Issue 18: how the summarised envelope was checked against QCustomPlot's own adaptive sampling (which keeps
+  // each pixel column's extremes when a graph has more points than pixels). The same 300,000 points with 40
+  // single-point spikes, drawn raw (QCustomPlot samples them) and as 2,048 min-max buckets (what the Studio draws
+  // from summaries), in black on one axis range: every spike's column reaches the same height in both images, and
+  // the two agree on every column's extent to within 2 pixels (beyond the buckets' own width).
+  void summarised_lines_draw_as_qcustomplots_own_sampling() {
+    constexpr int n = 300000, buckets = 2048;
+    std::vector<double> values(n, 1.0);
+    std::mt19937 random(5);
+    std::vector<int> spikes;
+    for (int k = 0; k < 40; ++k) {
+      const int at = static_cast<int>(random() % n);
+      values[static_cast<size_t>(at)] = 20.0 + static_cast<double>(random() % 30);
+      spikes.push_back(at);
+    }
+    for (int i = 0; i < n; ++i) values[static_cast<size_t>(i)] += 0.2 * std::sin(i / 3000.0);
+    spur::studio::MetricPlot raw("raw"), summarised("summarised");
+    QVector<double> steps(n), ys(n);
+    for (int i = 0; i < n; ++i) steps[i] = i, ys[i] = values[static_cast<size_t>(i)];
+    raw.append(1, "run", steps, ys);
+    spur::app::SeriesDelta delta;
+    delta.run = 1;
+    delta.key = "summarised";
+    delta.replace = true;
+    delta.points_per_bucket = n / buckets;
+    for (int b = 0; b < buckets; ++b) {
+      const int from = static_cast<int>(static_cast<int64_t>(b) * n / buckets);
+      const int to = static_cast<int>(static_cast<int64_t>(b + 1) * n / buckets) - 1;
+      double lo = values[static_cast<size_t>(from)], hi = lo, sum = 0;
+      for (int i = from; i <= to; ++i) {
+        lo = std::min(lo, values[static_cast<size_t>(i)]);
+        hi = std::max(hi, values[static_cast<size_t>(i)]);
+        sum += values[static_cast<size_t>(i)];
+      }
+      delta.steps << from;
+      delta.last_steps << to;
+      delta.walls << 0;
+      delta.last_walls << 0;
+      delta.values << sum / (to - from + 1);
+      delta.mins << lo;
+      delta.maxs << hi;
+      delta.counts << (to - from + 1);
+    }
+    summarised.load(delta, "run");
+    QImage images[2];
+    spur::studio::MetricPlot* plots[2] = {&raw, &summarised};
+    for (int i = 0; i < 2; ++i) {
+      auto* custom = plots[i]->plot();
+      plots[i]->set_legend_visible(false);
+      plots[i]->resize(900, 400);
+      plots[i]->show();
+      QVERIFY(QTest::qWaitForWindowExposed(plots[i]));
+      custom->graph(0)->setPen(QPen(Qt::black));
+      custom->graph(0)->setAntialiased(false);
+      custom->graph(1)->setVisible(false);                 // the smoothed line: a mean of raw points vs of buckets
+      for (auto* axis : {custom->xAxis, custom->yAxis}) {  // their tick marks point into the axes, in black
+        axis->setTicks(false);
+        axis->setSubTicks(false);
+      }
+      custom->xAxis->setRange(0, n);
+      custom->yAxis->setRange(0, 52);
+      custom->replot();
+      images[i] = custom->toPixmap(custom->width(), custom->height()).toImage();
+    }
+    QVERIFY(raw.plot()->graph(0)->adaptiveSampling());
+    QCOMPARE(raw.plot()->axisRect()->rect(), summarised.plot()->axisRect()->rect());
+    const QRect area = raw.plot()->axisRect()->rect().adjusted(1, 1, -1, -1);
+    // Each column's topmost and bottommost black pixel.
+    auto extent = [&](const QImage& image, int x) {
+      int top = -1, bottom = -1;
+      for (int y = area.top(); y <= area.bottom(); ++y) {
+        if (qGray(image.pixel(x, y)) < 80) {
+          if (top < 0) top = y;
+          bottom = y;
+        }
+      }
+      return std::pair<int, int>{top, bottom};
+    };
+    auto extent_near = [&](const QImage& image, int x, int reach) {  // over the columns within reach
+      std::pair<int, int> result{-1, -1};
+      for (int c = std::max(area.left(), x - reach); c <= std::min(area.right(), x + reach); ++c) {
+        const auto [top, bottom] = extent(image, c);
+        if (top < 0) continue;
+        if (result.first < 0 || top < result.first) result.first = top;
+        if (bottom > result.second) result.second = bottom;
+      }
+      return result;
+    };
+    for (const int at : spikes) {
+      const int x = static_cast<int>(std::lround(raw.plot()->xAxis->coordToPixel(at)));
+      // Both reach the spike (or higher: a steep line to a spike a few columns away climbs half way in the column
+      // before it), and reach the same height.
+      const int expected =
+          static_cast<int>(std::lround(raw.plot()->yAxis->coordToPixel(values[static_cast<size_t>(at)])));
+      const int raw_top = extent_near(images[0], x, 2).first, summary_top = extent_near(images[1], x, 2).first;
+      QVERIFY2(raw_top >= 0 && raw_top <= expected + 2 && summary_top >= 0 && summary_top <= expected + 2 &&
+                   std::abs(raw_top - summary_top) <= 2,
+               qPrintable(QString("spike at step %1 (y %2 px): raw top %3, summarised top %4")
+                              .arg(at)
+                              .arg(expected)
+                              .arg(raw_top)
+                              .arg(summary_top)));
+    }
+    // A bucket spans about 1.3 columns here: compare each column with its neighbours' extent in the other image.
+    int disagree = 0, columns = 0;
+    for (int x = area.left() + 2; x <= area.right() - 2; ++x) {
+      const auto a = extent(images[0], x), b = extent_near(images[1], x, 2);
+      if (a.first < 0) continue;
+      ++columns;
+      if (b.first < 0 || a.first < b.first - 2 || a.second > b.second + 2) ++disagree;
+    }
+    QVERIFY2(
+        columns > 800 && disagree == 0,
+        qPrintable(
+            QString("%1 of %2 columns of the raw drawing reach beyond the summarised one").arg(disagree).arg(columns)));
+  }
+
   // A history from an older Spur (series without summaries) plots right away from its raw points, and the Studio
   // summarises it in the background, once, saying so in the status bar.
   void an_older_history_is_summarised_in_the_background() {
@@ -315,7 +493,23 @@ class StudioTest : public QObject {
     QCOMPARE(names.size(), spur::studio::MetricPlot::kLegendRuns + 1);
     QCOMPARE(names.front(), QString("run-1"));
     QCOMPARE(names.back(), QString("and 4 more"));
-    for (qint64 run = 1; run <= 4; ++run) plot.remove_run(run);
+    // Drawn wrapped as runs come one by one, then with runs gone: the legend's grid keeps empty cells
+    // (studio_stream_bench crashed on one).
+    spur::studio::MetricPlot growing("loss");
+    growing.resize(734, 300);  // 9 legend entries, 6 or 7 to a line
+    growing.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&growing));
+    for (qint64 run = 1; run <= 10; ++run) {
+      growing.append(run, QString("run-%1").arg(run), {0, 1}, {1.0, 0.5});
+      growing.plot()->replot();
+    }
+    QCOMPARE(growing.legend_names().size(), spur::studio::MetricPlot::kLegendRuns + 1);
+    plot.resize(300, 300);
+    plot.plot()->replot();
+    for (qint64 run = 1; run <= 4; ++run) {
+      plot.remove_run(run);
+      plot.plot()->replot();
+    }
     names = plot.legend_names();
     QCOMPARE(names.size(), spur::studio::MetricPlot::kLegendRuns);
     QCOMPARE(names.front(), QString("run-5"));
@@ -347,6 +541,130 @@ class StudioTest : public QObject {
     QVERIFY2(hits >= 9, qPrintable(QString("%1 pixels of the run's colour in the plot").arg(hits)));
   }
 
+  // Issue 18: the legend sat over the data and covered the axes when 4 runs shared a narrow plot, and tick labels
+  // ran together ("750 10001250"; wall-time dates). Now the legend has a row under the axes, wrapped to the
+  // width, and ticks are spaced by their labels' width.
+  void legends_and_tick_labels_keep_out_of_the_way_data() {
+    QTest::addColumn<int>("width");
+    QTest::addColumn<int>("axis");
+    QTest::addColumn<double>("last_step");
+    for (const int width : {260, 420, 900}) {
+      QTest::addRow("%d px, steps to 1250", width) << width << 0 << 1250.0;
+      QTest::addRow("%d px, steps to 2.5 million", width) << width << 0 << 2.5e6;
+      QTest::addRow("%d px, wall time", width) << width << 2 << 1250.0;
+    }
+  }
+
+  void legends_and_tick_labels_keep_out_of_the_way() {
+    QFETCH(int, width);
+    QFETCH(int, axis);
+    QFETCH(double, last_step);
+    spur::studio::MetricPlot plot("loss");
+    plot.resize(width, 300);
+    plot.show();
+    for (qint64 run = 1; run <= 4; ++run) {
+      plot.append(run, QString("resnet-lr-0.%1-warmup").arg(run), {0, last_step / 2, last_step},
+                  {1.0, 0.5 + 0.01 * static_cast<double>(run), 0.25}, {1.7e9, 1.7e9 + 3600, 1.7e9 + 7200});
+    }
+    plot.set_x_axis(static_cast<spur::studio::XAxis>(axis));
+    plot.plot()->replot();
+    plot.plot()->replot();  // the first replot lays out with the ticks and columns the last one chose
+    QCustomPlot* custom = plot.plot();
+    const QRect axes = custom->axisRect()->rect();
+    const QRect legend = custom->legend->outerRect();
+    QVERIFY2(!legend.intersects(axes), qPrintable(QString("legend (%1,%2 %3x%4) over the axes (%5,%6 %7x%8)")
+                                                      .arg(legend.x())
+                                                      .arg(legend.y())
+                                                      .arg(legend.width())
+                                                      .arg(legend.height())
+                                                      .arg(axes.x())
+                                                      .arg(axes.y())
+                                                      .arg(axes.width())
+                                                      .arg(axes.height())));
+    QVERIFY2(legend.right() <= plot.width() && legend.bottom() <= plot.height(), "legend cut off");
+    QCOMPARE(plot.legend_names().size(), 4);
+    const QFontMetrics metrics(custom->xAxis->tickLabelFont());
+    const auto ticks = custom->xAxis->tickVector();
+    const auto labels = custom->xAxis->tickVectorLabels();
+    QVERIFY(ticks.size() >= 2);
+    double previous_right = -1e9;
+    for (qsizetype i = 0; i < ticks.size(); ++i) {
+      const double centre = custom->xAxis->coordToPixel(ticks[i]);
+      if (centre < axes.left() - 1 || centre > axes.right() + 1) continue;  // not drawn
+      int label_width = 0;
+      for (const QString& part : labels[i].split('\n'))
+        label_width = std::max(label_width, metrics.horizontalAdvance(part));
+      QVERIFY2(centre - label_width / 2.0 > previous_right,
+               qPrintable(QString("tick label '%1' at %2 px runs into the one before").arg(labels[i]).arg(centre)));
+      previous_right = centre + label_width / 2.0;
+    }
+    // Hidden from the context menu, the legend gives its row back to the axes.
+    const int height = axes.height();
+    plot.set_legend_visible(false);
+    custom->replot();
+    QVERIFY(custom->axisRect()->rect().height() > height);
+    plot.set_legend_visible(true);
+    custom->replot();
+    QCOMPARE(custom->axisRect()->rect().height(), height);
+  }
+
+  // Issue 18: a plot zoomed once kept its range when other runs were selected, so it looked empty. A changed
+  // selection fits again; a zoom after it holds until the next change. Ctrl+drag zooms into a box.
+  void a_zoomed_plot_fits_a_new_selection() {
+    spur::studio::Dashboard dashboard;
+    dashboard.resize(900, 600);
+    dashboard.show();
+    auto delta = [](qint64 run, double from, double to) {
+      spur::app::SeriesDelta d;
+      d.run = run;
+      d.key = "loss";
+      d.replace = true;
+      for (double step = from; step <= to; step += (to - from) / 50) {
+        d.steps << step;
+        d.values << 1.0 / (1 + step);
+        d.walls << 100 + step;
+      }
+      return d;
+    };
+    dashboard.set_runs({{1, "a"}});
+    dashboard.apply({delta(1, 0, 100)});
+    QCoreApplication::processEvents();
+    auto* plot = dashboard.plot("loss");
+    QVERIFY(plot);
+    QCustomPlot* custom = plot->plot();
+    QVERIFY(QTest::qWaitForWindowExposed(&dashboard));
+    // Ctrl+drag a box over the middle of the axes: the x range shrinks to it.
+    const QRect axes = custom->axisRect()->rect();
+    const QPoint from(axes.left() + axes.width() / 4, axes.top() + 10),
+        to(axes.left() + axes.width() / 2, axes.bottom() - 10);
+    auto send = [&](QEvent::Type type, QPoint at, Qt::MouseButtons buttons) {
+      QMouseEvent event(type, at, custom->mapToGlobal(at), Qt::LeftButton, buttons, Qt::ControlModifier);
+      QApplication::sendEvent(custom, &event);
+    };
+    send(QEvent::MouseButtonPress, from, Qt::LeftButton);
+    send(QEvent::MouseMove, (from + to) / 2, Qt::LeftButton);
+    send(QEvent::MouseMove, to, Qt::LeftButton);
+    send(QEvent::MouseButtonRelease, to, Qt::NoButton);
+    QVERIFY2(
+        custom->xAxis->range().size() < 40 && custom->xAxis->range().lower > 10,
+        qPrintable(
+            QString("x %1..%2 after the box").arg(custom->xAxis->range().lower).arg(custom->xAxis->range().upper)));
+    QVERIFY(!plot->view().whole());
+    // New data of the same selection keeps the zoom.
+    dashboard.apply({delta(1, 0, 200)});
+    QCoreApplication::processEvents();
+    QVERIFY(custom->xAxis->range().size() < 40);
+    // Another run selected: fitted to both.
+    dashboard.set_runs({{1, "a"}, {2, "b"}});
+    dashboard.apply({delta(2, 1000, 2000)});
+    QTRY_VERIFY(custom->xAxis->range().lower <= 0 && custom->xAxis->range().upper >= 2000);
+    QVERIFY(plot->view().whole());
+    // Fit all, after a zoom.
+    custom->xAxis->setRange(500, 600);
+    dashboard.findChild<QPushButton*>("fit_all")->click();
+    QVERIFY(custom->xAxis->range().lower <= 0 && custom->xAxis->range().upper >= 2000);
+  }
+
   void plot_axes_and_exports() {
     QTemporaryDir dir;
     spur::studio::MetricPlot plot("loss");
@@ -376,8 +694,18 @@ class StudioTest : public QObject {
     QVERIFY(csv.open(QIODevice::ReadOnly));
     const auto lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
     QCOMPARE(lines.size(), 5);
-    QCOMPARE(lines[0], QString("run,step,wall_time,value,smoothed"));
-    QVERIFY2(lines[4].startsWith("7,8,104.000000,0.125,"), qPrintable(lines[4]));
+    QCOMPARE(lines[0], QString("run,name,step,wall_time,value,smoothed"));
+    QVERIFY2(lines[4].startsWith("7,run,8,104.000000,0.125,"), qPrintable(lines[4]));
+    // Laid out at a chosen size, at twice the resolution; a name with a comma is quoted as in the metrics CSV.
+    QVERIFY(plot.save_image(dir.filePath("big.png"), QSize(500, 300), 2));
+    QCOMPARE(QImage(dir.filePath("big.png")).size(), QSize(1000, 600));
+    QVERIFY(plot.save_image(dir.filePath("small.png"), QSize(300, 200), 1));
+    QCOMPARE(QImage(dir.filePath("small.png")).size(), QSize(300, 200));
+    plot.rename_run(7, "lr=0.1, \"wide\"");
+    QVERIFY(plot.save_csv(dir.filePath("named.csv")));
+    QFile named(dir.filePath("named.csv"));
+    QVERIFY(named.open(QIODevice::ReadOnly));
+    QVERIFY2(QString::fromUtf8(named.readAll()).contains("\n7,\"lr=0.1, \"\"wide\"\"\",8,"), "name not quoted");
   }
 
   // The dashboard's smoothing and x axis, and the metric columns, come back in the next window (QSettings).
@@ -549,6 +877,14 @@ class StudioTest : public QObject {
     const auto colour = window.compare()->table()->model()->data(window.compare()->table()->model()->index(loss, 1),
                                                                  Qt::ForegroundRole);
     QCOMPARE(colour.value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
+    // The plots follow the baseline too: its legend entry says so, the hover read-out gives the difference.
+    QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") && window.dashboard()->plot("loss")->point_count(3) == 1,
+                             5000);
+    auto* loss_plot = window.dashboard()->plot("loss");
+    QTRY_VERIFY(loss_plot->legend_names().contains("run-1 (baseline)"));
+    const QString readout = loss_plot->readout(1);
+    QVERIFY2(readout.contains("&Delta; -0.2, -20.0% vs baseline") && readout.contains("#1b873f"), qPrintable(readout));
+    QCOMPARE(loss_plot->run_name(1), QString("run-1"));
     window.compare()->differences_only()->setChecked(true);
     QVERIFY(model->row_of("params/lr") >= 0);
     QCOMPARE(model->row_of("run/status"), -1);
@@ -573,6 +909,148 @@ class StudioTest : public QObject {
     // A third run selected: read again.
     window.runs_view()->selectAll();
     QTRY_COMPARE_WITH_TIMEOUT(model->columnCount(), 3, 5000);
+  }
+
+  // Issue 18: on the dark palette the Launch and Stop icons (Fusion's near-black media icons) were almost
+  // invisible. The run icons have a WCAG contrast of at least 3:1 against the window on both palettes.
+  void run_icons_read_on_both_themes() {
+    auto luminance = [](const QColor& c) {
+      auto channel = [](double v) { return v <= 0.03928 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+      return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF());
+    };
+    auto contrast = [&](const QIcon& icon, const QColor& background) {
+      const QImage image = icon.pixmap(24, 24).toImage().convertToFormat(QImage::Format_ARGB32);
+      double r = 0, g = 0, b = 0;
+      int count = 0;
+      for (int y = 0; y < image.height(); ++y) {
+        for (int x = 0; x < image.width(); ++x) {
+          const QColor pixel = image.pixelColor(x, y);
+          if (pixel.alpha() < 200) continue;
+          r += pixel.redF(), g += pixel.greenF(), b += pixel.blueF(), ++count;
+        }
+      }
+      if (count == 0) return 0.0;
+      const double l1 = luminance(QColor::fromRgbF(r / count, g / count, b / count)), l2 = luminance(background);
+      return (std::max(l1, l2) + 0.05) / (std::min(l1, l2) + 0.05);
+    };
+    for (const auto theme : {spur::studio::Theme::light, spur::studio::Theme::dark}) {
+      spur::studio::apply_theme(theme);
+      const QColor window = QApplication::palette().color(QPalette::Window);
+      for (const auto kind :
+           {spur::studio::RunIcon::launch, spur::studio::RunIcon::stop, spur::studio::RunIcon::relaunch}) {
+        const double ratio = contrast(spur::studio::run_icon(kind), window);
+        QVERIFY2(ratio >= 3.0, qPrintable(QString("icon %1 on the %2 palette: contrast %3")
+                                              .arg(static_cast<int>(kind))
+                                              .arg(spur::studio::theme_name(theme))
+                                              .arg(ratio)));
+      }
+      if (theme == spur::studio::Theme::dark) {  // what it replaced fails the same measure
+        QVERIFY(contrast(QApplication::style()->standardIcon(QStyle::SP_MediaStop), window) < 3.0);
+      }
+    }
+    spur::studio::apply_theme(spur::studio::Theme::light);
+  }
+
+  // Issue 18: at the default size the runs table hid columns behind a scrollbar and wrapped values mid-number.
+  // It fits its pane now, one line per run; the other columns come from the header's menu.
+  void the_runs_table_fits_its_pane() {
+    QSettings().remove("runs/hidden_columns");  // another test's window may have saved its own
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      for (int i = 0; i < 3; ++i) {
+        spur::history::Run run;
+        run.name = "fashion-mnist-cnn-lr-0.001-warmup-" + std::to_string(i);
+        run.status = i == 1 ? "failed" : "finished";
+        run.exit_code = i == 1 ? 1 : 0;
+        run.tags = {"sweep"};
+        run.total_steps = 4690;
+        const int64_t id = history.create_run(run);
+        history.append_metrics(id, {{"loss", {{4690, 0.412345678, 0}}}});
+      }
+    }
+    spur::studio::MainWindow window(path);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 3, 5000);
+    auto* table = window.runs_view();
+    QVERIFY(!table->wordWrap());
+    QTRY_VERIFY(table->columnWidth(spur::app::RunsModel::Status) > 0);
+    auto widths = [&] {
+      QStringList list;
+      for (int c = 0; c < table->model()->columnCount(); ++c) {
+        if (!table->isColumnHidden(c)) list << QString::number(table->columnWidth(c));
+      }
+      return list.join(" + ");
+    };
+    QTRY_VERIFY2(table->horizontalHeader()->length() <= table->viewport()->width(),
+                 qPrintable(QString("%1 px of columns in a %2 px pane: %3")
+                                .arg(table->horizontalHeader()->length())
+                                .arg(table->viewport()->width())
+                                .arg(widths())));
+    QVERIFY(table->isColumnHidden(spur::app::RunsModel::Target));
+    QVERIFY(!table->isColumnHidden(spur::app::RunsModel::Status));
+  }
+
+  // Issue 18: double-clicking a run opens its overview: record, notes, the run it came from, final and best
+  // values, parameters, configuration and command, read on the reader thread; one window per run.
+  void double_clicking_a_run_opens_its_overview() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      spur::history::Run first;
+      first.status = "finished";
+      const int64_t parent = history.create_run(first);
+      spur::history::Run run;
+      run.name = "sweep (2)";
+      run.status = "finished";
+      run.notes = "warm-up 500 steps";
+      run.tags = {"sweep"};
+      run.parent = parent;
+      run.params = "{\"lr\": 0.25}";
+      run.config = "distributed_type: MULTI_CPU\nnum_processes: 2\n";
+      run.command = "cd /work && spur launch --run_name 'sweep (2)' -- ./train";
+      const int64_t id = history.create_run(run);
+      history.append_metrics(id, {{"loss", {{1, 2.0, 0}, {2, 0.5, 1}, {3, 0.75, 2}}}});
+    }
+    spur::studio::MainWindow window(path);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 2, 5000);
+    auto* table = window.runs_view();
+    int row = -1;
+    for (int r = 0; r < table->model()->rowCount(); ++r) {
+      if (table->model()->index(r, spur::app::RunsModel::Id).data().toLongLong() == 2) row = r;
+    }
+    QVERIFY(row >= 0);
+    const QRect cell = table->visualRect(table->model()->index(row, spur::app::RunsModel::Name));
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, cell.center());
+    QTest::mouseDClick(table->viewport(), Qt::LeftButton, {}, cell.center());
+    QTRY_COMPARE(window.findChildren<spur::studio::RunOverview*>().size(), 1);
+    auto* overview = window.findChildren<spur::studio::RunOverview*>().front();
+    QCOMPARE(overview->run(), qint64(2));
+    auto* model = overview->view()->model();
+    QTRY_COMPARE_WITH_TIMEOUT(model->columnCount(), 1, 5000);
+    auto value = [&](const QString& field) {
+      const int r = model->row_of(field);
+      return r < 0 ? QString("(no row %1)").arg(field) : model->index(r, 0).data().toString();
+    };
+    QCOMPARE(value("run/name"), QString("sweep (2)"));
+    QCOMPARE(value("run/notes"), QString("warm-up 500 steps"));
+    QCOMPARE(value("run/tags"), QString("sweep"));
+    QCOMPARE(value("run/parent"), QString("run 1"));
+    QVERIFY2(value("metric/loss/final").startsWith("0.75 @ 3"), qPrintable(value("metric/loss/final")));
+    QCOMPARE(value("metric/loss/best"), QString("0.5"));
+    QCOMPARE(value("params/lr"), QString("0.25"));
+    QCOMPARE(value("config/num_processes"), QString("2"));
+    QVERIFY(overview->windowTitle().contains("sweep (2)"));
+    QCOMPARE(overview->findChild<QLineEdit*>("overview_command")->text(),
+             QString("cd /work && spur launch --run_name 'sweep (2)' -- ./train"));
+    // Asked again: the same window.
+    QCOMPARE(window.show_overview(2), overview);
+    QCOMPARE(window.show_overview(99), nullptr);
   }
 
   // A run that fails or finishes while the window is not focused is announced over D-Bus (a private session bus

@@ -72,7 +72,9 @@ CompareView::CompareView(QWidget* parent)
   connect(baseline_, &QComboBox::activated, this,
           [this](int index) { set_baseline(baseline_->itemData(index).toLongLong()); });
   empty_->setAlignment(Qt::AlignCenter);
-  auto* bar = new QHBoxLayout;
+  bar_ = new QWidget(this);
+  auto* bar = new QHBoxLayout(bar_);
+  bar->setContentsMargins(0, 0, 0, 0);
   bar->addWidget(differences_);
   bar->addSpacing(16);
   auto* label = new QLabel(tr("&Baseline:"), this);
@@ -81,7 +83,7 @@ CompareView::CompareView(QWidget* parent)
   bar->addWidget(baseline_, 1);
   bar->addStretch(1);
   auto* layout = new QVBoxLayout(this);
-  layout->addLayout(bar);
+  layout->addWidget(bar_);
   layout->addWidget(empty_);
   layout->addWidget(table_, 1);
   set_snapshot({});
@@ -103,6 +105,14 @@ void CompareView::set_snapshot(const app::CompareSnapshot& snapshot) {
                                            : snapshot.error);
   empty_->setVisible(!some);
   table_->setVisible(some);
+}
+
+void CompareView::set_single_run(bool single) {
+  bar_->setVisible(!single);
+  if (single) {
+    model_->set_differences_only(false);  // one run differs from nothing
+    model_->set_baseline(0);
+  }
 }
 
 void CompareView::set_baseline(qint64 run) {

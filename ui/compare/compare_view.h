@@ -30,6 +30,8 @@ class CompareView : public QWidget {
   /// Chooses the baseline (0: none), as the combo box does; a run not compared yet becomes the baseline as soon
   /// as a read has it.
   void set_baseline(qint64 run);
+  /// One run's values (a run's overview): no baseline or "Differences only" to choose, every row shown.
+  void set_single_run(bool single);
 
  private:
   void context_menu(const QPoint& at);
@@ -39,6 +41,7 @@ class CompareView : public QWidget {
   QCheckBox* differences_;
   QComboBox* baseline_;
   QLabel* empty_;
+  QWidget* bar_;
   qint64 wanted_baseline_ = 0;
 };
 

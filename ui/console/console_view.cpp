@@ -11,12 +11,30 @@
 #include <QListView>
 #include <QScrollBar>
 #include <QSignalBlocker>
+#include <QStyledItemDelegate>
 #include <QVBoxLayout>
 
 #include "runs/console_model.h"
 #include "runs/run_status.h"
 
 namespace spur::studio {
+namespace {
+
+// Every line's size: the longest line's width in the view's fixed font (its uniform item size).
+class LineDelegate : public QStyledItemDelegate {
+ public:
+  LineDelegate(const app::ConsoleModel* model, QObject* parent) : QStyledItemDelegate(parent), model_(model) {}
+  QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override {
+    QSize size = QStyledItemDelegate::sizeHint(option, index);
+    const int width = option.fontMetrics.horizontalAdvance(QLatin1Char('M')) * (model_->longest_line() + 2);
+    return {std::max(size.width(), width), size.height()};
+  }
+
+ private:
+  const app::ConsoleModel* model_;
+};
+
+}  // namespace
 
 ConsoleView::ConsoleView(const QString& history_path, QWidget* parent)
     : QWidget(parent),
@@ -55,8 +73,15 @@ ConsoleView::ConsoleView(const QString& history_path, QWidget* parent)
   layout->addWidget(banner_);
   layout->addLayout(bar);
   list_->setModel(model_);
+  list_->setObjectName("console_lines");
   list_->setUniformItemSizes(true);  // fast with tens of thousands of lines
   list_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  // Long lines scroll sideways, as in a terminal, instead of ending in "..." (every line is as wide as the
+  // longest: uniform sizes keep tens of thousands of lines fast); the tooltip has a long line whole too.
+  list_->setTextElideMode(Qt::ElideNone);
+  list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  list_->setItemDelegate(new LineDelegate(model_, list_));
+  connect(model_, &app::ConsoleModel::longest_line_grew, list_, [this] { list_->doItemsLayout(); });
   list_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   layout->addWidget(list_, 1);
   connect(ranks_, &QComboBox::currentIndexChanged, this, [this] { filter_changed(); });

@@ -6,6 +6,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QSettings>
 #include <QScrollArea>
 #include <QSlider>
@@ -36,6 +37,16 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   connect(x_axis_, &QComboBox::currentIndexChanged, this, [this](int index) {
     for (auto* plot : plots_) plot->set_x_axis(static_cast<XAxis>(index));
   });
+  auto* fit = new QPushButton(tr("Fit all"), this);
+  fit->setObjectName("fit_all");
+  fit->setToolTip(
+      tr("Show every plot's whole data again (double-click a plot to fit only that one; Ctrl+drag "
+         "a box to zoom into)"));
+  connect(fit, &QPushButton::clicked, this, [this] {
+    for (auto* plot : plots_) plot->reset_view();
+  });
+  bar->addSpacing(16);
+  bar->addWidget(fit);
   bar->addStretch();
   layout->addLayout(bar);
   auto* scroll = new QScrollArea(this);
@@ -84,7 +95,12 @@ void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
       else if (now.value() != it.value()) plot->rename_run(it.key(), now.value());
     }
   }
+  const bool other_runs = runs.keys() != runs_.keys();
   runs_ = runs;
+  // Another selection is fitted again, even where the user had zoomed (the new runs' lines may lie outside it).
+  if (other_runs) {
+    for (auto* plot : plots_) plot->selection_changed();
+  }
 }
 
 void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
@@ -97,6 +113,7 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
       if (delta.key.startsWith("system/")) plot->set_steps_are_seconds(true);
       plot->set_smoothing(smoothing_->value() / 1000.0);
       plot->set_x_axis(static_cast<XAxis>(x_axis_->currentIndex()));
+      if (baseline_) plot->set_baseline(baseline_, !lower_is_better_ || lower_is_better_(delta.key));
       connect(plot, &MetricPlot::view_changed, this,
               [this, key = delta.key](const app::SeriesView& view) { emit view_changed(key, view); });
       plots_.insert(delta.key, plot);
@@ -105,6 +122,14 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
     plot->load(delta, runs_.value(delta.run));
   }
   if (added) relayout();
+}
+
+void Dashboard::set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better) {
+  baseline_ = run;
+  lower_is_better_ = std::move(lower_is_better);
+  for (auto it = plots_.begin(); it != plots_.end(); ++it) {
+    it.value()->set_baseline(run, !lower_is_better_ || lower_is_better_(it.key()));
+  }
 }
 
 QString Dashboard::empty_text() const { return plots_.isEmpty() ? empty_->text() : QString(); }

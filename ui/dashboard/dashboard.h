@@ -3,6 +3,8 @@
 // draws: the points come from an app::SeriesLoader on another thread.
 #pragma once
 
+#include <functional>
+
 #include <QMap>
 #include <QWidget>
 
@@ -29,6 +31,9 @@ class Dashboard : public QWidget {
   void set_runs(const QMap<qint64, QString>& runs);
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }
+  /// The Compare tab's baseline run (0: none) and which metrics are better lower: every plot's legend marks it
+  /// and its hover read-out gives the other runs' differences to it.
+  void set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better);
   /// What the dashboard says while it has no plot (nothing selected, or no data yet); empty when it has plots.
   QString empty_text() const;
   /// The header of the system section (shown when there are system/ plots).
@@ -48,6 +53,8 @@ class Dashboard : public QWidget {
   void relayout();
 
   QMap<qint64, QString> runs_;
+  qint64 baseline_ = 0;
+  std::function<bool(const QString& key)> lower_is_better_;
   QMap<QString, MetricPlot*> plots_;
   QGridLayout* grid_;
   QSlider* smoothing_;

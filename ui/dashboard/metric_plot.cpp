@@ -3,8 +3,12 @@
 // column, so a million points draw in milliseconds and spikes survive.
 #include "dashboard/metric_plot.h"
 
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFormLayout>
+#include <QSpinBox>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
@@ -15,13 +19,47 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <optional>
 
 #include "metrics/series_math.h"
+#include "metrics_csv.h"
 
 #undef QT_NO_FOREACH
 #include <qcustomplot.h>
 
 namespace spur::studio {
+
+ImageSizeDialog::ImageSizeDialog(QSize size, bool pixels, QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Image size"));
+  auto* form = new QFormLayout(this);
+  width_ = new QSpinBox(this);
+  width_->setObjectName("image_width");
+  height_ = new QSpinBox(this);
+  height_->setObjectName("image_height");
+  for (auto* box : {width_, height_}) {
+    box->setRange(100, 10000);
+    box->setSuffix(tr(" px"));
+  }
+  width_->setValue(size.width());
+  height_->setValue(size.height());
+  scale_ = new QDoubleSpinBox(this);
+  scale_->setObjectName("image_scale");
+  scale_->setRange(0.25, 8);
+  scale_->setSingleStep(0.5);
+  scale_->setValue(2);
+  scale_->setToolTip(tr("Pixels per point: 2 draws the same layout at twice the resolution (192 dpi)"));
+  form->addRow(tr("Width:"), width_);
+  form->addRow(tr("Height:"), height_);
+  form->addRow(tr("Resolution (scale):"), scale_);
+  form->setRowVisible(scale_, pixels);  // SVG and PDF are vectors
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  form->addRow(buttons);
+}
+
+QSize ImageSizeDialog::image_size() const { return {width_->value(), height_->value()}; }
+double ImageSizeDialog::image_scale() const { return scale_->value(); }
 
 QColor run_colour(qint64 run) {
   // Tableau 10: distinct, and readable on light and dark backgrounds.
@@ -42,10 +80,22 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
   plot_->xAxis->setLabel("step");
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(font().family(), 8));
+  // The legend sits under the axes, never over the data: a row of its own, as many entries a line as fit.
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  plot_->plotLayout()->addElement(2, 0, plot_->legend);
+  plot_->plotLayout()->setRowStretchFactor(2, 0.001);
+  plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  plot_->legend->setColumnSpacing(12);
+  plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { reset_view(); });
   connect(plot_, &QCustomPlot::mouseWheel, this, [this] { user_moved_ = true; });
-  connect(plot_, &QCustomPlot::mousePress, this, [this] { user_moved_ = true; });
+  connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
+    user_moved_ = true;
+    // Ctrl+drag draws a box to zoom into; a plain drag pans.
+    plot_->setSelectionRectMode(event->modifiers() & Qt::ControlModifier ? QCP::srmZoom : QCP::srmNone);
+  });
+  connect(plot_, &QCustomPlot::beforeReplot, this, [this] { fit_ticks_and_legend(); });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { context_menu(at); });
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) { hover(event); });
@@ -77,6 +127,62 @@ void MetricPlot::user_view_changed() {
   emit view_changed(now);
 }
 
+int MetricPlot::tick_label_width(const QCPAxis* axis) const {
+  // The widest label the axis can show now: QCustomPlot writes numbers with 6 significant digits, dates in two
+  // lines of which "yyyy-MM-dd" is the wider.
+  const QFontMetrics metrics(axis->tickLabelFont());
+  if (axis == plot_->xAxis && x_axis_ == XAxis::wall_time) return metrics.horizontalAdvance("0000-00-00");
+  const QCPRange range = axis->range();
+  int widest = 0;
+  for (const double v : {range.lower, range.upper, (range.lower + range.upper) / 2, -range.size()}) {
+    widest = std::max(widest, metrics.horizontalAdvance(QString::number(v, 'g', 6)));
+  }
+  return widest;
+}
+
+void MetricPlot::fit_ticks_and_legend() {
+  // Ticks far enough apart for their labels ("750 10001250" ran together on narrow plots): as many as the axis'
+  // length holds at the widest label plus a gap, 2 to 8.
+  const QMargins margins = plot_->axisRect()->margins();
+  const int length = std::max(1, plot_->width() - margins.left() - margins.right());
+  const int label = tick_label_width(plot_->xAxis) + 2 * QFontMetrics(plot_->xAxis->tickLabelFont()).averageCharWidth();
+  const int ticks = std::clamp(length / std::max(1, label) - 1, 2, 8);
+  if (plot_->xAxis->ticker()->tickCount() != ticks) plot_->xAxis->ticker()->setTickCount(ticks);
+  // The legend wraps at the plot's width.
+  int widest = 1;
+  for (int i = 0; i < plot_->legend->itemCount(); ++i) {
+    // (A wrapped legend's grid has empty cells: no item there.)
+    if (auto* item = plot_->legend->item(i)) widest = std::max(widest, item->minimumOuterSizeHint().width());
+  }
+  const int columns =
+      std::max(1, (plot_->width() - 8 + plot_->legend->columnSpacing()) / (widest + plot_->legend->columnSpacing()));
+  if (plot_->legend->wrap() != columns) {
+    plot_->legend->setWrap(columns);
+    plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, /*rearrange=*/true);
+  }
+}
+
+void MetricPlot::set_legend_visible(bool on) {
+  if (on == legend_visible()) return;
+  // A hidden legend gives its row back to the axes.
+  if (on) {
+    plot_->plotLayout()->addElement(2, 0, plot_->legend);
+    plot_->plotLayout()->setRowStretchFactor(2, 0.001);
+  } else {
+    plot_->plotLayout()->take(plot_->legend);
+    plot_->plotLayout()->simplify();
+  }
+  plot_->legend->setVisible(on);
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool MetricPlot::legend_visible() const { return plot_->legend->visible(); }
+
+void MetricPlot::selection_changed() {
+  // New runs are fitted, unless the user zooms again after this.
+  if (user_moved_) reset_view();
+}
+
 void MetricPlot::apply_palette() {
   const QPalette& p = palette();
   plot_->setBackground(p.color(QPalette::Base));
@@ -103,33 +209,61 @@ void MetricPlot::changeEvent(QEvent* event) {
   QWidget::changeEvent(event);
 }
 
+qsizetype MetricPlot::nearest(const Line& line, double x) const {
+  // Over the entries as logged (a resumed run's steps repeat, so the graph's x order is not theirs); a line holds
+  // a bounded number of entries.
+  if (line.values.empty() || line.smoothed.size() != line.values.size()) return -1;
+  const QVector<double> xs = keys(line, 0);
+  qsizetype index = 0;
+  for (qsizetype i = 1; i < xs.size(); ++i) {
+    if (std::abs(xs[i] - x) < std::abs(xs[index] - x)) index = i;
+  }
+  return index;
+}
+
 QString MetricPlot::readout(double x) const {
   QStringList rows;
+  // The baseline's value at x, for the others' differences.
+  std::optional<double> base;
+  if (const auto it = lines_.find(baseline_); it != lines_.end()) {
+    if (const auto at = nearest(it->second, x); at >= 0) base = it->second.values[static_cast<std::size_t>(at)];
+  }
   for (const auto& [run, line] : lines_) {
-    // The entry nearest to x, over the entries as logged (a resumed run's steps repeat, so the graph's x order is
-    // not theirs); a line holds a bounded number of entries.
-    if (line.values.empty() || line.smoothed.size() != line.values.size()) continue;
-    const QVector<double> xs = keys(line, 0);
-    std::size_t index = 0;
-    for (std::size_t i = 1; i < line.values.size(); ++i) {
-      if (std::abs(xs[static_cast<qsizetype>(i)] - x) < std::abs(xs[static_cast<qsizetype>(index)] - x)) index = i;
-    }
+    const qsizetype at = nearest(line, x);
+    if (at < 0) continue;
+    const auto index = static_cast<std::size_t>(at);
     const double smoothed = line.smoothed[index];
     const QString swatch = QString("<span style='color:%1'>&#9632;</span> ").arg(run_colour(run).name());
+    QString delta;
+    if (base && run != baseline_ && std::isfinite(*base) && std::isfinite(line.values[index])) {
+      const double d = line.values[index] - *base;
+      const bool better = lower_is_better_ ? d < 0 : d > 0;
+      const QString percent =
+          *base != 0 ? QString(", %1%").arg(QString::number(100 * d / std::abs(*base), 'f', 1)) : QString();
+      delta = QString(" <span style='color:%1'>&Delta; %2%3%4 vs baseline</span>")
+                  .arg(d == 0   ? QString("inherit")
+                       : better ? QString("#1b873f")
+                                : QString("#c62828"),
+                       d > 0 ? QString("+") : QString(), QString::number(d, 'g', 4), percent);
+    }
     if (line.summarised) {
-      rows << swatch + QString("%1: <b>%2</b> (mean of %3 points, %4 to %5; smoothed %6) @ steps %7-%8")
-                           .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6))
-                           .arg(static_cast<qint64>(line.counts[index]))
-                           .arg(QString::number(line.mins[index], 'g', 6), QString::number(line.maxs[index], 'g', 6),
-                                QString::number(smoothed, 'g', 6))
-                           .arg(static_cast<qint64>(line.steps[index]))
-                           .arg(static_cast<qint64>(line.last_steps[index]));
+      rows << swatch +
+                  QString("%1: <b>%2</b> (mean of %3 points, %4 to %5; smoothed %6) @ steps %7-%8")
+                      .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6))
+                      .arg(static_cast<qint64>(line.counts[index]))
+                      .arg(QString::number(line.mins[index], 'g', 6), QString::number(line.maxs[index], 'g', 6),
+                           QString::number(smoothed, 'g', 6))
+                      .arg(static_cast<qint64>(line.steps[index]))
+                      .arg(static_cast<qint64>(line.last_steps[index])) +
+                  delta;
       continue;
     }
-    rows << swatch + QString("%1: <b>%2</b> (smoothed %3) @ step %4")
-                         .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6),
-                              QString::number(smoothed, 'g', 6))
-                         .arg(static_cast<qint64>(line.steps[index]));
+    rows << swatch +
+                QString("%1: <b>%2</b> (smoothed %3) @ step %4")
+                    .arg(line.name.toHtmlEscaped(), QString::number(line.values[index], 'g', 6),
+                         QString::number(smoothed, 'g', 6))
+                    .arg(static_cast<qint64>(line.steps[index])) +
+                delta;
   }
   return rows.join("<br>");
 }
@@ -224,33 +358,38 @@ void MetricPlot::set_log_y(bool log) {
   reset_view();
 }
 
-bool MetricPlot::save_image(const QString& file) {
-  if (file.endsWith(".pdf", Qt::CaseInsensitive)) return plot_->savePdf(file);
+bool MetricPlot::save_image(const QString& file, QSize size, double scale) {
+  if (size.isEmpty()) size = plot_->size();
+  if (file.endsWith(".pdf", Qt::CaseInsensitive)) return plot_->savePdf(file, size.width(), size.height());
   if (file.endsWith(".svg", Qt::CaseInsensitive)) {
     QSvgGenerator svg;
     svg.setFileName(file);
-    svg.setSize(plot_->size());
-    svg.setViewBox(plot_->rect());
+    svg.setSize(size);
+    svg.setViewBox(QRect(QPoint(0, 0), size));
     svg.setTitle(key_);
     QCPPainter painter;
     if (!painter.begin(&svg)) return false;
-    plot_->toPainter(&painter, plot_->width(), plot_->height());
+    plot_->toPainter(&painter, size.width(), size.height());
     return painter.end();
   }
-  return plot_->savePng(file);
+  // PNG: laid out at `size`, drawn `scale` times as many pixels each way (2: a 1200x800 plot for a 2400x1600 image
+  // at 192 dpi), so text and lines keep their proportions.
+  scale = std::clamp(scale, 0.25, 8.0);
+  return plot_->savePng(file, size.width(), size.height(), scale, -1, static_cast<int>(std::lround(96 * scale)));
 }
 
 bool MetricPlot::save_csv(const QString& file) const {
   QFile out(file);
   if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
   QTextStream text(&out);
-  text << "run,step,wall_time,value,smoothed\n";
+  text << "run,name,step,wall_time,value,smoothed\n";
   // A summarised line writes what it draws: one row per bucket (its first step and wall time, its mean); `spur
   // runs export` has every point.
   for (const auto& [run, line] : lines_) {
     const auto& smoothed = line.smoothed;
+    const QString name = QString::fromStdString(metrics_csv::field(line.name.toStdString()));
     for (std::size_t i = 0; i < line.steps.size() && i < smoothed.size(); ++i) {
-      text << run << ',' << static_cast<qint64>(line.steps[i]) << ','
+      text << run << ',' << name << ',' << static_cast<qint64>(line.steps[i]) << ','
            << QString::number(i < line.walls.size() ? line.walls[i] : 0, 'f', 6) << ','
            << QString::number(line.values[i], 'g', 17) << ',' << QString::number(smoothed[i], 'g', 17) << '\n';
     }
@@ -270,11 +409,17 @@ void MetricPlot::context_menu(const QPoint& at) {
   log->setChecked(plot_->yAxis->scaleType() == QCPAxis::stLogarithmic);
   connect(log, &QAction::toggled, this, [this](bool on) { set_log_y(on); });
   menu.addAction(tr("Fit"), this, [this] { reset_view(); });
+  auto* legend = menu.addAction(tr("Show legend"));
+  legend->setCheckable(true);
+  legend->setChecked(legend_visible());
+  connect(legend, &QAction::toggled, this, [this](bool on) { set_legend_visible(on); });
   menu.addSeparator();
   menu.addAction(tr("Export image (PNG, SVG, PDF)..."), this, [this] {
     const QString file =
         QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png", tr("Images (*.png *.svg *.pdf)"));
-    if (!file.isEmpty()) save_image(file);
+    if (file.isEmpty()) return;
+    ImageSizeDialog size(plot_->size(), file.endsWith(".png", Qt::CaseInsensitive), this);
+    if (size.exec() == QDialog::Accepted) save_image(file, size.image_size(), size.image_scale());
   });
   menu.addAction(tr("Export data (CSV)..."), this, [this] {
     const QString file = QFileDialog::getSaveFileName(this, tr("Export data"), key_ + ".csv", tr("CSV (*.csv)"));
@@ -296,7 +441,7 @@ MetricPlot::Line& MetricPlot::line_of(qint64 run, const QString& name) {
     line.raw->removeFromLegend();
     line.smooth = plot_->addGraph();
     line.smooth->setPen(QPen(colour, 1.0));  // a 1.6 px pen made a 1M-point replot 8x slower (65 ms)
-    line.smooth->setName(name);
+    line.smooth->setName(legend_name(run, line));
     update_legend();
   }
   return line;
@@ -381,13 +526,25 @@ void MetricPlot::rename_run(qint64 run, const QString& name) {
   const auto it = lines_.find(run);
   if (it == lines_.end() || it->second.name == name) return;
   it->second.name = name;
-  it->second.smooth->setName(name);
+  it->second.smooth->setName(legend_name(run, it->second));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 QString MetricPlot::run_name(qint64 run) const {
   const auto it = lines_.find(run);
-  return it == lines_.end() ? QString() : it->second.smooth->name();
+  return it == lines_.end() ? QString() : it->second.name;
+}
+
+QString MetricPlot::legend_name(qint64 run, const Line& line) const {
+  return run == baseline_ ? tr("%1 (baseline)").arg(line.name) : line.name;
+}
+
+void MetricPlot::set_baseline(qint64 run, bool lower_is_better) {
+  if (run == baseline_ && lower_is_better == lower_is_better_) return;
+  baseline_ = run;
+  lower_is_better_ = lower_is_better;
+  for (auto& [id, line] : lines_) line.smooth->setName(legend_name(id, line));
+  plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void MetricPlot::resmooth(Line& line) {

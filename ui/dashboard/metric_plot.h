@@ -2,9 +2,11 @@
 // MetricPlot: one metric's plot, the selected runs overlaid in stable colours: the raw series faint, the
 // TensorBoard-smoothed one on top. Points are appended as they arrive, or a line is replaced by its read for the
 // plot's view (long series come as summarised buckets: their min-max envelope and smoothed means); zoom and pan with
-// the mouse and wheel (view_changed asks for the finer read), double-click to see everything again.
+// the mouse and wheel, Ctrl+drag a box to zoom into (view_changed asks for the finer read), double-click or Fit to see
+// everything again. The legend sits under the axes; tick labels are spaced by their width.
 #pragma once
 
+#include <QDialog>
 #include <QString>
 #include <QWidget>
 
@@ -14,12 +16,29 @@
 #include "metrics/series_math.h"
 #include "runs/series_loader.h"
 
+class QDoubleSpinBox;
+class QSpinBox;
 class QCustomPlot;
+class QCPAxis;
 class QCPGraph;
 class QMouseEvent;
 class QTimer;
 
 namespace spur::studio {
+
+/// Asked before an image export: the size to lay the plot out at and, for a PNG, its resolution.
+class ImageSizeDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  ImageSizeDialog(QSize size, bool pixels, QWidget* parent = nullptr);
+  QSize image_size() const;
+  double image_scale() const;
+
+ private:
+  QSpinBox *width_, *height_;
+  QDoubleSpinBox* scale_;
+};
 
 /// What the x axis shows.
 enum class XAxis { step, relative_time, wall_time };
@@ -54,22 +73,32 @@ class MetricPlot : public QWidget {
   /// The legend's name of a run's line; empty when it has none here.
   QString run_name(qint64 run) const;
   void set_smoothing(double weight);
+  /// The Compare tab's baseline (0: none): its legend entry says so, and the hover read-out gives every other
+  /// run's difference to it at that x, absolute and in %, green when better (by `lower_is_better`), red when worse.
+  void set_baseline(qint64 run, bool lower_is_better);
   /// Series with at most this many points are drawn with a dot at each point too.
   static constexpr int kDottedPoints = 10;
   /// Points drawn for a run (raw series), for tests.
   int point_count(qint64 run) const;
   QCustomPlot* plot() const { return plot_; }
-  /// Fits the axes to the data.
+  /// Fits the axes to the data (double-click, the context menu's Fit, the dashboard's Fit all).
   void reset_view();
+  /// The selected runs changed: the plot fits them again if the user had zoomed or panned (a zoom made before
+  /// selecting other runs left their lines out of view).
+  void selection_changed();
+  /// The legend, under the axes (wrapped to the plot's width); hidden from the context menu.
+  void set_legend_visible(bool on);
+  bool legend_visible() const;
   void set_x_axis(XAxis axis);
   /// The series' steps count seconds since the start (the launcher's system/ samples): the step axis says so.
   void set_steps_are_seconds(bool on);
   void set_log_y(bool log);
   /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
   QString readout(double x) const;
-  /// Exports: an image (PNG, SVG or PDF by the file's extension) or the data as CSV
-  /// (run,step,wall_time,value,smoothed).
-  bool save_image(const QString& file);
+  /// Exports: an image (PNG, SVG or PDF by the file's extension) laid out at `size` (default: the plot's own),
+  /// a PNG drawn at `scale` pixels per point; or the data as CSV (run,name,step,wall_time,value,smoothed: the
+  /// name quoted as the metrics CSV quotes keys).
+  bool save_image(const QString& file, QSize size = {}, double scale = 1);
   bool save_csv(const QString& file) const;
   /// The x of a run's first drawn point, for tests.
   double first_x(qint64 run) const;
@@ -106,6 +135,9 @@ class MetricPlot : public QWidget {
   void hover(QMouseEvent* event);
   /// Axes, grid and background from the widget's palette (light or dark theme).
   void apply_palette();
+  /// Before each replot: as many x ticks as their labels leave room for, and the legend's columns for the width.
+  void fit_ticks_and_legend();
+  int tick_label_width(const QCPAxis* axis) const;
   void changeEvent(QEvent* event) override;
 
   QString key_;
@@ -114,6 +146,11 @@ class MetricPlot : public QWidget {
   double weight_ = 0.6;
   XAxis x_axis_ = XAxis::step;
   bool steps_are_seconds_ = false;
+  qint64 baseline_ = 0;
+  bool lower_is_better_ = true;
+  QString legend_name(qint64 run, const Line& line) const;
+  /// The entry of `line` nearest to x (in the axis' units), or -1.
+  qsizetype nearest(const Line& line, double x) const;
   bool user_moved_ = false;
   // The data's extent, grown with each append: rescaling by scanning every point of every line made a live
   // update O(all points) (17 ms per update with 10 runs of 30,000 points).

@@ -19,6 +19,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScopeGuard>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -33,6 +34,7 @@
 #include <QVBoxLayout>
 
 #include "compare/compare_view.h"
+#include "main/run_overview.h"
 #include "config/setup_answers.h"
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
@@ -87,10 +89,25 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setContextMenuPolicy(Qt::CustomContextMenu);
-  table_->horizontalHeader()->setToolTip(tr("Right-click: choose the metrics shown as columns"));
+  table_->horizontalHeader()->setToolTip(tr("Right-click: choose the columns, and the metrics shown as columns"));
   connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this,
           [this](const QPoint& at) { choose_metric_columns(at); });
-  table_->hideColumn(app::RunsModel::Project);  // most histories hold one project
+  // One line per run, numbers whole ("0.4123" wrapped mid-number in a narrow pane); the name may be elided in the
+  // middle (its tooltip and the overview have it whole).
+  table_->setWordWrap(false);
+  table_->setTextElideMode(Qt::ElideMiddle);
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
+  // The columns that fit the pane at its default width; the header's context menu shows the others.
+  // Most histories hold one project; the status says failed (the exit code is in the overview and the console);
+  // the target and start time are in the overview (and the table sorts newest first by id).
+  for (const int column :
+       {app::RunsModel::Project, app::RunsModel::Started, app::RunsModel::ExitCode, app::RunsModel::Target}) {
+    table_->hideColumn(column);
+  }
+  table_->viewport()->installEventFilter(this);  // its resizes refit the columns
+  connect(table_, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) {
+    if (index.isValid()) show_overview(runs_->run(shown_->mapToSource(index).row()).id);
+  });
   auto* splitter = splitter_ = new QSplitter(this);
   splitter->setObjectName("splitter");
   auto* left = new QWidget(this);
@@ -107,9 +124,11 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   // The Compare tab's baseline is the runs table's too: its metric columns show each run's delta against it.
   auto follow_baseline = [this] {
     auto* model = compare_->model();
-    runs_->set_baseline(model->baseline(), [model](const QString& key) {
+    auto lower_is_better = [model](const QString& key) {
       return model->direction(key) == app::MetricDirection::lower_is_better;
-    });
+    };
+    runs_->set_baseline(model->baseline(), lower_is_better);
+    dashboard_->set_baseline(model->baseline(), lower_is_better);
   };
   connect(compare_->model(), &QAbstractItemModel::headerDataChanged, this, follow_baseline);
   connect(compare_->model(), &QAbstractItemModel::modelReset, this, follow_baseline);
@@ -118,7 +137,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   });
   splitter->addWidget(tabs);
   splitter->setStretchFactor(1, 3);
-  splitter->setSizes({460, 820});
+  splitter->setSizes({500, 780});
   setCentralWidget(splitter);
   statusBar()->showMessage(tr("History: %1").arg(path_));
   // A history others can read (an older Spur's, or loosened by hand) is pointed out for as long as it stays so.
@@ -196,12 +215,16 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  // Overviews hand their readers back to the reader thread: before it stops.
+  for (auto* overview : findChildren<RunOverview*>()) delete overview;
   summaries_->stop();  // after the series it is on: every series is written whole or not at all
   summary_thread_.quit();
   summary_thread_.wait();
   reader_thread_.quit();
   reader_thread_.wait();
-  if (import_thread_) import_thread_->wait();  // a run is written whole or not at all; let the last one end
+  // A run is written whole or not at all: the import stops before its next run folder, after the one under way.
+  import_cancelled_ = true;
+  if (import_thread_) import_thread_->wait();
 }
 
 QString MainWindow::import_tensorboard(const QString& path) {
@@ -214,7 +237,9 @@ QString MainWindow::import_tensorboard(const QString& path) {
     bool failed = false;
     try {
       app::RunService service(history);
-      service.import_tensorboard(path, {}, [&](const app::ImportedRun& run) {
+      app::TensorBoardImportOptions options;
+      options.cancelled = [this] { return import_cancelled_.load(); };
+      service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
         const QString line = app::import_summary(run);
         lines << line;
         if (run.run) runs << run.run;
@@ -255,6 +280,12 @@ void MainWindow::restore_settings() {
   if (settings.contains("window/splitter")) splitter_->restoreState(settings.value("window/splitter").toByteArray());
   dashboard_->restore_settings(settings);
   runs_->set_metric_columns(settings.value("runs/metric_columns").toStringList());
+  if (settings.contains("runs/hidden_columns")) {
+    const QStringList hidden = settings.value("runs/hidden_columns").toStringList();
+    for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+      table_->setColumnHidden(column, column != app::RunsModel::Name && hidden.contains(QString::number(column)));
+    }
+  }
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -263,6 +294,11 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("window/splitter", splitter_->saveState());
   dashboard_->save_settings(settings);
   settings.setValue("runs/metric_columns", runs_->metric_columns());
+  QStringList hidden;
+  for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+    if (table_->isColumnHidden(column)) hidden << QString::number(column);
+  }
+  settings.setValue("runs/hidden_columns", hidden);
   QMainWindow::closeEvent(event);  // running runs go on: their launchers are detached
 }
 
@@ -274,6 +310,30 @@ void MainWindow::show_runs(const QList<qint64>& ids) {
   QMetaObject::invokeMethod(
       runs_reader_, [reader = runs_reader_, oldest] { reader->include(oldest); }, Qt::QueuedConnection);
   refresh();
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == table_->viewport() && event->type() == QEvent::Resize) fit_columns();
+  return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::fit_columns() {
+  // Measured without the last column's stretch (it is given what is left, not what it needs).
+  auto* header = table_->horizontalHeader();
+  header->setStretchLastSection(false);
+  table_->resizeColumnsToContents();
+  const QScopeGuard stretch([header] { header->setStretchLastSection(true); });
+  // Long names give way first (elided in the middle; the tooltip and the overview have them whole), so the other
+  // columns stay in view without a scrollbar.
+  const int name = app::RunsModel::Name;
+  int others = 0;
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    if (column != name && !table_->isColumnHidden(column)) others += table_->columnWidth(column);
+  }
+  const int room = table_->viewport()->width() - others;
+  if (room < table_->columnWidth(name)) {
+    table_->setColumnWidth(name, std::max(table_->fontMetrics().horizontalAdvance("run-00..."), room));
+  }
 }
 
 void MainWindow::refresh() {
@@ -297,7 +357,7 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
     states.push_back({run.id, QString::fromStdString(run.name), runs_->status(row), run.exit_code});
   }
   notifier_->update(states, isActiveWindow());
-  if (runs_->rowCount() != before) table_->resizeColumnsToContents();
+  if (runs_->rowCount() != before) fit_columns();
   // A selected run renamed (here or by `spur runs`): its legends follow.
   if (const auto names = selected_runs(); !names.isEmpty()) dashboard_->set_runs(names);
   check_pending();
@@ -383,6 +443,22 @@ void MainWindow::show_compare() { tabs_->setCurrentWidget(compare_); }
 void MainWindow::filter_runs(const QString& text) {
   shown_->setFilterFixedString(text);
   if (search_->text() != text) search_->setText(text);
+}
+
+RunOverview* MainWindow::show_overview(qint64 run) {
+  if (runs_->row_of(run) < 0) return nullptr;
+  for (auto* open : findChildren<RunOverview*>()) {
+    if (open->run() == run) {
+      open->refresh();
+      open->raise();
+      open->activateWindow();
+      return open;
+    }
+  }
+  auto* overview = new RunOverview(run, path_, &reader_thread_, this);
+  overview->setWindowFlag(Qt::Window);
+  overview->show();
+  return overview;
 }
 
 qint64 MainWindow::current_run() const {
@@ -524,34 +600,52 @@ QString MainWindow::stop_run(qint64 run) {
   return app::stop_run(runs_->run(row));
 }
 
-QString MainWindow::relaunch(qint64 run) {
+QSet<QString> MainWindow::run_names() const {
+  QSet<QString> names;
+  for (int row = 0; row < runs_->rowCount(); ++row) names.insert(QString::fromStdString(runs_->run(row).name));
+  return names;
+}
+
+QString MainWindow::relaunch(qint64 run, const QString& name) {
   const int row = runs_->row_of(run);
   if (row < 0) return tr("No run %1.").arg(run);
   const auto& record = runs_->run(row);
-  if (record.config.empty() || record.command.empty()) {
-    return tr("Run %1 was not started by spur launch: there is nothing to launch again.").arg(run);
-  }
-  app::LaunchRequest request;
-  try {
-    request = app::LaunchRequest::parse(QString::fromStdString(record.command));
-  } catch (const std::exception& e) {
-    return tr("Run %1's command cannot be launched again: %2").arg(run).arg(QString::fromUtf8(e.what()));
-  }
-  if (request.working_directory.isEmpty()) {
-    return tr("Run %1 does not say which directory it ran in (an older Spur recorded it): export its configuration "
-              "(Ctrl+E) and launch it from there.")
-        .arg(run);
-  }
   // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
   // Its owner's only, as every configuration Spur writes (it can name hosts, roles and profiles).
   const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
+  app::LaunchRequest request;
   try {
+    request = app::RunService::relaunch_request(
+        record, file,
+        name.isEmpty() ? app::RunService::next_name(QString::fromStdString(record.name), run_names()) : name);
     app::write_private_file(file.toStdString(), record.config);
-  } catch (const app::ConfigError& e) {
+  } catch (const std::exception& e) {
     return QString::fromUtf8(e.what());
   }
-  request.config_file = file;
   return launch(request);
+}
+
+void MainWindow::confirm_relaunch(qint64 run) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return;
+  const auto& record = runs_->run(row);
+  QString what;
+  try {
+    const auto request = app::RunService::relaunch_request(record, QString());
+    what = app::shell_quote(QStringList{request.program} + request.arguments) + tr(" in ") + request.working_directory;
+  } catch (const std::exception& e) {
+    report(QString::fromUtf8(e.what()));
+    return;
+  }
+  bool ok = false;
+  const QString name = QInputDialog::getText(
+      this, tr("Relaunch run %1").arg(run),
+      tr("Launch run %1 (%2) again: %3, with the configuration it ran with. Its tags and notes are copied, and the "
+         "new run records run %1 as the one it came from.\n\nName of the new run:")
+          .arg(run)
+          .arg(QString::fromStdString(record.name), what),
+      QLineEdit::Normal, app::RunService::next_name(QString::fromStdString(record.name), run_names()), &ok);
+  if (ok) report(relaunch(run, name.trimmed()));
 }
 
 SetupWizard* MainWindow::make_wizard(const QString& open_file) {
@@ -595,6 +689,18 @@ void MainWindow::run_wizard(SetupWizard* wizard) {
 
 void MainWindow::choose_metric_columns(const QPoint& at) {
   QMenu menu(this);
+  // The runs' own columns (the name always shows), then each metric's final value.
+  for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+    if (column == app::RunsModel::Name) continue;
+    auto* action = menu.addAction(runs_->headerData(column, Qt::Horizontal).toString());
+    action->setCheckable(true);
+    action->setChecked(!table_->isColumnHidden(column));
+    connect(action, &QAction::toggled, this, [this, column](bool on) {
+      table_->setColumnHidden(column, !on);
+      if (on) table_->resizeColumnToContents(column);
+    });
+  }
+  menu.addSection(tr("Final values"));
   const QStringList shown = runs_->metric_columns();
   const QStringList keys = runs_->metric_keys();
   if (keys.isEmpty()) menu.addAction(tr("No metrics logged yet"))->setEnabled(false);
@@ -607,7 +713,7 @@ void MainWindow::choose_metric_columns(const QPoint& at) {
       if (on) columns << key;
       else columns.removeAll(key);
       runs_->set_metric_columns(columns);
-      table_->resizeColumnsToContents();
+      fit_columns();
     });
   }
   menu.exec(table_->horizontalHeader()->mapToGlobal(at));
@@ -657,7 +763,7 @@ void MainWindow::build_actions() {
     wizard->set_launch_now(true);
     run_wizard(wizard);
   });
-  start->setIcon(style->standardIcon(QStyle::SP_MediaPlay));
+  start->setIcon(run_icon(RunIcon::launch));
   stop_ = make(
       run_menu, tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period),
       [this] {
@@ -668,14 +774,14 @@ void MainWindow::build_actions() {
         }
       },
       true);
-  stop_->setIcon(style->standardIcon(QStyle::SP_MediaStop));
+  stop_->setIcon(run_icon(RunIcon::stop));
   relaunch_ = make(
       run_menu, tr("&Relaunch"), QKeySequence(Qt::CTRL | Qt::Key_R),
       [this] {
-        if (const qint64 run = current_run()) report(relaunch(run));
+        if (const qint64 run = current_run()) confirm_relaunch(run);
       },
       true);
-  relaunch_->setIcon(style->standardIcon(QStyle::SP_BrowserReload));
+  relaunch_->setIcon(run_icon(RunIcon::relaunch));
   run_menu->addSeparator();
   make(
       run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2),

@@ -9,6 +9,7 @@
 #include <QMap>
 #include <QThread>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,7 @@ class CompareView;
 class ConsoleView;
 class Dashboard;
 class RunNotifier;
+class RunOverview;
 class RunsColours;
 class SetupWizard;
 
@@ -76,8 +78,14 @@ class MainWindow : public QMainWindow {
   QString launch(const app::LaunchRequest& request);
   /// Asks the run's launcher to stop every rank (or its SageMaker job).
   QString stop_run(qint64 run);
-  /// Launches a past run again with its saved configuration, program and directory.
-  QString relaunch(qint64 run);
+  /// The overview of a run (double-click in the runs table): its record, final and best values, parameters and
+  /// configuration, in a window of its own (one per run; asked again, it is brought forward). nullptr for a run
+  /// not in the table.
+  RunOverview* show_overview(qint64 run);
+  /// Launches a past run again with its saved configuration, program and directory, named `name` (empty: its
+  /// name with the next free " (N)"), with its tags and notes, recording it as the new run's parent. The Relaunch
+  /// action asks first, with the name to edit.
+  QString relaunch(qint64 run, const QString& name = {});
   /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
   /// app::RunService; progress shows in the status bar, and when it is done `imported` is emitted with one line
   /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at
@@ -157,10 +165,19 @@ class MainWindow : public QMainWindow {
   std::vector<PendingLaunch> pending_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
-  std::unique_ptr<QThread> import_thread_;    // joined before the window goes
-  QThread summary_thread_;                    // the summary builder's: writes, so apart from the readers
-  app::SummaryBuilder* summaries_ = nullptr;  // on summary_thread_
-  int summary_attempts_ = 0;                  // builds retried after an error
+  /// The Relaunch action: asks, with the new run's name to edit, then relaunch().
+  void confirm_relaunch(qint64 run);
+  /// Columns sized to their contents, the names narrowed to keep every column in the pane (again whenever the pane
+  /// is resized).
+  void fit_columns();
+  bool eventFilter(QObject* watched, QEvent* event) override;
+  /// The names of the runs in the table (a relaunch's " (N)" skips them).
+  QSet<QString> run_names() const;
+  std::unique_ptr<QThread> import_thread_;     // joined before the window goes
+  std::atomic<bool> import_cancelled_{false};  // the window is closing: no further run folder
+  QThread summary_thread_;                     // the summary builder's: writes, so apart from the readers
+  app::SummaryBuilder* summaries_ = nullptr;   // on summary_thread_
+  int summary_attempts_ = 0;                   // builds retried after an error
 };
 
 }  // namespace spur::studio

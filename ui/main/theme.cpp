@@ -3,7 +3,10 @@
 #include "main/theme.h"
 
 #include <QApplication>
+#include <QPainter>
+#include <QPainterPath>
 #include <QPalette>
+#include <QPixmap>
 #include <QProcess>
 #include <QStandardPaths>
 #include <QStyle>
@@ -61,6 +64,50 @@ QPalette dark_palette() {
 }
 
 }  // namespace
+
+QIcon run_icon(RunIcon kind) {
+  // Mid-tone colours: a contrast of 3:1 or more against both palettes' windows (light grey and 37,38,41).
+  const QColor green(34, 134, 58), red(218, 54, 51), blue(56, 132, 244);
+  QIcon icon;
+  for (const int size : {16, 24, 32, 48}) {
+    QPixmap pixmap(size, size);
+    pixmap.fill(Qt::transparent);
+    QPainter painter(&pixmap);
+    painter.setRenderHint(QPainter::Antialiasing);
+    const double s = size;
+    // A filled triangle through three points given in fractions of the icon's size.
+    const auto triangle = [&](QPointF a, QPointF b, QPointF c, const QColor& colour) {
+      QPainterPath path;
+      path.moveTo(a * s);
+      path.lineTo(b * s);
+      path.lineTo(c * s);
+      path.closeSubpath();
+      painter.fillPath(path, colour);
+    };
+    switch (kind) {
+      case RunIcon::launch:
+        triangle({0.25, 0.15}, {0.85, 0.5}, {0.25, 0.85}, green);
+        break;
+      case RunIcon::stop:
+        painter.setPen(Qt::NoPen);
+        painter.setBrush(red);
+        painter.drawRoundedRect(QRectF(0.2 * s, 0.2 * s, 0.6 * s, 0.6 * s), 0.08 * s, 0.08 * s);
+        break;
+      case RunIcon::relaunch: {
+        // A circular arrow: three quarters of a ring and its head.
+        QPen pen(blue, std::max(2.0, 0.12 * s), Qt::SolidLine, Qt::FlatCap);
+        painter.setPen(pen);
+        const QRectF ring(0.2 * s, 0.2 * s, 0.6 * s, 0.6 * s);
+        painter.drawArc(ring, 90 * 16, 270 * 16);
+        triangle({0.5, 0.04}, {0.72, 0.2}, {0.5, 0.36}, blue);
+        break;
+      }
+    }
+    painter.end();
+    icon.addPixmap(pixmap);
+  }
+  return icon;
+}
 
 void apply_theme(Theme theme) {
   const bool dark = theme == Theme::dark || (theme == Theme::system && desktop_prefers_dark());

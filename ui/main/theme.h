@@ -3,6 +3,7 @@
 // colour-scheme hint, so "system" reads the desktop's setting (GNOME's color-scheme, GTK_THEME) itself.
 #pragma once
 
+#include <QIcon>
 #include <QString>
 
 namespace spur::studio {
@@ -16,5 +17,10 @@ QString theme_name(Theme theme);
 bool desktop_prefers_dark();
 /// Applies the palette to the whole application (system: light or dark as the desktop prefers).
 void apply_theme(Theme theme);
+
+/// The run actions' icons, drawn in colours that read on the light and the dark palette alike (Fusion's
+/// media icons are near-black: on the dark palette Launch and Stop were almost invisible). 16 to 48 px.
+enum class RunIcon { launch, stop, relaunch };
+QIcon run_icon(RunIcon icon);
 
 }  // namespace spur::studio

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// RunOverview: what a double-click on a run in the runs table opens: the run's record (status, target, hosts,
+// tags, notes, the run it was launched again from), each metric's final and best value, its parameters and its
+// configuration, in one table (app/runs/CompareModel over one run), with its command line to copy. A window of its
+// own, not modal: several can be open. It only paints: the reads happen on the window's reader thread, through a
+// CompareReaderWorker of its own that it hands back when it closes.
+#pragma once
+
+#include <QDialog>
+
+class QLineEdit;
+class QThread;
+
+namespace spur::app {
+class CompareReaderWorker;
+struct CompareSnapshot;
+}  // namespace spur::app
+
+namespace spur::studio {
+
+class CompareView;
+
+class RunOverview : public QDialog {
+  Q_OBJECT
+
+ public:
+  /// Reads run `run` of the history at `history_path` on `reader_thread`; shown as soon as the read comes back.
+  RunOverview(qint64 run, const QString& history_path, QThread* reader_thread, QWidget* parent = nullptr);
+  ~RunOverview() override;
+
+  qint64 run() const { return run_; }
+  CompareView* view() const { return view_; }
+  /// Reads the run again (its values while it runs).
+  void refresh();
+
+ signals:
+  /// A read came back and is shown.
+  void shown_read();
+
+ private:
+  void show_read(const app::CompareSnapshot& snapshot);
+
+  qint64 run_;
+  CompareView* view_;
+  QLineEdit* command_;
+  app::CompareReaderWorker* reader_;
+};
+
+}  // namespace spur::studio
