@@ -2,6 +2,7 @@
 // spur_state.json: the checkpoint manifest's reader and writer (see checkpoint_state.h).
 #include "checkpoint_state.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -26,10 +27,8 @@ constexpr int64_t kMost = INT64_MAX;
 
 bool plain_name(const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return false;
-  for (const char c : name) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
-  }
-  return true;
+  return std::none_of(name.begin(), name.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 uint64_t parse_hash(const std::string& text, const std::string& name) {

@@ -21,6 +21,6 @@ void apply_theme(Theme theme);
 /// The run actions' icons, drawn in colours that read on the light and the dark palette alike (Fusion's
 /// media icons are near-black: on the dark palette Launch and Stop were almost invisible). 16 to 48 px.
 enum class RunIcon { launch, stop, relaunch };
-QIcon run_icon(RunIcon icon);
+QIcon run_icon(RunIcon kind);
 
 }  // namespace spur::studio
