@@ -215,6 +215,11 @@ int launch_command(const QStringList& given) {
       return 0;
     }
     if (args.positional().isEmpty()) throw UsageError(QString("no program to launch\n") + kUsage);
+    {
+      // The run's record flags are judged before anything starts or is submitted (a Slurm or SageMaker job).
+      history::Run record;
+      take_run_flags(args, record);
+    }
 
     std::optional<app::RunConfig> config;
     // --no_config: the remote half of an SSH fan-out, which gets every setting as a flag.
@@ -323,7 +328,11 @@ int launch_command(const QStringList& given) {
       const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
       app::SshOptions ssh;
       ssh.progress_stream = hang_timeout.count() > 0;
-      ssh.system_interval = static_cast<int>(system_interval.count() / 1000);
+      // The machines' samples come back only to be recorded: not without a history (they would fill the terminal).
+      if (!args.has("no_history") && !args.has("dry_run")) {
+        ssh.system_interval = static_cast<int>(system_interval.count() / 1000);
+        ssh.system_since = history::now_seconds();  // one clock for every attempt's machines
+      }
       if (auto v = args.value("ssh_config")) ssh.config_file = *v;
       if (auto v = args.integer("connect_timeout", 1, 600)) ssh.connect_timeout = static_cast<int>(*v);
       ssh.remote_spur = args.value("remote_spur").value_or(QCoreApplication::applicationFilePath());
@@ -462,10 +471,13 @@ int launch_command(const QStringList& given) {
       // trackers' metric records, on this launcher's output, which that launcher records like any rank's. Ranks
       // are global; GPUs are named by machine ("system/machine1/gpu0/power_w"), since each machine has a gpu0.
       supervision.sample_interval = system_interval;
-      supervision.on_sample = [&out, machine = plan.machine_rank, started = std::chrono::steady_clock::now()](
-                                  const std::vector<app::SystemValue>& values) {
+      // Steps count seconds from --system_since (the run's start on the recording machine, the same for every
+      // attempt of a restarted run), else from this launcher's start.
+      const double since =
+          args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
+      supervision.on_sample = [&out, machine = plan.machine_rank, since](const std::vector<app::SystemValue>& values) {
         const double wall = history::now_seconds();
-        const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double seconds = std::max(0.0, wall - since);
         for (const auto& value : values) {
           QString key = value.key;
           if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));

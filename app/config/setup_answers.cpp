@@ -152,7 +152,7 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
   // A directory removed since is not offered again.
   if (QFileInfo(request.working_directory).isDir()) working_directory = request.working_directory;
   environment.clear();
-  run_name.clear();
+  run_name.clear();  // a new run gets a new name (a relaunch's "name (2)" is not the next run's)
   if (where == Where::Slurm) where = Where::Local;
   slurm = SlurmRequest{};
   if (request.flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
@@ -193,8 +193,6 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
       max_restarts = std::max(0, value.toInt());
     } else if (flag == "--hang_timeout") {
       hang_timeout = std::max(0, value.toInt());
-    } else if (flag == "--run_name") {
-      run_name = value;
     }
   }
 }

@@ -70,7 +70,8 @@ struct SetupAnswers {
   /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
   RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
   /// What to run, as a past launch ran it: program, arguments, directory, and the flags the questions cover
-  /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps; --run_name).
+  /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps; not --run_name: a new
+  /// run is named anew).
   void take_launch(const LaunchRequest& request);
   /// The launch of `config_file` with these answers' flags (hosts or Slurm settings, gradient accumulation,
   /// environment, restarts, hang timeout, run name).

@@ -46,6 +46,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "tag",
                                    "notes",
                                    "parent_run",
+                                   "system_since",
                                    "zero_stage",
                                    "fsdp_sharding_strategy",
                                    "fsdp_reshard_after_forward"};

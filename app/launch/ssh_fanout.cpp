@@ -128,7 +128,7 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
 QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
                                      const QString& program, const QStringList& arguments, int grace_seconds,
                                      const QString& machine_rank, const QString& master_addr, bool progress_stream,
-                                     int system_interval) {
+                                     int system_interval, double system_since) {
   QStringList remote{spur,
                      "launch",
                      "--no_config",
@@ -153,6 +153,7 @@ QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan
   // What the run costs each machine, sampled there and sent back as metric records ("@spur" lines).
   if (system_interval > 0) {
     remote << "--system_metrics_interval" << QString::number(system_interval) << "--system_stream";
+    if (system_since > 0) remote << "--system_since" << QString::number(system_since, 'f', 3);
   } else {
     remote << "--system_metrics_interval"
            << "0";
@@ -179,7 +180,8 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
   for (size_t i = 0; i < hosts.size(); ++i) {
     const QStringList remote = machine_launch_arguments(options.remote_spur, plan, launch, program, arguments,
                                                         grace_seconds, QString::number(i), plan.master_addr,
-                                                        options.progress_stream, options.system_interval);
+                                                        options.progress_stream, options.system_interval,
+                                                        options.system_since);
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);
     const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');

@@ -38,6 +38,7 @@ struct SshOptions {
   QString remote_directory;      // where the ranks start (default: this directory)
   bool progress_stream = false;  // the remote launchers stream their ranks' progress (hang detection here)
   int system_interval = 0;       // seconds: the remote launchers stream their system/ samples (0: none)
+  double system_since = 0;       // their steps count seconds since this wall time (the run's start)
 };
 
 /// The ssh argument vector that runs `remote_command` (one shell string) on `host`. Options end with "--", so
@@ -55,7 +56,7 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts);
 QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
                                      const QString& program, const QStringList& arguments, int grace_seconds,
                                      const QString& machine_rank, const QString& master_addr, bool progress_stream,
-                                     int system_interval = 0);
+                                     int system_interval = 0, double system_since = 0);
 
 /// One child per host: ssh running `spur launch` for that machine rank with every setting passed explicitly
 /// (the hosts' own default configurations do not matter), stopping its ranks if the connection drops.

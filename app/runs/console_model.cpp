@@ -39,6 +39,7 @@ void ConsoleModel::clear() {
   beginResetModel();
   lines_.clear();
   longest_ = 0;
+  longest_text_.clear();
   after_ = 0;
   ++generation_;  // answers to earlier queries no longer fit
   endResetModel();
@@ -157,7 +158,13 @@ bool ConsoleModel::apply(const ConsoleBatch& batch) {
     if (kept.size() > static_cast<size_t>(kMaxLines)) kept.erase(kept.begin(), kept.end() - kMaxLines);
   }
   const int before = longest_;
-  for (const auto& line : kept) longest_ = std::max(longest_, static_cast<int>(display_text(line).size()));
+  for (const auto& line : kept) {
+    QString text = display_text(line);
+    if (text.size() > longest_) {
+      longest_ = static_cast<int>(text.size());
+      longest_text_ = std::move(text);
+    }
+  }
   const int first = static_cast<int>(lines_.size());
   beginInsertRows({}, first, first + static_cast<int>(kept.size()) - 1);
   lines_.insert(lines_.end(), kept.begin(), kept.end());

@@ -87,9 +87,10 @@ class ConsoleModel : public QAbstractListModel {
   /// How the run ended, when it failed or was stopped: the launcher's account (which rank failed, its exit code,
   /// its last lines). Empty while it runs or when it finished.
   const QString& cause() const { return cause_; }
-  /// The characters of the longest line shown since the last reset (a view's width for its lines, in a fixed
-  /// font); longest_line_grew says when it grows.
+  /// The characters of the longest line shown since the last reset, and its text (a view measures it for its
+  /// lines' width); longest_line_grew says when it grows.
   int longest_line() const { return longest_; }
+  const QString& longest_line_text() const { return longest_text_; }
 
  signals:
   /// The run's status, exit code or cause changed.
@@ -111,6 +112,7 @@ class ConsoleModel : public QAbstractListModel {
   bool remote_ = false;
   std::vector<history::ConsoleLine> lines_;
   int longest_ = 0;
+  QString longest_text_;
   QString display_text(const history::ConsoleLine& line) const;
   ConsoleSource source_;  // for fetch_new()
   uint64_t generation_ = 0;

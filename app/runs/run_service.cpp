@@ -59,8 +59,8 @@ QString RunService::next_name(const QString& name, const QSet<QString>& taken) {
     base = match.captured(1);
     number = match.captured(2).toInt() + 1;
   }
-  QString next = QString("%1 (%2)").arg(base).arg(number);
-  while (taken.contains(next)) next = QString("%1 (%2)").arg(base).arg(++number);
+  QString next = QString("%1 (%2)").arg(base, QString::number(number));
+  while (taken.contains(next)) next = QString("%1 (%2)").arg(base, QString::number(++number));
   return next;
 }
 

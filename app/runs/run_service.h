@@ -75,7 +75,8 @@ class RunService {
   /// next number that is not one of `taken`.
   static QString next_name(const QString& name, const QSet<QString>& taken = {});
   /// What launches `run` again (the Studio's Relaunch): its recorded command and directory, with the
-  /// configuration it ran with, which the caller writes to `config_file`, recorded as `name` (empty: next_name),
+  /// configuration it ran with, which the caller writes to `config_file`, recorded as `name` (empty: next_name of its
+  /// name, not looking for names taken: the Studio passes its own),
   /// with its tags and notes, and `run` as its parent (--run_name, --tag, --notes, --parent_run replace any the
   /// command had). RunServiceError naming the run when it was not started by spur launch, or its command does not
   /// say its directory or cannot be read back.

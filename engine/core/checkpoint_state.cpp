@@ -25,6 +25,22 @@ int64_t integer(const json::Value& object, const std::string& key, int64_t low, 
 
 constexpr int64_t kMost = INT64_MAX;
 
+// A text from the file as an error may quote it: control bytes as \xNN, at most 80 bytes.
+std::string quoted(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, 80)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escape[5];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", byte);
+      out += escape;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return text.size() > 80 ? out + "..." : out;
+}
+
 bool plain_name(const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) return false;
   return std::none_of(name.begin(), name.end(),
@@ -41,7 +57,7 @@ uint64_t parse_hash(const std::string& text, const std::string& name) {
     if (digit < 0) good = false;
     value = value << 4 | static_cast<uint64_t>(digit & 15);
   }
-  if (!good) throw Error(name + " is \"" + text + "\", not 16 lower-case hex digits");
+  if (!good) throw Error(name + " is \"" + quoted(text) + "\", not 16 lower-case hex digits");
   return value;
 }
 
@@ -94,7 +110,7 @@ CheckpointState parse_checkpoint_state(const std::string& text) {
   }
   std::set<std::string> seen;
   for (const auto& [name, entry] : root.at("files", "the state file").as_object("files")) {
-    const std::string where = "files[\"" + name + "\"]";
+    const std::string where = "files[\"" + quoted(name) + "\"]";
     if (!plain_name(name)) throw Error(where + " is not a plain file name in the checkpoint's folder");
     if (!seen.insert(name).second) throw Error(where + " is listed twice");
     entry.as_object(where);

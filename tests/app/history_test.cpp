@@ -287,11 +287,14 @@ class HistoryTest : public QObject {
     const auto listed = spur_cli({"runs", "list", "--json"}, path);
     QVERIFY2(listed.output.contains("\"parent\": 1") || listed.output.contains("\"parent\":1"),
              qPrintable(listed.output));
-    for (const QStringList& bad :
-         {QStringList{"--parent_run", "0"}, QStringList{"--parent_run", "first"}, QStringList{"--tag", " "}}) {
+    // Refused before anything starts or is submitted (a Slurm job would have run unrecorded).
+    for (const QStringList& bad : {QStringList{"--parent_run", "0"}, QStringList{"--parent_run", "first"},
+                                   QStringList{"--tag", " "}, QStringList{"--slurm", "--parent_run", "0"}}) {
       const auto refused = spur_cli(QStringList{"launch"} + bad + QStringList{"/bin/true"}, path);
       QCOMPARE(refused.exit_code, 2);
-      QVERIFY2(refused.output.contains(bad.front()), qPrintable(refused.output));
+      QVERIFY2(refused.output.contains(bad.contains("--tag") ? "--tag" : "--parent_run") &&
+                   !refused.output.contains("sbatch"),
+               qPrintable(refused.output));
     }
     QCOMPARE(HistoryReader(path.toStdString()).runs().size(), std::size_t{2});  // nothing recorded for them
 
@@ -301,6 +304,7 @@ class HistoryTest : public QObject {
     QCOMPARE(RunService::next_name("sweep (2)"), QString("sweep (3)"));
     QCOMPARE(RunService::next_name("sweep", {"sweep (2)", "sweep (3)"}), QString("sweep (4)"));
     QCOMPARE(RunService::next_name("run (x)"), QString("run (x) (2)"));
+    QCOMPARE(RunService::next_name("acc%1"), QString("acc%1 (2)"));  // not a format string
     auto parent = *reader.run(2);
     parent.config = "compute_environment: LOCAL_MACHINE\n";
     parent.command =

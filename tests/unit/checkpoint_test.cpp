@@ -385,6 +385,9 @@ class CheckpointTest : public QObject {
     QTest::newRow("a file outside the folder") << "\"model.safetensors\": {"
                                                << "\"../model.safetensors\": {"
                                                << "files[\"../model.safetensors\"] is not a plain file name";
+    QTest::newRow("a control character in a name, quoted")
+        << "\"model.safetensors\": {" << "\"model\\u0001.safetensors\": {"
+        << "files[\"model\\x01.safetensors\"] is not a plain file name";
     QTest::newRow("a file listed twice")
         << "\"files\": {"
         << "\"files\": {\"optimizer.pt\": {\"size\": 1, \"hash\": \"0000000000000000\"}, "

@@ -20,13 +20,15 @@
 namespace spur::studio {
 namespace {
 
-// Every line's size: the longest line's width in the view's fixed font (its uniform item size).
+// Every line's size: the longest line's width in the view's font (its uniform item size), measured (tabs and wide
+// characters included).
 class LineDelegate : public QStyledItemDelegate {
  public:
   LineDelegate(const app::ConsoleModel* model, QObject* parent) : QStyledItemDelegate(parent), model_(model) {}
   QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override {
     QSize size = QStyledItemDelegate::sizeHint(option, index);
-    const int width = option.fontMetrics.horizontalAdvance(QLatin1Char('M')) * (model_->longest_line() + 2);
+    const int width = option.fontMetrics.horizontalAdvance(model_->longest_line_text()) +
+                      2 * option.fontMetrics.horizontalAdvance(QLatin1Char('M'));
     return {std::max(size.width(), width), size.height()};
   }
 

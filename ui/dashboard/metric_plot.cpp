@@ -10,6 +10,8 @@
 #include <QFormLayout>
 #include <QSpinBox>
 #include <QMenu>
+#include <QMessageBox>
+#include <QScopeGuard>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QSvgGenerator>
@@ -95,7 +97,7 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
     // Ctrl+drag draws a box to zoom into; a plain drag pans.
     plot_->setSelectionRectMode(event->modifiers() & Qt::ControlModifier ? QCP::srmZoom : QCP::srmNone);
   });
-  connect(plot_, &QCustomPlot::beforeReplot, this, [this] { fit_ticks_and_legend(); });
+  connect(plot_, &QCustomPlot::beforeReplot, this, [this] { fit_ticks_and_legend(plot_->width()); });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(plot_, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { context_menu(at); });
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* event) { hover(event); });
@@ -140,11 +142,11 @@ int MetricPlot::tick_label_width(const QCPAxis* axis) const {
   return widest;
 }
 
-void MetricPlot::fit_ticks_and_legend() {
+void MetricPlot::fit_ticks_and_legend(int width) {
   // Ticks far enough apart for their labels ("750 10001250" ran together on narrow plots): as many as the axis'
   // length holds at the widest label plus a gap, 2 to 8.
   const QMargins margins = plot_->axisRect()->margins();
-  const int length = std::max(1, plot_->width() - margins.left() - margins.right());
+  const int length = std::max(1, width - margins.left() - margins.right());
   const int label = tick_label_width(plot_->xAxis) + 2 * QFontMetrics(plot_->xAxis->tickLabelFont()).averageCharWidth();
   const int ticks = std::clamp(length / std::max(1, label) - 1, 2, 8);
   if (plot_->xAxis->ticker()->tickCount() != ticks) plot_->xAxis->ticker()->setTickCount(ticks);
@@ -155,7 +157,7 @@ void MetricPlot::fit_ticks_and_legend() {
     if (auto* item = plot_->legend->item(i)) widest = std::max(widest, item->minimumOuterSizeHint().width());
   }
   const int columns =
-      std::max(1, (plot_->width() - 8 + plot_->legend->columnSpacing()) / (widest + plot_->legend->columnSpacing()));
+      std::max(1, (width - 8 + plot_->legend->columnSpacing()) / (widest + plot_->legend->columnSpacing()));
   if (plot_->legend->wrap() != columns) {
     plot_->legend->setWrap(columns);
     plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, /*rearrange=*/true);
@@ -360,6 +362,13 @@ void MetricPlot::set_log_y(bool log) {
 
 bool MetricPlot::save_image(const QString& file, QSize size, double scale) {
   if (size.isEmpty()) size = plot_->size();
+  // Ticks and legend columns for the image's width (QCustomPlot lays an export out without a replot), and back
+  // for the screen afterwards.
+  fit_ticks_and_legend(size.width());
+  const QScopeGuard back([this] {
+    fit_ticks_and_legend(plot_->width());
+    plot_->replot();
+  });
   if (file.endsWith(".pdf", Qt::CaseInsensitive)) return plot_->savePdf(file, size.width(), size.height());
   if (file.endsWith(".svg", Qt::CaseInsensitive)) {
     QSvgGenerator svg;
@@ -419,7 +428,9 @@ void MetricPlot::context_menu(const QPoint& at) {
         QFileDialog::getSaveFileName(this, tr("Export plot"), key_ + ".png", tr("Images (*.png *.svg *.pdf)"));
     if (file.isEmpty()) return;
     ImageSizeDialog size(plot_->size(), file.endsWith(".png", Qt::CaseInsensitive), this);
-    if (size.exec() == QDialog::Accepted) save_image(file, size.image_size(), size.image_scale());
+    if (size.exec() == QDialog::Accepted && !save_image(file, size.image_size(), size.image_scale())) {
+      QMessageBox::warning(this, tr("Export plot"), tr("%1 could not be written.").arg(file));
+    }
   });
   menu.addAction(tr("Export data (CSV)..."), this, [this] {
     const QString file = QFileDialog::getSaveFileName(this, tr("Export data"), key_ + ".csv", tr("CSV (*.csv)"));

@@ -136,7 +136,7 @@ class MetricPlot : public QWidget {
   /// Axes, grid and background from the widget's palette (light or dark theme).
   void apply_palette();
   /// Before each replot: as many x ticks as their labels leave room for, and the legend's columns for the width.
-  void fit_ticks_and_legend();
+  void fit_ticks_and_legend(int width);
   int tick_label_width(const QCPAxis* axis) const;
   void changeEvent(QEvent* event) override;
 
