@@ -193,6 +193,12 @@ int LocalLauncher::run() {
     for (const auto& rank : ranks_) {
       if (rank->pid > 0) pids << QString("%1 (pid %2)").arg(rank->spec.label).arg(rank->pid);
     }
+    // A first sample soon after the ranks start (their memory; CPU % needs a second), once they have exec'd: a run
+    // shorter than the interval still has its ranks' series.
+    if (sampler_) {
+      QTimer::singleShot(std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), options_.sample_interval),
+                         this, [this] { sample_system(); });
+    }
     note(options_.remote_children
              ? QString("spur launch: started the launchers of %1 machine(s): %2").arg(pids.size()).arg(pids.join(", "))
              : QString("spur launch: started %1 rank(s) on this machine: %2").arg(pids.size()).arg(pids.join(", ")));

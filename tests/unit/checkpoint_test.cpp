@@ -386,7 +386,8 @@ class CheckpointTest : public QObject {
                                                << "\"../model.safetensors\": {"
                                                << "files[\"../model.safetensors\"] is not a plain file name";
     QTest::newRow("a control character in a name, quoted")
-        << "\"model.safetensors\": {" << "\"model\\u0001.safetensors\": {"
+        << "\"model.safetensors\": {"
+        << "\"model\\u0001.safetensors\": {"
         << "files[\"model\\x01.safetensors\"] is not a plain file name";
     QTest::newRow("a file listed twice")
         << "\"files\": {"
