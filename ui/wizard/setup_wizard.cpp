@@ -298,8 +298,8 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   training->add(tr("Mixed precision:"), precision_, [this, gpus = hardware.gpus] {
     // On CPUs: "CPU only", or a run on this machine alone, which has no GPU, not asked to run on GPUs (a file
     // for GPU machines may be edited here). Other machines' GPUs are not known here.
-    const bool here_without_gpus = local_->isChecked() && gpus == 0 && machines_->value() == 1 &&
-                                   value_of(distributed_type_) != "MULTI_GPU";
+    const bool here_without_gpus =
+        local_->isChecked() && gpus == 0 && machines_->value() == 1 && value_of(distributed_type_) != "MULTI_GPU";
     const bool on_cpu = !sagemaker_->isChecked() && (use_cpu_->isChecked() || here_without_gpus);
     return app::check_mixed_precision(value_of(precision_), on_cpu);
   });
