@@ -473,8 +473,7 @@ int launch_command(const QStringList& given) {
       supervision.sample_interval = system_interval;
       // Steps count seconds from --system_since (the run's start on the recording machine, the same for every
       // attempt of a restarted run), else from this launcher's start.
-      const double since =
-          args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
+      const double since = args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
       supervision.on_sample = [&out, machine = plan.machine_rank, since](const std::vector<app::SystemValue>& values) {
         const double wall = history::now_seconds();
         const double seconds = std::max(0.0, wall - since);

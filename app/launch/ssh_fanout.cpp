@@ -178,10 +178,9 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
                                       int grace_seconds) {
   std::vector<RankSpec> children;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    const QStringList remote = machine_launch_arguments(options.remote_spur, plan, launch, program, arguments,
-                                                        grace_seconds, QString::number(i), plan.master_addr,
-                                                        options.progress_stream, options.system_interval,
-                                                        options.system_since);
+    const QStringList remote = machine_launch_arguments(
+        options.remote_spur, plan, launch, program, arguments, grace_seconds, QString::number(i), plan.master_addr,
+        options.progress_stream, options.system_interval, options.system_since);
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);
     const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');
