@@ -113,6 +113,14 @@ case "${1:-}" in
     cmake --preset tsan
     cmake --build --preset tsan
     status=0
+    # What the suites leave in the source tree (a test writing where it should not) is a failure: the untracked
+    # files before and after are compared (in a git checkout; a tarball's tree is not checked).
+    untracked() {
+      if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git -C "$root" ls-files --others --exclude-standard | LC_ALL=C sort
+      fi
+    }
+    before=$(untracked)
     say "running the test suite against the torch wheel (ctest --preset default)"
     ctest --preset default || status=1
     say "running the test suite against Debian's LibTorch under ASan + UBSan (ctest --preset debian-asan)"
@@ -121,6 +129,12 @@ case "${1:-}" in
     ctest --preset tsan || status=1
     say "fuzzing: the corpora replayed, then 10 s of new inputs per target (tests/fuzz/run.sh --ci 10)"
     tests/fuzz/run.sh --ci 10 || status=1
+    left=$(LC_ALL=C comm -13 <(printf '%s\n' "$before") <(untracked))
+    if [ -n "$left" ]; then
+      say "the suites left files in the source tree (a test writes into the working directory?):"
+      echo "$left"
+      status=1
+    fi
     say "format and lint (tests/lint/check.sh: clang-format on every file, clang-tidy on what changed since tests/lint/base)"
     tests/lint/check.sh || status=1
     exit "$status"

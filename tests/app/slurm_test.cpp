@@ -286,7 +286,7 @@ class SlurmTest : public QObject {
     env.remove("MASTER_PORT");
     srun.setProcessEnvironment(env);
     srun.setProcessChannelMode(QProcess::MergedChannels);
-    srun.start("srun", {"-n", "2", "-l", "--time", "5", SPUR_TEST_WORKER, "collectives"});
+    srun.start("srun", {"-n", "2", "-l", "--time", "5", SPUR_TEST_WORKER, "collectives", "--out", work_.path()});
     QVERIFY(srun.waitForFinished(120000));
     const QString output = QString::fromUtf8(srun.readAll());
     QVERIFY2(srun.exitCode() == 0, qPrintable(output));
