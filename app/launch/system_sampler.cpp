@@ -11,9 +11,12 @@
 #include <QString>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace spur::app {
 namespace {
@@ -34,7 +37,9 @@ double now_seconds() {
 
 }  // namespace
 
-struct SystemSampler::Nvml {
+namespace {
+
+struct Nvml {
   using Handle = void*;
   void* library = nullptr;
   int (*init)() = nullptr;
@@ -63,6 +68,25 @@ struct SystemSampler::Nvml {
     if (count(&devices) != 0) devices = 0;
     return devices > 0;
   }
+  std::vector<SystemValue> read() const {
+    std::vector<SystemValue> values;
+    for (unsigned i = 0; i < devices; ++i) {
+      Handle device = nullptr;
+      if (handle(i, &device) != 0) continue;
+      const QString prefix = QString("system/gpu%1/").arg(i);
+      unsigned rates[2] = {};
+      if (utilization && utilization(device, rates) == 0) {
+        values.push_back({prefix + "utilization_percent", static_cast<double>(rates[0])});
+      }
+      unsigned long long bytes[3] = {};
+      if (memory && memory(device, bytes) == 0) {
+        values.push_back({prefix + "memory_mib", static_cast<double>(bytes[2]) / (1024.0 * 1024.0)});
+      }
+      unsigned milliwatts = 0;
+      if (power && power(device, &milliwatts) == 0) values.push_back({prefix + "power_w", milliwatts / 1000.0});
+    }
+    return values;
+  }
   ~Nvml() {
     if (library) {
       if (initialised) shutdown();
@@ -71,15 +95,94 @@ struct SystemSampler::Nvml {
   }
 };
 
-SystemSampler::SystemSampler(bool gpus) {
-  if (!gpus) return;
-  auto nvml = std::make_unique<Nvml>();
-  if (nvml->load()) nvml_ = std::move(nvml);
+// NVML as a GpuReader: loaded on the first call (on the GPU thread); no values when it does not load.
+GpuReader nvml_reader() {
+  return [nvml = std::shared_ptr<Nvml>(), tried = false]() mutable -> std::vector<SystemValue> {
+    if (!tried) {
+      tried = true;
+      auto loaded = std::make_shared<Nvml>();
+      if (loaded->load()) nvml = std::move(loaded);
+    }
+    return nvml ? nvml->read() : std::vector<SystemValue>();
+  };
 }
 
-SystemSampler::~SystemSampler() = default;
+}  // namespace
 
-bool SystemSampler::has_gpus() const { return nvml_ != nullptr; }
+// How long sample() waits for the reading it asks for, and the destructor for a reading under way: a driver that
+// answers in time is waited for; one that does not is left (the next samples do not wait while it is out).
+constexpr auto kReadingWait = std::chrono::milliseconds(100);
+constexpr auto kEndWait = std::chrono::seconds(1);
+
+// The GPU thread's side: it waits for a request, reads, and leaves the values for sample().
+struct SystemSampler::Gpus {
+  std::mutex mutex;
+  std::condition_variable wake;  // a request, or the end
+  std::condition_variable done;  // a reading is back, or the thread has ended
+  bool asked = false;            // a reading is asked for or under way
+  bool ending = false;           // the sampler is going
+  bool none = false;             // the first reading found no GPUs
+  bool ended = false;            // the thread has returned
+  std::vector<SystemValue> values;
+  std::thread thread;
+
+  void run(GpuReader reader) {
+    bool first = true;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [this] { return asked || ending; });
+        if (ending) return;
+      }
+      auto got = reader();  // no lock held: the driver may take its time
+      std::lock_guard lock(mutex);
+      asked = false;
+      if (first && got.empty()) {
+        none = true;
+        return;
+      }
+      first = false;
+      values = std::move(got);
+      done.notify_all();
+    }
+  }
+};
+
+SystemSampler::SystemSampler(bool gpus) : SystemSampler(gpus ? nvml_reader() : GpuReader()) {}
+
+SystemSampler::SystemSampler(GpuReader gpus) {
+  if (!gpus) return;
+  gpus_ = std::make_shared<Gpus>();
+  gpus_->asked = true;  // the first reading (and NVML's loading) starts now, not at the first sample
+  gpus_->thread = std::thread([state = gpus_, reader = std::move(gpus)]() mutable {
+    state->run(std::move(reader));
+    std::lock_guard lock(state->mutex);
+    state->ended = true;
+    state->done.notify_all();
+  });
+}
+
+SystemSampler::~SystemSampler() {
+  if (!gpus_) return;
+  std::unique_lock lock(gpus_->mutex);
+  gpus_->ending = true;
+  gpus_->wake.notify_all();
+  // A reading under way is given a moment; a thread still inside the driver after it is left (it holds its own
+  // reference to the state), so a wedged driver does not hold up the launcher's end.
+  const bool ended = gpus_->done.wait_for(lock, kEndWait, [this] { return gpus_->ended; });
+  lock.unlock();
+  if (ended) {
+    gpus_->thread.join();
+  } else {
+    gpus_->thread.detach();
+  }
+}
+
+bool SystemSampler::has_gpus() const {
+  if (!gpus_) return false;
+  std::lock_guard lock(gpus_->mutex);
+  return !gpus_->none;
+}
 
 std::vector<SystemValue> SystemSampler::sample(const std::vector<std::pair<int, qint64>>& ranks) {
   std::vector<SystemValue> values;
@@ -111,23 +214,15 @@ std::vector<SystemValue> SystemSampler::sample(const std::vector<std::pair<int, 
     seen[pid] = cpu;
   }
   last_ = std::move(seen);
-  if (nvml_) {
-    for (unsigned i = 0; i < nvml_->devices; ++i) {
-      Nvml::Handle device = nullptr;
-      if (nvml_->handle(i, &device) != 0) continue;
-      const QString prefix = QString("system/gpu%1/").arg(i);
-      unsigned rates[2] = {};
-      if (nvml_->utilization && nvml_->utilization(device, rates) == 0) {
-        values.push_back({prefix + "utilization_percent", static_cast<double>(rates[0])});
-      }
-      unsigned long long memory[3] = {};
-      if (nvml_->memory && nvml_->memory(device, memory) == 0) {
-        values.push_back({prefix + "memory_mib", static_cast<double>(memory[2]) / (1024.0 * 1024.0)});
-      }
-      unsigned milliwatts = 0;
-      if (nvml_->power && nvml_->power(device, &milliwatts) == 0) {
-        values.push_back({prefix + "power_w", milliwatts / 1000.0});
-      }
+  if (gpus_) {
+    std::unique_lock lock(gpus_->mutex);
+    // A reading still out (NVML loading, or a driver that did not answer) is not asked again or waited for.
+    if (!gpus_->asked && !gpus_->ended) {
+      gpus_->asked = true;
+      gpus_->values.clear();
+      gpus_->wake.notify_all();
+      const bool back = gpus_->done.wait_for(lock, kReadingWait, [this] { return !gpus_->asked || gpus_->ended; });
+      if (back && !gpus_->asked) values.insert(values.end(), gpus_->values.begin(), gpus_->values.end());
     }
   }
   return values;

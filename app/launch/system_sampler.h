@@ -5,11 +5,16 @@
 // its threads, as top counts them), and for each GPU its utilisation, memory used and power
 // ("system/gpu0/utilization_percent", ".../memory_mib", ".../power_w") through NVML, loaded at run time from
 // libnvidia-ml.so.1 when the driver has one (nothing links it; without it there are no GPU series).
-// Threads: one at a time (the launcher's event loop).
+// NVML is called on the sampler's own thread, never the caller's: loading it can take seconds (a driver without
+// persistence mode) and a wedged driver never returns. sample() asks that thread for a reading and waits up to
+// 100 ms for it; a reading not back by then is dropped, and while one is still out sample() neither asks nor
+// waits, so a stuck driver shows as a gap in the GPU series and the ranks' own series go on.
+// Threads: sample() and has_gpus() one at a time (the launcher's event loop); the GPU thread is internal.
 #pragma once
 
 #include <QString>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -22,10 +27,18 @@ struct SystemValue {
   double value = 0;
 };
 
+/// Reads every GPU's values once (on the sampler's GPU thread). Its first call may load what it needs; an empty
+/// result from the first call means there are no GPUs, and it is not called again.
+using GpuReader = std::function<std::vector<SystemValue>()>;
+
 class SystemSampler {
  public:
   /// `gpus`: sample GPUs through NVML (when it loads). Default: true.
   explicit SystemSampler(bool gpus = true);
+  /// GPUs read by `gpus` instead of NVML (a test's stand-in for a driver).
+  explicit SystemSampler(GpuReader gpus);
+  /// Waits up to a second for a GPU reading under way; a thread still in the driver then is left (to the process's
+  /// end).
   ~SystemSampler();
   SystemSampler(const SystemSampler&) = delete;
   SystemSampler& operator=(const SystemSampler&) = delete;
@@ -33,7 +46,7 @@ class SystemSampler {
   /// The values now for these (rank, pid) pairs. A rank's CPU % needs two samples: its first sample has only its
   /// memory. A pid that is gone is left out.
   std::vector<SystemValue> sample(const std::vector<std::pair<int, qint64>>& ranks);
-  /// Whether NVML loaded and found at least one GPU.
+  /// Whether GPU values may come: NVML is still loading, or it loaded and found at least one GPU.
   bool has_gpus() const;
 
  private:
@@ -42,8 +55,8 @@ class SystemSampler {
     double wall = 0;     // when it was read
   };
   std::map<qint64, Cpu> last_;
-  struct Nvml;
-  std::unique_ptr<Nvml> nvml_;
+  struct Gpus;  // shared with the GPU thread, which may outlive the sampler
+  std::shared_ptr<Gpus> gpus_;
 };
 
 }  // namespace spur::app

@@ -5,10 +5,17 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <QCoreApplication>
+#include <QScopeGuard>
+
 #include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 
 #include <spur/history/reader.h>
 
+#include "launch/system_sampler.h"
 #include "rank_group.h"
 #include "test_main.h"
 
@@ -25,6 +32,40 @@ double peak(spur::history::HistoryReader& reader, int64_t run, const std::string
   double most = -1;
   for (const auto& point : reader.series(run, key)) most = std::max(most, point.value);
   return most;
+}
+
+// A stand-in GPU driver: its first two readings (the load, the first sample's) answer at once with 100 W, the
+// later ones wait until the test opens it (a wedged driver), then answer 200 W.
+struct StuckDriver {
+  std::mutex mutex;
+  std::condition_variable opened;
+  bool open = false;
+  int calls = 0;
+  std::vector<spur::app::SystemValue> read() {
+    std::unique_lock lock(mutex);
+    const int call = ++calls;
+    if (call > 2) opened.wait(lock, [this] { return open; });
+    return {{"system/gpu0/power_w", call <= 2 ? 100.0 : 200.0}};
+  }
+  int count() {
+    std::lock_guard lock(mutex);
+    return calls;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex);
+      open = true;
+    }
+    opened.notify_all();
+  }
+};
+
+// The value of `key` in a sample, or -1.
+double value_of(const std::vector<spur::app::SystemValue>& values, const QString& key) {
+  for (const auto& value : values) {
+    if (value.key == key) return value.value;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -62,6 +103,55 @@ class SystemMetricsTest : public QObject {
       QVERIFY2(peak(reader, 1, key) > 40, qPrintable(QString::number(peak(reader, 1, key))));  // spinning
       QVERIFY2(peak(reader, 2, key) < 10, qPrintable(QString::number(peak(reader, 2, key))));  // asleep
     }
+  }
+
+  // The GPUs are read on the sampler's own thread: a driver call that does not come back leaves the GPU series a
+  // gap while the ranks' values go on, and the sampler can still be destroyed (a launcher must not hang on it).
+  // A regression to reading on the caller's thread hangs here until CTest's timeout fails the suite.
+  void a_stuck_gpu_driver_does_not_hold_up_sampling() {
+    auto driver = std::make_shared<StuckDriver>();
+    const auto release = qScopeGuard([driver] { driver->release(); });  // lets the left thread end
+    const std::vector<std::pair<int, qint64>> me{{0, QCoreApplication::applicationPid()}};
+    // Samples until one has `watts` for gpu0; true from then on (QTRY_VERIFY evaluates its condition once more, and
+    // each sample asks the driver again).
+    auto until = [&me](spur::app::SystemSampler& sampler, double watts) {
+      return [&sampler, &me, watts, seen = false]() mutable {
+        return seen = seen || value_of(sampler.sample(me), "system/gpu0/power_w") == watts;
+      };
+    };
+    {
+      spur::app::SystemSampler sampler([driver] { return driver->read(); });
+      QVERIFY(sampler.has_gpus());
+      // Once the first reading (made at once: it loads the driver) is back, a sample asks for a fresh one and has it.
+      auto first = until(sampler, 100.0);
+      QTRY_VERIFY(first());
+      // The next reading does not come back: that sample and the ones after it have no GPU values (they would hang
+      // here if they waited for the driver), and no further reading is asked for while it is out.
+      for (int i = 0; i < 5; ++i) {
+        const auto values = sampler.sample(me);
+        QCOMPARE(value_of(values, "system/gpu0/power_w"), -1.0);
+        QVERIFY(value_of(values, "system/rank0/rss_mib") > 0);
+      }
+      QTRY_COMPARE(driver->count(), 3);
+      QVERIFY(sampler.has_gpus());
+      driver->release();
+      auto after = until(sampler, 200.0);
+      QTRY_VERIFY(after());
+    }
+    // Destroyed while its GPU thread is inside the driver: it waits a second, then leaves the thread.
+    auto wedged = std::make_shared<StuckDriver>();
+    const auto unwedge = qScopeGuard([wedged] { wedged->release(); });
+    {
+      spur::app::SystemSampler sampler([wedged] { return wedged->read(); });
+      auto first = until(sampler, 100.0);
+      QTRY_VERIFY(first());
+      sampler.sample(me);
+      QTRY_COMPARE(wedged->count(), 3);
+    }
+    // And a driver with no GPUs: no thread left, no GPU values.
+    spur::app::SystemSampler none(spur::app::GpuReader([] { return std::vector<spur::app::SystemValue>(); }));
+    QTRY_VERIFY(!none.has_gpus());
+    QCOMPARE(value_of(none.sample(me), "system/gpu0/power_w"), -1.0);
   }
 
   void sampling_can_be_turned_off() {
