@@ -184,6 +184,17 @@ void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
   }
 }
 
+// The launcher's samples as system/ series points: a point's step counts whole seconds since `since` (wall
+// seconds: the run's start, one clock for every attempt and every machine); `put` takes each key and point.
+std::function<void(const std::vector<app::SystemValue>&)> system_points(
+    double since, std::function<void(const QString&, const history::Point&)> put) {
+  return [since, put = std::move(put)](const std::vector<app::SystemValue>& values) {
+    const double wall = history::now_seconds();
+    const auto step = static_cast<int64_t>(std::max(0.0, wall - since));
+    for (const auto& value : values) put(value.key, {step, value.value, wall});
+  };
+}
+
 }  // namespace
 
 int launch_command(const QStringList& given) {
@@ -457,15 +468,10 @@ int launch_command(const QStringList& given) {
       };
       // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use.
       supervision.sample_interval = system_interval;
-      // Seconds since this launch, across restarts (each attempt's launcher starts its own clock).
+      // Seconds since this launch, across restarts.
       supervision.on_sample =
-          [&recorder, started = std::chrono::steady_clock::now()](const std::vector<app::SystemValue>& values) {
-            const double wall = history::now_seconds();
-            const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            for (const auto& value : values) {
-              recorder->metric(value.key, {static_cast<int64_t>(seconds), value.value, wall});
-            }
-          };
+          system_points(history::now_seconds(),
+                        [&recorder](const QString& key, const history::Point& point) { recorder->metric(key, point); });
     } else if (args.has("system_stream")) {
       // One machine of an SSH or Slurm run (the launcher that records is elsewhere): the samples go back as the
       // trackers' metric records, on this launcher's output, which that launcher records like any rank's. Ranks
@@ -474,21 +480,16 @@ int launch_command(const QStringList& given) {
       // Steps count seconds from --system_since (the run's start on the recording machine, the same for every
       // attempt of a restarted run), else from this launcher's start.
       const double since = args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
-      supervision.on_sample = [&out, machine = plan.machine_rank, since](const std::vector<app::SystemValue>& values) {
-        const double wall = history::now_seconds();
-        const double seconds = std::max(0.0, wall - since);
-        for (const auto& value : values) {
-          QString key = value.key;
-          if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));
-          const QJsonObject record{{"type", "metric"},
-                                   {"key", key},
-                                   {"step", static_cast<qint64>(seconds)},
-                                   {"value", value.value},
-                                   {"wall", wall}};
-          out << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
-        }
-        out.flush();
-      };
+      supervision.on_sample =
+          system_points(since, [&out, machine = plan.machine_rank](QString key, const history::Point& point) {
+            if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));
+            const QJsonObject record{{"type", "metric"},
+                                     {"key", key},
+                                     {"step", static_cast<qint64>(point.step)},
+                                     {"value", point.value},
+                                     {"wall", point.wall}};
+            out << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n" << Qt::flush;
+          });
     }
     const auto result = supervise(
         [&](int attempt) {
