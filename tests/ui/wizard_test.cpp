@@ -11,6 +11,7 @@
 #include <QSettings>
 #include <QTimer>
 #include <QFileInfo>
+#include <QFormLayout>
 #include <QProcessEnvironment>
 #include <QLabel>
 #include <QLineEdit>
@@ -21,6 +22,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cstdlib>
 #include <memory>
 
 #include "config/run_config.h"
@@ -346,6 +348,47 @@ class WizardTest : public QObject {
              qPrintable(wizard.findChild<QLabel*>("environment_error")->text()));
     apply_edit(wizard, "environment=GOOD=1");
     QVERIFY(next->isEnabled());
+  }
+
+  // Issue 18: the environment box stays by its label in a tall window (it sat in the middle of a row that took the
+  // page's spare height, the label at the row's top), and its error opens under it without moving it or the label.
+  void the_environment_box_stays_by_its_label() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.working_directory = dir.path();
+    answers.program = SPUR_LAUNCH_RIG;
+    SetupWizard wizard(answers, dir.filePath("run.yaml"));
+    wizard.resize(820, 1000);
+    wizard.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&wizard));
+    for (int page = 0; page < 3; ++page) click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::ProgramPage));
+    auto* page = wizard.currentPage();
+    auto* box = page->findChild<QPlainTextEdit*>("environment");
+    auto* form = qobject_cast<QFormLayout*>(page->layout());
+    QVERIFY(box && form);
+    auto* label = form->labelForField(box->parentWidget());
+    QVERIFY(label);
+    auto top = [page](QWidget* widget) { return widget->mapTo(page, QPoint(0, 0)).y(); };
+    QApplication::processEvents();
+    const int box_top = top(box), label_top = top(label);
+    // The label's text beside the box's first line: within a line of its top.
+    QVERIFY2(std::abs(label_top - box_top) <= label->fontMetrics().height(),
+             qPrintable(QString("label at y %1, box at y %2").arg(label_top).arg(box_top)));
+    // And the next row right under it (no spare height given to this row).
+    auto* run_name = page->findChild<QWidget*>("run_name");
+    QVERIFY(run_name);
+    QVERIFY2(
+        top(run_name) - (box_top + box->height()) <= 4 * label->fontMetrics().height(),
+        qPrintable(
+            QString("box ends at y %1, the next field starts at %2").arg(box_top + box->height()).arg(top(run_name))));
+    apply_edit(wizard, "environment=GOOD=1\nBAD LINE");
+    auto* error = page->findChild<QLabel*>("environment_error");
+    QTRY_VERIFY(error->isVisible());
+    QApplication::processEvents();
+    QCOMPARE(top(box), box_top);
+    QCOMPARE(top(label), label_top);
+    QVERIFY2(top(error) >= box_top + box->height(), "the error is under the box");
   }
 
   // A file Accelerate wrote opens with its values in the fields and saves back unchanged; a broken one is named.

@@ -41,6 +41,10 @@ class SetupWizard::Page : public QWizardPage {
   /// A labelled row; `check` (may be empty) says what is wrong with the field's value.
   void add(const QString& label, QWidget* field, std::function<QString()> check = {}) {
     auto* box = new QWidget(this);
+    // As tall as the field and its error, never taller: a field that can grow (the environment's text box, capped
+    // in height) made its row take the page's spare height, and the box sat in the middle of it, far below its
+    // label, moving when the error showed.
+    box->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
     auto* column = new QVBoxLayout(box);
     column->setContentsMargins(0, 0, 0, 0);
     column->setSpacing(2);
