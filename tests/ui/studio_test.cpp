@@ -7,6 +7,7 @@
 #include <QFileInfo>
 #include <QLineEdit>
 #include <QListView>
+#include <QMenu>
 #include <QScrollBar>
 #include <QSettings>
 #include <QStyle>
@@ -22,9 +23,11 @@
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 #include <QSlider>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QHeaderView>
 #include <QLabel>
 #include <QTest>
@@ -954,7 +957,10 @@ class StudioTest : public QObject {
   // Issue 18: at the default size the runs table hid columns behind a scrollbar and wrapped values mid-number.
   // It fits its pane now, one line per run; the other columns come from the header's menu.
   void the_runs_table_fits_its_pane() {
-    QSettings().remove("runs/hidden_columns");  // another test's window may have saved its own
+    // Another test's window may have saved its own columns or layout.
+    for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
+      QSettings().remove(key);
+    }
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
     {
@@ -991,6 +997,96 @@ class StudioTest : public QObject {
                                 .arg(widths())));
     QVERIFY(table->isColumnHidden(spur::app::RunsModel::Target));
     QVERIFY(!table->isColumnHidden(spur::app::RunsModel::Status));
+  }
+
+  // Issue 18: a column sized by hand keeps its width when the pane is resized (fit_columns refitted it away) and in
+  // the next window; the header's menu fits the columns again. Only the user's drag counts, not the refits.
+  void a_column_sized_by_hand_keeps_its_width() {
+    // Its window's settings (the widths, and the narrow pane it leaves) are not the next test's.
+    const auto forget = qScopeGuard([] {
+      for (const char* key : {"runs/column_widths", "window/splitter", "window/geometry"}) QSettings().remove(key);
+    });
+    QSettings().remove("runs/column_widths");
+    QSettings().remove("runs/hidden_columns");
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      spur::history::Run run;
+      run.name = "fashion-mnist-cnn-lr-0.001-warmup-cosine-batch-256-seed-1";
+      run.status = "finished";
+      history.create_run(run);
+    }
+    const int status = spur::app::RunsModel::Status;
+    int dragged = 0;
+    {
+      spur::studio::MainWindow window(path);
+      window.resize(1700, 700);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
+      auto* table = window.runs_view();
+      auto* header = table->horizontalHeader();
+      auto* splitter = window.findChild<QSplitter*>("splitter");
+      QVERIFY(splitter);
+      splitter->setSizes({800, 900});  // a wide pane, to narrow later
+      QTRY_VERIFY(table->viewport()->width() > 600);
+      QTRY_VERIFY(table->columnWidth(status) > 0);
+      const int fitted = table->columnWidth(status);
+      // Drag the Status column's right divider 60 px to the right, as a mouse does.
+      const int y = header->height() / 2;
+      const QPoint from(header->sectionViewportPosition(status) + header->sectionSize(status) - 1, y);
+      const QPoint to = from + QPoint(60, 0);
+      auto send = [&](QEvent::Type type, QPoint at, Qt::MouseButtons buttons) {
+        QMouseEvent event(type, at, header->viewport()->mapToGlobal(at), Qt::LeftButton, buttons, Qt::NoModifier);
+        QApplication::sendEvent(header->viewport(), &event);
+      };
+      send(QEvent::MouseMove, from, Qt::NoButton);
+      send(QEvent::MouseButtonPress, from, Qt::LeftButton);
+      send(QEvent::MouseMove, from + QPoint(30, 0), Qt::LeftButton);
+      send(QEvent::MouseMove, to, Qt::LeftButton);
+      send(QEvent::MouseButtonRelease, to, Qt::NoButton);
+      dragged = table->columnWidth(status);
+      QVERIFY2(dragged >= fitted + 50, qPrintable(QString("%1 px after the drag, %2 before").arg(dragged).arg(fitted)));
+      // A right-click on the header: its menu takes the release, so the header sees only the press. What follows
+      // is not the user's resizing.
+      QTest::mousePress(header->viewport(), Qt::RightButton, {}, QPoint(5, y));
+      // The pane narrowed: the other columns refit (the name narrows), this one stays.
+      const int wide = table->viewport()->width();
+      const int name_before = table->columnWidth(spur::app::RunsModel::Name);
+      splitter->setSizes({300, 700});
+      QTRY_VERIFY(table->viewport()->width() < wide);
+      QTRY_VERIFY(table->columnWidth(spur::app::RunsModel::Name) < name_before);
+      QCOMPARE(table->columnWidth(status), dragged);
+      window.close();  // saves the settings
+      // Only the column dragged is remembered, not the name the window narrowed.
+      QCOMPARE(QSettings().value("runs/column_widths").toMap().keys(),
+               QStringList{window.runs()->headerData(status, Qt::Horizontal).toString()});
+    }
+    {
+      spur::studio::MainWindow window(path);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
+      auto* table = window.runs_view();
+      QTRY_COMPARE(table->columnWidth(status), dragged);
+      // The header's menu: "Fit columns to their contents" forgets the width.
+      bool fitted = false;
+      QTimer::singleShot(0, [&] {
+        auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
+        if (!menu) return;
+        if (auto* fit = menu->findChild<QAction*>("fit_columns"); fit && fit->isEnabled()) {
+          fit->trigger();
+          fitted = true;
+        }
+        menu->close();  // the menu ends, whatever was found
+      });
+      QMetaObject::invokeMethod(table->horizontalHeader(), "customContextMenuRequested", Q_ARG(QPoint, QPoint(5, 5)));
+      QVERIFY2(fitted, "the header's menu has an enabled 'Fit columns to their contents'");
+      QVERIFY(table->columnWidth(status) < dragged);
+      window.close();
+    }
+    QVERIFY(QSettings().value("runs/column_widths").toMap().isEmpty());
   }
 
   // Issue 18: double-clicking a run opens its overview: record, notes, the run it came from, final and best

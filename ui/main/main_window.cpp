@@ -17,9 +17,11 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QMouseEvent>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QScopeGuard>
+#include <QScopedValueRollback>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -105,6 +107,17 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     table_->hideColumn(column);
   }
   table_->viewport()->installEventFilter(this);  // its resizes refit the columns
+  // A column the user sizes (dragging or double-clicking a divider) keeps that width through refits and sessions;
+  // the header's menu fits them again. Only the user's resizes count: the header's press and release bracket them.
+  table_->horizontalHeader()->viewport()->installEventFilter(this);
+  connect(table_->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column, int, int width) {
+    auto* header = table_->horizontalHeader();
+    int last = header->count() - 1;  // the last shown column takes what is left (the stretch): not a choice
+    while (last > 0 && header->isSectionHidden(header->logicalIndex(last))) --last;
+    if (user_resizing_ && !fitting_ && width > 0 && column != header->logicalIndex(last)) {
+      manual_widths_[runs_->headerData(column, Qt::Horizontal).toString()] = width;
+    }
+  });
   connect(table_, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) {
     if (index.isValid()) show_overview(runs_->run(shown_->mapToSource(index).row()).id);
   });
@@ -280,6 +293,10 @@ void MainWindow::restore_settings() {
   if (settings.contains("window/splitter")) splitter_->restoreState(settings.value("window/splitter").toByteArray());
   dashboard_->restore_settings(settings);
   runs_->set_metric_columns(settings.value("runs/metric_columns").toStringList());
+  const auto widths = settings.value("runs/column_widths").toMap();
+  for (auto width = widths.begin(); width != widths.end(); ++width) {
+    if (width.value().toInt() > 0) manual_widths_[width.key()] = width.value().toInt();
+  }
   if (settings.contains("runs/hidden_columns")) {
     const QStringList hidden = settings.value("runs/hidden_columns").toStringList();
     for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
@@ -299,6 +316,9 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     if (table_->isColumnHidden(column)) hidden << QString::number(column);
   }
   settings.setValue("runs/hidden_columns", hidden);
+  QVariantMap widths;
+  for (auto width = manual_widths_.begin(); width != manual_widths_.end(); ++width) widths[width.key()] = *width;
+  settings.setValue("runs/column_widths", widths);
   QMainWindow::closeEvent(event);  // running runs go on: their launchers are detached
 }
 
@@ -314,15 +334,31 @@ void MainWindow::show_runs(const QList<qint64>& ids) {
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
   if (watched == table_->viewport() && event->type() == QEvent::Resize) fit_columns();
+  if (watched == table_->horizontalHeader()->viewport()) {
+    // A left-button drag or double-click on a divider; a right-click opens the menu (which takes the release).
+    const auto type = event->type();
+    if (type == QEvent::MouseButtonPress || type == QEvent::MouseButtonDblClick || type == QEvent::MouseButtonRelease) {
+      const auto* mouse = static_cast<QMouseEvent*>(event);
+      user_resizing_ = type != QEvent::MouseButtonRelease && mouse->button() == Qt::LeftButton;
+    } else if (type == QEvent::ContextMenu || type == QEvent::Hide) {
+      user_resizing_ = false;
+    }
+  }
   return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::fit_columns() {
   // Measured without the last column's stretch (it is given what is left, not what it needs).
+  const QScopedValueRollback fitting(fitting_, true);  // its resizes are not the user's
   auto* header = table_->horizontalHeader();
   header->setStretchLastSection(false);
   table_->resizeColumnsToContents();
   const QScopeGuard stretch([header] { header->setStretchLastSection(true); });
+  // The widths the user set stay.
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    const auto manual = manual_widths_.find(table_->model()->headerData(column, Qt::Horizontal).toString());
+    if (manual != manual_widths_.end()) table_->setColumnWidth(column, *manual);
+  }
   // Long names give way first (elided in the middle; the tooltip and the overview have them whole), so the other
   // columns stay in view without a scrollbar.
   const int name = app::RunsModel::Name;
@@ -331,7 +367,8 @@ void MainWindow::fit_columns() {
     if (column != name && !table_->isColumnHidden(column)) others += table_->columnWidth(column);
   }
   const int room = table_->viewport()->width() - others;
-  if (room < table_->columnWidth(name)) {
+  if (room < table_->columnWidth(name) &&
+      !manual_widths_.contains(runs_->headerData(name, Qt::Horizontal).toString())) {
     table_->setColumnWidth(name, std::max(table_->fontMetrics().horizontalAdvance("run-00..."), room));
   }
 }
@@ -607,18 +644,36 @@ QSet<QString> MainWindow::run_names() const {
 }
 
 QString MainWindow::relaunch(qint64 run, const QString& name) {
+  app::LaunchRequest request;
+  if (QString error = relaunch_request(run, name, request); !error.isEmpty()) return error;
+  return start_relaunch(run, request);
+}
+
+QString MainWindow::relaunch_request(qint64 run, const QString& name, app::LaunchRequest& request) const {
   const int row = runs_->row_of(run);
   if (row < 0) return tr("No run %1.").arg(run);
   const auto& record = runs_->run(row);
-  // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
-  // Its owner's only, as every configuration Spur writes (it can name hosts, roles and profiles).
-  const QString file = QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
-  app::LaunchRequest request;
   try {
     request = app::RunService::relaunch_request(
-        record, file,
+        record, relaunch_config_file(run),
         name.isEmpty() ? app::RunService::next_name(QString::fromStdString(record.name), run_names()) : name);
-    app::write_private_file(file.toStdString(), record.config);
+  } catch (const std::exception& e) {
+    return QString::fromUtf8(e.what());
+  }
+  return {};
+}
+
+QString MainWindow::relaunch_config_file(qint64 run) {
+  return QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
+}
+
+QString MainWindow::start_relaunch(qint64 run, const app::LaunchRequest& request) {
+  const int row = runs_->row_of(run);
+  if (row < 0) return tr("No run %1.").arg(run);
+  // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
+  // Its owner's only, as every configuration Spur writes (it can name hosts, roles and profiles).
+  try {
+    app::write_private_file(request.config_file.toStdString(), runs_->run(row).config);
   } catch (const std::exception& e) {
     return QString::fromUtf8(e.what());
   }
@@ -626,17 +681,15 @@ QString MainWindow::relaunch(qint64 run, const QString& name) {
 }
 
 void MainWindow::confirm_relaunch(qint64 run) {
-  const int row = runs_->row_of(run);
-  if (row < 0) return;
-  const auto& record = runs_->run(row);
-  QString what;
-  try {
-    const auto request = app::RunService::relaunch_request(record, QString());
-    what = app::shell_quote(QStringList{request.program} + request.arguments) + tr(" in ") + request.working_directory;
-  } catch (const std::exception& e) {
-    report(QString::fromUtf8(e.what()));
+  app::LaunchRequest request;  // built once: the dialog shows it, and it is what starts
+  if (QString error = relaunch_request(run, QString(), request); !error.isEmpty()) {
+    report(error);
     return;
   }
+  const auto& record = runs_->run(runs_->row_of(run));
+  const auto name_at = request.flags.indexOf("--run_name") + 1;  // 0: not named (relaunch_request always names it)
+  const QString what =
+      app::shell_quote(QStringList{request.program} + request.arguments) + tr(" in ") + request.working_directory;
   bool ok = false;
   const QString name = QInputDialog::getText(
       this, tr("Relaunch run %1").arg(run),
@@ -644,8 +697,16 @@ void MainWindow::confirm_relaunch(qint64 run) {
          "new run records run %1 as the one it came from.\n\nName of the new run:")
           .arg(run)
           .arg(QString::fromStdString(record.name), what),
-      QLineEdit::Normal, app::RunService::next_name(QString::fromStdString(record.name), run_names()), &ok);
-  if (ok) report(relaunch(run, name.trimmed()));
+      QLineEdit::Normal, name_at > 0 ? request.flags.value(name_at) : QString(), &ok);
+  if (!ok) return;
+  if (!name.trimmed().isEmpty()) {
+    if (name_at > 0) {
+      request.flags[name_at] = name.trimmed();
+    } else {
+      request.flags << "--run_name" << name.trimmed();
+    }
+  }
+  report(start_relaunch(run, request));
 }
 
 SetupWizard* MainWindow::make_wizard(const QString& open_file) {
@@ -696,8 +757,9 @@ void MainWindow::choose_metric_columns(const QPoint& at) {
     action->setCheckable(true);
     action->setChecked(!table_->isColumnHidden(column));
     connect(action, &QAction::toggled, this, [this, column](bool on) {
+      const QScopedValueRollback fitting(fitting_, true);
       table_->setColumnHidden(column, !on);
-      if (on) table_->resizeColumnToContents(column);
+      if (on) fit_columns();
     });
   }
   menu.addSection(tr("Final values"));
@@ -716,6 +778,14 @@ void MainWindow::choose_metric_columns(const QPoint& at) {
       fit_columns();
     });
   }
+  menu.addSeparator();
+  auto* fit = menu.addAction(tr("Fit columns to their contents"));
+  fit->setObjectName("fit_columns");
+  fit->setEnabled(!manual_widths_.isEmpty());
+  connect(fit, &QAction::triggered, this, [this] {
+    manual_widths_.clear();
+    fit_columns();
+  });
   menu.exec(table_->horizontalHeader()->mapToGlobal(at));
 }
 
@@ -782,6 +852,7 @@ void MainWindow::build_actions() {
       },
       true);
   relaunch_->setIcon(run_icon(RunIcon::relaunch));
+  relaunch_->setObjectName("relaunch");
   run_menu->addSeparator();
   make(
       run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2),

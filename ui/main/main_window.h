@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QHash>
 #include <QMap>
 #include <QThread>
 
@@ -165,12 +166,21 @@ class MainWindow : public QMainWindow {
   std::vector<PendingLaunch> pending_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
-  /// The Relaunch action: asks, with the new run's name to edit, then relaunch().
+  /// The Relaunch action: asks, with the new run's name to edit, then starts the request it showed.
   void confirm_relaunch(qint64 run);
+  /// What relaunches `run` as `name` (empty: the next free " (N)" of its name), its configuration to be saved in
+  /// relaunch_config_file(run); an error instead when it cannot be launched again.
+  QString relaunch_request(qint64 run, const QString& name, app::LaunchRequest& request) const;
+  static QString relaunch_config_file(qint64 run);
+  /// Saves the configuration `run` ran with where `request` reads it, and launches `request`.
+  QString start_relaunch(qint64 run, const app::LaunchRequest& request);
   /// Columns sized to their contents, the names narrowed to keep every column in the pane (again whenever the pane
   /// is resized).
   void fit_columns();
   bool eventFilter(QObject* watched, QEvent* event) override;
+  QHash<QString, int> manual_widths_;  // by column title: the widths the user gave (settings: runs/column_widths)
+  bool user_resizing_ = false;         // the left button is down on the header
+  bool fitting_ = false;               // the window is sizing the columns itself
   /// The names of the runs in the table (a relaunch's " (N)" skips them).
   QSet<QString> run_names() const;
   std::unique_ptr<QThread> import_thread_;     // joined before the window goes
