@@ -6,7 +6,13 @@
 #include <sys/stat.h>
 
 #include <QDir>
+#include <QAction>
+#include <QApplication>
 #include <QComboBox>
+#include <QDialog>
+#include <QLineEdit>
+#include <QTableView>
+#include <QTimer>
 #include <QFile>
 #include <QLabel>
 #include <QSignalSpy>
@@ -202,6 +208,36 @@ class LaunchPanelTest : public QObject {
              QFileDevice::ReadOwner | QFileDevice::WriteOwner);
     QCOMPARE(window.runs()->run(window.runs()->row_of(again)).config,
              window.runs()->run(window.runs()->row_of(run)).config);
+
+    // The Relaunch action asks first: the command it will run and the name, the next free " (N)", to edit.
+    auto* view = window.runs_view();
+    for (int row = 0; row < view->model()->rowCount(); ++row) {
+      if (view->model()->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong() == run) {
+        view->selectionModel()->setCurrentIndex(view->model()->index(row, 0),
+                                                QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+      }
+    }
+    auto* action = window.findChild<QAction*>("relaunch");
+    QVERIFY(action);
+    QTRY_VERIFY(action->isEnabled());
+    QString offered, shown;
+    QTimer::singleShot(0, [&] {
+      auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+      if (!dialog || dialog->objectName() != "relaunch_dialog") return;
+      offered = dialog->findChild<QLineEdit*>("relaunch_name")->text();
+      shown = dialog->findChild<QLineEdit*>("relaunch_command")->text();
+      dialog->findChild<QLineEdit*>("relaunch_name")->setText("retry by hand");
+      dialog->accept();
+    });
+    launched.clear();
+    action->trigger();
+    QCOMPARE(offered, QString::fromStdString(name) + " (3)");
+    QVERIFY2(shown.contains(before.program), qPrintable(shown));
+    QVERIFY(launched.wait(20000));
+    const qint64 third = launched.front().front().toLongLong();
+    QTRY_COMPARE_WITH_TIMEOUT(status_of(window, third), QString("failed"), 20000);
+    QCOMPARE(window.runs()->run(window.runs()->row_of(third)).name, std::string("retry by hand"));
+    QCOMPARE(window.runs()->run(window.runs()->row_of(third)).parent, run);
   }
 
   void a_launch_that_cannot_start_says_why() {

@@ -13,6 +13,11 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QHeaderView>
+#include <QPushButton>
+#include <QScreen>
+#include <QFontDatabase>
+#include <QDialogButtonBox>
+#include <QDialog>
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
@@ -688,16 +693,42 @@ void MainWindow::confirm_relaunch(qint64 run) {
   }
   const auto& record = runs_->run(runs_->row_of(run));
   const auto name_at = request.flags.indexOf("--run_name") + 1;  // 0: not named (relaunch_request always names it)
-  const QString what =
-      app::shell_quote(QStringList{request.program} + request.arguments) + tr(" in ") + request.working_directory;
-  bool ok = false;
-  const QString name = QInputDialog::getText(
-      this, tr("Relaunch run %1").arg(run),
-      tr("Launch run %1 (%2) again: %3, with the configuration it ran with. Its tags and notes are copied, and the "
-         "new run records run %1 as the one it came from.\n\nName of the new run:")
-          .arg(run)
-          .arg(QString::fromStdString(record.name), what),
-      QLineEdit::Normal, name_at > 0 ? request.flags.value(name_at) : QString(), &ok);
+  QDialog dialog(this);
+  dialog.setObjectName("relaunch_dialog");
+  dialog.setWindowTitle(tr("Relaunch run %1").arg(run));
+  auto* layout = new QVBoxLayout(&dialog);
+  auto* what = new QLabel(tr("Launch run %1 (%2) again, with the configuration it ran with. Its tags and notes are "
+                             "copied, and the new run records run %1 as the one it came from.")
+                              .arg(run)
+                              .arg(QString::fromStdString(record.name)),
+                          &dialog);
+  what->setWordWrap(true);
+  what->setTextFormat(Qt::PlainText);  // a run's name is not markup
+  layout->addWidget(what);
+  auto* where = new QLabel(tr("Program, in %1:").arg(request.working_directory), &dialog);
+  where->setTextFormat(Qt::PlainText);
+  where->setWordWrap(true);
+  layout->addWidget(where);
+  auto* command = new QLineEdit(app::shell_quote(QStringList{request.program} + request.arguments), &dialog);
+  command->setObjectName("relaunch_command");
+  command->setReadOnly(true);
+  command->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  command->setCursorPosition(0);
+  layout->addWidget(command);
+  layout->addWidget(new QLabel(tr("Name of the new run:"), &dialog));
+  auto* name_edit = new QLineEdit(name_at > 0 ? request.flags.value(name_at) : QString(), &dialog);
+  name_edit->setObjectName("relaunch_name");
+  name_edit->selectAll();
+  layout->addWidget(name_edit);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, &dialog);
+  buttons->addButton(tr("Relaunch"), QDialogButtonBox::AcceptRole)->setDefault(true);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  layout->addWidget(buttons);
+  dialog.resize(std::min(640, screen() ? screen()->availableSize().width() - 80 : 640), dialog.sizeHint().height());
+  name_edit->setFocus();
+  const bool ok = dialog.exec() == QDialog::Accepted;
+  const QString name = name_edit->text();
   if (!ok) return;
   if (!name.trimmed().isEmpty()) {
     if (name_at > 0) {
