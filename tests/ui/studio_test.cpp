@@ -1144,6 +1144,11 @@ class StudioTest : public QObject {
     QVERIFY(overview->windowTitle().contains("sweep (2)"));
     QCOMPARE(overview->findChild<QLineEdit*>("overview_command")->text(),
              QString("cd /work && spur launch --run_name 'sweep (2)' -- ./train"));
+    // As wide as its names and values, not a fixed 640 px with an empty band beside them (or its narrowest).
+    auto* values = overview->view()->table();
+    const int content = values->verticalHeader()->width() + values->horizontalHeader()->length();
+    QVERIFY2(overview->width() == 480 || overview->width() <= content + 80,
+             qPrintable(QString("a %1 px window for %2 px of names and values").arg(overview->width()).arg(content)));
     // Asked again: the same window.
     QCOMPARE(window.show_overview(2), overview);
     QCOMPARE(window.show_overview(99), nullptr);

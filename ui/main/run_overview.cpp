@@ -5,10 +5,15 @@
 #include <QDialogButtonBox>
 #include <QFontDatabase>
 #include <QLabel>
+#include <QTableView>
+#include <QScrollBar>
+#include <QHeaderView>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QThread>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 #include "compare/compare_view.h"
 #include "runs/compare_model.h"
@@ -58,6 +63,15 @@ void RunOverview::show_read(const app::CompareSnapshot& snapshot) {
     setWindowTitle(tr("Run %1: %2").arg(run_).arg(QString::fromStdString(record.name)));
     command_->setText(QString::fromStdString(record.command));
     command_->setCursorPosition(0);
+    if (!sized_) {
+      // As wide as its names and values (no empty band beside them), within reason; a width the user sets stays.
+      sized_ = true;
+      auto* table = view_->table();
+      const int content = table->verticalHeader()->width() + table->horizontalHeader()->length() +
+                          2 * table->frameWidth() + table->verticalScrollBar()->sizeHint().width();
+      const auto margins = layout()->contentsMargins();
+      resize(std::clamp(content + margins.left() + margins.right(), 480, 960), height());
+    }
   }
   emit shown_read();
 }

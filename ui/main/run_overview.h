@@ -43,6 +43,7 @@ class RunOverview : public QDialog {
   qint64 run_;
   CompareView* view_;
   QLineEdit* command_;
+  bool sized_ = false;  // fitted to its first read
   app::CompareReaderWorker* reader_;
 };
 
