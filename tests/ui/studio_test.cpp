@@ -788,6 +788,37 @@ class StudioTest : public QObject {
     QVERIFY2(dashboard.empty_text().startsWith("No data yet"), qPrintable(dashboard.empty_text()));
     dashboard.set_runs({});
     QVERIFY(dashboard.empty_text().startsWith("Select runs"));
+    // A plot whose runs are all deselected is hidden (it showed its old axes and an empty legend, squeezed); one
+    // with a selected run's line stays; a selection with nothing logged says so; a new line shows the plot again.
+    auto series = [](qint64 run, const QString& key) {
+      spur::app::SeriesDelta delta;
+      delta.run = run;
+      delta.key = key;
+      delta.replace = true;
+      delta.steps = {1, 2};
+      delta.values = {0.5, 0.25};
+      delta.walls = {1000, 1001};
+      delta.total_points = 2;
+      delta.first_wall = 1000;
+      return delta;
+    };
+    dashboard.set_runs({{1, "a"}, {2, "b"}});
+    dashboard.apply({series(1, "loss"), series(2, "loss"), series(2, "accuracy")});
+    QVERIFY(dashboard.plot("loss") && dashboard.plot("accuracy"));
+    auto shown = [&](const QString& key) {
+      return dashboard.plot(key) && dashboard.plot(key)->isVisibleTo(&dashboard);
+    };
+    QVERIFY(shown("loss") && shown("accuracy"));
+    dashboard.set_runs({{1, "a"}});
+    QVERIFY(shown("loss"));
+    QVERIFY(!shown("accuracy"));
+    QCOMPARE(dashboard.empty_text(), QString());
+    dashboard.set_runs({{3, "c"}});
+    QVERIFY(!shown("loss"));
+    QVERIFY2(dashboard.empty_text().startsWith("No data yet"), qPrintable(dashboard.empty_text()));
+    dashboard.apply({series(3, "accuracy")});
+    QVERIFY(shown("accuracy"));
+    QCOMPARE(dashboard.empty_text(), QString());
   }
 
   // The Run menu's actions (the dialogs only collect what these take) change the history and the table.

@@ -12,6 +12,8 @@
 #include <QSlider>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 #include "dashboard/metric_plot.h"
 
 namespace spur::studio {
@@ -95,6 +97,9 @@ void Dashboard::set_runs(const QMap<qint64, QString>& runs) {
       else if (now.value() != it.value()) plot->rename_run(it.key(), now.value());
     }
   }
+  // A plot none of the selected runs has a line in is hidden (it showed its old axes and an empty legend); it keeps
+  // its settings (log scale, legend) for when a selected run logs that metric again.
+  relayout();
   const bool other_runs = runs.keys() != runs_.keys();
   runs_ = runs;
   // Another selection is fitted again, even where the user had zoomed (the new runs' lines may lie outside it).
@@ -119,6 +124,7 @@ void Dashboard::apply(const QVector<app::SeriesDelta>& deltas) {
       plots_.insert(delta.key, plot);
       added = true;
     }
+    if (plot->empty()) added = true;  // shown again
     plot->load(delta, runs_.value(delta.run));
   }
   if (added) relayout();
@@ -132,27 +138,42 @@ void Dashboard::set_baseline(qint64 run, std::function<bool(const QString& key)>
   }
 }
 
-QString Dashboard::empty_text() const { return plots_.isEmpty() ? empty_->text() : QString(); }
+QString Dashboard::empty_text() const {
+  const bool none = std::all_of(plots_.begin(), plots_.end(), [](const MetricPlot* plot) { return plot->empty(); });
+  return none ? empty_->text() : QString();
+}
 
 void Dashboard::relayout() {
-  empty_->setVisible(plots_.isEmpty());
+  // Plots without a line are out of the grid (and hidden) until a selected run logs their metric.
+  bool any = false;
+  for (auto* plot : plots_) {
+    if (plot->empty()) {
+      grid_->removeWidget(plot);
+      plot->hide();
+    } else {
+      any = true;
+    }
+  }
+  empty_->setVisible(!any);
   // The program's metrics first, then what the run cost the machine (system/: CPU, memory, GPUs, sampled by the
   // launcher every second), each section alphabetical (a QMap), so plots keep their places.
   int row = 0, column = 0;
   bool system_started = false;
   for (auto it = plots_.begin(); it != plots_.end(); ++it) {
-    if (it.key().startsWith("system/")) continue;
+    if (it.key().startsWith("system/") || it.value()->empty()) continue;
     grid_->addWidget(it.value(), row, column);
+    it.value()->show();
     if (++column == 2) column = 0, ++row;
   }
   for (auto it = plots_.begin(); it != plots_.end(); ++it) {
-    if (!it.key().startsWith("system/")) continue;
+    if (!it.key().startsWith("system/") || it.value()->empty()) continue;
     if (!system_started) {
       if (column != 0) column = 0, ++row;
       grid_->addWidget(system_label_, row++, 0, 1, 2);
       system_started = true;
     }
     grid_->addWidget(it.value(), row, column);
+    it.value()->show();
     if (++column == 2) column = 0, ++row;
   }
   system_label_->setVisible(system_started);

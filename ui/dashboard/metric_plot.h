@@ -68,6 +68,8 @@ class MetricPlot : public QWidget {
   app::SeriesView view() const;
   /// Drops a run's lines.
   void remove_run(qint64 run);
+  /// Whether no run has a line here.
+  bool empty() const { return lines_.empty(); }
   /// The run's name in the legend (a run renamed while shown).
   void rename_run(qint64 run, const QString& name);
   /// The legend's name of a run's line; empty when it has none here.
