@@ -2,8 +2,10 @@
 // The README's screenshots, from real runs: trains the Fashion-MNIST example (two finished runs and one that
 // fails), launches a live one from the Studio, and photographs each screen with ImageMagick's `import -window
 // root`. Run it under xvfb-run through take_screenshots.sh; `studio_screens SPUR TRAIN_FASHION_MNIST OUT_DIR`.
+#include <QAction>
 #include <QApplication>
 #include <QDir>
+#include <QDialog>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProcess>
@@ -15,6 +17,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 #include <QWizard>
 
 #include <cstdio>
@@ -23,6 +26,7 @@
 #include "dashboard/dashboard.h"
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
+#include "main/run_overview.h"
 #include "main/theme.h"
 #include "runs/runs_model.h"
 #include "wizard/setup_wizard.h"
@@ -134,6 +138,34 @@ int main(int argc, char** argv) {
   window.findChild<QTabWidget*>("tabs")->setCurrentIndex(1);
   shoot("studio-console-failed.png");
 
+  // A run's overview (double-click), and the Relaunch dialog for it.
+  window.findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
+  if (auto* overview = window.show_overview(2)) {
+    overview->move(160, 40);
+    overview->resize(overview->width(), 760);
+    QTest::qWait(1500);
+    shoot("studio-run-overview.png");
+    overview->close();
+  }
+  select_rows(window, {2});
+  QTest::qWait(300);
+  auto* relaunch = window.findChild<QAction*>("relaunch");
+  if (relaunch && relaunch->isEnabled()) {
+    QTimer::singleShot(500, [] {
+      auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+      if (!dialog || dialog->objectName() != "relaunch_dialog") {
+        std::fprintf(stderr, "no Relaunch dialog to take\n");
+        if (dialog) dialog->reject();
+        return;
+      }
+      shoot("studio-relaunch.png");
+      dialog->reject();
+    });
+    relaunch->trigger();
+  } else {
+    std::fprintf(stderr, "Relaunch is not enabled for run 2\n");
+  }
+
   auto* wizard = window.make_wizard(config);
   wizard->move(120, 60);
   wizard->show();
@@ -144,6 +176,11 @@ int main(int argc, char** argv) {
   wizard->findChild<QLineEdit*>("hosts")->setText("gpu-a, gpu-b, me@gpu-c");
   wizard->next();
   wizard->next();
+  // The program page with a mistake in the environment: its label stays by the box, the error under it.
+  auto* environment = wizard->findChild<QPlainTextEdit*>("environment");
+  environment->setPlainText("OMP_NUM_THREADS=4\nDATA_DIR /data/fashion-mnist");
+  shoot("studio-wizard-program.png");
+  environment->setPlainText("OMP_NUM_THREADS=4\nDATA_DIR=/data/fashion-mnist");
   wizard->next();
   shoot("studio-wizard-summary.png");
   wizard->reject();
