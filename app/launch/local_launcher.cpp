@@ -172,7 +172,14 @@ int LocalLauncher::run() {
     progress_timer_.start();
   }
   if (options_.sample_interval.count() > 0 && options_.on_sample) {
-    sampler_ = std::make_unique<SystemSampler>();
+    // The GPUs the ranks may use: none on CPUs; else those CUDA_VISIBLE_DEVICES lists (set by --gpu_ids, or
+    // inherited from this environment), or every one.
+    std::optional<QString> visible;
+    const auto& rank_environment = plan_.ranks.empty() ? QProcessEnvironment() : plan_.ranks.front().environment;
+    const auto own = QProcessEnvironment::systemEnvironment();
+    if (rank_environment.contains("CUDA_VISIBLE_DEVICES")) visible = rank_environment.value("CUDA_VISIBLE_DEVICES");
+    else if (own.contains("CUDA_VISIBLE_DEVICES")) visible = own.value("CUDA_VISIBLE_DEVICES");
+    sampler_ = std::make_unique<SystemSampler>(!plan_.use_cpu, visible);
     sample_timer_.setInterval(options_.sample_interval);
     connect(&sample_timer_, &QTimer::timeout, this, [this] { sample_system(); });
     sample_timer_.start();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <QString>
+#include <QStringList>
 
 #include <chrono>
 #include <condition_variable>
@@ -49,10 +50,13 @@ struct Nvml {
   int (*utilization)(Handle, unsigned*) = nullptr;       // nvmlUtilization_t: {gpu, memory}
   int (*memory)(Handle, unsigned long long*) = nullptr;  // nvmlMemory_t: {total, free, used}
   int (*power)(Handle, unsigned*) = nullptr;
-  unsigned devices = 0;
+  int (*by_uuid)(const char*, Handle*) = nullptr;
+  int (*index_of)(Handle, unsigned*) = nullptr;
+  std::vector<unsigned> indices;  // the devices read: the run's (CUDA_VISIBLE_DEVICES), or every one
   bool initialised = false;
 
-  bool load() {
+  /// `visible`: CUDA_VISIBLE_DEVICES' entries (empty: every device).
+  bool load(const QStringList& visible) {
     library = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!library) return false;
     auto find = [this](const char* name) { return ::dlsym(library, name); };
@@ -63,14 +67,35 @@ struct Nvml {
     utilization = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetUtilizationRates"));
     memory = reinterpret_cast<int (*)(Handle, unsigned long long*)>(find("nvmlDeviceGetMemoryInfo"));
     power = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetPowerUsage"));
+    by_uuid = reinterpret_cast<int (*)(const char*, Handle*)>(find("nvmlDeviceGetHandleByUUID"));
+    index_of = reinterpret_cast<int (*)(Handle, unsigned*)>(find("nvmlDeviceGetIndex"));
     if (!init || !shutdown || !count || !handle || init() != 0) return false;
     initialised = true;
+    unsigned devices = 0;
     if (count(&devices) != 0) devices = 0;
-    return devices > 0;
+    if (visible.isEmpty()) {
+      for (unsigned i = 0; i < devices; ++i) indices.push_back(i);
+    }
+    // As CUDA reads the list: indices or UUIDs (GPU-..., MIG-...), up to the first entry that is neither.
+    for (const auto& entry : visible) {
+      bool number = false;
+      const unsigned index = entry.toUInt(&number);
+      if (number) {
+        if (index < devices) indices.push_back(index);
+        continue;
+      }
+      if (!entry.startsWith("GPU-") && !entry.startsWith("MIG-")) break;
+      Handle device = nullptr;
+      unsigned found = 0;
+      if (by_uuid && index_of && by_uuid(entry.toUtf8().constData(), &device) == 0 && index_of(device, &found) == 0) {
+        indices.push_back(found);
+      }
+    }
+    return !indices.empty();
   }
   std::vector<SystemValue> read() const {
     std::vector<SystemValue> values;
-    for (unsigned i = 0; i < devices; ++i) {
+    for (const unsigned i : indices) {
       Handle device = nullptr;
       if (handle(i, &device) != 0) continue;
       const QString prefix = QString("system/gpu%1/").arg(i);
@@ -96,12 +121,12 @@ struct Nvml {
 };
 
 // NVML as a GpuReader: loaded on the first call (on the GPU thread); no values when it does not load.
-GpuReader nvml_reader() {
-  return [nvml = std::shared_ptr<Nvml>(), tried = false]() mutable -> std::vector<SystemValue> {
+GpuReader nvml_reader(const QStringList& visible) {
+  return [nvml = std::shared_ptr<Nvml>(), tried = false, visible]() mutable -> std::vector<SystemValue> {
     if (!tried) {
       tried = true;
       auto loaded = std::make_shared<Nvml>();
-      if (loaded->load()) nvml = std::move(loaded);
+      if (loaded->load(visible)) nvml = std::move(loaded);
     }
     return nvml ? nvml->read() : std::vector<SystemValue>();
   };
@@ -126,7 +151,7 @@ struct SystemSampler::Gpus {
   std::vector<SystemValue> values;
   std::thread thread;
 
-  void run(GpuReader reader) {
+  void run(const GpuReader& reader) {
     bool first = true;
     for (;;) {
       {
@@ -148,14 +173,29 @@ struct SystemSampler::Gpus {
   }
 };
 
-SystemSampler::SystemSampler(bool gpus) : SystemSampler(gpus ? nvml_reader() : GpuReader()) {}
+namespace {
+
+// No reader for a run on CPUs, or one whose CUDA_VISIBLE_DEVICES lists no GPU.
+GpuReader gpu_reader(bool gpus, const std::optional<QString>& visible) {
+  if (!gpus || (visible && visible->trimmed().isEmpty())) return {};
+  QStringList entries;
+  if (visible) {
+    for (const auto& entry : visible->split(',')) entries << entry.trimmed();
+  }
+  return nvml_reader(entries);
+}
+
+}  // namespace
+
+SystemSampler::SystemSampler(bool gpus, const std::optional<QString>& visible_devices)
+    : SystemSampler(gpu_reader(gpus, visible_devices)) {}
 
 SystemSampler::SystemSampler(GpuReader gpus) {
   if (!gpus) return;
   gpus_ = std::make_shared<Gpus>();
   gpus_->asked = true;  // the first reading (and NVML's loading) starts now, not at the first sample
-  gpus_->thread = std::thread([state = gpus_, reader = std::move(gpus)]() mutable {
-    state->run(std::move(reader));
+  gpus_->thread = std::thread([state = gpus_, reader = std::move(gpus)]() {
+    state->run(reader);
     std::lock_guard lock(state->mutex);
     state->ended = true;
     state->done.notify_all();

@@ -3,8 +3,10 @@
 // the history as series under "system/": each rank's CPU use ("system/rank0/cpu_percent": 100 is one core) and
 // resident memory ("system/rank0/rss_mib"), read from /proc/PID/stat and /proc/PID/statm (the rank's process and
 // its threads, as top counts them), and for each GPU its utilisation, memory used and power
-// ("system/gpu0/utilization_percent", ".../memory_mib", ".../power_w") through NVML, loaded at run time from
-// libnvidia-ml.so.1 when the driver has one (nothing links it; without it there are no GPU series).
+// ("system/gpu0/utilization_percent", ".../memory_mib", ".../power_w", numbered as nvidia-smi numbers them) through
+// NVML, loaded at run time from libnvidia-ml.so.1 when the driver has one (nothing links it; without it there are
+// no GPU series). Only the GPUs the run may use are read: those CUDA_VISIBLE_DEVICES lists (indices or UUIDs), or
+// every GPU when it is not set; none for a run on CPUs.
 // NVML is called on the sampler's own thread, never the caller's: loading it can take seconds (a driver without
 // persistence mode) and a wedged driver never returns. sample() asks that thread for a reading and waits up to
 // 100 ms for it; a reading not back by then is dropped, and while one is still out sample() neither asks nor
@@ -17,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -33,8 +36,9 @@ using GpuReader = std::function<std::vector<SystemValue>()>;
 
 class SystemSampler {
  public:
-  /// `gpus`: sample GPUs through NVML (when it loads). Default: true.
-  explicit SystemSampler(bool gpus = true);
+  /// `gpus`: sample GPUs through NVML (when it loads). Default: true. `visible_devices`: the run's
+  /// CUDA_VISIBLE_DEVICES (indices or UUIDs, comma-separated; empty: no GPU); unset: every GPU.
+  explicit SystemSampler(bool gpus = true, const std::optional<QString>& visible_devices = std::nullopt);
   /// GPUs read by `gpus` instead of NVML (a test's stand-in for a driver).
   explicit SystemSampler(GpuReader gpus);
   /// Waits up to a second for a GPU reading under way; a thread still in the driver then is left (to the process's

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // System metrics (issue 18), from real 2-rank runs of `spur launch`: every second the launcher records each rank's
 // CPU use and resident memory as system/ series; ranks that spin show about a core each and ranks that sleep show
-// nearly none; --system_metrics_interval 0 records none; a bad interval is refused by name.
+// nearly none; only the GPUs the run may use are read (a stand-in NVIDIA driver library); --system_metrics_interval
+// 0 records none; a bad interval is refused by name.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -152,6 +153,53 @@ class SystemMetricsTest : public QObject {
     spur::app::SystemSampler none(spur::app::GpuReader([] { return std::vector<spur::app::SystemValue>(); }));
     QTRY_VERIFY(!none.has_gpus());
     QCOMPARE(value_of(none.sample(me), "system/gpu0/power_w"), -1.0);
+  }
+
+  // Only the GPUs a run may use are read, through the driver's own library (a stand-in libnvidia-ml.so.1 here,
+  // loaded by the launcher as it loads the real one): every GPU when nothing says otherwise, those --gpu_ids or an
+  // inherited CUDA_VISIBLE_DEVICES list (indices or UUIDs, in its order), none on CPUs or with an empty list.
+  void only_the_runs_gpus_are_read_data() {
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("visible");  // CUDA_VISIBLE_DEVICES in the launcher's environment; "unset": none
+    QTest::addColumn<QStringList>("gpus");
+    QTest::newRow("every GPU") << QStringList() << "unset" << QStringList{"gpu0", "gpu1", "gpu2", "gpu3"};
+    QTest::newRow("--gpu_ids") << QStringList{"--gpu_ids", "1,3"} << "0" << QStringList{"gpu1", "gpu3"};
+    QTest::newRow("inherited UUIDs") << QStringList() << "GPU-fake-2,0" << QStringList{"gpu0", "gpu2"};
+    QTest::newRow("up to a bad entry") << QStringList() << "3,none,1" << QStringList{"gpu3"};
+    QTest::newRow("--cpu") << QStringList{"--cpu"} << "unset" << QStringList();
+    QTest::newRow("an empty list") << QStringList() << "" << QStringList();
+  }
+  void only_the_runs_gpus_are_read() {
+    QFETCH(QStringList, flags);
+    QFETCH(QString, visible);
+    QFETCH(QStringList, gpus);
+    QTemporaryDir dir;
+    const QString history = dir.filePath("history.db");
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", history);
+    env.insert("LD_LIBRARY_PATH",
+               SPUR_FAKE_NVML_DIR + (env.contains("LD_LIBRARY_PATH") ? ":" + env.value("LD_LIBRARY_PATH") : QString()));
+    env.remove("CUDA_VISIBLE_DEVICES");
+    if (visible != "unset") env.insert("CUDA_VISIBLE_DEVICES", visible);
+    const auto result = spur::test::run_process(
+        SPUR_CLI, QStringList{"launch", "--num_processes", "2"} + flags + QStringList{"/bin/sh", "-c", "sleep 1"}, env,
+        120000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    spur::history::HistoryReader reader(history.toStdString());
+    QStringList read;
+    for (const auto& key : reader.metric_keys(1)) {
+      const QString name = QString::fromStdString(key);
+      if (name.startsWith("system/gpu")) read << name.section('/', 1, 1);
+    }
+    read.removeDuplicates();
+    read.sort();
+    QCOMPARE(read, gpus);
+    // The values are the device's own (gpu i draws 100 + i W), by its index as nvidia-smi gives it.
+    for (const auto& gpu : gpus) {
+      const auto power = reader.series(1, ("system/" + gpu + "/power_w").toStdString());
+      QVERIFY(!power.empty());
+      QCOMPARE(power.front().value, 100.0 + gpu.mid(3).toInt());
+    }
   }
 
   void sampling_can_be_turned_off() {
