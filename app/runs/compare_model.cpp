@@ -63,15 +63,6 @@ QString number_text(double value) { return std::isnan(value) ? QString("NaN") : 
 
 }  // namespace
 
-MetricDirection guess_direction(const QString& key) {
-  // Each term where a word of the key starts ("eval/accuracy", "val_f1"), so "previous_loss" is no IoU.
-  static const QRegularExpression higher(
-      "(^|[/_.\\- ])(acc|f1|precision|recall|auc|score|reward|bleu|rouge|map($|[/_.\\- ])|iou|throughput|"
-      "samples_per|tokens_per)",
-      QRegularExpression::CaseInsensitiveOption);
-  return higher.match(key).hasMatch() ? MetricDirection::higher_is_better : MetricDirection::lower_is_better;
-}
-
 CompareReader::CompareReader(std::string history_path) : path_(std::move(history_path)) {}
 
 CompareSnapshot CompareReader::read(const QList<qint64>& runs) const {
@@ -211,22 +202,11 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
       }
     }
   }
-  int verdict = 0;
-  if (delta && *delta != 0 && std::isfinite(*delta)) {
-    const bool lower = direction(row.metric) == MetricDirection::lower_is_better;
-    verdict = (*delta < 0) == lower ? 1 : -1;
-  }
+  const int verdict = delta ? delta_verdict(*delta, direction(row.metric)) : 0;
   switch (role) {
     case Qt::DisplayRole: {
       QString shown = text(row, run);
-      if (delta) {
-        shown += QString("  (%1%2").arg(*delta > 0 ? "+" : "").arg(number_text(*delta));
-        if (base != 0 && std::isfinite(base)) {
-          const double percent = *delta / std::abs(base) * 100;
-          shown += QString(", %1%2%").arg(percent > 0 ? "+" : "").arg(QString::number(percent, 'f', 1));
-        }
-        shown += ")";
-      }
+      if (delta) shown += "  (" + delta_text(*delta, base) + ")";
       return shown;
     }
     case Qt::ToolTipRole:

@@ -5,9 +5,8 @@
 // its metrics ("loss (final)", "loss (best)"), its parameters ("params/lr", nested keys joined with '/') and its
 // configuration ("config/num_processes", nested keys joined with '.'). "Differences only" hides rows whose values are
 // the same in every run. With a baseline run, each metric cell also shows its delta against the baseline's, absolute
-// and in %, coloured by whether it is better or worse in the metric's direction (lower is better for names like loss,
-// error, perplexity, time; higher for accuracy, f1, precision, recall, auc, score, reward; else lower, until the user
-// sets it).
+// and in %, coloured by whether it is better or worse in the metric's direction (metrics/baseline.h: what its name
+// suggests until the user sets it).
 #pragma once
 
 #include <QAbstractTableModel>
@@ -23,12 +22,9 @@
 
 #include <spur/history/records.h>
 
+#include "metrics/baseline.h"
+
 namespace spur::app {
-
-enum class MetricDirection { lower_is_better, higher_is_better };
-
-/// The direction a metric's name suggests (see above).
-MetricDirection guess_direction(const QString& key);
 
 struct ComparedMetric {
   double final_value = 0;

@@ -11,6 +11,7 @@
 
 #include <spur/history/reader.h>
 
+#include "metrics/baseline.h"
 #include "runs/compare_model.h"
 #include "runs/run_status.h"
 
@@ -57,14 +58,14 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::DisplayRole) {
       if (!value) return QString("-");
       QString shown = QString::number(*value, 'g', 5);
-      if (change) shown += QString(" (%1%2)").arg(*change > 0 ? "+" : "").arg(QString::number(*change, 'g', 3));
+      if (change) shown += " (" + delta_text(*change, last_value(baseline_, key).value_or(0)) + ")";
       return shown;
     }
     if (role == VerdictRole) {
-      if (!change || *change == 0 || !std::isfinite(*change)) return 0;
+      if (!change) return 0;
       const bool lower =
           lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
-      return (*change < 0) == lower ? 1 : -1;
+      return delta_verdict(*change, lower ? MetricDirection::lower_is_better : MetricDirection::higher_is_better);
     }
     if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();
     if (role == Qt::TextAlignmentRole) return QVariant(Qt::AlignRight | Qt::AlignVCenter);

@@ -117,6 +117,8 @@ class RunsModel : public QAbstractTableModel {
   bool refresh();
   const QString& error() const { return error_; }
   const history::Run& run(int row) const { return runs_.at(static_cast<size_t>(row)); }
+  /// Every row's run, in row order (ascending id).
+  const std::vector<history::Run>& records() const { return runs_; }
   /// The row of a run, or -1.
   int row_of(int64_t id) const;
   /// effective_status() of a row as of the last refresh (it looks at /proc: once per refresh, not per paint).
@@ -129,7 +131,8 @@ class RunsModel : public QAbstractTableModel {
   QStringList metric_keys() const;
   /// A run's latest value of a metric, if it logged one.
   std::optional<double> last_value(int64_t run, const QString& key) const;
-  /// The run the metric columns are measured against (each cell then shows its delta, "0.25 (-0.03)"); 0: none.
+  /// The run the metric columns are measured against (each cell then shows its delta, absolute and in %,
+  /// "0.25 (-0.03, -10.7%)", as metrics/baseline.h says it); 0: none.
   /// Directions as CompareModel's: `direction` gives a metric's (default: guess_direction).
   void set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better = {});
   qint64 baseline() const { return baseline_; }

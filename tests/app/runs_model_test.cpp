@@ -225,8 +225,9 @@ class RunsModelTest : public QObject {
     QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
     model.set_baseline(1);
     QCOMPARE(changed.count(), 1);
-    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5 (-0.25)"));
-    QCOMPARE(model.data(model.index(1, accuracy)).toString(), QString("0.5 (+0.25)"));
+    // Absolute and in % of the baseline's value, as the Compare tab says it (metrics/baseline.h).
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5 (-0.25, -33.3%)"));
+    QCOMPARE(model.data(model.index(1, accuracy)).toString(), QString("0.5 (+0.25, +100.0%)"));
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 1);      // lower loss
     QCOMPARE(model.data(model.index(1, accuracy), spur::app::RunsModel::VerdictRole).toInt(), 1);  // higher accuracy
     QCOMPARE(model.data(model.index(0, loss)).toString(), QString("0.75"));  // the baseline itself

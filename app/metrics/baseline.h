@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// A metric against a baseline run's, said one way by the runs table, the Compare tab and the plots' read-out: the
+// difference with its share of the baseline's magnitude, and whether it is better in the metric's direction. A
+// metric's direction is what its name suggests (lower is better for names like loss, error, perplexity, time;
+// higher for accuracy, f1, precision, recall, auc, score, reward) until the user sets it. Pure functions; any thread.
+#pragma once
+
+#include <QString>
+
+namespace spur::app {
+
+enum class MetricDirection { lower_is_better, higher_is_better };
+
+/// The direction a metric's name suggests (above): a term counts where a word of the key starts ("eval/accuracy",
+/// "val_f1"), so "previous_loss" is no IoU.
+MetricDirection guess_direction(const QString& key);
+/// +1 when `delta` (the value minus the baseline's) is better in `direction`, -1 when worse; 0 when it is zero or
+/// not a number.
+int delta_verdict(double delta, MetricDirection direction);
+/// "+0.25, +50.0%": the difference (6 significant digits, signed) and its percentage of |baseline| (one decimal),
+/// the percentage left out when the baseline is 0 or not finite; "0, 0.0%" for no difference.
+QString delta_text(double delta, double baseline);
+
+}  // namespace spur::app
