@@ -6,6 +6,7 @@
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QSaveFile>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QSpinBox>
@@ -23,6 +24,7 @@
 #include <cmath>
 #include <optional>
 
+#include "metrics/baseline.h"
 #include "metrics/series_math.h"
 #include "metrics_csv.h"
 
@@ -239,14 +241,13 @@ QString MetricPlot::readout(double x) const {
     QString delta;
     if (base && run != baseline_ && std::isfinite(*base) && std::isfinite(line.values[index])) {
       const double d = line.values[index] - *base;
-      const bool better = lower_is_better_ ? d < 0 : d > 0;
-      const QString percent =
-          *base != 0 ? QString(", %1%").arg(QString::number(100 * d / std::abs(*base), 'f', 1)) : QString();
-      delta = QString(" <span style='color:%1'>&Delta; %2%3%4 vs baseline</span>")
-                  .arg(d == 0   ? QString("inherit")
-                       : better ? QString("#1b873f")
-                                : QString("#c62828"),
-                       d > 0 ? QString("+") : QString(), QString::number(d, 'g', 4), percent);
+      const int verdict = app::delta_verdict(
+          d, lower_is_better_ ? app::MetricDirection::lower_is_better : app::MetricDirection::higher_is_better);
+      delta = QString(" <span style='color:%1'>&Delta; %2 vs baseline</span>")
+                  .arg(verdict == 0  ? QString("inherit")
+                       : verdict > 0 ? QString("#1b873f")
+                                     : QString("#c62828"),
+                       app::delta_text(d, *base));
     }
     if (line.summarised) {
       rows << swatch +
@@ -388,22 +389,22 @@ bool MetricPlot::save_image(const QString& file, QSize size, double scale) {
 }
 
 bool MetricPlot::save_csv(const QString& file) const {
-  QFile out(file);
-  if (!out.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
-  QTextStream text(&out);
-  text << "run,name,step,wall_time,value,smoothed\n";
-  // A summarised line writes what it draws: one row per bucket (its first step and wall time, its mean); `spur
-  // runs export` has every point.
+  // metrics_csv's plot layout: the metrics CSV's columns with the run in front and the smoothed value after. A
+  // summarised line writes what it draws: one row per bucket (its first step and wall time, its mean); `spur runs
+  // export` has every point.
+  std::string text(metrics_csv::kPlotHeader);
+  const std::string key = metrics_csv::field(key_.toStdString());
   for (const auto& [run, line] : lines_) {
     const auto& smoothed = line.smoothed;
-    const QString name = QString::fromStdString(metrics_csv::field(line.name.toStdString()));
+    const std::string name = metrics_csv::field(line.name.toStdString());
     for (std::size_t i = 0; i < line.steps.size() && i < smoothed.size(); ++i) {
-      text << run << ',' << name << ',' << static_cast<qint64>(line.steps[i]) << ','
-           << QString::number(i < line.walls.size() ? line.walls[i] : 0, 'f', 6) << ','
-           << QString::number(line.values[i], 'g', 17) << ',' << QString::number(smoothed[i], 'g', 17) << '\n';
+      metrics_csv::append_plot_line(text, run, name, key, static_cast<int64_t>(line.steps[i]), line.values[i],
+                                    i < line.walls.size() ? line.walls[i] : 0, smoothed[i]);
     }
   }
-  return text.status() == QTextStream::Ok;
+  QSaveFile out(file);  // whole or not at all
+  return out.open(QIODevice::WriteOnly) &&
+         out.write(text.data(), static_cast<qint64>(text.size())) == static_cast<qint64>(text.size()) && out.commit();
 }
 
 double MetricPlot::first_x(qint64 run) const {

@@ -98,8 +98,8 @@ class MetricPlot : public QWidget {
   /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
   QString readout(double x) const;
   /// Exports: an image (PNG, SVG or PDF by the file's extension) laid out at `size` (default: the plot's own),
-  /// a PNG drawn at `scale` pixels per point; or the data as CSV (run,name,step,wall_time,value,smoothed: the
-  /// name quoted as the metrics CSV quotes keys).
+  /// a PNG drawn at `scale` pixels per point; or the data as CSV (metrics_csv.h's plot layout,
+  /// run,name,key,step,value,wall_time,smoothed: the metrics CSV's columns with the run in front).
   bool save_image(const QString& file, QSize size = {}, double scale = 1);
   bool save_csv(const QString& file) const;
   /// The x of a run's first drawn point, for tests.
