@@ -166,6 +166,7 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
         result.run = *id;
       } else {
         result.earlier = writer.last_imported_as();
+        result.changed = writer.last_import_changed();
       }
       result.points = events.scalar_points;
       result.series = events.scalars.size();
@@ -180,19 +181,22 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
   return results;
 }
 
-QString import_summary(const ImportedRun& run) {
+QString import_summary(const ImportedRun& run, const QString& again_hint) {
   if (!run.error.isEmpty()) return run.error;
   if (run.empty) return QString("%1: no records yet (its event files are empty); nothing imported").arg(run.directory);
-  if (run.run == 0) {
-    return QString("%1: already imported as run %2 (--again imports it again)").arg(run.directory).arg(run.earlier);
+  if (run.run == 0 && run.changed) {
+    return QString(
+               "%1: imported as run %2 before, and its event files have changed since (a run still being "
+               "written?)%3")
+        .arg(run.directory, QString::number(run.earlier), again_hint);
   }
+  if (run.run == 0) {
+    return QString("%1: already imported as run %2%3").arg(run.directory, QString::number(run.earlier), again_hint);
+  }
+  // One arg() for the texts: a folder named "a%2" must not become a place for the next number.
   QString line = QString("imported %1 as run %2 \"%3\" (%4 series, %5 points, %6 hyperparameters")
-                     .arg(run.directory)
-                     .arg(run.run)
-                     .arg(run.name)
-                     .arg(run.series)
-                     .arg(run.points)
-                     .arg(run.hparams);
+                     .arg(run.directory, QString::number(run.run), run.name, QString::number(run.series),
+                          QString::number(run.points), QString::number(run.hparams));
   if (run.other_values > 0) {
     line += QString("; %1 %2 of other kinds (images, histograms, text) left out")
                 .arg(run.other_values)

@@ -5,7 +5,8 @@
 // run is then written in one transaction, so a corrupt file leaves nothing of its run in the history. Scalars
 // become series (the tag is the key), the hparams plugin's session start the run's parameters, its session end
 // the status; other summaries (images, histograms, text) are counted and left out. A run whose files were
-// imported before (same records, wherever they now lie) is skipped unless asked again.
+// imported before (same records, wherever they now lie), or a folder imported before whose files have changed
+// since (a run still being written), is skipped and named unless asked again.
 //
 // Threads: import_tensorboard() blocks on file reads and the history; the Studio calls it on a worker thread.
 #pragma once
@@ -32,12 +33,13 @@ struct TensorBoardImportOptions {
 
 /// What became of one run folder.
 struct ImportedRun {
-  QString directory;   // absolute
-  QString name;        // its run name: the path below PATH, or the folder's name when PATH is the run
-  qint64 run = 0;      // the new run's id; 0 when skipped or failed
-  qint64 earlier = 0;  // skipped: the run its files were imported as before
-  QString error;       // failed: why, naming the file and record
-  bool empty = false;  // skipped: its event files hold no record yet
+  QString directory;     // absolute
+  QString name;          // its run name: the path below PATH, or the folder's name when PATH is the run
+  qint64 run = 0;        // the new run's id; 0 when skipped or failed
+  qint64 earlier = 0;    // skipped: the run its files (or this folder's, before they changed) were imported as
+  bool changed = false;  // skipped: the folder was imported before, and its files have changed since
+  QString error;         // failed: why, naming the file and record
+  bool empty = false;    // skipped: its event files hold no record yet
   uint64_t points = 0, series = 0, hparams = 0, other_values = 0;
 };
 
@@ -53,7 +55,8 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
                                             const std::function<void(const ImportedRun&)>& done = {});
 
 /// One line for a person: "imported DIR as run 7 (3 series, 1200 points, 4 hyperparameters)", "DIR: already
-/// imported as run 7 (--again imports it again)", or the error.
-QString import_summary(const ImportedRun& run);
+/// imported as run 7", "DIR: imported as run 7 before, and its event files have changed since (a run still being
+/// written?)", each followed by `again_hint` when skipped (the CLI's " (--again imports it again)"), or the error.
+QString import_summary(const ImportedRun& run, const QString& again_hint = " (--again imports it again)");
 
 }  // namespace spur::app

@@ -159,6 +159,38 @@ class ImportTest : public QObject {
     QCOMPARE(reader.series(3, "train/loss").size(), reader.series(2, "train/loss").size());
   }
 
+  // A folder imported while its run was still writing, imported again once it has grown: named as imported before
+  // with files changed since, nothing written; --again imports the whole run as a new one. (A folder named with
+  // a '%2' keeps its name in every line.)
+  void a_run_that_grew_since_its_import_is_named() {
+    QTemporaryDir dir;
+    write_runs(dir.filePath("logs"));
+    QVERIFY(QDir().rename(dir.filePath("logs/tb"), dir.filePath("logs/tb %2 live")));
+    const QString folder = dir.filePath("logs/tb %2 live");
+    const QString file = event_files(folder).at(0);
+    const QByteArray whole = read_all(file);
+    const auto offsets = record_offsets(whole);
+    QVERIFY(offsets.size() > 10);
+    write_all(file, whole.left(offsets[offsets.size() / 2]));  // what a live run had written at the first import
+    const QString history = dir.filePath("history.db");
+    const auto first = spur_runs({"import", folder}, history);
+    QVERIFY2(first.exit_code == 0 && first.output.contains("imported " + folder + " as run 1 \"tb %2 live\""),
+             qPrintable(first.output));
+    const auto points_then = HistoryReader(history.toStdString()).series(1, "loss").size();
+    write_all(file, whole);  // the run went on
+    const auto grown = spur_runs({"import", folder}, history);
+    QVERIFY2(grown.exit_code == 0 &&
+                 grown.output.contains(folder + ": imported as run 1 before, and its event files have changed since "
+                                                "(a run still being written?) (--again imports it again)"),
+             qPrintable(grown.output));
+    QCOMPARE(run_count(history), qint64(1));
+    const auto again = spur_runs({"import", folder, "--again"}, history);
+    QVERIFY2(again.exit_code == 0 && again.output.contains("as run 2"), qPrintable(again.output));
+    HistoryReader reader(history.toStdString());
+    QVERIFY(reader.series(2, "loss").size() > points_then);
+    QCOMPARE(reader.series(1, "loss").size(), points_then);  // the first import is left as it was
+  }
+
   // An import asked to stop (the Studio's window closing) stops before its next run folder: the runs done stay,
   // each whole, and nothing of the rest is written.
   void a_cancelled_import_stops_between_runs() {

@@ -33,7 +33,17 @@ std::optional<int64_t> HistoryWriter::import_run(Run run, const std::vector<Metr
       earlier.bind(1, origin);
       if (earlier.step()) {
         last_imported_as_ = earlier.integer(0);
+        last_import_changed_ = false;
         return std::nullopt;
+      }
+      if (!run.command.empty()) {
+        Statement same(db_.handle(), "SELECT id FROM runs WHERE target = ? AND command = ? ORDER BY id DESC LIMIT 1");
+        same.bind(1, run.target).bind(2, run.command);
+        if (same.step()) {
+          last_imported_as_ = same.integer(0);
+          last_import_changed_ = true;
+          return std::nullopt;
+        }
       }
     }
     const int64_t id = insert_run(std::move(run), origin);

@@ -31,11 +31,15 @@ class HistoryWriter {
   int64_t create_run(Run run);
   /// A whole finished run at once (an import): the run as given (its status, times and params), its points and
   /// an event whose detail is `origin` (what it came from, say "tensorboard:FINGERPRINT"), in one transaction:
-  /// all of it or none. Unless `again`, a run already imported from the same `origin` is not imported twice:
-  /// nothing is written, nullopt is returned and last_imported_as() names the earlier run.
+  /// all of it or none. Unless `again`, a run is not imported twice: when a run was imported from the same
+  /// `origin` (the same records, wherever they lie now), or from the same source whose records have changed since
+  /// (an earlier run with the same target and command: the same folder, a run still being written), nothing is
+  /// written, nullopt is returned, last_imported_as() names the earlier run and last_import_changed() says which.
   std::optional<int64_t> import_run(Run run, const std::vector<MetricAppend>& metrics, const std::string& origin,
                                     bool again = false);
   int64_t last_imported_as() const { return last_imported_as_; }
+  /// The import refused last was of the same source with other records (not the same records).
+  bool last_import_changed() const { return last_import_changed_; }
   /// Records a status change (and the exit code when it ends) as a run field and an event.
   void set_status(int64_t run, const std::string& status, std::optional<int> exit_code = std::nullopt,
                   const std::string& detail = {});
@@ -82,6 +86,7 @@ class HistoryWriter {
   Database db_;
   std::map<std::pair<int64_t, std::string>, int64_t> series_;
   int64_t last_imported_as_ = 0;
+  bool last_import_changed_ = false;
 };
 
 }  // namespace spur::history
