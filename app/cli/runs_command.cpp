@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rm, tag,
-// note, import (TensorBoard event files). Reads while runs write; `--history F` picks another database than
-// SPUR_HISTORY or the default.
+// `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rename, rm,
+// tag, note, import (TensorBoard event files), summarise; each through app::RunService, as the Studio's. Reads while
+// runs write; `--history F` picks another database than SPUR_HISTORY or the default.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,7 +20,6 @@
 #include <limits>
 
 #include <spur/history/reader.h>
-#include <spur/history/writer.h>
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -43,6 +42,7 @@ const char* kUsage =
     "  config ID                               the run's configuration (YAML), for spur launch --config_file\n"
     "  config ID --slurm                       a Slurm run's settings, as Spur's slurm.yaml holds them\n"
     "  logs ID [--rank R] [--follow]           console lines; --follow waits for new ones until the run ends\n"
+    "  rename ID NAME                          give the run another name\n"
     "  rm ID [--force]                         delete the run (not while it runs; --force: a run whose launcher\n"
     "                                          died elsewhere) and everything recorded for it\n"
     "  tag ID TAG [--remove]                   add (or remove) a tag\n"
@@ -60,12 +60,6 @@ int64_t run_id(const Arguments& args, int index) {
   const qint64 id = args.positional()[index].toLongLong(&ok);
   if (!ok || id <= 0) throw UsageError("'" + args.positional()[index] + "' is not a run ID (spur runs list)");
   return id;
-}
-
-history::Run existing(history::HistoryReader& reader, int64_t id, const std::string& path) {
-  auto run = reader.run(id);
-  if (!run) throw UsageError(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path)));
-  return *run;
 }
 
 // --since: a date, a date and time (local), or an age ("7d": seven days ago); seconds since the epoch.
@@ -87,7 +81,7 @@ double parse_since(const QString& text) {
   return static_cast<double>(when.toMSecsSinceEpoch()) / 1000.0;
 }
 
-int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out, QTextStream& err) {
+int list(const app::RunService& service, const Arguments& args, QTextStream& out, QTextStream& err) {
   history::RunFilter filter;
   QString status;
   if (auto value = args.value("status")) {
@@ -111,7 +105,11 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
     filter.limit = limit;
     filter.offset = offset;
   }
-  auto runs = reader.runs(filter);
+  if (!QFileInfo::exists(QString::fromStdString(service.history_path()))) {
+    err << "spur runs: no run history at " << QString::fromStdString(service.history_path())
+        << " yet (spur launch records runs there)\n";
+  }
+  auto runs = service.runs(filter);
   if (by_effective) {
     std::erase_if(runs, [&](const history::Run& run) { return app::effective_status(run) != status; });
     runs.erase(runs.begin(), runs.begin() + std::min<std::ptrdiff_t>(offset, std::ssize(runs)));
@@ -119,7 +117,7 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
   }
   std::reverse(runs.begin(), runs.end());  // oldest first, the newest last
   if (limit >= 0 && !by_effective) {
-    const int64_t matching = reader.count_runs(filter);
+    const int64_t matching = service.count_runs(filter);
     if (matching > offset + std::ssize(runs) || offset > 0) {
       err << QString("spur runs: %1 of %2 runs (--limit %3 --offset %4)\n")
                  .arg(runs.size())
@@ -158,7 +156,7 @@ int list(history::HistoryReader& reader, const Arguments& args, QTextStream& out
   return 0;
 }
 
-int show(history::HistoryReader& reader, const history::Run& run, QTextStream& out) {
+int show(const app::RunService& service, const history::Run& run, QTextStream& out) {
   const auto object = app::run_json(run);
   for (const char* key : {"name", "project", "status", "target", "hosts", "command", "notes"}) {
     out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
@@ -173,29 +171,17 @@ int show(history::HistoryReader& reader, const history::Run& run, QTextStream& o
   out << QString("%1").arg("progress", -12) << app::progress_text(run) << "\n";
   out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
   out << "metrics:\n";
-  const auto last = reader.last_points(run.id);
-  for (const auto& key : reader.metric_keys(run.id)) {
-    // The whole series in one or two buckets, from its coarsest summaries: instant for any length.
-    history::SeriesRange whole;
-    whole.width = 1;
-    const auto summary = reader.summary(run.id, key, whole);
-    const auto latest = last.find(key);
-    if (summary.buckets.empty() || latest == last.end()) continue;
-    double low = summary.buckets.front().min, high = summary.buckets.front().max;
-    for (const auto& b : summary.buckets) {
-      low = std::fmin(low, b.min);
-      high = std::fmax(high, b.max);
-    }
+  for (const auto& metric : service.metric_briefs(run.id)) {
     out << QString("  %1 %2 points, last %3 at step %4, min %5, max %6\n")
-               .arg(QString::fromStdString(key), -20)
-               .arg(summary.total_points)
-               .arg(latest->second.value)
-               .arg(latest->second.step)
-               .arg(low)
-               .arg(high);
+               .arg(QString::fromStdString(metric.key), -20)
+               .arg(metric.points)
+               .arg(metric.last)
+               .arg(metric.last_step)
+               .arg(metric.min)
+               .arg(metric.max);
   }
   out << "events:\n";
-  for (const auto& event : reader.events(run.id)) {
+  for (const auto& event : service.events(run.id)) {
     out << "  " << app::time_text(event.wall) << "  " << QString::fromStdString(event.status)
         << (event.detail.empty() ? QString() : "  " + QString::fromStdString(event.detail).split('\n').front()) << "\n";
   }
@@ -240,13 +226,13 @@ int slurm_settings(const history::Run& run, QTextStream& out) {
   return 0;
 }
 
-int logs(history::HistoryReader& reader, const history::Run& run, const Arguments& args, QTextStream& out) {
+int logs(const app::RunService& service, const history::Run& run, const Arguments& args, QTextStream& out) {
   std::optional<int> rank;
   if (auto r = args.integer("rank", -1, 1'000'000)) rank = static_cast<int>(*r);
   int64_t after = 0;
   const bool remote = run.target != "local";
   auto print = [&] {
-    for (const auto& line : reader.console(run.id, after, rank)) {
+    for (const auto& line : service.console(run.id, after, rank)) {
       after = line.id;
       QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
       if (remote && !line.host.empty()) label = QString::fromStdString(line.host) + " " + label;
@@ -257,8 +243,9 @@ int logs(history::HistoryReader& reader, const history::Run& run, const Argument
   print();
   if (!args.has("follow")) return 0;
   for (;;) {
-    const auto now = reader.run(run.id);
-    const bool over = !now || (app::effective_status(*now) != "running" && app::effective_status(*now) != "queued");
+    const auto now = service.runs(history::RunFilter{.from_id = run.id, .before_id = run.id + 1});
+    const bool over = now.empty() || (app::effective_status(now.front()) != "running" &&
+                                      app::effective_status(now.front()) != "queued");
     QThread::msleep(200);
     print();
     if (over) return 0;
@@ -300,11 +287,7 @@ int runs_command(const QStringList& arguments) {
     app::RunService service(path);
     if (action == "import") return import_runs(service, args, out, err);
     if (action == "summarise" || action == "summarize") {
-      if (!QFileInfo::exists(QString::fromStdString(path))) {
-        throw UsageError("no run history at " + QString::fromStdString(path) + " (nothing to summarise)");
-      }
-      history::HistoryWriter writer(path);
-      const int64_t built = writer.build_summaries(
+      const int64_t built = service.summarise(
           [&](int64_t done, int64_t total) {
             if (total > 0 && (done % 100 == 0 || done == total)) {
               err << QString("\rspur runs: summarising %1 of %2 series").arg(done).arg(total) << Qt::flush;
@@ -315,9 +298,12 @@ int runs_command(const QStringList& arguments) {
       err << (built > 0 ? "\n" : "") << QString("spur runs: %1 series summarised\n").arg(built);
       return 0;
     }
-    if (action == "rm" || action == "tag" || action == "note") {
+    if (action == "rm" || action == "tag" || action == "note" || action == "rename") {
       const int64_t id = run_id(args, 1);
-      if (action == "rm") {
+      if (action == "rename") {
+        if (args.positional().size() < 3) throw UsageError("spur runs rename ID NAME");
+        service.rename(id, args.positional().mid(2).join(' '));
+      } else if (action == "rm") {
         service.remove(id, args.has("force"));
         err << "spur runs: deleted run " << id << "\n";
       } else if (action == "tag") {
@@ -329,18 +315,19 @@ int runs_command(const QStringList& arguments) {
       }
       return 0;
     }
-    history::HistoryReader reader(path);
-    if (action == "list") return list(reader, args, out, err);
-    const auto run = existing(reader, run_id(args, 1), path);
-    if (action == "show") return show(reader, run, out);
+    if (action == "list") return list(service, args, out, err);
+    if (action != "show" && action != "export" && action != "config" && action != "logs") {
+      throw UsageError("unknown action '" + action + "'\n" + kUsage);
+    }
+    const auto run = service.run(run_id(args, 1));
+    if (action == "show") return show(service, run, out);
     if (action == "export") return export_run(service, run.id, args, out);
     if (action == "config") {
       if (args.has("slurm")) return slurm_settings(run, out);
       out << service.config(run.id);
       return 0;
     }
-    if (action == "logs") return logs(reader, run, args, out);
-    throw UsageError("unknown action '" + action + "'\n" + kUsage);
+    return logs(service, run, args, out);
   } catch (const UsageError& e) {
     err << "spur runs: " << e.what() << "\n";
   } catch (const app::RunServiceError& e) {

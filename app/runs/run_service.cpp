@@ -10,10 +10,12 @@
 #include <QSaveFile>
 
 #include <algorithm>
+#include <cmath>
 
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 
+#include "config/run_config.h"
 #include "metrics_csv.h"
 #include "runs/run_status.h"
 
@@ -50,6 +52,14 @@ QJsonObject run_json(const history::Run& run) {
 }
 
 RunService::RunService(std::string history_path) : path_(std::move(history_path)) {}
+RunService::~RunService() = default;
+RunService::RunService(RunService&&) noexcept = default;
+RunService& RunService::operator=(RunService&&) noexcept = default;
+
+history::HistoryReader& RunService::reader() const {
+  if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_);
+  return *reader_;
+}
 
 QString RunService::next_name(const QString& name, const QSet<QString>& taken) {
   static const QRegularExpression numbered(R"(^(.*) \((\d{1,9})\)$)");
@@ -103,16 +113,66 @@ LaunchRequest RunService::relaunch_request(const history::Run& run, const QStrin
 
 QString RunService::default_history_path() { return QString::fromStdString(history::default_history_path()); }
 
-std::vector<history::Run> RunService::runs() const {
-  if (!QFileInfo::exists(QString::fromStdString(path_))) return {};
-  return history::HistoryReader(path_).runs();
+std::vector<history::Run> RunService::runs() const { return runs(history::RunFilter{}); }
+
+std::vector<history::Run> RunService::runs(const history::RunFilter& filter) const {
+  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) return {};
+  return reader().runs(filter);
+}
+
+int64_t RunService::count_runs(const history::RunFilter& filter) const {
+  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) return 0;
+  return reader().count_runs(filter);
 }
 
 history::Run RunService::run(int64_t id) const {
-  history::HistoryReader reader(path_);
-  auto run = reader.run(id);
+  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) refuse(no_run(id, path_));
+  auto run = reader().run(id);
   if (!run) refuse(no_run(id, path_));
   return *run;
+}
+
+std::vector<MetricBrief> RunService::metric_briefs(int64_t id) const {
+  run(id);
+  auto& history = reader();
+  const auto last = history.last_points(id);
+  std::vector<MetricBrief> briefs;
+  for (const auto& key : history.metric_keys(id)) {
+    // The whole series in one or two buckets, from its coarsest summaries.
+    history::SeriesRange whole;
+    whole.width = 1;
+    const auto summary = history.summary(id, key, whole);
+    const auto latest = last.find(key);
+    if (summary.buckets.empty() || latest == last.end()) continue;
+    MetricBrief brief{key,
+                      summary.total_points,
+                      latest->second.value,
+                      latest->second.step,
+                      summary.buckets.front().min,
+                      summary.buckets.front().max};
+    for (const auto& bucket : summary.buckets) {
+      brief.min = std::fmin(brief.min, bucket.min);
+      brief.max = std::fmax(brief.max, bucket.max);
+    }
+    briefs.push_back(std::move(brief));
+  }
+  return briefs;
+}
+
+std::vector<history::Event> RunService::events(int64_t id) const {
+  run(id);
+  return reader().events(id);
+}
+
+std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after, std::optional<int> rank) const {
+  return reader().console(id, after, rank);
+}
+
+int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progress, bool check_all) {
+  if (!QFileInfo::exists(QString::fromStdString(path_))) {
+    refuse("no run history at " + QString::fromStdString(path_) + " (nothing to summarise)");
+  }
+  return history::HistoryWriter(path_).build_summaries(progress, check_all);
 }
 
 void RunService::rename(int64_t id, const QString& name) {
@@ -152,9 +212,8 @@ void RunService::remove(int64_t id, bool force) {
 }
 
 QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QStringList& keys) const {
-  history::HistoryReader reader(path_);
-  const auto found = reader.run(id);
-  if (!found) refuse(no_run(id, path_));
+  const auto found = run(id);
+  auto& reader = this->reader();
   const auto known = reader.metric_keys(id);
   QStringList chosen = keys;
   if (chosen.isEmpty()) {
@@ -183,10 +242,10 @@ QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QSt
     }
     metrics.insert(key, points);
   }
-  return QJsonDocument(QJsonObject{{"run", run_json(*found)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
+  return QJsonDocument(QJsonObject{{"run", run_json(found)}, {"metrics", metrics}}).toJson(QJsonDocument::Indented);
 }
 
-void RunService::export_metrics(int64_t id, ExportFormat format, const QString& file, const QStringList& keys) const {
+void RunService::refuse_history_file(const QString& file) const {
   // Never over the history itself or its journal files (issue 12: `--output "$SPUR_HISTORY"` replaced a 16-run
   // history with 523 bytes), whatever name or link leads there.
   const QFileInfo target(file);
@@ -197,6 +256,11 @@ void RunService::export_metrics(int64_t id, ExportFormat format, const QString& 
       refuse(file + " is the run history (" + history + suffix + "); export to another file");
     }
   }
+}
+
+void RunService::export_metrics(int64_t id, ExportFormat format, const QString& file, const QStringList& keys) const {
+  refuse_history_file(file);
+  const QFileInfo target(file);
   const QByteArray text = export_metrics(id, format, keys);
   if (target.exists() && !target.isFile()) {
     // /dev/stdout, a pipe (>(...)): written straight through.
@@ -216,6 +280,16 @@ QString RunService::config(int64_t id) const {
   const auto found = run(id);
   if (found.config.empty()) refuse(QString("run %1 was not started by spur launch: it has no configuration").arg(id));
   return QString::fromStdString(found.config);
+}
+
+void RunService::export_config(int64_t id, const QString& file) const {
+  refuse_history_file(file);
+  const QString yaml = config(id);
+  try {
+    write_private_file(file.toStdString(), yaml.toStdString());  // a new file is its owner's only, as spur config's
+  } catch (const ConfigError& e) {
+    refuse(QString::fromUtf8(e.what()));
+  }
 }
 
 std::vector<ImportedRun> RunService::import_tensorboard(const QString& path, const TensorBoardImportOptions& options,

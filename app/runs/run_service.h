@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// RunService: what can be done to the runs of a history, for `spur runs` and the Studio alike: rename, tag and
-// untag, notes, delete (not while the run runs), export of metrics in the one CSV and the one JSON layout, the
-// run's configuration, import of TensorBoard runs. Neither the CLI nor the Studio writes the history or formats an
-// export itself.
+// RunService: what can be done to the runs of a history, for `spur runs` and the Studio alike: list and query
+// (runs by filter, one run's metrics in brief, its events and console), rename, tag and untag, notes, delete (not
+// while the run runs), export of metrics in the one CSV and the one JSON layout, the run's configuration (shown or
+// written to a file), import of TensorBoard runs, the summaries plots read. Neither the CLI nor the Studio opens
+// the history for these or formats an export itself (the Studio's periodic reads are app/runs' reader workers:
+// RunsReaderWorker, SeriesLoader, CompareReaderWorker, ConsoleModel; its changes go through RunActions, this
+// service on a thread of its own).
 //
 // Layouts (the README's "Tracking and the run history" section):
 //   CSV   engine/core/metrics_csv.h's (key,step,value,wall_time; the csv tracker's too), series after series in
 //         the order they were first logged.
 //   JSON  {"run": run_json(run), "metrics": {key: [[step, value, wall_time], ...]}}
 //
-// Threads: each call opens the history, does its work and closes it; it may block (another process holding the
-// history, a long import). Any thread, one call at a time per object. Errors: RunServiceError, naming the run or
+// Threads: each change opens the history for writing, does its work and closes it; reads share one read-only
+// connection, opened at the first read and kept for the object's life (`spur runs logs --follow` polls through
+// it). Calls may block (another process holding the history, a long import). Any thread, one call at a time per
+// object. Errors: RunServiceError, naming the run or
 // file, for what the caller asked wrong; history::HistoryError when the history cannot be read or written.
 #pragma once
 
@@ -20,10 +25,14 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <spur/history/reader.h>
 #include <spur/history/records.h>
 
 #include "launch/launch_request.h"
@@ -41,17 +50,46 @@ enum class ExportFormat { csv, json };
 /// A run as `spur runs list --json` and the JSON export show it.
 QJsonObject run_json(const history::Run& run);
 
+/// One metric of a run in brief (`spur runs show`).
+struct MetricBrief {
+  std::string key;
+  int64_t points = 0;
+  double last = 0;
+  int64_t last_step = 0;
+  double min = 0, max = 0;  // over the whole series (NaN left out)
+};
+
 class RunService {
  public:
   explicit RunService(std::string history_path);
+  ~RunService();
+  RunService(RunService&&) noexcept;
+  RunService& operator=(RunService&&) noexcept;
   /// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db.
   static QString default_history_path();
   const std::string& history_path() const { return path_; }
 
   /// Every run, oldest first; none when the history does not exist yet.
   std::vector<history::Run> runs() const;
+  /// The runs `filter` picks (statuses as recorded, tag, project, since, order, limit and offset); none when the
+  /// history does not exist yet.
+  std::vector<history::Run> runs(const history::RunFilter& filter) const;
+  /// How many runs `filter` picks, its limit and offset aside.
+  int64_t count_runs(const history::RunFilter& filter) const;
   /// The run, or RunServiceError "no run N in FILE".
   history::Run run(int64_t id) const;
+  /// Each metric of the run in brief, in the order first logged: read from the coarsest summaries, so instant
+  /// however long the series.
+  std::vector<MetricBrief> metric_briefs(int64_t id) const;
+  /// The run's status changes, oldest first.
+  std::vector<history::Event> events(int64_t id) const;
+  /// The run's console lines after line `after` (an id from an earlier answer; 0: from the start), oldest first;
+  /// `rank` only (-1: the launcher's own lines) when given.
+  std::vector<history::ConsoleLine> console(int64_t id, int64_t after = 0, std::optional<int> rank = {}) const;
+  /// Builds the summaries plots read where a series lacks them (a history from an older Spur), and with
+  /// `check_all` rebuilds any that disagree with their points; `progress(done, total)` returning false stops
+  /// between series. How many series were built. RunServiceError when there is no history.
+  int64_t summarise(const std::function<bool(int64_t done, int64_t total)>& progress = {}, bool check_all = false);
   /// Its name, trimmed; an empty name is refused.
   void rename(int64_t id, const QString& name);
   /// Adds (or with `remove`, removes) a tag, trimmed; an empty tag is refused.
@@ -67,6 +105,9 @@ class RunService {
   void export_metrics(int64_t id, ExportFormat format, const QString& file, const QStringList& keys = {}) const;
   /// The YAML the run was launched with; RunServiceError for a run that was not started by spur launch.
   QString config(int64_t id) const;
+  /// The same, into `file`, its owner's only as every configuration Spur writes (it can name hosts and
+  /// profiles); never over the history.
+  void export_config(int64_t id, const QString& file) const;
   /// `spur runs import`; see tensorboard_import.h (std::invalid_argument is turned into RunServiceError).
   std::vector<ImportedRun> import_tensorboard(const QString& path, const TensorBoardImportOptions& options = {},
                                               const std::function<void(const ImportedRun&)>& done = {});
@@ -83,7 +124,12 @@ class RunService {
   static LaunchRequest relaunch_request(const history::Run& run, const QString& config_file, QString name = {});
 
  private:
+  history::HistoryReader& reader() const;
+  /// RunServiceError when `file` is the history or one of its journal files, whatever name or link leads there.
+  void refuse_history_file(const QString& file) const;
+
   std::string path_;
+  mutable std::unique_ptr<history::HistoryReader> reader_;  // the reads' connection, opened at the first
 };
 
 }  // namespace spur::app

@@ -424,12 +424,18 @@ class HistoryTest : public QObject {
         spur_cli({"runs", "export", "1", "--format", "json", "--output", dir.filePath("out.json")}, path).exit_code, 0);
     QVERIFY(QFileInfo(dir.filePath("out.json")).size() > 0);
 
-    // tag, note, rm.
+    // rename, tag, note, rm.
+    QCOMPARE(spur_cli({"runs", "rename", "1", "lr", "0.1"}, path).exit_code, 0);
+    const auto unnamed = spur_cli({"runs", "rename", "1", " "}, path);
+    QVERIFY2(unnamed.exit_code == 2 && unnamed.output.contains("needs a name"), qPrintable(unnamed.output));
+    const auto nobody = spur_cli({"runs", "rename", "99", "x"}, path);
+    QVERIFY2(nobody.exit_code == 2 && nobody.output.contains("no run 99"), qPrintable(nobody.output));
     QCOMPARE(spur_cli({"runs", "tag", "1", "baseline"}, path).exit_code, 0);
     QCOMPARE(spur_cli({"runs", "note", "1", "first", "try"}, path).exit_code, 0);
     const auto shown = spur_cli({"runs", "show", "1"}, path);
     QVERIFY2(shown.output.contains("baseline") && shown.output.contains("first try") && shown.output.contains("loss"),
              qPrintable(shown.output));
+    QVERIFY2(shown.output.startsWith("name        lr 0.1\n"), qPrintable(shown.output));
     QCOMPARE(spur_cli({"runs", "rm", "2"}, path).exit_code, 0);
     const auto gone = spur_cli({"runs", "show", "2"}, path);
     QVERIFY2(gone.exit_code == 2 && gone.output.contains("no run 2"), qPrintable(gone.output));
