@@ -29,6 +29,7 @@
 #include "sshd_rig.h"
 #include "runs/console_model.h"
 #include "runs/runs_model.h"
+#include "future_result.h"
 #include "test_main.h"
 
 namespace {
@@ -174,13 +175,13 @@ class LaunchPanelTest : public QObject {
 
     // Relaunch: the same program, arguments and directory, with the configuration saved in the history, under
     // the name with " (2)", with its tags and notes, and the run it came from recorded (issue 18).
-    QCOMPARE(window.tag_run(run, "sweep-a"), QString());
-    QCOMPARE(window.set_notes(run, "lr 0.1, fails on rank 1"), QString());
+    QCOMPARE(spur::test::done(window.tag_run(run, "sweep-a")), QString());
+    QCOMPARE(spur::test::done(window.set_notes(run, "lr 0.1, fails on rank 1")), QString());
     QTRY_COMPARE(window.runs()->run(window.runs()->row_of(run)).notes, std::string("lr 0.1, fails on rank 1"));
     const std::string name = window.runs()->run(window.runs()->row_of(run)).name;
     QSignalSpy launched(&window, &spur::studio::MainWindow::launched);
     const mode_t umask_before = ::umask(022);
-    QCOMPARE(window.relaunch(run), QString());
+    QCOMPARE(spur::test::done(window.relaunch(run)), QString());
     ::umask(umask_before);
     QVERIFY(launched.wait(20000));
     const qint64 again = launched.front().front().toLongLong();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Spur Studio offscreen: another process writes a run into the history; the runs table shows it, the newest run
 // is selected, and its metric's plot fills with every point, live. The smoothing slider re-smooths the lines.
+#include <QAbstractButton>
+#include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
@@ -8,6 +10,7 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QMenu>
+#include <QMessageBox>
 #include <QScrollBar>
 #include <QSettings>
 #include <QStyle>
@@ -20,6 +23,7 @@
 #include <QDBusConnection>
 #include <QSignalSpy>
 
+#include <spur/history/database.h>
 #include <spur/history/reader.h>
 #include <spur/history/writer.h>
 #include <QSlider>
@@ -51,6 +55,7 @@
 #include "metrics/series_math.h"
 #include "rank_group.h"
 #include "runs/runs_model.h"
+#include "future_result.h"
 #include "test_main.h"
 
 // The freedesktop notification service, on a private session bus: what the Studio would show.
@@ -76,6 +81,29 @@ class FakeNotifications : public QObject {
     return static_cast<uint>(summaries.size());
   }
 };
+
+// A private session bus (dbus-daemon) with `fake` as its notification service; its address, or empty.
+static QString start_notifications(QProcess& bus, FakeNotifications& fake) {
+  bus.start("dbus-daemon", {"--session", "--nofork", "--nopidfile", "--print-address=1"});
+  if (!bus.waitForStarted(10000) || !bus.waitForReadyRead(10000)) {
+    qWarning("dbus-daemon (installer/setup.sh installs it) did not start");
+    return {};
+  }
+  QString address = QString::fromUtf8(bus.readLine()).trimmed();
+  auto service = QDBusConnection::connectToBus(address, "studio-test-service");
+  if (!service.registerService("org.freedesktop.Notifications") ||
+      !service.registerObject("/org/freedesktop/Notifications", &fake, QDBusConnection::ExportAllSlots)) {
+    return {};
+  }
+  return address;
+}
+
+static void stop_notifications(QProcess& bus) {
+  QDBusConnection::disconnectFromBus("studio-test-service");
+  QDBusConnection::disconnectFromBus("studio-test-client");
+  bus.kill();
+  bus.waitForFinished(5000);
+}
 
 class StudioTest : public QObject {
   Q_OBJECT
@@ -697,8 +725,9 @@ class StudioTest : public QObject {
     QVERIFY(csv.open(QIODevice::ReadOnly));
     const auto lines = QString::fromUtf8(csv.readAll()).trimmed().split('\n');
     QCOMPARE(lines.size(), 5);
-    QCOMPARE(lines[0], QString("run,name,step,wall_time,value,smoothed"));
-    QVERIFY2(lines[4].startsWith("7,run,8,104.000000,0.125,"), qPrintable(lines[4]));
+    // The metrics CSV's columns (key,step,value,wall_time) with the run in front and the smoothed value after.
+    QCOMPARE(lines[0], QString("run,name,key,step,value,wall_time,smoothed"));
+    QVERIFY2(lines[4].startsWith(QString("7,run,%1,8,0.125,104.000000,").arg(plot.key())), qPrintable(lines[4]));
     // Laid out at a chosen size, at twice the resolution; a name with a comma is quoted as in the metrics CSV.
     QVERIFY(plot.save_image(dir.filePath("big.png"), QSize(500, 300), 2));
     QCOMPARE(QImage(dir.filePath("big.png")).size(), QSize(1000, 600));
@@ -708,7 +737,8 @@ class StudioTest : public QObject {
     QVERIFY(plot.save_csv(dir.filePath("named.csv")));
     QFile named(dir.filePath("named.csv"));
     QVERIFY(named.open(QIODevice::ReadOnly));
-    QVERIFY2(QString::fromUtf8(named.readAll()).contains("\n7,\"lr=0.1, \"\"wide\"\"\",8,"), "name not quoted");
+    QVERIFY2(QString::fromUtf8(named.readAll()).contains("\n7,\"lr=0.1, \"\"wide\"\"\"," + plot.key() + ",8,"),
+             "name not quoted");
   }
 
   // The dashboard's smoothing and x axis, and the metric columns, come back in the next window (QSettings).
@@ -781,6 +811,59 @@ class StudioTest : public QObject {
   }
 
   // The dashboard's empty state says which: nothing selected, or selected runs that have logged nothing yet.
+  // What the launcher samples (system/ series, stepped in seconds) has a section of its own below the program's
+  // metrics, headed "System", each plot with every selected run's line and a time axis; without system series the
+  // section is not shown.
+  void the_system_section_sits_below_the_programs_metrics() {
+    spur::studio::Dashboard dashboard;
+    dashboard.resize(900, 1400);
+    dashboard.show();
+    dashboard.set_runs({{1, "a"}, {2, "b"}});
+    auto delta = [](qint64 run, const QString& key) {
+      spur::app::SeriesDelta d;
+      d.run = run;
+      d.key = key;
+      d.replace = true;
+      for (int i = 0; i < 5; ++i) {
+        d.steps << i;
+        d.values << 10.0 * static_cast<double>(run) + i;
+        d.walls << 1000.0 + i;
+      }
+      d.total_points = 5;
+      d.first_wall = 1000;
+      return d;
+    };
+    dashboard.apply({delta(1, "loss"), delta(2, "loss"), delta(1, "accuracy")});
+    QCoreApplication::processEvents();
+    QVERIFY(!dashboard.system_section()->isVisibleTo(&dashboard));
+    const QStringList system{"system/gpu0/power_w", "system/rank0/cpu_percent", "system/rank0/rss_mib"};
+    QVector<spur::app::SeriesDelta> samples;
+    for (const auto& key : system) samples << delta(1, key) << delta(2, key);
+    dashboard.apply(samples);
+    QCoreApplication::processEvents();
+    auto* header = dashboard.system_section();
+    QVERIFY(header->isVisibleTo(&dashboard));
+    const int header_top = header->mapTo(&dashboard, QPoint(0, 0)).y();
+    for (const QString key : {"loss", "accuracy"}) {
+      auto* plot = dashboard.plot(key);
+      QVERIFY(plot->mapTo(&dashboard, QPoint(0, plot->height())).y() <= header_top);
+      QCOMPARE(plot->plot()->xAxis->label(), QString("step"));
+    }
+    for (const auto& key : system) {
+      auto* plot = dashboard.plot(key);
+      QVERIFY2(plot && plot->isVisibleTo(&dashboard), qPrintable(key));
+      QVERIFY2(plot->mapTo(&dashboard, QPoint(0, 0)).y() >= header_top + header->height(), qPrintable(key));
+      QCOMPARE(plot->plot()->xAxis->label(), QString("seconds since the start"));  // steps are the sampler's seconds
+      QCOMPARE(plot->point_count(1), 5);
+      QCOMPARE(plot->point_count(2), 5);
+    }
+    // Only run 1 selected: its lines stay, run 2's go.
+    dashboard.set_runs({{1, "a"}});
+    QCoreApplication::processEvents();
+    QCOMPARE(dashboard.plot("system/rank0/cpu_percent")->point_count(2), 0);
+    QCOMPARE(dashboard.plot("system/rank0/cpu_percent")->point_count(1), 5);
+  }
+
   void the_empty_dashboard_says_why() {
     spur::studio::Dashboard dashboard;
     QVERIFY(dashboard.empty_text().startsWith("Select runs"));
@@ -842,11 +925,29 @@ class StudioTest : public QObject {
     QCOMPARE(window.dashboard()->empty_text(), QString());
     QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("before"));
     // Actions are written at once; the table and legends follow with the next read (on the reader thread).
-    QCOMPARE(window.rename_run(id, "  after "), QString());
+    QCOMPARE(spur::test::done(window.rename_run(id, "  after ")), QString());
     QTRY_COMPARE_WITH_TIMEOUT(cell(spur::app::RunsModel::Name), QString("after"), 5000);
     QCOMPARE(window.dashboard()->plot("loss")->run_name(id), QString("after"));  // with the table's name
-    QVERIFY(!window.rename_run(id, " ").isEmpty());
-    QCOMPARE(window.tag_run(id, "baseline"), QString());
+    QVERIFY(spur::test::done(window.rename_run(id, " ")).contains("needs a name"));
+    // Changes are made on the actions thread: while another process holds the history's write lock (an import, a
+    // run's writer), the window goes on painting and the rename waits there, then lands.
+    {
+      spur::history::Database holder(path.toStdString());
+      holder.exec("BEGIN IMMEDIATE");
+      auto renamed = window.rename_run(id, "after the lock");
+      int ticks = 0;
+      QTimer tick;
+      connect(&tick, &QTimer::timeout, [&] { ++ticks; });
+      tick.start(20);
+      QTest::qWait(600);
+      QVERIFY2(!renamed.isFinished(), "the rename did not wait for the write lock");
+      QVERIFY2(ticks >= 15, qPrintable(QString("the GUI thread answered %1 times in 600 ms").arg(ticks)));
+      holder.exec("COMMIT");
+      QCOMPARE(spur::test::done(renamed), QString());
+      QTRY_COMPARE_WITH_TIMEOUT(cell(spur::app::RunsModel::Name), QString("after the lock"), 5000);
+    }
+    QCOMPARE(spur::test::done(window.rename_run(id, "after")), QString());
+    QCOMPARE(spur::test::done(window.tag_run(id, "baseline")), QString());
     QTRY_COMPARE_WITH_TIMEOUT(cell(spur::app::RunsModel::Tags), QString("baseline"), 5000);
     // The search box filters on any column, tags included.
     window.filter_runs("BASE");
@@ -855,17 +956,17 @@ class StudioTest : public QObject {
     QCOMPARE(window.runs_view()->model()->rowCount(), 0);
     window.filter_runs("");
     QCOMPARE(window.runs_view()->model()->rowCount(), 1);
-    QCOMPARE(window.set_notes(id, "lr too high"), QString());
+    QCOMPARE(spur::test::done(window.set_notes(id, "lr too high")), QString());
     QTRY_COMPARE_WITH_TIMEOUT(QString::fromStdString(window.runs()->run(0).notes), QString("lr too high"), 5000);
     const QString file = dir.filePath("again.yaml");
-    QCOMPARE(window.export_config(id, file), QString());
+    QCOMPARE(spur::test::done(window.export_config(id, file)), QString());
     QFile exported(file);
     QVERIFY(exported.open(QIODevice::ReadOnly));
     QCOMPARE(exported.readAll(), QByteArray("distributed_type: MULTI_CPU\nnum_processes: 2\n"));
-    QVERIFY(window.export_config(id + 1, file).contains("No run"));
+    QVERIFY(spur::test::done(window.export_config(id + 1, file)).contains("No run"));
     // Metrics in the one CSV layout: the Studio's export is byte for byte `spur runs export --format csv`'s.
     const QString csv = dir.filePath("metrics.csv");
-    QCOMPARE(window.export_metrics(id, csv), QString());
+    QCOMPARE(spur::test::done(window.export_metrics(id, csv)), QString());
     QFile studio_csv(csv);
     QVERIFY(studio_csv.open(QIODevice::ReadOnly));
     const QByteArray studio_bytes = studio_csv.readAll();
@@ -877,8 +978,9 @@ class StudioTest : public QObject {
     cli.start(SPUR_CLI, {"runs", "export", QString::number(id), "--format", "csv"});
     QVERIFY(cli.waitForFinished(30000));
     QCOMPARE(cli.readAllStandardOutput(), studio_bytes);
-    QVERIFY(window.export_metrics(id, path).contains("is the run history"));  // never over the history
-    QCOMPARE(window.delete_run(id), QString());
+    QVERIFY(
+        spur::test::done(window.export_metrics(id, path)).contains("is the run history"));  // never over the history
+    QCOMPARE(spur::test::done(window.delete_run(id)), QString());
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 0, 5000);
   }
 
@@ -932,8 +1034,37 @@ class StudioTest : public QObject {
     }
     QVERIFY(row3 >= 0);
     const auto delta = table->index(row3, spur::app::RunsModel::ColumnCount);
-    QTRY_COMPARE_WITH_TIMEOUT(delta.data().toString(), QString("0.8 (-0.2)"), 5000);
+    QTRY_COMPARE_WITH_TIMEOUT(delta.data().toString(), QString("0.8 (-0.2, -20.0%)"), 5000);
     QCOMPARE(delta.data(Qt::ForegroundRole).value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
+    // The user says a higher loss is better (the Compare table's context menu on a loss row): the Compare tab, the
+    // runs table and the plots' read-out all turn red.
+    auto* compare_table = window.compare()->table();
+    const QRect loss_cell = compare_table->visualRect(compare_table->model()->index(loss, 1));
+    QVERIFY(loss_cell.isValid());
+    QString offered;
+    QTimer::singleShot(100, [&] {
+      auto* menu = qobject_cast<QMenu*>(QApplication::activePopupWidget());
+      if (!menu) return;
+      QAction* higher = nullptr;
+      for (auto* action : menu->actions()) {
+        offered += action->text() + ";";
+        if (action->text() == "loss: higher is better") higher = action;
+      }
+      if (!higher) {
+        menu->close();
+        return;
+      }
+      menu->setActiveAction(higher);  // chosen as a person does, with the keyboard
+      QTest::keyClick(menu, Qt::Key_Return);
+    });
+    emit compare_table->customContextMenuRequested(loss_cell.center());
+    QCOMPARE(offered, QString("loss: lower is better;loss: higher is better;"));
+    QCOMPARE(model->direction("loss"), spur::app::MetricDirection::higher_is_better);
+    QCOMPARE(
+        model->data(model->index(model->row_of("metric/loss/final"), 1), spur::app::CompareModel::VerdictRole).toInt(),
+        -1);
+    QTRY_COMPARE_WITH_TIMEOUT(delta.data(Qt::ForegroundRole).value<QBrush>().color(), QColor(0xc6, 0x28, 0x28), 5000);
+    QVERIFY(loss_plot->readout(1).contains("#c62828"));
     QCOMPARE(table->index(row3, spur::app::RunsModel::Name)
                  .data(Qt::DecorationRole)
                  .value<QPixmap>()
@@ -1190,20 +1321,10 @@ class StudioTest : public QObject {
   // setting off: nothing.
   void a_run_that_ends_unfocused_is_announced() {
     QProcess bus;
-    bus.start("dbus-daemon", {"--session", "--nofork", "--nopidfile", "--print-address=1"});
-    QVERIFY2(bus.waitForStarted(10000), "dbus-daemon (installer/setup.sh installs it) did not start");
-    QVERIFY(bus.waitForReadyRead(10000));
-    const QString address = QString::fromUtf8(bus.readLine()).trimmed();
-    auto cleanup = qScopeGuard([&] {
-      QDBusConnection::disconnectFromBus("studio-test-service");
-      QDBusConnection::disconnectFromBus("studio-test-client");
-      bus.kill();
-      bus.waitForFinished(5000);
-    });
-    auto service = QDBusConnection::connectToBus(address, "studio-test-service");
     FakeNotifications fake;
-    QVERIFY(service.registerService("org.freedesktop.Notifications"));
-    QVERIFY(service.registerObject("/org/freedesktop/Notifications", &fake, QDBusConnection::ExportAllSlots));
+    const QString address = start_notifications(bus, fake);
+    QVERIFY(!address.isEmpty());
+    auto cleanup = qScopeGuard([&] { stop_notifications(bus); });
     spur::studio::RunNotifier notifier(QDBusConnection::connectToBus(address, "studio-test-client"));
     QCOMPARE(notifier.update({{1, "a", "running", {}}, {2, "b", "finished", 0}}, false), 0);  // first look
     QCOMPARE(notifier.update({{1, "a", "failed", 1}, {2, "b", "finished", 0}, {3, "c", "running", {}}}, false), 1);
@@ -1219,6 +1340,52 @@ class StudioTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 2, 5000);
     QCOMPARE(fake.summaries[1], QString("Run 5 finished"));
     QCOMPARE(fake.urgencies[1], 1);
+  }
+
+  // The window tells its notifier what each read of the history found, and whether it has the focus: a run that
+  // ends while the window is not focused is announced; View > Notify when runs end turns it off, for the next
+  // session too.
+  void the_window_announces_runs_that_end() {
+    QProcess bus;
+    FakeNotifications fake;
+    const QString address = start_notifications(bus, fake);
+    QVERIFY(!address.isEmpty());
+    auto cleanup = qScopeGuard([&] {
+      QSettings().remove("notifications/enabled");
+      stop_notifications(bus);
+    });
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    // Two runs "running" under this test's own pid (alive, and started before them: their launcher, as far as
+    // the Studio can tell).
+    spur::history::HistoryWriter history(path.toStdString());
+    std::vector<int64_t> ids;
+    for (const char* name : {"first", "second"}) {
+      spur::history::Run run;
+      run.name = name;
+      run.status = "running";
+      ids.push_back(history.create_run(run));
+    }
+    spur::studio::MainWindow window(path);  // never shown here: not the active window
+    window.notifier()->set_bus(QDBusConnection::connectToBus(address, "studio-test-client"));
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 2, 5000);
+    QSignalSpy refreshed(&window, &spur::studio::MainWindow::refreshed);
+    QVERIFY(refreshed.wait(5000));  // the notifier has seen them running
+    history.set_status(ids[0], "failed", 3);
+    QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 1, 5000);
+    QCOMPARE(fake.summaries[0], QString("Run %1 failed").arg(ids[0]));
+    QCOMPARE(fake.bodies[0], QString("first: exit code 3"));
+    auto* notify = window.findChild<QAction*>("notify_action");
+    QVERIFY(notify && notify->isChecked());
+    notify->setChecked(false);
+    QCOMPARE(QSettings().value("notifications/enabled").toBool(), false);
+    history.set_status(ids[1], "finished", 0);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->status(window.runs()->row_of(ids[1])), QString("finished"), 5000);
+    QTest::qWait(300);
+    QCOMPARE(fake.summaries.size(), 1);
+    QCOMPARE(window.notifier()->sent(), 1);
+    spur::studio::MainWindow next(path);
+    QVERIFY(!next.notifier()->enabled());  // kept for the next session
   }
 
   // File > Import: TensorBoard's own writers' runs come in on a worker thread and are selected; a damaged file
@@ -1247,15 +1414,24 @@ class StudioTest : public QObject {
     QVERIFY(imported.wait(30000));
     QVERIFY2(imported[1][0].toStringList().join('\n').contains("already imported as run 1"),
              qPrintable(imported[1][0].toStringList().join('\n')));
+    QVERIFY(!imported[1][0].toStringList().join('\n').contains("--again"));  // the CLI's words, not the Studio's
+    // The window asks whether to import it again, as a new run; asked, it does.
+    QMessageBox* ask = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT((ask = window.findChild<QMessageBox*>("import_again")) != nullptr, 5000);
+    QVERIFY(ask->detailedText().contains(dir.filePath("logs/tb")));
+    ask->findChild<QAbstractButton*>("import_again_button")->click();
+    QVERIFY(imported.wait(30000));
+    QCOMPARE(imported[2][1].value<QList<qint64>>(), (QList<qint64>{3}));
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 3, 5000);
     QFile events(QDir(dir.filePath("logs/torch")).entryInfoList({"*tfevents*"}, QDir::Files, QDir::Name)[0].filePath());
     QVERIFY(events.open(QIODevice::ReadWrite));
     events.resize(events.size() - 3);
     events.close();
     QCOMPARE(window.import_tensorboard(dir.filePath("logs/torch")), QString());
     QVERIFY(imported.wait(30000));
-    QCOMPARE(imported[2][2].toBool(), true);
+    QCOMPARE(imported[3][2].toBool(), true);
     QVERIFY2(window.last_error().contains(events.fileName() + ": record"), qPrintable(window.last_error()));
-    QCOMPARE(window.runs()->rowCount(), 2);
+    QCOMPARE(window.runs()->rowCount(), 3);
   }
 };
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The Studio's main window; see main_window.h. The GUI thread only paints: the runs table is read by a
-// RunsReaderWorker and metric points by a SeriesLoader (both app/runs), on a thread of their own; launching and
-// stopping go through app/ (a detached `spur launch`).
+// RunsReaderWorker and metric points by a SeriesLoader (both app/runs), on a thread of their own; changes to runs
+// and exports are app::RunActions', on the actions thread; launching and stopping go through app/ (a detached
+// `spur launch`, followed by app::PendingLaunches until its run shows).
 #include "main/main_window.h"
 
 #include <QAction>
@@ -16,6 +17,8 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QFontDatabase>
+#include <QFutureWatcher>
+#include <QPromise>
 #include <QDialogButtonBox>
 #include <QDialog>
 #include <QInputDialog>
@@ -52,6 +55,8 @@
 #include "main/runs_colours.h"
 #include "main/theme.h"
 #include "runs/compare_model.h"
+#include "runs/pending_launches.h"
+#include "runs/run_actions.h"
 #include "runs/run_service.h"
 #include "runs/run_status.h"
 #include "runs/runs_model.h"
@@ -74,7 +79,9 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       timer_(new QTimer(this)),
       loader_(new app::SeriesLoader(path_)),
       runs_reader_(new app::RunsReaderWorker(path_)),
-      compare_reader_(new app::CompareReaderWorker(path_)) {
+      compare_reader_(new app::CompareReaderWorker(path_)),
+      actions_(new app::RunActions(path_, this)),
+      pending_(path_, QDir(data_directory()).filePath("launches")) {
   setWindowTitle(tr("Spur Studio"));
   setObjectName("main_window");
   colours_->setSourceModel(runs_);
@@ -245,33 +252,41 @@ MainWindow::~MainWindow() {
   if (import_thread_) import_thread_->wait();
 }
 
-QString MainWindow::import_tensorboard(const QString& path) {
+QString MainWindow::import_tensorboard(const QString& path, bool again) {
+  return import_folders(QStringList{path}, again);
+}
+
+QString MainWindow::import_folders(const QStringList& paths, bool again) {
   if (import_thread_) return tr("An import is already running.");
-  statusBar()->showMessage(tr("Importing TensorBoard runs from %1...").arg(path));
+  statusBar()->showMessage(tr("Importing TensorBoard runs from %1...").arg(paths.join(", ")));
   // The worker reports through queued calls on this window, which waits for the worker before it goes.
-  import_thread_.reset(QThread::create([this, path, history = path_.toStdString()] {
-    QStringList lines;
+  import_thread_.reset(QThread::create([this, paths, again, history = path_.toStdString()] {
+    QStringList lines, skipped;
     QList<qint64> runs;
     bool failed = false;
     try {
       app::RunService service(history);
       app::TensorBoardImportOptions options;
+      options.again = again;
       options.cancelled = [this] { return import_cancelled_.load(); };
-      service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
-        const QString line = app::import_summary(run);
-        lines << line;
-        if (run.run) runs << run.run;
-        if (!run.error.isEmpty()) failed = true;
-        QMetaObject::invokeMethod(
-            this, [this, line] { statusBar()->showMessage(line); }, Qt::QueuedConnection);
-      });
+      for (const auto& path : paths) {
+        service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
+          const QString line = app::import_summary(run, QString());
+          lines << line;
+          if (run.run) runs << run.run;
+          if (run.run == 0 && run.earlier > 0 && run.error.isEmpty()) skipped << run.directory;
+          if (!run.error.isEmpty()) failed = true;
+          QMetaObject::invokeMethod(
+              this, [this, line] { statusBar()->showMessage(line); }, Qt::QueuedConnection);
+        });
+      }
     } catch (const std::exception& e) {
       lines << QString::fromUtf8(e.what());
       failed = true;
     }
     QMetaObject::invokeMethod(
         this,
-        [this, lines, runs, failed] {
+        [this, lines, runs, failed, skipped] {
           import_thread_->wait();
           import_thread_.reset();
           if (!runs.isEmpty()) show_runs(runs);  // selected once the next read has them
@@ -282,12 +297,32 @@ QString MainWindow::import_tensorboard(const QString& path) {
           } else {
             statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
           }
+          if (!skipped.isEmpty()) ask_import_again(skipped);
           emit imported(lines, runs, failed);
         },
         Qt::QueuedConnection);
   }));
   import_thread_->start();
   return {};
+}
+
+void MainWindow::ask_import_again(const QStringList& folders) {
+  // Not modal: the dashboard keeps updating behind it. Nothing is imported twice unless asked here.
+  auto* box = new QMessageBox(QMessageBox::Question, tr("Import TensorBoard runs"),
+                              tr("%n run folder(s) were imported before (or changed since: a run still being "
+                                 "written?), and were left as they are. Import them again, as new runs?",
+                                 nullptr, static_cast<int>(folders.size())),
+                              QMessageBox::NoButton, this);
+  box->setObjectName("import_again");
+  box->setDetailedText(folders.join('\n'));
+  auto* again = box->addButton(tr("Import again"), QMessageBox::AcceptRole);
+  again->setObjectName("import_again_button");
+  box->addButton(tr("Leave them"), QMessageBox::RejectRole);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::buttonClicked, this, [this, again, folders](QAbstractButton* clicked) {
+    if (clicked == again) report(import_folders(folders, true));
+  });
+  box->open();
 }
 
 QString MainWindow::data_directory() { return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation); }
@@ -402,7 +437,7 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   if (runs_->rowCount() != before) fit_columns();
   // A selected run renamed (here or by `spur runs`): its legends follow.
   if (const auto names = selected_runs(); !names.isEmpty()) dashboard_->set_runs(names);
-  check_pending();
+  settle_launches();
   // The newest run is shown at first, so there is something to watch straight away.
   // Runs asked for (--runs, an import's) are selected once a read has one of them; else the newest.
   const bool wanted_here =
@@ -527,111 +562,59 @@ void MainWindow::update_actions() {
   relaunch_->setEnabled(row >= 0 && !runs_->run(row).config.empty() && !runs_->run(row).command.empty());
 }
 
-namespace {
-
-// One call of the run service; its error as text.
-template <typename F>
-QString with_service(const QString& path, F&& action) {
-  try {
-    app::RunService service(path.toStdString());
-    action(service);
-    return {};
-  } catch (const std::exception& e) {
-    QString message = QString::fromUtf8(e.what());
-    if (!message.isEmpty()) message[0] = message[0].toUpper();
-    return message.endsWith('.') ? message : message + ".";
-  }
+QFuture<QString> MainWindow::acted(QFuture<QString> done, bool report_error) {
+  // A watcher, not a continuation: the caller may wait on the future itself (its result comes from the actions
+  // thread) or watch it too.
+  auto* watcher = new QFutureWatcher<QString>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, report_error] {
+    refresh();  // the table and legends follow with the next read
+    if (report_error) report(watcher->result());
+    watcher->deleteLater();
+  });
+  watcher->setFuture(done);
+  return done;
 }
 
-QString last_lines(const QString& file, int count) {
-  QFile in(file);
-  if (!in.open(QIODevice::ReadOnly)) return {};
-  QStringList lines = QString::fromLocal8Bit(in.readAll()).split('\n', Qt::SkipEmptyParts);
-  return lines.mid(std::max<qsizetype>(0, lines.size() - count)).join('\n');
+QFuture<QString> MainWindow::rename_run(qint64 run, const QString& name) { return acted(actions_->rename(run, name)); }
+
+QFuture<QString> MainWindow::tag_run(qint64 run, const QString& tag) { return acted(actions_->tag(run, tag)); }
+
+QFuture<QString> MainWindow::set_notes(qint64 run, const QString& notes) {
+  return acted(actions_->set_notes(run, notes));
 }
 
-}  // namespace
+QFuture<QString> MainWindow::delete_run(qint64 run) { return acted(actions_->remove(run)); }
 
-QString MainWindow::rename_run(qint64 run, const QString& name) {
-  QString error = with_service(path_, [&](auto& service) { service.rename(run, name); });
-  refresh();
-  return error;
+QFuture<QString> MainWindow::export_config(qint64 run, const QString& file) {
+  return acted(actions_->export_config(run, file));
 }
 
-QString MainWindow::tag_run(qint64 run, const QString& tag) {
-  QString error = with_service(path_, [&](auto& service) { service.tag(run, tag); });
-  refresh();
-  return error;
+QFuture<QString> MainWindow::export_metrics(qint64 run, const QString& file) {
+  return acted(actions_->export_metrics(run, file));
 }
 
-QString MainWindow::set_notes(qint64 run, const QString& notes) {
-  QString error = with_service(path_, [&](auto& service) { service.set_notes(run, notes); });
-  refresh();
-  return error;
-}
-
-QString MainWindow::delete_run(qint64 run) {
-  QString error = with_service(path_, [&](auto& service) { service.remove(run); });
-  refresh();
-  return error;
-}
-
-QString MainWindow::export_config(qint64 run, const QString& file) {
-  const int row = runs_->row_of(run);
-  if (row < 0) return tr("No run %1.").arg(run);
-  const auto& config = runs_->run(row).config;
-  if (config.empty()) return tr("Run %1 was not started by spur launch: it has no configuration.").arg(run);
-  try {
-    app::write_private_file(file.toStdString(), config);  // a new file is its owner's only, as spur config's
-  } catch (const app::ConfigError& e) {
-    return QString::fromUtf8(e.what());
-  }
-  return {};
-}
-
-QString MainWindow::export_metrics(qint64 run, const QString& file) {
-  return with_service(path_, [&](auto& service) { service.export_metrics(run, app::ExportFormat::csv, file); });
+qint64 MainWindow::newest_run() const {
+  qint64 newest = 0;
+  for (const auto& run : runs_->records()) newest = std::max<qint64>(newest, run.id);
+  return newest;
 }
 
 QString MainWindow::launch(const app::LaunchRequest& request) {
-  const QString log =
-      QDir(data_directory())
-          .filePath("launches/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") + ".log");
-  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-  environment.insert("SPUR_HISTORY", path_);  // the run is recorded where this window looks
-  const auto started = app::launch_detached(request, log, environment);
-  if (!started.error.isEmpty()) return started.error;
-  qint64 newest = 0;
-  for (int row = 0; row < runs_->rowCount(); ++row) newest = std::max<qint64>(newest, runs_->run(row).id);
-  pending_.push_back({started.pid, newest, log, request.command_line()});
+  if (QString error = pending_.launch(request, newest_run()); !error.isEmpty()) return error;
   statusBar()->showMessage(tr("Launched: %1").arg(request.command_line()), 10000);
   QSettings().setValue("launch/last_command", request.command_line());
   return {};
 }
 
-void MainWindow::check_pending() {
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    qint64 found = 0;
-    for (int row = runs_->rowCount() - 1; row >= 0 && !found; --row) {
-      const auto& run = runs_->run(row);
-      // Only a run created after the launch, by this launcher here: pids are reused.
-      if (run.id > it->newest_before && run.pid == it->pid &&
-          QString::fromStdString(run.host) == app::local_host_name()) {
-        found = run.id;
-      }
-    }
-    if (found) {
-      QFile::remove(it->log);  // from here on the history has the run's account
-      select_run(found);
-      emit launched(found);
-      it = pending_.erase(it);
-    } else if (!app::process_alive(it->pid)) {
-      // Gone before recording a run: a bad configuration or program, said in its output.
-      const QString output = last_lines(it->log, 15);
-      it = pending_.erase(it);
-      report(tr("The launch did not start a run.\n\n%1").arg(output.isEmpty() ? tr("(no output)") : output));
+void MainWindow::settle_launches() {
+  if (pending_.empty()) return;
+  for (const auto& outcome : pending_.settle(runs_->records())) {
+    if (outcome.run > 0) {
+      select_run(outcome.run);
+      emit launched(outcome.run);
     } else {
-      ++it;
+      report(tr("The launch did not start a run.\n\n%1")
+                 .arg(outcome.output.isEmpty() ? tr("(no output)") : outcome.output));
     }
   }
 }
@@ -648,9 +631,11 @@ QSet<QString> MainWindow::run_names() const {
   return names;
 }
 
-QString MainWindow::relaunch(qint64 run, const QString& name) {
+QFuture<QString> MainWindow::relaunch(qint64 run, const QString& name) {
   app::LaunchRequest request;
-  if (QString error = relaunch_request(run, name, request); !error.isEmpty()) return error;
+  if (QString error = relaunch_request(run, name, request); !error.isEmpty()) {
+    return QtFuture::makeReadyFuture(error);
+  }
   return start_relaunch(run, request);
 }
 
@@ -672,17 +657,21 @@ QString MainWindow::relaunch_config_file(qint64 run) {
   return QDir(data_directory()).filePath(QString("configs/run-%1.yaml").arg(run));
 }
 
-QString MainWindow::start_relaunch(qint64 run, const app::LaunchRequest& request) {
-  const int row = runs_->row_of(run);
-  if (row < 0) return tr("No run %1.").arg(run);
-  // Its configuration as it ran (file keys and flags), saved with the run: the original file may have changed.
-  // Its owner's only, as every configuration Spur writes (it can name hosts, roles and profiles).
-  try {
-    app::write_private_file(request.config_file.toStdString(), runs_->run(row).config);
-  } catch (const std::exception& e) {
-    return QString::fromUtf8(e.what());
-  }
-  return launch(request);
+QFuture<QString> MainWindow::start_relaunch(qint64 run, const app::LaunchRequest& request) {
+  // Its configuration as it ran (file keys and flags), saved with the run (the original file may have changed),
+  // its owner's only as every configuration Spur writes; saved on the actions thread, then launched here.
+  auto promise = std::make_shared<QPromise<QString>>();
+  promise->start();
+  auto* watcher = new QFutureWatcher<QString>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, promise, request] {
+    QString error = watcher->result();
+    if (error.isEmpty()) error = launch(request);
+    promise->addResult(error);
+    promise->finish();
+    watcher->deleteLater();
+  });
+  watcher->setFuture(actions_->export_config(run, request.config_file));
+  return promise->future();
 }
 
 void MainWindow::confirm_relaunch(qint64 run) {
@@ -737,7 +726,7 @@ void MainWindow::confirm_relaunch(qint64 run) {
       request.flags << "--run_name" << name.trimmed();
     }
   }
-  report(start_relaunch(run, request));
+  acted(start_relaunch(run, request), true);
 }
 
 SetupWizard* MainWindow::make_wizard(const QString& open_file) {
@@ -893,7 +882,7 @@ void MainWindow::build_actions() {
         bool ok = false;
         const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
                                                    QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
-        if (ok) report(rename_run(run, name));
+        if (ok) acted(rename_run(run, name), true);
       },
       true);
   make(
@@ -903,7 +892,7 @@ void MainWindow::build_actions() {
         bool ok = false;
         const QString tag =
             run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
-        if (ok) report(tag_run(run, tag));
+        if (ok) acted(tag_run(run, tag), true);
       },
       true);
   make(
@@ -915,7 +904,7 @@ void MainWindow::build_actions() {
             run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
                                                  QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
                 : QString();
-        if (ok) report(set_notes(run, notes));
+        if (ok) acted(set_notes(run, notes), true);
       },
       true);
   make(
@@ -925,7 +914,7 @@ void MainWindow::build_actions() {
         if (!run) return;
         const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
                                                           QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
-        if (!file.isEmpty()) report(export_config(run, file));
+        if (!file.isEmpty()) acted(export_config(run, file), true);
       },
       true);
   make(
@@ -935,7 +924,7 @@ void MainWindow::build_actions() {
         if (!run) return;
         const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's metrics"),
                                                           QString("run-%1-metrics.csv").arg(run), tr("CSV (*.csv)"));
-        if (!file.isEmpty()) report(export_metrics(run, file));
+        if (!file.isEmpty()) acted(export_metrics(run, file), true);
       },
       true);
   run_menu->addSeparator();
@@ -948,7 +937,7 @@ void MainWindow::build_actions() {
                 this, tr("Delete run"),
                 tr("Delete run %1 and everything recorded for it? This cannot be undone.").arg(run)) ==
             QMessageBox::Yes) {
-          report(delete_run(run));
+          acted(delete_run(run), true);
         }
       },
       true);

@@ -5,6 +5,7 @@
 // launched from a terminal show up as well; the GUI thread applies what was read and paints.
 #pragma once
 
+#include <QFuture>
 #include <QMainWindow>
 #include <QHash>
 #include <QMap>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "launch/launch_request.h"
+#include "runs/pending_launches.h"
 
 class QLineEdit;
 class QSortFilterProxyModel;
@@ -24,6 +26,7 @@ class QTimer;
 
 namespace spur::app {
 class CompareReaderWorker;
+class RunActions;
 struct CompareSnapshot;
 class RunsModel;
 class RunsReaderWorker;
@@ -63,16 +66,17 @@ class MainWindow : public QMainWindow {
   void show_compare();
   /// Announces runs that end while the window is not focused (View > Notify when runs end).
   RunNotifier* notifier() const { return notifier_; }
-  // Run actions (menus ask with dialogs, then call these), done by app::RunService. Each returns an error, or
-  // empty.
-  QString rename_run(qint64 run, const QString& name);
-  QString tag_run(qint64 run, const QString& tag);
-  QString set_notes(qint64 run, const QString& notes);
-  QString delete_run(qint64 run);
+  // Run actions (menus ask with dialogs, then call these), done by app::RunActions on the actions thread: each
+  // returns at once with a future of its error ("" when done); the table is read again when it is done. The
+  // menus report the error.
+  QFuture<QString> rename_run(qint64 run, const QString& name);
+  QFuture<QString> tag_run(qint64 run, const QString& tag);
+  QFuture<QString> set_notes(qint64 run, const QString& notes);
+  QFuture<QString> delete_run(qint64 run);
   /// Writes the run's configuration, ready for `spur launch --config_file`.
-  QString export_config(qint64 run, const QString& file);
+  QFuture<QString> export_config(qint64 run, const QString& file);
   /// Writes every metric of the run as CSV, in the run service's one layout (key,step,value,wall_time).
-  QString export_metrics(qint64 run, const QString& file);
+  QFuture<QString> export_metrics(qint64 run, const QString& file);
   /// Starts `spur launch` for the request, detached: the run goes on if the Studio closes. When its run appears
   /// in the history it is selected (and `launched` is emitted); if the launcher exits before that, its output
   /// is reported.
@@ -85,13 +89,15 @@ class MainWindow : public QMainWindow {
   RunOverview* show_overview(qint64 run);
   /// Launches a past run again with its saved configuration, program and directory, named `name` (empty: its
   /// name with the next free " (N)"), with its tags and notes, recording it as the new run's parent. The Relaunch
-  /// action asks first, with the name to edit.
-  QString relaunch(qint64 run, const QString& name = {});
+  /// action asks first, with the name to edit. The future's error is ready once the launcher has started (its
+  /// configuration is saved on the actions thread first): wait for it with the event loop running.
+  QFuture<QString> relaunch(qint64 run, const QString& name = {});
   /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
   /// app::RunService; progress shows in the status bar, and when it is done `imported` is emitted with one line
   /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at
-  /// once when an import is running.
-  QString import_tensorboard(const QString& path);
+  /// once when an import is running. Run folders imported before (or changed since) are left as they are, and a
+  /// question box ("import_again") offers to import them again as new runs; `again` imports them without asking.
+  QString import_tensorboard(const QString& path, bool again = false);
   bool importing() const { return import_thread_ != nullptr; }
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
   SetupWizard* make_wizard(const QString& open_file = {});
@@ -116,13 +122,6 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
-  struct PendingLaunch {
-    qint64 pid;
-    qint64 newest_before;  // the newest run id when it was launched
-    QString log;
-    QString command;
-  };
-
   /// Asks the worker thread for a read of the history; apply_snapshot() takes it.
   void refresh();
   void apply_snapshot(const app::RunsSnapshot& snapshot);
@@ -132,7 +131,16 @@ class MainWindow : public QMainWindow {
   void ask_compare();
   void build_actions();
   void update_actions();
-  void check_pending();
+  /// What became of the launches (PendingLaunches): a new run is selected and `launched`; a launch that ended
+  /// without one is reported with its output.
+  void settle_launches();
+  QString import_folders(const QStringList& paths, bool again);
+  /// Asks, in a box of its own, whether to import these run folders again (they were imported before).
+  void ask_import_again(const QStringList& folders);
+  /// The newest run id read so far (a launch's run comes after it).
+  qint64 newest_run() const;
+  /// Reads the table again when `done` is; with `report_error`, reports its error. Returns `done`.
+  QFuture<QString> acted(QFuture<QString> done, bool report_error = false);
   void choose_metric_columns(const QPoint& at);
   void run_wizard(SetupWizard* wizard);
   void select_run(qint64 run);
@@ -159,11 +167,12 @@ class MainWindow : public QMainWindow {
   app::RunsReaderWorker* runs_reader_;  // on reader_thread_, as loader_
   bool read_pending_ = false, read_again_ = false;
   app::CompareReaderWorker* compare_reader_;  // on reader_thread_
+  app::RunActions* actions_;                  // changes and exports, on a thread of its own
+  app::PendingLaunches pending_;              // launches until their run shows
   QList<qint64> compared_;                    // the runs the last compare read asked for
   qint64 compare_asked_ms_ = 0;
   bool selected_once_ = false;
   QList<qint64> wanted_;
-  std::vector<PendingLaunch> pending_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
   /// The Relaunch action: asks, with the new run's name to edit, then starts the request it showed.
@@ -172,8 +181,9 @@ class MainWindow : public QMainWindow {
   /// relaunch_config_file(run); an error instead when it cannot be launched again.
   QString relaunch_request(qint64 run, const QString& name, app::LaunchRequest& request) const;
   static QString relaunch_config_file(qint64 run);
-  /// Saves the configuration `run` ran with where `request` reads it, and launches `request`.
-  QString start_relaunch(qint64 run, const app::LaunchRequest& request);
+  /// Saves the configuration `run` ran with where `request` reads it (on the actions thread), then launches
+  /// `request`.
+  QFuture<QString> start_relaunch(qint64 run, const app::LaunchRequest& request);
   /// Columns sized to their contents, the names narrowed to keep every column in the pane (again whenever the pane
   /// is resized).
   void fit_columns();

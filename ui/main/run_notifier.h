@@ -30,6 +30,8 @@ class RunNotifier : public QObject {
   /// Notifies over `bus` (the session bus in the Studio).
   explicit RunNotifier(QDBusConnection bus, QObject* parent = nullptr);
 
+  /// Notifies over another bus from now on (a test's own, or none).
+  void set_bus(QDBusConnection bus) { bus_ = std::move(bus); }
   void set_enabled(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
   /// The runs as of a read of the history. A run seen queued or running before and ended now is announced,
