@@ -11,6 +11,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -76,20 +77,20 @@ struct Nvml {
     if (visible.isEmpty()) {
       for (unsigned i = 0; i < devices; ++i) indices.push_back(i);
     }
-    // As CUDA reads the list: indices or UUIDs (GPU-..., MIG-...), up to the first entry that is neither.
+    // As CUDA reads the list: indices or UUIDs (GPU-...), up to the first entry that names no device (CUDA
+    // ignores the rest), each device once.
     for (const auto& entry : visible) {
       bool number = false;
-      const unsigned index = entry.toUInt(&number);
-      if (number) {
-        if (index < devices) indices.push_back(index);
-        continue;
+      unsigned index = entry.toUInt(&number);
+      if (!number) {
+        Handle device = nullptr;
+        if (!entry.startsWith("GPU-") || !by_uuid || !index_of || by_uuid(entry.toUtf8().constData(), &device) != 0 ||
+            index_of(device, &index) != 0) {
+          break;
+        }
       }
-      if (!entry.startsWith("GPU-") && !entry.startsWith("MIG-")) break;
-      Handle device = nullptr;
-      unsigned found = 0;
-      if (by_uuid && index_of && by_uuid(entry.toUtf8().constData(), &device) == 0 && index_of(device, &found) == 0) {
-        indices.push_back(found);
-      }
+      if (index >= devices || std::find(indices.begin(), indices.end(), index) != indices.end()) break;
+      indices.push_back(index);
     }
     return !indices.empty();
   }

@@ -5,8 +5,10 @@
 // its threads, as top counts them), and for each GPU its utilisation, memory used and power
 // ("system/gpu0/utilization_percent", ".../memory_mib", ".../power_w", numbered as nvidia-smi numbers them) through
 // NVML, loaded at run time from libnvidia-ml.so.1 when the driver has one (nothing links it; without it there are
-// no GPU series). Only the GPUs the run may use are read: those CUDA_VISIBLE_DEVICES lists (indices or UUIDs), or
-// every GPU when it is not set; none for a run on CPUs.
+// no GPU series). Only the GPUs the run may use are read: those CUDA_VISIBLE_DEVICES lists (indices or GPU-
+// UUIDs, up to the first entry that names no device, as CUDA reads it), or every GPU when it is not set; none for a
+// run on CPUs. Indices are NVML's (PCI bus order, as nvidia-smi's): they are CUDA's too with
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, or on machines whose GPUs are all of one model. MIG instances are not read.
 // NVML is called on the sampler's own thread, never the caller's: loading it can take seconds (a driver without
 // persistence mode) and a wedged driver never returns. sample() asks that thread for a reading and waits up to
 // 100 ms for it; a reading not back by then is dropped, and while one is still out sample() neither asks nor

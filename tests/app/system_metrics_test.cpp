@@ -166,6 +166,8 @@ class SystemMetricsTest : public QObject {
     QTest::newRow("--gpu_ids") << QStringList{"--gpu_ids", "1,3"} << "0" << QStringList{"gpu1", "gpu3"};
     QTest::newRow("inherited UUIDs") << QStringList() << "GPU-fake-2,0" << QStringList{"gpu0", "gpu2"};
     QTest::newRow("up to a bad entry") << QStringList() << "3,none,1" << QStringList{"gpu3"};
+    QTest::newRow("up to a device not there") << QStringList() << "1,7,2" << QStringList{"gpu1"};
+    QTest::newRow("up to an unknown UUID") << QStringList() << "2,GPU-other-1,1" << QStringList{"gpu2"};
     QTest::newRow("--cpu") << QStringList{"--cpu"} << "unset" << QStringList();
     QTest::newRow("an empty list") << QStringList() << "" << QStringList();
   }
