@@ -21,9 +21,11 @@ int delta_verdict(double delta, MetricDirection direction) {
   return (delta < 0) == (direction == MetricDirection::lower_is_better) ? 1 : -1;
 }
 
-QString delta_text(double delta, double baseline) {
-  QString text = QString("%1%2").arg(delta > 0 ? "+" : "").arg(QString::number(delta, 'g', 6));
-  if (baseline != 0 && std::isfinite(baseline)) {
+QString delta_text(double delta, double baseline, int digits) {
+  if (std::isnan(delta)) return "NaN";
+  if (delta == 0) delta = 0;  // not "-0"
+  QString text = QString("%1%2").arg(delta > 0 ? "+" : "").arg(QString::number(delta, 'g', digits));
+  if (baseline != 0 && std::isfinite(baseline) && std::isfinite(delta)) {
     const double percent = delta / std::abs(baseline) * 100;
     text += QString(", %1%2%").arg(percent > 0 ? "+" : "").arg(QString::number(percent, 'f', 1));
   }

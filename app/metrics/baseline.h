@@ -17,8 +17,10 @@ MetricDirection guess_direction(const QString& key);
 /// +1 when `delta` (the value minus the baseline's) is better in `direction`, -1 when worse; 0 when it is zero or
 /// not a number.
 int delta_verdict(double delta, MetricDirection direction);
-/// "+0.25, +50.0%": the difference (6 significant digits, signed) and its percentage of |baseline| (one decimal),
-/// the percentage left out when the baseline is 0 or not finite; "0, 0.0%" for no difference.
-QString delta_text(double delta, double baseline);
+/// "+0.25, +50.0%": the difference (`digits` significant digits, signed) and its percentage of |baseline| (one
+/// decimal),
+/// the percentage left out when the baseline is 0 or either is not finite; "0, 0.0%" for no difference; "NaN" when
+/// either value is not a number.
+QString delta_text(double delta, double baseline, int digits = 6);
 
 }  // namespace spur::app

@@ -58,7 +58,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::DisplayRole) {
       if (!value) return QString("-");
       QString shown = QString::number(*value, 'g', 5);
-      if (change) shown += " (" + delta_text(*change, last_value(baseline_, key).value_or(0)) + ")";
+      // Short enough for a table's column (the Compare tab has 6 digits).
+      if (change) shown += " (" + delta_text(*change, last_value(baseline_, key).value_or(0), 3) + ")";
       return shown;
     }
     if (role == VerdictRole) {
