@@ -23,6 +23,9 @@ namespace spur::app {
 namespace {
 
 QString no_run(int64_t id, const std::string& path) {
+  if (!QFileInfo::exists(QString::fromStdString(path))) {
+    return QString("no run history at %1 yet (spur launch records runs there)").arg(QString::fromStdString(path));
+  }
   return QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path));
 }
 
@@ -55,6 +58,14 @@ RunService::RunService(std::string history_path) : path_(std::move(history_path)
 RunService::~RunService() = default;
 RunService::RunService(RunService&&) noexcept = default;
 RunService& RunService::operator=(RunService&&) noexcept = default;
+
+std::unique_ptr<history::HistoryWriter> RunService::change(int64_t id) const {
+  // Never creates a history: a change to a run needs the run.
+  if (!QFileInfo::exists(QString::fromStdString(path_))) refuse(no_run(id, path_));
+  auto writer = std::make_unique<history::HistoryWriter>(path_);
+  if (!writer->has_run(id)) refuse(no_run(id, path_));
+  return writer;
+}
 
 history::HistoryReader& RunService::reader() const {
   if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_);
@@ -177,22 +188,19 @@ int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progr
 
 void RunService::rename(int64_t id, const QString& name) {
   if (name.trimmed().isEmpty()) refuse("a run needs a name");
-  history::HistoryWriter writer(path_);
-  if (!writer.has_run(id)) refuse(no_run(id, path_));
-  writer.set_names(id, "", name.trimmed().toStdString());
+  auto writer = change(id);
+  writer->set_names(id, "", name.trimmed().toStdString());
 }
 
 void RunService::tag(int64_t id, const QString& tag, bool remove) {
   if (tag.trimmed().isEmpty()) refuse("a tag cannot be empty");
-  history::HistoryWriter writer(path_);
-  if (!writer.has_run(id)) refuse(no_run(id, path_));
-  remove ? writer.remove_tag(id, tag.trimmed().toStdString()) : writer.add_tag(id, tag.trimmed().toStdString());
+  auto writer = change(id);
+  remove ? writer->remove_tag(id, tag.trimmed().toStdString()) : writer->add_tag(id, tag.trimmed().toStdString());
 }
 
 void RunService::set_notes(int64_t id, const QString& notes) {
-  history::HistoryWriter writer(path_);
-  if (!writer.has_run(id)) refuse(no_run(id, path_));
-  writer.set_notes(id, notes.toStdString());
+  auto writer = change(id);
+  writer->set_notes(id, notes.toStdString());
 }
 
 void RunService::remove(int64_t id, bool force) {

@@ -38,6 +38,10 @@
 #include "launch/launch_request.h"
 #include "runs/tensorboard_import.h"
 
+namespace spur::history {
+class HistoryWriter;
+}
+
 namespace spur::app {
 
 class RunServiceError : public std::runtime_error {
@@ -76,7 +80,7 @@ class RunService {
   std::vector<history::Run> runs(const history::RunFilter& filter) const;
   /// How many runs `filter` picks, its limit and offset aside.
   int64_t count_runs(const history::RunFilter& filter) const;
-  /// The run, or RunServiceError "no run N in FILE".
+  /// The run, or RunServiceError "no run N in FILE" ("no run history at FILE yet" when there is none).
   history::Run run(int64_t id) const;
   /// Each metric of the run in brief, in the order first logged: read from the coarsest summaries, so instant
   /// however long the series.
@@ -125,6 +129,9 @@ class RunService {
 
  private:
   history::HistoryReader& reader() const;
+  /// A writer for a change to run `id`; RunServiceError naming the run (or the missing history) when it is not
+  /// there. A missing history is never created by a change.
+  std::unique_ptr<history::HistoryWriter> change(int64_t id) const;
   /// RunServiceError when `file` is the history or one of its journal files, whatever name or link leads there.
   void refuse_history_file(const QString& file) const;
 

@@ -57,8 +57,9 @@ _spur() {
     config) _spur_action_or "default show validate" "--config_file --mixed_precision --force" files ;;
     launch|test)
       if [[ "$cur" == -* ]]; then _spur_offer "$launch_flags"; else _spur_files "$cur"; fi ;;
-    runs) _spur_action_or "list show export config logs rm tag note" \
-            "--history --json --format --metrics --output --rank --follow --remove" ;;
+    runs) _spur_action_or "list show export config logs rename rm tag note import summarise" \
+            "--history --json --format --metrics --output --rank --follow --remove --force --again --project --status \
+             --tag --since --limit --offset --check --slurm" ;;
     sagemaker) _spur_action_or "follow stop describe" "--config_file --region --profile --aws_endpoint_url --poll_interval" ;;
     env) _spur_offer "--json --config_file" ;;
     shard-plan)

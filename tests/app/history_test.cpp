@@ -441,6 +441,26 @@ class HistoryTest : public QObject {
     QVERIFY2(gone.exit_code == 2 && gone.output.contains("no run 2"), qPrintable(gone.output));
   }
 
+  // Before any run is recorded: `spur runs list` says where the history will be and lists nothing; asking for a
+  // run says there is no history yet; a change to a run refuses without making an empty history.
+  void a_history_not_made_yet_is_said_and_not_made() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("none/history.db");
+    const auto list = spur_cli({"runs", "list"}, path);
+    QVERIFY2(list.exit_code == 0 && list.output.contains("no run history at " + path + " yet"),
+             qPrintable(list.output));
+    for (const QStringList& asked :
+         {QStringList{"runs", "show", "1"}, QStringList{"runs", "rename", "1", "x"},
+          QStringList{"runs", "tag", "1", "x"}, QStringList{"runs", "note", "1", "x"}, QStringList{"runs", "rm", "1"},
+          QStringList{"runs", "export", "1", "--format", "csv"}, QStringList{"runs", "logs", "1"}}) {
+      const auto result = spur_cli(asked, path);
+      QVERIFY2(result.exit_code == 2 && result.output.contains("no run history at " + path + " yet"),
+               qPrintable(asked.join(' ') + ": " + result.output));
+    }
+    QVERIFY(!QFileInfo::exists(path));
+    QVERIFY(!QFileInfo::exists(dir.filePath("none")));
+  }
+
   // `spur runs logs --follow` prints lines as the ranks print them and returns when the run ends.
   void logs_follow_a_running_run() {
     QTemporaryDir dir;
