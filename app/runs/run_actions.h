@@ -6,7 +6,8 @@
 // error ("" when done; a sentence, capitalised and ending with a full stop, for a person); the calls run one after
 // another in the order they were made, each as app::RunService does it.
 // Threads: make, call and destroy it on one thread; the work runs on the actions thread. A continuation attached
-// with QFuture::then(context, ...) runs on the context's thread. The destructor waits for the calls already made.
+// with QFuture::then(context, ...) runs on the context's thread. The destructor waits for the calls already made
+// (they are the user's changes; each waits at most the history's busy timeout, 30 s, for another writer).
 #pragma once
 
 #include <QFuture>

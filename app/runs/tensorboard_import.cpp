@@ -101,6 +101,7 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
   history::HistoryWriter writer(history_path);
   std::vector<ImportedRun> results;
   for (const auto& directory : directories) {
+    if (!options.only.isEmpty() && !options.only.contains(directory)) continue;
     if (options.cancelled && options.cancelled()) break;
     ImportedRun result;
     result.directory = directory;

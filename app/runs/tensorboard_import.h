@@ -26,6 +26,10 @@ struct TensorBoardImportOptions {
   QString project;
   /// Import runs whose files were imported before once more. Default: false (they are skipped and named).
   bool again = false;
+  /// Only these run folders (absolute, as ImportedRun::directory gives them); the others are passed over without a
+  /// word. Default: empty, meaning every folder. (The Studio's "import again" of the folders skipped, under the
+  /// same root, so they keep their names and project.)
+  QStringList only;
   /// Asked before each run folder: true stops the import there (the runs imported so far stay, each whole).
   /// Default: none (every folder is imported).
   std::function<bool()> cancelled;

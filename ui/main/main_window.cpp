@@ -119,6 +119,8 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     table_->hideColumn(column);
   }
   table_->viewport()->installEventFilter(this);  // its resizes refit the columns
+  // So do metric columns shown or hidden (the header's menu, settings), and the baseline's deltas (below).
+  connect(runs_, &QAbstractItemModel::columnsInserted, this, [this] { fit_columns(); });
   // A column the user sizes (dragging or double-clicking a divider) keeps that width through refits and sessions;
   // the header's menu fits them again. Only the user's resizes count: the header's press and release bracket them.
   table_->horizontalHeader()->viewport()->installEventFilter(this);
@@ -154,6 +156,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     };
     runs_->set_baseline(model->baseline(), lower_is_better);
     dashboard_->set_baseline(model->baseline(), lower_is_better);
+    fit_columns();  // the metric columns' texts grew or shrank by their deltas
   };
   connect(compare_->model(), &QAbstractItemModel::headerDataChanged, this, follow_baseline);
   connect(compare_->model(), &QAbstractItemModel::modelReset, this, follow_baseline);
@@ -256,11 +259,11 @@ QString MainWindow::import_tensorboard(const QString& path, bool again) {
   return import_folders(QStringList{path}, again);
 }
 
-QString MainWindow::import_folders(const QStringList& paths, bool again) {
+QString MainWindow::import_folders(const QStringList& paths, bool again, const QStringList& only) {
   if (import_thread_) return tr("An import is already running.");
   statusBar()->showMessage(tr("Importing TensorBoard runs from %1...").arg(paths.join(", ")));
   // The worker reports through queued calls on this window, which waits for the worker before it goes.
-  import_thread_.reset(QThread::create([this, paths, again, history = path_.toStdString()] {
+  import_thread_.reset(QThread::create([this, paths, again, only, history = path_.toStdString()] {
     QStringList lines, skipped;
     QList<qint64> runs;
     bool failed = false;
@@ -268,6 +271,7 @@ QString MainWindow::import_folders(const QStringList& paths, bool again) {
       app::RunService service(history);
       app::TensorBoardImportOptions options;
       options.again = again;
+      options.only = only;
       options.cancelled = [this] { return import_cancelled_.load(); };
       for (const auto& path : paths) {
         service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
@@ -286,7 +290,7 @@ QString MainWindow::import_folders(const QStringList& paths, bool again) {
     }
     QMetaObject::invokeMethod(
         this,
-        [this, lines, runs, failed, skipped] {
+        [this, paths, lines, runs, failed, skipped] {
           import_thread_->wait();
           import_thread_.reset();
           if (!runs.isEmpty()) show_runs(runs);  // selected once the next read has them
@@ -297,7 +301,7 @@ QString MainWindow::import_folders(const QStringList& paths, bool again) {
           } else {
             statusBar()->showMessage(summary + " " + lines.join("; "), 15000);
           }
-          if (!skipped.isEmpty()) ask_import_again(skipped);
+          if (!skipped.isEmpty()) ask_import_again(paths, skipped);
           emit imported(lines, runs, failed);
         },
         Qt::QueuedConnection);
@@ -306,8 +310,9 @@ QString MainWindow::import_folders(const QStringList& paths, bool again) {
   return {};
 }
 
-void MainWindow::ask_import_again(const QStringList& folders) {
-  // Not modal: the dashboard keeps updating behind it. Nothing is imported twice unless asked here.
+void MainWindow::ask_import_again(const QStringList& paths, const QStringList& folders) {
+  // Window-modal (open(), not exec()): the dashboard keeps updating behind it. Nothing is imported twice unless
+  // asked here; asked, the folders are imported from the same paths, so they keep their names and project.
   auto* box = new QMessageBox(QMessageBox::Question, tr("Import TensorBoard runs"),
                               tr("%n run folder(s) were imported before (or changed since: a run still being "
                                  "written?), and were left as they are. Import them again, as new runs?",
@@ -319,8 +324,8 @@ void MainWindow::ask_import_again(const QStringList& folders) {
   again->setObjectName("import_again_button");
   box->addButton(tr("Leave them"), QMessageBox::RejectRole);
   box->setAttribute(Qt::WA_DeleteOnClose);
-  connect(box, &QMessageBox::buttonClicked, this, [this, again, folders](QAbstractButton* clicked) {
-    if (clicked == again) report(import_folders(folders, true));
+  connect(box, &QMessageBox::buttonClicked, this, [this, again, paths, folders](QAbstractButton* clicked) {
+    if (clicked == again) report(import_folders(paths, true, folders));
   });
   box->open();
 }
@@ -487,7 +492,9 @@ void MainWindow::select_run(qint64 run) {
 
 QMap<qint64, QString> MainWindow::selected_runs() const {
   QMap<qint64, QString> runs;
-  for (const auto& index : table_->selectionModel()->selectedRows()) {
+  // Rows with any cell selected (the table selects whole rows): selectedRows() wants every column, and a metric
+  // column added since the selection was made is not (the Compare tab then saw no runs).
+  for (const auto& index : table_->selectionModel()->selectedIndexes()) {
     const auto& run = runs_->run(shown_->mapToSource(index).row());
     runs.insert(run.id, QString::fromStdString(run.name));
   }
@@ -547,7 +554,7 @@ void MainWindow::report(const QString& error) {
   if (error.isEmpty()) return;
   last_error_ = error;
   statusBar()->showMessage(error, 15000);
-  // Not modal: the dashboard keeps updating behind it.
+  // Window-modal (open(), not exec()): the dashboard keeps updating behind it.
   auto* box = new QMessageBox(QMessageBox::Warning, tr("Spur Studio"), error, QMessageBox::Ok, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->open();
@@ -562,17 +569,25 @@ void MainWindow::update_actions() {
   relaunch_->setEnabled(row >= 0 && !runs_->run(row).config.empty() && !runs_->run(row).command.empty());
 }
 
-QFuture<QString> MainWindow::acted(QFuture<QString> done, bool report_error) {
+QFuture<QString> MainWindow::acted(QFuture<QString> done) {
   // A watcher, not a continuation: the caller may wait on the future itself (its result comes from the actions
   // thread) or watch it too.
   auto* watcher = new QFutureWatcher<QString>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, report_error] {
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
     refresh();  // the table and legends follow with the next read
-    if (report_error) report(watcher->result());
     watcher->deleteLater();
   });
   watcher->setFuture(done);
   return done;
+}
+
+void MainWindow::report_when_done(const QFuture<QString>& done) {
+  auto* watcher = new QFutureWatcher<QString>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
+    report(watcher->result());
+    watcher->deleteLater();
+  });
+  watcher->setFuture(done);
 }
 
 QFuture<QString> MainWindow::rename_run(qint64 run, const QString& name) { return acted(actions_->rename(run, name)); }
@@ -726,7 +741,7 @@ void MainWindow::confirm_relaunch(qint64 run) {
       request.flags << "--run_name" << name.trimmed();
     }
   }
-  acted(start_relaunch(run, request), true);
+  report_when_done(start_relaunch(run, request));
 }
 
 SetupWizard* MainWindow::make_wizard(const QString& open_file) {
@@ -882,7 +897,7 @@ void MainWindow::build_actions() {
         bool ok = false;
         const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal,
                                                    QString::fromStdString(runs_->run(runs_->row_of(run)).name), &ok);
-        if (ok) acted(rename_run(run, name), true);
+        if (ok) report_when_done(rename_run(run, name));
       },
       true);
   make(
@@ -892,7 +907,7 @@ void MainWindow::build_actions() {
         bool ok = false;
         const QString tag =
             run ? QInputDialog::getText(this, tr("Tag run"), tr("Tag:"), QLineEdit::Normal, {}, &ok) : QString();
-        if (ok) acted(tag_run(run, tag), true);
+        if (ok) report_when_done(tag_run(run, tag));
       },
       true);
   make(
@@ -904,7 +919,7 @@ void MainWindow::build_actions() {
             run ? QInputDialog::getMultiLineText(this, tr("Run notes"), tr("Notes:"),
                                                  QString::fromStdString(runs_->run(runs_->row_of(run)).notes), &ok)
                 : QString();
-        if (ok) acted(set_notes(run, notes), true);
+        if (ok) report_when_done(set_notes(run, notes));
       },
       true);
   make(
@@ -914,7 +929,7 @@ void MainWindow::build_actions() {
         if (!run) return;
         const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's configuration"),
                                                           QString("run-%1.yaml").arg(run), tr("YAML (*.yaml *.yml)"));
-        if (!file.isEmpty()) acted(export_config(run, file), true);
+        if (!file.isEmpty()) report_when_done(export_config(run, file));
       },
       true);
   make(
@@ -924,7 +939,7 @@ void MainWindow::build_actions() {
         if (!run) return;
         const QString file = QFileDialog::getSaveFileName(this, tr("Export the run's metrics"),
                                                           QString("run-%1-metrics.csv").arg(run), tr("CSV (*.csv)"));
-        if (!file.isEmpty()) acted(export_metrics(run, file), true);
+        if (!file.isEmpty()) report_when_done(export_metrics(run, file));
       },
       true);
   run_menu->addSeparator();
@@ -937,7 +952,7 @@ void MainWindow::build_actions() {
                 this, tr("Delete run"),
                 tr("Delete run %1 and everything recorded for it? This cannot be undone.").arg(run)) ==
             QMessageBox::Yes) {
-          acted(delete_run(run), true);
+          report_when_done(delete_run(run));
         }
       },
       true);

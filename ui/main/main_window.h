@@ -134,13 +134,17 @@ class MainWindow : public QMainWindow {
   /// What became of the launches (PendingLaunches): a new run is selected and `launched`; a launch that ended
   /// without one is reported with its output.
   void settle_launches();
-  QString import_folders(const QStringList& paths, bool again);
-  /// Asks, in a box of its own, whether to import these run folders again (they were imported before).
-  void ask_import_again(const QStringList& folders);
+  /// Imports the runs at or below `paths`; with `only`, those run folders alone.
+  QString import_folders(const QStringList& paths, bool again, const QStringList& only = {});
+  /// Asks, in a box of its own, whether to import these run folders (found below `paths`) again: they were
+  /// imported before.
+  void ask_import_again(const QStringList& paths, const QStringList& folders);
   /// The newest run id read so far (a launch's run comes after it).
   qint64 newest_run() const;
-  /// Reads the table again when `done` is; with `report_error`, reports its error. Returns `done`.
-  QFuture<QString> acted(QFuture<QString> done, bool report_error = false);
+  /// Reads the table again when `done` is. Returns `done`.
+  QFuture<QString> acted(QFuture<QString> done);
+  /// Reports the error `done` gives, when it gives it (the menus' actions).
+  void report_when_done(const QFuture<QString>& done);
   void choose_metric_columns(const QPoint& at);
   void run_wizard(SetupWizard* wizard);
   void select_run(qint64 run);
