@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Spur Studio while 10 runs stream at once: the main window (offscreen) shows all of them, fed from the history
-// by 10 writer processes; a 10 ms timer measures how late the GUI thread answers (event-loop lag), against the
-// same window idle in the same process. One JSON line. `studio_stream_bench HISTORY_RIG [RUNS] [POINTS]`
+// by 10 writer processes, each also writing the launcher's system/ series once a second (SYSTEM_RANKS ranks' CPU
+// and memory and a GPU's use, memory and power), so the dashboard's system section streams too; a 10 ms timer
+// measures how late the GUI thread answers (event-loop lag), against the same window idle in the same process.
+// One JSON line. `studio_stream_bench HISTORY_RIG [RUNS] [POINTS] [SYSTEM_RANKS]` (defaults 10, 30000, 2)
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QProcess>
@@ -58,12 +60,13 @@ int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: studio_stream_bench HISTORY_RIG [RUNS] [POINTS]\n");
+    std::fprintf(stderr, "usage: studio_stream_bench HISTORY_RIG [RUNS] [POINTS] [SYSTEM_RANKS]\n");
     return 2;
   }
   const QString rig = argv[1];
   const int runs = argc > 2 ? std::atoi(argv[2]) : 10;
   const int points = argc > 3 ? std::atoi(argv[3]) : 30000;
+  const int system_ranks = argc > 4 ? std::atoi(argv[4]) : 2;
   QTemporaryDir dir;
   const QString path = dir.filePath("history.db");
   spur::studio::MainWindow window(path);
@@ -75,7 +78,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<QProcess>> writers;
   for (int i = 0; i < runs; ++i) {
     auto writer = std::make_unique<QProcess>();
-    writer->start(rig, {path, QString("stream %1").arg(i), QString::number(points), "100", "30000"});
+    writer->start(rig, {path, QString("stream %1").arg(i), QString::number(points), "100", "30000",
+                        QString::number(system_ranks)});
     writers.push_back(std::move(writer));
   }
   // Compare all of them, as a person would once they appear.
@@ -103,16 +107,29 @@ int main(int argc, char** argv) {
     }
     return window.runs()->rowCount() == runs;
   };
+  // Every run's system series is plotted in the system section too (one line per run in each system plot).
+  const auto system_drawn = [&] {
+    if (system_ranks <= 0) return true;
+    auto* cpu = window.dashboard()->plot("system/rank0/cpu_percent");
+    if (!cpu) return false;
+    for (int row = 0; row < window.runs()->rowCount(); ++row) {
+      if (cpu->represented_points(window.runs()->run(row).id) < 1) return false;
+    }
+    return true;
+  };
   QElapsedTimer catch_up;
   catch_up.start();
-  measure(30000, all_drawn);
+  measure(30000, [&] { return all_drawn() && system_drawn(); });
+  int system_plots = 0;
+  for (const auto& key : window.dashboard()->keys()) system_plots += key.startsWith("system/") ? 1 : 0;
   std::printf(
-      "{\"runs\": %d, \"points_per_run\": %d, \"stream_s\": %.1f, \"idle_lag_p99_ms\": %.2f, "
-      "\"stream_lag_p50_ms\": %.2f, \"stream_lag_p99_ms\": %.2f, \"stream_lag_max_ms\": %.2f, "
-      "\"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
-      runs, points, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
-      all_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
-  if (all_drawn()) return 0;
+      "{\"runs\": %d, \"points_per_run\": %d, \"system_ranks\": %d, \"system_plots\": %d, \"stream_s\": %.1f, "
+      "\"idle_lag_p99_ms\": %.2f, \"stream_lag_p50_ms\": %.2f, \"stream_lag_p99_ms\": %.2f, "
+      "\"stream_lag_max_ms\": %.2f, \"all_drawn\": %s, \"drawn_after_writers_ms\": %lld}\n",
+      runs, points, system_ranks, system_plots, stream_seconds, idle.p99, streaming.p50, streaming.p99, streaming.max,
+      all_drawn() && system_drawn() ? "true" : "false", static_cast<long long>(catch_up.elapsed()));
+  if (all_drawn() && system_drawn()) return 0;
+  if (!system_drawn()) std::fprintf(stderr, "the system section does not have every run's line\n");
   // Say why: a writer that failed, or a run the dashboard did not finish drawing.
   for (int i = 0; i < runs; ++i) {
     const auto& w = writers[static_cast<size_t>(i)];
