@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The README's screenshots, from real runs: trains the Fashion-MNIST example (two finished runs and one that
-// fails), launches a live one from the Studio, and photographs each screen with ImageMagick's `import -window
+// fails), launches a live one from the Studio, and photographs each screen (dashboard, System section, Compare
+// tab, console, overview, Relaunch, wizard pages, dark theme) with ImageMagick's `import -window
 // root`. Run it under xvfb-run through take_screenshots.sh; `studio_screens SPUR TRAIN_FASHION_MNIST OUT_DIR`.
 #include <QAction>
 #include <QApplication>
@@ -10,6 +11,9 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QRadioButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QToolTip>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QSplitter>
@@ -22,6 +26,7 @@
 
 #include <cstdio>
 
+#include "compare/compare_view.h"
 #include "config/setup_answers.h"
 #include "dashboard/dashboard.h"
 #include "dashboard/metric_plot.h"
@@ -133,6 +138,35 @@ int main(int argc, char** argv) {
     QTest::mouseMove(plot, at);
   }
   shoot("studio-dashboard.png");
+
+  // What the runs cost the machine: the dashboard's System section (each rank's CPU and memory, sampled by the
+  // launcher every second), scrolled into view.
+  QToolTip::hideText();  // the loss plot's hover read-out
+  QTest::mouseMove(window.runs_view()->viewport(), QPoint(5, 300));
+  if (auto* scroll = window.dashboard()->findChild<QScrollArea*>()) {
+    // The section's header at the top of the view, its plots below it.
+    auto* header = window.dashboard()->system_section();
+    scroll->verticalScrollBar()->setValue(header->mapTo(scroll->widget(), QPoint(0, 0)).y() - 4);
+    QTest::qWait(300);
+    shoot("studio-system.png");
+    scroll->verticalScrollBar()->setValue(0);
+  }
+
+  // The Compare tab: the two finished runs and the live one side by side, against the first as the baseline (the
+  // runs table's metric columns show the deltas too).
+  // (the runs table's pane wider: a delta takes room)
+  auto* splitter = window.findChild<QSplitter*>("splitter");
+  if (splitter) splitter->setSizes({680, 720});
+  window.runs_view()->hideColumn(spur::app::RunsModel::Tags);  // none here
+  window.runs()->set_metric_columns({"loss"});
+  window.compare()->set_baseline(1);
+  window.show_compare();
+  QTest::qWait(2000);
+  shoot("studio-compare.png");
+  window.compare()->set_baseline(0);
+  window.runs()->set_metric_columns({"loss", "accuracy"});
+  window.runs_view()->showColumn(spur::app::RunsModel::Tags);
+  if (splitter) splitter->setSizes({620, 780});
 
   select_rows(window, {3});
   window.findChild<QTabWidget*>("tabs")->setCurrentIndex(1);
