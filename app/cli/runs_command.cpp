@@ -105,7 +105,7 @@ int list(const app::RunService& service, const Arguments& args, QTextStream& out
     filter.limit = limit;
     filter.offset = offset;
   }
-  if (!QFileInfo::exists(QString::fromStdString(service.history_path()))) {
+  if (!service.exists()) {
     err << "spur runs: no run history at " << QString::fromStdString(service.history_path())
         << " yet (spur launch records runs there)\n";
   }
@@ -243,9 +243,8 @@ int logs(const app::RunService& service, const history::Run& run, const Argument
   print();
   if (!args.has("follow")) return 0;
   for (;;) {
-    const auto now = service.runs(history::RunFilter{.from_id = run.id, .before_id = run.id + 1});
-    const bool over = now.empty() || (app::effective_status(now.front()) != "running" &&
-                                      app::effective_status(now.front()) != "queued");
+    const auto now = service.find(run.id);
+    const bool over = !now || (app::effective_status(*now) != "running" && app::effective_status(*now) != "queued");
     QThread::msleep(200);
     print();
     if (over) return 0;

@@ -55,13 +55,12 @@ QJsonObject run_json(const history::Run& run) {
 }
 
 RunService::RunService(std::string history_path) : path_(std::move(history_path)) {}
-RunService::~RunService() = default;
-RunService::RunService(RunService&&) noexcept = default;
-RunService& RunService::operator=(RunService&&) noexcept = default;
+
+bool RunService::exists() const { return reader_ || QFileInfo::exists(QString::fromStdString(path_)); }
 
 std::unique_ptr<history::HistoryWriter> RunService::change(int64_t id) const {
   // Never creates a history: a change to a run needs the run.
-  if (!QFileInfo::exists(QString::fromStdString(path_))) refuse(no_run(id, path_));
+  if (!exists()) refuse(no_run(id, path_));
   auto writer = std::make_unique<history::HistoryWriter>(path_);
   if (!writer->has_run(id)) refuse(no_run(id, path_));
   return writer;
@@ -127,24 +126,23 @@ QString RunService::default_history_path() { return QString::fromStdString(histo
 std::vector<history::Run> RunService::runs() const { return runs(history::RunFilter{}); }
 
 std::vector<history::Run> RunService::runs(const history::RunFilter& filter) const {
-  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) return {};
-  return reader().runs(filter);
+  return exists() ? reader().runs(filter) : std::vector<history::Run>();
 }
 
 int64_t RunService::count_runs(const history::RunFilter& filter) const {
-  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) return 0;
-  return reader().count_runs(filter);
+  return exists() ? reader().count_runs(filter) : 0;
 }
 
+std::optional<history::Run> RunService::find(int64_t id) const { return exists() ? reader().run(id) : std::nullopt; }
+
 history::Run RunService::run(int64_t id) const {
-  if (!reader_ && !QFileInfo::exists(QString::fromStdString(path_))) refuse(no_run(id, path_));
-  auto run = reader().run(id);
+  auto run = find(id);
   if (!run) refuse(no_run(id, path_));
   return *run;
 }
 
 std::vector<MetricBrief> RunService::metric_briefs(int64_t id) const {
-  run(id);
+  if (!exists()) return {};
   auto& history = reader();
   const auto last = history.last_points(id);
   std::vector<MetricBrief> briefs;
@@ -171,18 +169,15 @@ std::vector<MetricBrief> RunService::metric_briefs(int64_t id) const {
 }
 
 std::vector<history::Event> RunService::events(int64_t id) const {
-  run(id);
-  return reader().events(id);
+  return exists() ? reader().events(id) : std::vector<history::Event>();
 }
 
 std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after, std::optional<int> rank) const {
-  return reader().console(id, after, rank);
+  return exists() ? reader().console(id, after, rank) : std::vector<history::ConsoleLine>();
 }
 
 int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progress, bool check_all) {
-  if (!QFileInfo::exists(QString::fromStdString(path_))) {
-    refuse("no run history at " + QString::fromStdString(path_) + " (nothing to summarise)");
-  }
+  if (!exists()) refuse("no run history at " + QString::fromStdString(path_) + " yet (nothing to summarise)");
   return history::HistoryWriter(path_).build_summaries(progress, check_all);
 }
 

@@ -66,12 +66,11 @@ struct MetricBrief {
 class RunService {
  public:
   explicit RunService(std::string history_path);
-  ~RunService();
-  RunService(RunService&&) noexcept;
-  RunService& operator=(RunService&&) noexcept;
   /// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db.
   static QString default_history_path();
   const std::string& history_path() const { return path_; }
+  /// Whether the history exists (on one not made yet, reads find nothing and changes are refused).
+  bool exists() const;
 
   /// Every run, oldest first; none when the history does not exist yet.
   std::vector<history::Run> runs() const;
@@ -82,10 +81,12 @@ class RunService {
   int64_t count_runs(const history::RunFilter& filter) const;
   /// The run, or RunServiceError "no run N in FILE" ("no run history at FILE yet" when there is none).
   history::Run run(int64_t id) const;
+  /// The run as it is now; none when it is not (or no longer) in the history, or there is no history.
+  std::optional<history::Run> find(int64_t id) const;
   /// Each metric of the run in brief, in the order first logged: read from the coarsest summaries, so instant
-  /// however long the series.
+  /// however long the series. None for a run not in the history.
   std::vector<MetricBrief> metric_briefs(int64_t id) const;
-  /// The run's status changes, oldest first.
+  /// The run's status changes, oldest first (none for a run not in the history).
   std::vector<history::Event> events(int64_t id) const;
   /// The run's console lines after line `after` (an id from an earlier answer; 0: from the start), oldest first;
   /// `rank` only (-1: the launcher's own lines) when given.

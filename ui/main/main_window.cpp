@@ -569,25 +569,24 @@ void MainWindow::update_actions() {
   relaunch_->setEnabled(row >= 0 && !runs_->run(row).config.empty() && !runs_->run(row).command.empty());
 }
 
-QFuture<QString> MainWindow::acted(QFuture<QString> done) {
+void MainWindow::when_done(const QFuture<QString>& done, std::function<void(const QString& error)> then) {
   // A watcher, not a continuation: the caller may wait on the future itself (its result comes from the actions
-  // thread) or watch it too.
+  // thread), and several may watch it.
   auto* watcher = new QFutureWatcher<QString>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
-    refresh();  // the table and legends follow with the next read
+  connect(watcher, &QFutureWatcherBase::finished, this, [watcher, then = std::move(then)] {
+    then(watcher->result());
     watcher->deleteLater();
   });
   watcher->setFuture(done);
+}
+
+QFuture<QString> MainWindow::acted(QFuture<QString> done) {
+  when_done(done, [this](const QString&) { refresh(); });  // the table and legends follow with the next read
   return done;
 }
 
 void MainWindow::report_when_done(const QFuture<QString>& done) {
-  auto* watcher = new QFutureWatcher<QString>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher] {
-    report(watcher->result());
-    watcher->deleteLater();
-  });
-  watcher->setFuture(done);
+  when_done(done, [this](const QString& error) { report(error); });
 }
 
 QFuture<QString> MainWindow::rename_run(qint64 run, const QString& name) { return acted(actions_->rename(run, name)); }
@@ -677,15 +676,10 @@ QFuture<QString> MainWindow::start_relaunch(qint64 run, const app::LaunchRequest
   // its owner's only as every configuration Spur writes; saved on the actions thread, then launched here.
   auto promise = std::make_shared<QPromise<QString>>();
   promise->start();
-  auto* watcher = new QFutureWatcher<QString>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, promise, request] {
-    QString error = watcher->result();
-    if (error.isEmpty()) error = launch(request);
-    promise->addResult(error);
+  when_done(actions_->export_config(run, request.config_file), [this, promise, request](const QString& saved) {
+    promise->addResult(saved.isEmpty() ? launch(request) : saved);
     promise->finish();
-    watcher->deleteLater();
   });
-  watcher->setFuture(actions_->export_config(run, request.config_file));
   return promise->future();
 }
 

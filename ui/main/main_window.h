@@ -12,6 +12,7 @@
 #include <QThread>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -141,6 +142,8 @@ class MainWindow : public QMainWindow {
   void ask_import_again(const QStringList& paths, const QStringList& folders);
   /// The newest run id read so far (a launch's run comes after it).
   qint64 newest_run() const;
+  /// Calls `then` with `done`'s error on this thread when it is done.
+  void when_done(const QFuture<QString>& done, std::function<void(const QString& error)> then);
   /// Reads the table again when `done` is. Returns `done`.
   QFuture<QString> acted(QFuture<QString> done);
   /// Reports the error `done` gives, when it gives it (the menus' actions).
