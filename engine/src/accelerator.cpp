@@ -259,7 +259,8 @@ Scope Accelerator::no_sync_models(std::vector<detail::ModelSync*> models) {
     previous.push_back(model->require_backward_grad_sync());
     model->set_require_backward_grad_sync(false);
   }
-  return Scope([models = std::move(models), previous = std::move(previous)] {
+  // Restoring: an exception inside the block (out of memory on a micro-step) must not leave sync off.
+  return Scope::restoring([models = std::move(models), previous = std::move(previous)] {
     for (size_t i = 0; i < models.size(); ++i) models[i]->set_require_backward_grad_sync(previous[i]);
   });
 }
@@ -291,36 +292,96 @@ torch::Tensor Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& par
   if (core_->zero_stage > 0 && core_->comm && !core_->zero_layouts.empty()) {
     return clip_sharded_grad_norm(parameters, max_norm, norm_type);
   }
-  return torch::tensor(torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type));
+  // Zero-element gradients add nothing to any norm, and LibTorch's infinity norm fails on them (max() of nothing):
+  // left out, the result is the same to the bit.
+  std::vector<torch::Tensor> counted;
+  counted.reserve(parameters.size());
+  for (const auto& p : parameters) {
+    if (!p.grad().defined() || p.grad().numel() > 0) counted.push_back(p);
+  }
+  return torch::tensor(torch::nn::utils::clip_grad_norm_(counted, max_norm, norm_type));
 }
+
+namespace {
+
+// A listed parameter's gradient under ZeRO, as clipping sees it: `counted` is what this rank adds to the total
+// norm (its owned range of the reduced gradient, so that the ranks' parts add up to the whole once), `scaled` what
+// it scales or clamps. Every trained parameter of a prepared model counts, whether or not an optimizer holds it,
+// as under DDP.
+struct ShardedGrad {
+  torch::Tensor counted;  // undefined: nothing to add on this rank
+  torch::Tensor scaled;
+  int times = 1;  // a tensor listed twice (a tied weight under two names) counts and is scaled twice, as torch does
+};
+
+std::vector<ShardedGrad> sharded_grads(detail::AcceleratorCore& core, const std::vector<torch::Tensor>& parameters) {
+  std::vector<std::pair<torch::Tensor, int>> listed;
+  std::unordered_map<const void*, size_t> index;
+  for (const auto& p : parameters) {
+    const auto [it, fresh] = index.emplace(p.unsafeGetTensorImpl(), listed.size());
+    if (fresh) {
+      listed.emplace_back(p, 1);
+    } else {
+      ++listed[it->second].second;
+    }
+  }
+  std::vector<ShardedGrad> grads;
+  for (const auto& [param, times] : listed) {
+    detail::ZeroLayout* layout = nullptr;
+    const detail::ZeroLayout::Entry* entry = nullptr;
+    for (const auto& candidate : core.zero_layouts) {
+      if ((entry = candidate->find(param))) {
+        layout = candidate.get();
+        break;
+      }
+    }
+    if (!layout) {
+      // Not a trained parameter of a prepared model: its gradient is this rank's own, taken as the same on every
+      // rank (counted once, on rank 0; scaled everywhere).
+      const auto& grad = param.grad();
+      if (!grad.defined() || detail::ZeroLayout::is_marker(param, grad)) continue;
+      grads.push_back({core.comm->rank() == 0 ? grad : torch::Tensor(), grad, times});
+      continue;
+    }
+    const auto k = static_cast<size_t>(entry - layout->entries().data());
+    const int64_t lo = std::max(entry->offset, layout->owned_begin());
+    const int64_t hi = std::min(entry->offset + entry->numel, layout->owned_end());
+    if (layout->stage() >= 2) {
+      layout->refresh(k);
+      if (!layout->entry_has_grad[k] || lo >= hi) continue;
+      auto part = layout->grad_shard().narrow(0, lo - layout->owned_begin(), hi - lo);
+      grads.push_back({part, part, times});
+    } else {
+      // Stage 1: every rank holds the whole reduced gradient; it counts its owned range and scales all of it.
+      auto& full = param.mutable_grad();
+      if (!full.defined()) continue;
+      if (!full.is_contiguous()) full = full.contiguous();
+      auto counted = lo < hi ? full.view({-1}).narrow(0, lo - entry->offset, hi - lo) : torch::Tensor();
+      grads.push_back({counted, full, times});
+    }
+  }
+  return grads;
+}
+
+}  // namespace
 
 // ZeRO: each rank holds the reduced gradient of its shard only; the norm is combined over the ranks (sum of p-th
 // powers, or the maximum), then each rank scales its shard, as clip_grad_norm_ scales the whole.
 torch::Tensor Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                                                   double norm_type) {
-  // A tensor listed twice (a tied weight under two names) counts twice and is scaled twice, exactly as
-  // torch::nn::utils::clip_grad_norm_ treats it, so that results equal DDP's.
-  std::unordered_map<const void*, int> listed;
-  for (const auto& p : parameters) ++listed[p.unsafeGetTensorImpl()];
-  std::vector<std::pair<torch::Tensor, int>> grads;
-  for (const auto& shards : core_->zero_shards) {
-    if (!shards) continue;
-    for (const auto& slice : shards->slices()) {
-      const auto it = listed.find(slice.param.unsafeGetTensorImpl());
-      if (it != listed.end() && slice.shard.grad().defined()) grads.emplace_back(slice.shard.grad(), it->second);
-    }
-  }
+  auto grads = sharded_grads(*core_, parameters);
   // As torch's clip_grad_norm_: p-norms, the infinity norm (a maximum), and the 0 "norm" (non-zero elements).
   const bool infinity = std::isinf(norm_type);
   double local = 0;
-  for (const auto& [g, times] : grads) {
-    const auto part = g.detach().to(torch::kDouble).abs();
+  for (const auto& grad : grads) {
+    if (!grad.counted.defined() || grad.counted.numel() == 0) continue;
+    const auto part = grad.counted.detach().to(torch::kDouble).abs();
     if (infinity) {
       local = std::max(local, part.max().item<double>());
     } else if (norm_type == 0) {
-      local += times * part.ne(0).sum().item<double>();
+      local += grad.times * part.ne(0).sum().item<double>();
     } else {
-      local += times * part.pow(norm_type).sum().item<double>();
+      local += grad.times * part.pow(norm_type).sum().item<double>();
     }
   }
   // The collectives run on the process group's device (NCCL takes CUDA tensors only).
@@ -338,7 +399,7 @@ torch::Tensor Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tenso
   const double coefficient = max_norm / (total + 1e-6);
   if (coefficient < 1 || std::isnan(coefficient)) {  // a NaN norm makes the gradients NaN, as torch's does
     torch::NoGradGuard no_grad;
-    for (auto& [g, times] : grads) g.mul_(std::pow(coefficient, times));
+    for (auto& grad : grads) grad.scaled.mul_(std::pow(coefficient, grad.times));
   }
   return torch::tensor(total, torch::kFloat);
 }
@@ -347,17 +408,8 @@ void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
   if (!core_->gradient.sync_gradients) return;  // a micro-step holds a partial (maybe scaled) sum: clip the full one
   unscale_gradients();
   if (core_->zero_stage > 0 && core_->comm && !core_->zero_layouts.empty()) {
-    std::unordered_set<const void*> wanted;
-    for (const auto& p : parameters) wanted.insert(p.unsafeGetTensorImpl());
     torch::NoGradGuard no_grad;
-    for (const auto& shards : core_->zero_shards) {
-      if (!shards) continue;
-      for (const auto& slice : shards->slices()) {
-        if (wanted.count(slice.param.unsafeGetTensorImpl()) && slice.shard.grad().defined()) {
-          slice.shard.grad().clamp_(-clip_value, clip_value);
-        }
-      }
-    }
+    for (auto& grad : sharded_grads(*core_, parameters)) grad.scaled.clamp_(-clip_value, clip_value);
     return;
   }
   torch::nn::utils::clip_grad_value_(parameters, clip_value);

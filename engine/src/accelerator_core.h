@@ -57,7 +57,16 @@ class AcceleratorCore {
     }
     return nullptr;
   }
-  bool step_was_skipped = false;
+  bool step_was_skipped = false;  // the last optimizer step of any prepared optimizer
+  // Per prepared optimizer (indexed as `optimizers`): its last step was skipped (fp16 inf/nan). A scheduler follows
+  // its own optimizer's, as Accelerate's AcceleratedScheduler does.
+  std::vector<char> steps_skipped;
+  void set_step_skipped(const torch::optim::Optimizer& optimizer, bool skipped) {
+    steps_skipped.resize(optimizers.size(), 0);
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      if (optimizers[i].get() == &optimizer) steps_skipped[i] = skipped ? 1 : 0;
+    }
+  }
   bool scaler_update_pending = false;  // an fp16 optimizer step happened; the scale moves at the next backward
   // backward() calls since gradients were last stepped or zeroed, and whether this micro-step had one: a
   // zero_grad() on a synchronising micro-step before its backward would discard accumulated gradients.

@@ -90,8 +90,12 @@ void PreparedOptimizer::step() {
   }
   // ZeRO: each rank stepped its shard; every rank's shard goes to every rank (a skipped step changed nothing,
   // and every rank skipped it: the scaler's verdict is reduced over the shards).
-  if (shards && !step_was_skipped_) shards->all_gather();
+  if (shards) {
+    if (!step_was_skipped_) shards->all_gather();
+    shards->detach_gradients();
+  }
   core_->step_was_skipped = step_was_skipped_;
+  core_->set_step_skipped(*optimizer_, step_was_skipped_);
   progress::Writer::instance().step();
 }
 

@@ -17,6 +17,29 @@ namespace {
 struct StepCountAccess : torch::optim::LRScheduler {
   static constexpr auto member = &StepCountAccess::step_count_;
 };
+struct CurrentLrsAccess : torch::optim::LRScheduler {
+  static constexpr auto member = &CurrentLrsAccess::get_current_lrs;
+};
+
+// The prepared optimizers whose learning rates `scheduler` sets. LibTorch keeps a scheduler's optimizer private, so
+// each prepared optimizer's first rate is set to a value no other has, for a moment, and the scheduler asked which
+// rates it sees. Empty when it drives none of them (then every prepared optimizer counts, as in Accelerate).
+std::vector<size_t> optimizers_of(torch::optim::LRScheduler& scheduler,
+                                  const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
+  std::vector<size_t> found;
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    auto& groups = optimizers[i]->param_groups();
+    if (groups.empty()) continue;
+    auto& options = groups.front().options();
+    const double rate = options.get_lr();
+    const double probe = -1.0e300 - static_cast<double>(i);  // a rate no optimizer has
+    options.set_lr(probe);
+    const auto seen = (scheduler.*CurrentLrsAccess::member)();
+    options.set_lr(rate);
+    if (!seen.empty() && seen.front() == probe) found.push_back(i);
+  }
+  return found;
+}
 
 }  // namespace
 
@@ -31,7 +54,23 @@ void PreparedScheduler::step() {
     scheduler_->step();
     return;
   }
-  if (!core_->gradient.sync_gradients || core_->step_was_skipped) return;
+  if (!core_->gradient.sync_gradients) return;
+  // Not after its own optimizer skipped its step (another optimizer's skip is not this schedule's business).
+  if (!resolved_) {
+    owners_ = optimizers_of(*scheduler_, core_->optimizers);
+    resolved_ = true;
+  }
+  const auto& skipped = core_->steps_skipped;
+  auto skipped_at = [&](size_t i) { return i < skipped.size() && skipped[i] != 0; };
+  if (owners_.empty()) {
+    for (size_t i = 0; i < core_->optimizers.size(); ++i) {
+      if (skipped_at(i)) return;
+    }
+  } else {
+    for (const size_t i : owners_) {
+      if (skipped_at(i)) return;
+    }
+  }
   const int64_t times = core_->options.split_batches ? 1 : core_->state.world_size;
   for (int64_t i = 0; i < times; ++i) scheduler_->step();
 }

@@ -2,6 +2,9 @@
 // Real 1-3 rank runs on Gloo over loopback: DDP training equals one process on the concatenated batch, gradient
 // accumulation equals the large-batch step, and a rank that dies stops its peers with a clear error.
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -224,6 +227,69 @@ class DistributedTrainingTest : public QObject {
   // Issue 19, defect 3: the README's loops, compiled from README.md as written, on 2 ranks with gradient
   // accumulation, equal one plain LibTorch process stepping on the whole large batch. The README used to call
   // zero_grad() before backward, which trained on the last micro-batch only.
+  // Issue 32 (8): the module inside the prepared model, called by a function written for the plain module, is
+  // refused on a synchronising step, on every rank, with what to call instead (the ranks drifted apart silently).
+  void calling_the_unwrapped_module_is_refused_data() {
+    QTest::addColumn<int>("stage");
+    QTest::newRow("DDP") << 0;
+    QTest::newRow("ZeRO stage 1") << 1;
+    QTest::newRow("ZeRO stage 2") << 2;
+  }
+  void calling_the_unwrapped_module_is_refused() {
+    QFETCH(int, stage);
+    RankGroup ranks(SPUR_TEST_WORKER, {"unwrapped"}, 2);
+    ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto result = ranks.result(rank);
+      QVERIFY2(result.exit_code == 0 && result.output.contains("Call the prepared model"),
+               qPrintable(ranks.transcript()));
+    }
+  }
+
+  // Issue 32 (5, 6), against PyTorch itself (DDP, torch.amp.GradScaler, StepLR, Accelerate's scheduler rule): with
+  // two optimizers each schedule follows its own optimizer's skipped fp16 steps, and the scale sequence is torch's.
+  void two_optimizers_schedules_and_scale_match_pytorch() {
+    if (!spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kCpuAutocastHalf)) {
+      QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    }
+    const QString steps = "12", poison = "2:a,5:a,6:b,9:b";
+    RankGroup ranks(SPUR_TEST_WORKER, {"scaler_oracle", "--steps", steps, "--poison", poison}, 2);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000) && ranks.result(0).exit_code == 0, qPrintable(ranks.transcript()));
+    QProcess python;
+    python.setProcessChannelMode(QProcess::SeparateChannels);
+    python.start(SPUR_PEER_PYTHON,
+                 {SPUR_RIGS_DIR "/ddp_scaler_oracle.py", QString::number(spur::test::free_port()), steps, poison});
+    QVERIFY(python.waitForFinished(180000));
+    QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+    auto lines = [](const QString& text) {
+      QStringList out;
+      for (const auto& line : text.split('\n')) {
+        if (line.startsWith("{\"step\"")) out << line;
+      }
+      return out;
+    };
+    const auto mine = lines(ranks.result(0).output);
+    const auto theirs = lines(QString::fromUtf8(python.readAllStandardOutput()));
+    QCOMPARE(mine.size(), steps.toInt());
+    QCOMPARE(theirs.size(), steps.toInt());
+    int skipped_a = 0, skipped_b = 0;
+    for (int i = 0; i < mine.size(); ++i) {
+      const auto a = QJsonDocument::fromJson(mine[i].toUtf8()).object();
+      const auto b = QJsonDocument::fromJson(theirs[i].toUtf8()).object();
+      for (const char* key : {"scale", "skipped_a", "skipped_b", "lr_a", "lr_b"}) {
+        QVERIFY2(a[key] == b[key],
+                 qPrintable(QString("step %1, %2: Spur %3, PyTorch %4").arg(i).arg(key).arg(mine[i], theirs[i])));
+      }
+      skipped_a += a["skipped_a"].toBool();
+      skipped_b += a["skipped_b"].toBool();
+    }
+    // The poison lands: each optimizer skips alone at least once (else this tests nothing).
+    QVERIFY(skipped_a >= 1 && skipped_b >= 1);
+  }
+
   void readme_loops_match_the_large_batch_data() {
     QTest::addColumn<QString>("scenario");
     QTest::addColumn<int>("k");

@@ -28,11 +28,11 @@ struct Run {
 
 // One run of the worker's `zero` scenario; every rank must exit 0.
 Run train(const QString& dir, int world, int stage, const QString& optimizer, int accumulate, double clip,
-          const QString& precision, bool gloo) {
+          const QString& precision, bool gloo, const QString& zero_grad = "optimizer") {
   Run run;
   RankGroup ranks(SPUR_TEST_WORKER,
                   {"zero", "--out", dir, "--steps", "6", "--optimizer", optimizer, "--accumulate",
-                   QString::number(accumulate), "--clip", QString::number(clip)},
+                   QString::number(accumulate), "--clip", QString::number(clip), "--zero_grad", zero_grad},
                   world);
   ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
   ranks.set_env("SPUR_MIXED_PRECISION", precision);
@@ -76,20 +76,32 @@ class ZeroTest : public QObject {
     QTest::addColumn<double>("clip");
     QTest::addColumn<QString>("precision");
     QTest::addColumn<bool>("gloo");
-    QTest::newRow("2 ranks, stage 1, SGD momentum") << 2 << 1 << "sgd" << 1 << 0.0 << "no" << false;
-    QTest::newRow("2 ranks, stage 2, SGD momentum") << 2 << 2 << "sgd" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, stage 1, AdamW") << 3 << 1 << "adamw" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, stage 2, AdamW") << 3 << 2 << "adamw" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, stage 2, AdamW, 3 micro-steps") << 3 << 2 << "adamw" << 3 << 0.0 << "no" << false;
-    QTest::newRow("2 ranks, stage 1, AdamW, 2 micro-steps, clipped") << 2 << 1 << "adamw" << 2 << 0.05 << "no" << false;
-    QTest::newRow("3 ranks, stage 2, SGD, clipped") << 3 << 2 << "sgd" << 1 << 0.05 << "no" << false;
-    QTest::newRow("2 ranks, stage 2, AdamW, bf16") << 2 << 2 << "adamw" << 1 << 0.0 << "bf16" << false;
-    QTest::newRow("3 ranks, stage 1, SGD, bf16, clipped") << 3 << 1 << "sgd" << 1 << 0.05 << "bf16" << false;
-    QTest::newRow("2 ranks, stage 2, AdamW, fp16, clipped") << 2 << 2 << "adamw" << 1 << 0.05 << "fp16" << false;
-    QTest::newRow("3 ranks, stage 2, SGD, 2 micro-steps, Gloo") << 3 << 2 << "sgd" << 2 << 0.0 << "no" << true;
+    QTest::addColumn<QString>("zero_grad");
+    QTest::newRow("2 ranks, stage 1, SGD momentum") << 2 << 1 << "sgd" << 1 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("2 ranks, stage 2, SGD momentum") << 2 << 2 << "sgd" << 1 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 1, AdamW") << 3 << 1 << "adamw" << 1 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 2, AdamW") << 3 << 2 << "adamw" << 1 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 2, AdamW, 3 micro-steps")
+        << 3 << 2 << "adamw" << 3 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("2 ranks, stage 1, AdamW, 2 micro-steps, clipped")
+        << 2 << 1 << "adamw" << 2 << 0.05 << "no" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 2, SGD, clipped") << 3 << 2 << "sgd" << 1 << 0.05 << "no" << false << "optimizer";
+    QTest::newRow("2 ranks, stage 2, AdamW, bf16") << 2 << 2 << "adamw" << 1 << 0.0 << "bf16" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 1, SGD, bf16, clipped")
+        << 3 << 1 << "sgd" << 1 << 0.05 << "bf16" << false << "optimizer";
+    QTest::newRow("2 ranks, stage 2, AdamW, fp16, clipped")
+        << 2 << 2 << "adamw" << 1 << 0.05 << "fp16" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 2, SGD, 2 micro-steps, Gloo")
+        << 3 << 2 << "sgd" << 2 << 0.0 << "no" << true << "optimizer";
     // Review finding: one optimizer's zero_grad cleared the other's reduced gradients (stage 2).
-    QTest::newRow("2 ranks, stage 2, two optimizers") << 2 << 2 << "split" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, stage 1, two optimizers") << 3 << 1 << "split" << 1 << 0.0 << "no" << false;
+    QTest::newRow("2 ranks, stage 2, two optimizers") << 2 << 2 << "split" << 1 << 0.0 << "no" << false << "optimizer";
+    QTest::newRow("3 ranks, stage 1, two optimizers") << 3 << 1 << "split" << 1 << 0.0 << "no" << false << "optimizer";
+    // Issue 32 (1): LibTorch's Module::zero_grad (the common idiom) instead of the optimizer's: stage 1 stepped on
+    // the first step's gradient ever after, stage 2 on the sum of all steps'.
+    QTest::newRow("2 ranks, stage 1, model zero_grad") << 2 << 1 << "sgd" << 1 << 0.0 << "no" << false << "model";
+    QTest::newRow("2 ranks, stage 2, model zero_grad") << 2 << 2 << "sgd" << 1 << 0.0 << "no" << false << "model";
+    QTest::newRow("3 ranks, stage 2, AdamW, 2 micro-steps, model zero_grad")
+        << 3 << 2 << "adamw" << 2 << 0.0 << "no" << false << "model";
   }
 
   void zero_equals_ddp() {
@@ -100,14 +112,15 @@ class ZeroTest : public QObject {
     QFETCH(double, clip);
     QFETCH(QString, precision);
     QFETCH(bool, gloo);
+    QFETCH(QString, zero_grad);
     if (precision == "fp16" &&
         !spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kCpuAutocastHalf)) {
       QSKIP("this LibTorch runs fp16 autocast on CUDA only");
     }
     QTemporaryDir ddp_dir, zero_dir;
-    const auto ddp = train(ddp_dir.path(), world, 0, optimizer, accumulate, clip, precision, gloo);
+    const auto ddp = train(ddp_dir.path(), world, 0, optimizer, accumulate, clip, precision, gloo, zero_grad);
     QVERIFY2(ddp.params.size() == size_t(world), qPrintable(ddp.output));
-    const auto zero = train(zero_dir.path(), world, stage, optimizer, accumulate, clip, precision, gloo);
+    const auto zero = train(zero_dir.path(), world, stage, optimizer, accumulate, clip, precision, gloo, zero_grad);
     QVERIFY2(zero.params.size() == size_t(world), qPrintable(zero.output));
     QVERIFY(!zero.params[0].empty());
     for (int rank = 1; rank < world; ++rank) {

@@ -47,14 +47,18 @@ struct Args {
   int64_t rows = 12;  // reference: rows of the global batch per step
   int64_t save_at = -1;
   bool load = false;
-  int64_t big = 0;                // save_loop: parameters of the model, in millions
-  int64_t accumulate = 1;         // resume: micro-steps per optimizer step
-  int64_t workers = 0;            // resume: loader threads (with augmentation drawn from spur::loader_generator())
-  bool random_seed = false;       // resume: seed torch from the clock before building the loader (no fixed seed)
-  int64_t batch = 64;             // large_batch: the README loop's batch size
-  int64_t hidden = 128;           // large_batch: the README model's width
-  std::string optimizer = "sgd";  // zero: sgd (momentum) or adamw
-  double clip = 0;                // zero: clip_grad_norm_ to this (0: none)
+  int64_t big = 0;                   // save_loop: parameters of the model, in millions
+  int64_t accumulate = 1;            // resume: micro-steps per optimizer step
+  int64_t workers = 0;               // resume: loader threads (with augmentation drawn from spur::loader_generator())
+  bool random_seed = false;          // resume: seed torch from the clock before building the loader (no fixed seed)
+  int64_t batch = 64;                // large_batch: the README loop's batch size
+  int64_t hidden = 128;              // large_batch: the README model's width
+  std::string optimizer = "sgd";     // zero: sgd (momentum) or adamw
+  double clip = 0;                   // zero: clip_grad_norm_ to this (0: none)
+  int64_t slow_rank = -1;            // ddp: this rank sleeps 60 ms before each backward (the others wait for it)
+  std::size_t odd_bucket_bytes = 0;  // ddp: rank 1's bucket size only (the ranks then reduce other sizes)
+  std::string zero_grad = "optimizer";  // zero: "optimizer" or "model" (LibTorch's Module::zero_grad)
+  std::string poison = "";              // scaler_oracle: "step:branch,..." (branch a or b gets inputs of 1e4 there)
 };
 
 Args parse(int argc, char** argv) {
@@ -80,6 +84,10 @@ Args parse(int argc, char** argv) {
     else if (key == "--hidden") args.hidden = std::stoll(value);
     else if (key == "--optimizer") args.optimizer = value;
     else if (key == "--clip") args.clip = std::stod(value);
+    else if (key == "--slow_rank") args.slow_rank = std::stoll(value);
+    else if (key == "--odd_bucket_bytes") args.odd_bucket_bytes = std::stoull(value);
+    else if (key == "--zero_grad") args.zero_grad = value;
+    else if (key == "--poison") args.poison = value;
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -192,9 +200,13 @@ int reference(const Args& args) {
 
 spur::AcceleratorOptions ddp_options(const Args& args) {
   spur::AcceleratorOptions options;
-  if (args.bucket_bytes > 0) {
-    options.bucket_cap_bytes = args.bucket_bytes;
-    options.first_bucket_cap_bytes = args.bucket_bytes / 2;
+  std::size_t bytes = args.bucket_bytes;
+  if (args.odd_bucket_bytes > 0 && std::getenv("RANK") && std::string(std::getenv("RANK")) == "1") {
+    bytes = args.odd_bucket_bytes;
+  }
+  if (bytes > 0) {
+    options.bucket_cap_bytes = bytes;
+    options.first_bucket_cap_bytes = bytes / 2;
   }
   return options;
 }
@@ -225,6 +237,7 @@ int ddp(const Args& args) {
     optimizer.zero_grad();
     auto loss = torch::nn::functional::mse_loss(model(x[step].narrow(0, rank * rows, rows)),
                                                 y[step].narrow(0, rank * rows, rows));
+    if (rank == args.slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(60));
     accelerator.backward(loss);
     optimizer.step();
   }
@@ -818,8 +831,9 @@ int zero(const Args& args) {
       accelerator.backward(loss);
       const char* stage = std::getenv("SPUR_ZERO_STAGE");
       if (stage && std::string(stage) == "2" && world > 1 && accelerator.sync_gradients()) {
+        // What is left in .grad() is at most the empty marker a zero_grad of the model is seen by (zero.h).
         bool freed = true;
-        for (const auto& p : trained) freed = freed && !p.grad().defined();
+        for (const auto& p : trained) freed = freed && (!p.grad().defined() || p.grad().numel() == 0);
         check(freed, "stage 2 keeps no full gradient after a synchronising backward");
       }
       if (args.clip > 0 && accelerator.sync_gradients()) {
@@ -827,7 +841,11 @@ int zero(const Args& args) {
         if (rank == 0) std::printf("norm %lld %.9g\n", static_cast<long long>(step), norm);
       }
       optimizer.step();
-      optimizer.zero_grad();
+      if (args.zero_grad == "model") {
+        if (accelerator.sync_gradients()) net->zero_grad();  // LibTorch's own, with its default
+      } else {
+        optimizer.zero_grad();
+      }
       if (other) {
         other->step();
         other->zero_grad();
@@ -837,6 +855,120 @@ int zero(const Args& args) {
   if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());
   std::fflush(stdout);
   write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
+// Issue 32 (8): a function that takes the module (Net&) called with the module inside the prepared model runs
+// forward and backward without gradient synchronisation. On a synchronising step that is an error, on every rank,
+// that says what to call instead; on accumulate()'s local micro-steps (nothing is synchronised there anyway) it is
+// not; and the prepared model trains on after the error. Under SPUR_ZERO_STAGE too.
+int unwrapped(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.gradient_accumulation_steps = 2;
+  spur::Accelerator accelerator(options);
+  const int64_t rank = accelerator.process_index();
+  Net net = make_net(1000);
+  auto sgd = make_sgd(net);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  auto [x, y] = make_data(6, 4);
+  // The user's own helper, written for the plain module.
+  auto loss_of = [&](NetImpl& module, int64_t step) {
+    return torch::nn::functional::mse_loss(module.forward(x[step]), y[step]);
+  };
+  {
+    auto scope = accelerator.accumulate(model);
+    check(!accelerator.sync_gradients(), "the first micro-step is local");
+    accelerator.backward(loss_of(*model, 0));
+    check(true, "a local micro-step through the module is accepted");
+  }
+  {
+    auto scope = accelerator.accumulate(model);
+    check(accelerator.sync_gradients(), "the second micro-step synchronises");
+    std::string error;
+    try {
+      accelerator.backward(loss_of(*model, 1));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::cout << "rank " << rank << " error: " << error << std::endl;
+    check(error.find("Call the prepared model") != std::string::npos, "the synchronising backward is refused");
+  }
+  optimizer.zero_grad();
+  for (int64_t step = 2; step < 6; ++step) {
+    auto scope = accelerator.accumulate(model);
+    accelerator.backward(torch::nn::functional::mse_loss(model(x[step]), y[step]));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  // Every rank ends with the same parameters: the prepared model synchronised after the refusal.
+  const auto mine = flat(*net);
+  const auto all = accelerator.gather(mine.unsqueeze(0));
+  bool equal = true;
+  for (int64_t r = 1; r < all.size(0); ++r) equal = equal && all[r].equal(all[0]);
+  check(equal, "the ranks agree after training on through the prepared model");
+  return 0;
+}
+
+// Issue 32 (5, 6) beside torch (tests/rigs/ddp_scaler_oracle.py, the same set-up under DDP and
+// torch.amp.GradScaler): two branches, each trained by its own optimizer (AdamW for a, SGD for b) and StepLR, in fp16
+// on 2 ranks; on the poisoned steps one branch's inputs on rank 0 are 1e4, so its scaled gradients overflow and only
+// its optimizer skips. Each step prints the scale it used, which optimizers skipped and both learning rates after the
+// schedulers, as JSON lines.
+struct TwoBranchImpl : torch::nn::Module {
+  TwoBranchImpl() {
+    a = register_module("a", torch::nn::Linear(4, 3));
+    b = register_module("b", torch::nn::Linear(4, 3));
+  }
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& xa, const torch::Tensor& xb) {
+    return {a(xa), b(xb)};
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+TORCH_MODULE(TwoBranch);
+
+int scaler_oracle(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.mixed_precision = spur::Precision::fp16;
+  options.scaler.init_scale = 1024;
+  options.scaler.growth_interval = 2;
+  spur::Accelerator accelerator(options);
+  const int64_t rank = accelerator.process_index();
+  torch::manual_seed(5);
+  TwoBranch net;
+  torch::optim::AdamW adamw(net->a->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+  torch::optim::SGD sgd(net->b->parameters(), torch::optim::SGDOptions(0.1));
+  torch::optim::StepLR schedule_a(adamw, 2, 0.5), schedule_b(sgd, 3, 0.5);
+  auto [model, opt_a, opt_b, sched_a, sched_b] = accelerator.prepare(net, adamw, sgd, schedule_a, schedule_b);
+  std::map<int64_t, std::string> poisoned;  // step -> branch
+  std::stringstream list(args.poison);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item.empty()) continue;
+    poisoned[std::stoll(item.substr(0, item.find(':')))] = item.substr(item.find(':') + 1);
+  }
+  torch::manual_seed(6 + rank);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    auto xa = torch::randn({2, 4}), xb = torch::randn({2, 4}), ya = torch::randn({2, 3}), yb = torch::randn({2, 3});
+    if (rank == 0 && poisoned.count(step)) (poisoned[step] == "a" ? xa : xb).mul_(1e4);
+    auto [out_a, out_b] = model(xa, xb);
+    accelerator.backward(torch::nn::functional::mse_loss(out_a, ya) + torch::nn::functional::mse_loss(out_b, yb));
+    const double scale = accelerator.scaler()->get_scale();  // the one this step's loss was scaled by
+    // Both optimizers, then both schedulers: each schedule must follow its own optimizer's skip.
+    opt_a.step();
+    opt_b.step();
+    sched_a.step();
+    sched_b.step();
+    opt_a.zero_grad();
+    opt_b.zero_grad();
+    if (rank == 0) {
+      std::printf(
+          "{\"step\": %lld, \"scale\": %.17g, \"skipped_a\": %s, \"skipped_b\": %s, \"lr_a\": %.17g, "
+          "\"lr_b\": %.17g}\n",
+          static_cast<long long>(step), scale, opt_a.step_was_skipped() ? "true" : "false",
+          opt_b.step_was_skipped() ? "true" : "false", adamw.param_groups()[0].options().get_lr(),
+          sgd.param_groups()[0].options().get_lr());
+    }
+  }
+  std::fflush(stdout);
   return 0;
 }
 
@@ -1268,7 +1400,12 @@ int rendezvous(const Args&) {
 
 }  // namespace
 
+namespace spur_differential {
+int run(int argc, char** argv);  // differential.cpp: the engine's differential test
+}
+
 int main(int argc, char** argv) try {
+  if (argc >= 2 && std::string(argv[1]) == "differential") return spur_differential::run(argc, argv);
   const Args args = parse(argc, argv);
   int code = 2;
   if (args.scenario == "ddp") {
@@ -1317,6 +1454,10 @@ int main(int argc, char** argv) try {
     code = unused_outputs(args);
   } else if (args.scenario == "no_trainable") {
     code = no_trainable(args);
+  } else if (args.scenario == "unwrapped") {
+    code = unwrapped(args);
+  } else if (args.scenario == "scaler_oracle") {
+    code = scaler_oracle(args);
   } else if (args.scenario == "save_model_failure") {
     code = save_model_failure(args);
   } else if (args.scenario == "readme_quick_start") {

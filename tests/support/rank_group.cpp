@@ -95,6 +95,11 @@ bool RankGroup::wait(int timeout_ms) {
   return true;
 }
 
+qint64 RankGroup::pid(int rank) const {
+  const auto& process = processes_.at(rank);
+  return process ? process->processId() : 0;
+}
+
 RankResult RankGroup::result(int rank) const {
   RankResult result;
   const auto& process = processes_.at(rank);

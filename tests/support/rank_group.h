@@ -38,6 +38,8 @@ class RankGroup {
   /// Waits for every started rank to exit; false on timeout (the ranks are then killed).
   bool wait(int timeout_ms);
   RankResult result(int rank) const;
+  /// The process id of a started rank (0 when it was not started).
+  qint64 pid(int rank) const;
   /// Every rank's output, for failure messages.
   QString transcript() const;
 

@@ -45,7 +45,9 @@ class AutocastScope {
 /// Dynamic loss scaling. Per step: `scale(loss).backward()`, then `step(optimizer)` (unscales the gradients,
 /// skips the step when any is inf/nan), then `update()`:
 /// found inf/nan -> scale *= backoff_factor, growth tracker = 0; else tracker += 1 and, on reaching
-/// growth_interval, scale *= growth_factor and tracker = 0. The logic does not depend on the device.
+/// growth_interval, scale *= growth_factor (unless that is no longer a finite float) and tracker = 0. The scale is
+/// a float32 value, as torch's (its arithmetic rounded as torch's kernel rounds it). The logic does not depend on
+/// the device.
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
@@ -89,7 +91,7 @@ class GradScaler {
   };
 
   GradScalerOptions options_;
-  double scale_;
+  double scale_;  // always a float32 value
   int64_t growth_tracker_ = 0;
   std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
   std::function<void(torch::Tensor&)> reduce_found_inf_;

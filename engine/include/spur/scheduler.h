@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// PreparedScheduler: the user's LR scheduler after Accelerator::prepare. As Accelerate's, it steps only when the
-// prepared optimizers did (not on accumulation micro-steps, not after a skipped fp16 step), num_processes times
-// per optimizer step unless split_batches (the schedule was written for one process's batches).
+// PreparedScheduler: the user's LR scheduler after Accelerator::prepare. As Accelerate's, it steps only when its
+// optimizer did (not on accumulation micro-steps, not after its optimizer skipped an fp16 step; when its optimizer
+// was not prepared, not after any prepared optimizer skipped), num_processes times per optimizer step unless
+// split_batches (the schedule was written for one process's batches).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,8 @@ class PreparedScheduler {
  private:
   std::shared_ptr<torch::optim::LRScheduler> scheduler_;
   std::shared_ptr<detail::AcceleratorCore> core_;
+  std::vector<size_t> owners_;  // indices of the prepared optimizers it drives (found at the first step)
+  bool resolved_ = false;
 };
 
 /// LibTorch has StepLR and ReduceLROnPlateau only. This is the schedule most training scripts use

@@ -218,7 +218,10 @@ NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& mo
     for (const auto& item : models[i]->named_parameters(true)) {
       if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
       const auto& grad = item.value().grad();
-      if (grad.defined()) grads.emplace_back(std::to_string(i) + "." + item.key(), grad.detach());
+      // ZeRO stage 2's marker is no gradient: the reduced one lives in the shard (zero.h).
+      if (grad.defined() && !detail::ZeroLayout::is_marker(item.value(), grad)) {
+        grads.emplace_back(std::to_string(i) + "." + item.key(), grad.detach());
+      }
     }
   }
   return grads;
@@ -652,6 +655,7 @@ std::string Accelerator::load_state(const std::string& requested) {
     core.backwards_since_step = core.gradient.step % std::max<int64_t>(1, core.accumulation_steps);
   }
   core.step_was_skipped = state.step_was_skipped;
+  core.steps_skipped.assign(core.optimizers.size(), state.step_was_skipped ? 1 : 0);
   // Loading checkpoint_<N> of this project: the next automatic save is N + 1, not an overwrite.
   std::error_code error;
   const auto folder = fs::weakly_canonical(detail::checkpoints_folder(core.project), error);

@@ -96,8 +96,10 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
     if (!config.shared_memory_allreduce || (choice && std::string(choice) == "0")) {
       communicator->shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0)";
     } else {
-      communicator->shm_ =
-          ShmAllreduce::create(*store, state.rank, state.world_size, timeout, &communicator->shm_note_);
+      // Mapping the segment is part of joining: its wait is the rendezvous's, not a collective's (30 minutes).
+      const auto attach = std::chrono::duration_cast<std::chrono::milliseconds>(config.rendezvous_timeout);
+      communicator->shm_ = ShmAllreduce::create(*store, state.rank, state.world_size, std::min(attach, timeout),
+                                                timeout, &communicator->shm_note_);
     }
   }
   joined() = std::move(communicator);

@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/nn/module.h>
@@ -60,6 +62,65 @@ struct OutputSink : torch::autograd::Function<OutputSink> {
                                                  torch::autograd::variable_list grads) {
     return grads;
   }
+};
+
+// Catches the trap of calling the user's module instead of the prepared model (`*model` passed to a function that
+// takes Net&, `model->forward(x)`, a submodule called directly): forward and backward run, but nothing armed the
+// gradient reduction, so each rank steps on its own gradients and the ranks drift apart without a word (PyTorch's
+// DDP has the same trap). A hook on every trained parameter's gradient accumulator sees each backward that reaches
+// the model; one on a synchronising step with no forward of the prepared model since the last backward is an
+// error. Inside no_sync/accumulate's local micro-steps, gradients accumulate locally anyway: not checked there.
+class UnwrappedCallGuard : public std::enable_shared_from_this<UnwrappedCallGuard> {
+ public:
+  static std::shared_ptr<UnwrappedCallGuard> install(const std::vector<torch::Tensor>& trained) {
+    auto guard = std::make_shared<UnwrappedCallGuard>();
+    std::weak_ptr<UnwrappedCallGuard> weak = guard;
+    for (const auto& param : trained) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(param);
+      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [weak](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            if (auto self = weak.lock()) self->gradient_arrived();
+            return outputs;
+          }));
+      guard->accumulators_.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
+    }
+    return guard;
+  }
+  /// A forward of the prepared model with gradients on: the backward that follows may reach the parameters.
+  void forward_ran(bool sync) {
+    forward_seen_ = true;
+    sync_ = sync;
+    in_backward_ = false;
+  }
+  void set_sync(bool sync) { sync_ = sync; }
+
+ private:
+  void gradient_arrived() {
+    if (in_backward_) return;
+    if (!forward_seen_ && sync_) {
+      throw Error(
+          "a backward reached the parameters of a prepared model that its prepared forward did not run for since "
+          "the last backward, so their gradients would not be synchronised between the ranks (each would step on "
+          "its own and the ranks drift apart). Call the prepared model, `model(x)` on what accelerator.prepare "
+          "returned, not the module inside it (`*model`, `model->forward(x)`, `model.get()`, a submodule): a "
+          "function that takes `Net&` should take the prepared model (`spur::PreparedModel<NetImpl>&`, or a "
+          "template). For two losses of one forward, add them and call backward once");
+    }
+    in_backward_ = true;
+    std::weak_ptr<UnwrappedCallGuard> weak = weak_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+      if (auto self = weak.lock()) {
+        self->in_backward_ = false;
+        self->forward_seen_ = false;
+      }
+    });
+  }
+
+ private:
+  std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
+  bool forward_seen_ = false;
+  bool sync_ = true;
+  bool in_backward_ = false;
 };
 
 class ReducerModelSync final : public ModelSync {
@@ -121,6 +182,7 @@ class ReducerModelSync final : public ModelSync {
       core_->comm->fail("prepare(model) (broadcast from rank 0)", e);
     }
     if (trained.empty()) return;
+    guard_ = UnwrappedCallGuard::install(trained);
 
     const auto& options = core_->options;
     const std::size_t first_cap =
@@ -183,6 +245,7 @@ class ReducerModelSync final : public ModelSync {
   bool end_forward(std::vector<torch::Tensor>& outputs) override {
     const bool sync = torch::GradMode::is_enabled() && require_sync_;
     require_forward_param_sync_ = sync;
+    if (guard_ && torch::GradMode::is_enabled()) guard_->forward_ran(require_sync_);
     if (zero_gradients_ && sync) {
       // Parameters that take no part are reduced as zeros at the end of backward: no sink needed.
       zero_gradients_->prepare_for_backward();
@@ -213,7 +276,10 @@ class ReducerModelSync final : public ModelSync {
   }
 
   bool converts_outputs() const override { return core_->precision != Precision::no; }
-  void set_require_backward_grad_sync(bool sync) override { require_sync_ = sync; }
+  void set_require_backward_grad_sync(bool sync) override {
+    require_sync_ = sync;
+    if (guard_) guard_->set_sync(sync);
+  }
   bool require_backward_grad_sync() const override { return require_sync_; }
 
  private:
@@ -222,6 +288,7 @@ class ReducerModelSync final : public ModelSync {
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
+  std::shared_ptr<UnwrappedCallGuard> guard_;      // distributed runs with trained parameters
   bool require_sync_ = true;
   bool require_forward_param_sync_ = true;
 };

@@ -7,11 +7,15 @@
 // rank r adds up slice r of the chunk over the slots, in rank order, into an output slot; once all slices are
 // done, every rank copies the whole output back. So every rank ends with the same bits, whatever the number of
 // ranks, and the sum's order does not depend on timing. Two buffers alternate between chunks, so two barriers per
-// chunk suffice. A rank that dies or never arrives is an error naming it (its pid is checked while waiting),
-// never a hang.
+// chunk suffice. A rank that dies or never arrives is an error naming it, never a hang: each rank holds a lock on
+// its own byte of the segment, which the kernel drops when the process dies (checked while waiting; this works
+// where ranks share /dev/shm but not a PID namespace). Each chunk also carries what its rank is reducing (call
+// count, elements, element size): ranks that reduce different tensors stop with an error naming both, instead of
+// summing unrelated values.
 //
 // Threads: one per process (the training thread, inside backward). The segment is unlinked as soon as every rank
-// has mapped it, so nothing is left in /dev/shm after a crash.
+// has mapped it, by every rank that knows its name, so nothing is left in /dev/shm after a crash; a segment left by
+// a run killed while it was being made (no byte of it locked any more) is removed by the next run's rank 0.
 #pragma once
 
 #include <chrono>
@@ -29,8 +33,10 @@ class ShmAllreduce {
  public:
   /// Every rank calls it (through the run's store). Returns nullptr, with the reason in `why_not`, when the
   /// ranks are not all on this machine or shared memory cannot be had; the caller then stays on Gloo.
-  static std::unique_ptr<ShmAllreduce> create(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout,
-                                              std::string* why_not);
+  /// `attach_timeout` bounds the wait for the other ranks to map the segment, `timeout` each collective's.
+  static std::unique_ptr<ShmAllreduce> create(c10d::Store& store, int rank, int size,
+                                              std::chrono::milliseconds attach_timeout,
+                                              std::chrono::milliseconds timeout, std::string* why_not);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -45,16 +51,19 @@ class ShmAllreduce {
 
  private:
   struct Header;
-  ShmAllreduce(void* base, std::size_t bytes, int rank, int size, std::chrono::milliseconds timeout);
+  ShmAllreduce(void* base, std::size_t bytes, int fd, int rank, int size, std::chrono::milliseconds timeout);
   void wait_all(const char* what, std::size_t counter_offset, uint64_t generation);
+  void check_same_call(uint64_t call, int64_t total, int64_t element) const;
   std::byte* slot(int buffer, int index) const;
 
   void* base_;
   std::size_t bytes_;
+  int fd_;  // kept open: it holds this rank's liveness lock
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
   uint64_t generation_ = 0;
+  uint64_t calls_ = 0;
 };
 
 }  // namespace spur::detail

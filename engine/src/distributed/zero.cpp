@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -18,6 +19,18 @@
 
 namespace spur::detail {
 namespace {
+
+struct SettleHook final : torch::autograd::FunctionPreHook {
+  SettleHook(std::weak_ptr<ZeroLayout> layout, size_t entry) : layout_(std::move(layout)), entry_(entry) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    if (auto layout = layout_.lock()) layout->settle(entry_);
+    return grads;
+  }
+
+ private:
+  std::weak_ptr<ZeroLayout> layout_;
+  size_t entry_;
+};
 
 std::string shape_text(const torch::Tensor& t) {
   std::string text = "[";
@@ -39,23 +52,69 @@ ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int 
                   ", another " + std::string(c10::toString(options.dtype().toScalarType())) + " on " +
                   options.device().str());
     }
+  }
+  // Each parameter starts on a 64-byte boundary, as a tensor of its own would (c10's allocator aligns to 64): BLAS
+  // kernels round differently on data that is not aligned, and ZeRO's forward and backward must be DDP's to the bit.
+  const int64_t align = std::max<int64_t>(1, 64 / static_cast<int64_t>(params.front().element_size()));
+  std::vector<int64_t> offsets;
+  for (const auto& p : params) {
+    total = (total + align - 1) / align * align;
+    offsets.push_back(total);
     total += p.numel();
   }
   chunk_ = std::max<int64_t>(1, (total + world - 1) / world);
   torch::NoGradGuard no_grad;
   flat_ = torch::zeros({chunk_ * world}, options.requires_grad(false));
-  int64_t offset = 0;
-  for (const auto& p : params) {
-    auto slot = flat_.narrow(0, offset, p.numel());
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto& p = params[k];
+    auto slot = flat_.narrow(0, offsets[k], p.numel());
     slot.copy_(p.detach().reshape({-1}));
     // The parameter keeps its identity (autograd leaf, optimizer key); only its storage moves into the buffer.
     p.set_data(slot.view(p.sizes()));
     index_.emplace(p.unsafeGetTensorImpl(), entries_.size());
-    entries_.push_back({p, offset, p.numel()});
-    offset += p.numel();
+    entries_.push_back({p, offsets[k], p.numel()});
   }
-  if (stage_ >= 2) grad_shard_ = torch::zeros({chunk_}, options.requires_grad(false));
+  if (stage_ >= 2) {
+    grad_shard_ = torch::zeros({chunk_}, options.requires_grad(false));
+    marker_ = torch::empty({0}, options.requires_grad(false));
+  }
   entry_has_grad.assign(entries_.size(), 0);
+  marked_.assign(entries_.size(), 0);
+}
+
+void ZeroLayout::mark_reduced(size_t entry) {
+  auto& e = entries_[entry];
+  if (e.numel == 0) return;  // nothing to reduce: no marker (an empty gradient is its real gradient)
+  e.param.mutable_grad() = marker_;
+  marked_[entry] = 1;
+}
+
+void ZeroLayout::refresh(size_t entry) {
+  auto& e = entries_[entry];
+  auto& grad = e.param.mutable_grad();
+  const bool marker_there = grad.defined() && grad.unsafeGetTensorImpl() == marker_.unsafeGetTensorImpl();
+  if (marked_[entry] && !marker_there) {
+    // Anything but the marker itself: Module::zero_grad (none, or a zeroed detached copy), or a gradient the
+    // program set by hand. Either way the reduced gradient is gone, as DDP's .grad() would be.
+    marked_[entry] = 0;
+    clear_reduced(entry);
+  }
+  if (!marker_there && is_marker(e.param, grad)) grad = torch::Tensor();  // what zero_grad left of it
+}
+
+void ZeroLayout::settle(size_t entry) {
+  refresh(entry);
+  if (!marked_[entry]) return;
+  marked_[entry] = 0;
+  entries_[entry].param.mutable_grad() = torch::Tensor();
+}
+
+void ZeroLayout::clear_reduced(size_t entry) {
+  const auto& e = entries_[entry];
+  entry_has_grad[entry] = 0;
+  const int64_t lo = std::max(e.offset, owned_begin());
+  const int64_t hi = std::min(e.offset + e.numel, owned_end());
+  if (lo < hi && grad_shard_.defined()) grad_shard_.narrow(0, lo - owned_begin(), hi - lo).zero_();
 }
 
 void ZeroLayout::check_views() const {
@@ -63,6 +122,7 @@ void ZeroLayout::check_views() const {
   const auto element = static_cast<int64_t>(flat_.element_size());
   for (const auto& entry : entries_) {
     const auto& data = entry.param;
+    if (entry.numel == 0 && data.numel() == 0) continue;  // no storage to compare (an empty tensor's is null)
     if (data.data_ptr() != base + entry.offset * element || data.numel() != entry.numel) {
       throw Error("ZeRO stage " + std::to_string(stage_) + ": a parameter (shape " + shape_text(data) +
                   ") no longer lives in the sharded buffer prepare() made: its storage was replaced after prepare "
@@ -111,8 +171,12 @@ std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout>
   self->had_grad_.assign(entries.size(), 0);
 
   std::weak_ptr<ZeroGradients> weak = self;
+  std::weak_ptr<ZeroLayout> weak_layout = self->layout_;
   for (size_t k = 0; k < entries.size(); ++k) {
     auto accumulator = torch::autograd::impl::grad_accumulator(entries[k].param);
+    // Before the gradient is accumulated into .grad() (in every backward, synchronising or not): the marker goes,
+    // and whether the program cleared the gradient since its last reduction is settled.
+    accumulator->add_pre_hook(std::make_unique<SettleHook>(weak_layout, k));
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [weak, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           if (auto gradients = weak.lock()) gradients->ready(k);
@@ -134,8 +198,10 @@ void ZeroGradients::prepare_for_backward() {
     }
     std::fill(seen_.begin(), seen_.end(), false);
     std::fill(had_grad_.begin(), had_grad_.end(), 0);
-    if (layout_->grad_shard().defined()) layout_->grad_shard().zero_();
-    std::fill(layout_->entry_has_grad.begin(), layout_->entry_has_grad.end(), 0);
+    for (size_t k = 0; k < layout_->entries().size(); ++k) {
+      layout_->settle(k);
+      layout_->clear_reduced(k);
+    }
     next_ = completed_ = 0;
     finish_queued_ = false;
     started_ = false;
@@ -166,6 +232,8 @@ void ZeroGradients::ready(size_t entry) {
 void ZeroGradients::launch(Bucket& bucket) {
   torch::NoGradGuard no_grad;
   auto& flat = layout_->flat();
+  // What the program did to .grad() since the last reduction is settled first (the marker is no gradient).
+  for (const size_t k : bucket.entries) layout_->settle(k);
   if (bucket.entries.size() == 1) {
     // A parameter alone in its bucket (one larger than the bucket size) is reduced in its own gradient: no copy,
     // and no second buffer of its size (on `wide`, a 64 MiB weight: 1.2x the step of stage 1 before this).
@@ -179,7 +247,11 @@ void ZeroGradients::launch(Bucket& bucket) {
     }
   }
   if (!bucket.buffer.defined()) {
-    bucket.buffer = torch::empty({bucket.end - bucket.begin}, flat.options());
+    // Zeros where no parameter lies (the alignment gaps between them), so that nothing undefined is summed.
+    int64_t covered = 0;
+    for (const size_t k : bucket.entries) covered += layout_->entries()[k].numel;
+    bucket.buffer = covered == bucket.end - bucket.begin ? torch::empty({bucket.end - bucket.begin}, flat.options())
+                                                         : torch::zeros({bucket.end - bucket.begin}, flat.options());
     for (const size_t k : bucket.entries) {
       const auto& entry = layout_->entries()[k];
       auto slot = bucket.buffer.narrow(0, entry.offset - bucket.begin, entry.numel);
@@ -193,6 +265,7 @@ void ZeroGradients::launch(Bucket& bucket) {
       }
     }
   }
+  if (bucket.buffer.numel() == 0) return;  // empty parameters only: nothing to reduce (alike on every rank)
   if (auto* shm = comm_->shared_memory()) {
     // As the DDP path's shared-memory hook: sum, then divide, on every rank alike.
     shm->allreduce(bucket.buffer);
@@ -237,6 +310,8 @@ void ZeroGradients::finish() {
   }
   for (size_t k = 0; k < used.size(); ++k) {
     if (used[k]) layout_->entry_has_grad[k] = 1;
+    // Every kept reduced gradient is marked, also one no rank added to now, so that a zero_grad is seen.
+    if (layout_->entry_has_grad[k]) layout_->mark_reduced(k);
   }
   for (auto& bucket : buckets_) bucket.pending = bucket.entries.size();
   std::fill(seen_.begin(), seen_.end(), false);
@@ -298,19 +373,28 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
 }
 
 void ZeroShards::attach_gradients() {
+  // Always from what holds the gradient now: the model's zero_grad may have replaced it since the last step.
+  // Attached views share storage with it, so a second attach after unscaling or clipping sees their result.
   for (auto& slice : slices_) {
     auto& grad = slice.shard.mutable_grad();
-    if (grad.defined()) continue;  // attached since the last zero_grad (unscaling or clipping may have changed it)
-    if (slice.layout->stage() >= 2) {
-      if (!slice.layout->entry_has_grad[slice.entry]) continue;
-      grad = slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin);
+    grad = torch::Tensor();
+    auto* layout = slice.layout;
+    if (layout->stage() >= 2) {
+      layout->refresh(slice.entry);
+      if (!layout->entry_has_grad[slice.entry]) continue;
+      grad = layout->grad_shard().narrow(0, slice.begin - layout->owned_begin(), slice.end - slice.begin);
     } else {
-      const auto& full = slice.param.grad();
+      auto& full = slice.param.mutable_grad();
       if (!full.defined()) continue;
-      const int64_t offset = slice.layout->find(slice.param)->offset;
-      grad = full.reshape({-1}).narrow(0, slice.begin - offset, slice.end - slice.begin);
+      if (!full.is_contiguous()) full = full.contiguous();  // so that the slice is a view, not a copy
+      const int64_t offset = layout->entries()[slice.entry].offset;
+      grad = full.view({-1}).narrow(0, slice.begin - offset, slice.end - slice.begin);
     }
   }
+}
+
+void ZeroShards::detach_gradients() {
+  for (auto& slice : slices_) slice.shard.mutable_grad() = torch::Tensor();
 }
 
 void ZeroShards::all_gather() {
@@ -323,13 +407,13 @@ void ZeroShards::all_gather() {
 
 void ZeroShards::zero_grad(bool set_to_none) {
   for (auto& param : params_) clear_gradient(param, set_to_none);
+  detach_gradients();
   // Only this optimizer's ranges of the reduced gradients: another optimizer over the same model keeps its own.
-  for (auto& slice : slices_) {
-    slice.shard.mutable_grad() = torch::Tensor();
-    if (slice.layout->stage() < 2) continue;
-    slice.layout->grad_shard().narrow(0, slice.begin - slice.layout->owned_begin(), slice.end - slice.begin).zero_();
+  for (const auto& [layout, entry] : entries_) {
+    if (layout->stage() < 2) continue;
+    layout->refresh(entry);
+    layout->clear_reduced(entry);
   }
-  for (const auto& [layout, entry] : entries_) layout->entry_has_grad[entry] = 0;
 }
 
 }  // namespace spur::detail

@@ -3,8 +3,9 @@
 // (stage 1), and the reduced gradients too (stage 2), of its own contiguous shard of the parameters only.
 //
 //   ZeroLayout      one prepared model's trained parameters laid end to end in one flat buffer of
-//                   world x chunk elements (the tail padded with zeros); the parameters become views into it, so
-//                   the all-gather after a step writes them in place. Rank r owns [r * chunk, (r + 1) * chunk).
+//                   world x chunk elements (each starting on a 64-byte boundary, as a tensor of its own does; gaps
+//                   and the tail padded with zeros); the parameters become views into it, so the all-gather after
+//                   a step writes them in place. Rank r owns [r * chunk, (r + 1) * chunk).
 //   ZeroGradients   stage 2's gradient reduction (instead of DDP's Reducer): hooks on every parameter's gradient
 //                   accumulator reduce buckets, in a fixed order, while backward still runs; each rank keeps
 //                   its owned range of the reduced gradient and frees the parameters' full gradients.
@@ -17,6 +18,9 @@
 // started asynchronously so that it overlaps the rest of backward); each rank then keeps its slice. A
 // reduce-scatter would move half the bytes; c10d's needs equal slices per rank of every bucket, which buckets cut
 // at parameter boundaries do not have (see docs/zero.md).
+//
+// After a synchronising backward, stage 2 leaves each reduced parameter's .grad() an empty tensor (the marker
+// below): the full gradient is not kept, and a zero_grad of the model can still be seen.
 //
 // Threading: the training thread; the hooks run on autograd's backward thread, which the training thread waits
 // for (as the Reducer's).
@@ -57,9 +61,36 @@ class ZeroLayout {
   torch::Tensor& flat() { return flat_; }
   /// Stage 2: the reduced (averaged) gradient of the owned range, `chunk` elements.
   torch::Tensor& grad_shard() { return grad_shard_; }
-  /// Stage 2, per entry: grad_shard holds a reduced gradient for it since the last zero_grad of its optimizer
-  /// (a parameter no rank used, with find_unused_parameters, gets none: the optimizer skips it, as under DDP).
+  /// Stage 2, per entry: grad_shard holds a reduced gradient for it that nobody cleared since (a parameter no rank
+  /// used, with find_unused_parameters, gets none: the optimizer skips it, as under DDP).
   std::vector<char> entry_has_grad;
+
+  // Stage 2 and zero_grad. Under DDP a parameter's .grad() holds the reduced gradient until something clears it:
+  // the optimizer's zero_grad, or the model's own (LibTorch's Module::zero_grad, the common idiom), or nothing (the
+  // next backward then adds to it). Stage 2 keeps the reduced gradient in grad_shard instead, so that a clearing
+  // of .grad() can be seen, each reduced parameter's .grad() is set to a marker: an empty tensor of its dtype.
+  // Module::zero_grad replaces it (set_to_none) or a detached copy of it (zeroing in place); settle() notices
+  // either before the parameter's gradient is next used (the next backward reaching it, the next reduction, the
+  // optimizer's step) and clears the reduced gradient, as DDP's zero_grad clears .grad(). The marker left alone
+  // means "not cleared": the next reduction adds to the kept gradient, as DDP's accumulation does.
+
+  /// Stage 2, after a reduction: `entry`'s .grad() becomes the marker (a parameter with elements only).
+  void mark_reduced(size_t entry);
+  /// Stage 2: if `entry` was cleared since it was marked, drops its reduced gradient (and what zero_grad left of
+  /// the marker). A marker still in place stays, so that a later zero_grad is seen too. Before the reduced
+  /// gradient is read (clipping, the step).
+  void refresh(size_t entry);
+  /// Stage 2, before a gradient is accumulated into .grad() (a backward reaching the parameter, a reduction):
+  /// refresh(), then the marker goes, so that .grad() is a real gradient or undefined again. A zero_grad after
+  /// that clears the local gradient only, not the kept reduced one (DDP's would clear both: their sum is one
+  /// tensor there).
+  void settle(size_t entry);
+  /// Stage 2: drops `entry`'s reduced gradient (its range of grad_shard is zeroed).
+  void clear_reduced(size_t entry);
+  /// True for a .grad() that is the marker or what zero_grad left of it (not a gradient of the parameter).
+  static bool is_marker(const torch::Tensor& param, const torch::Tensor& grad) {
+    return grad.defined() && grad.numel() == 0 && param.numel() > 0;
+  }
   /// Throws spur::Error when a parameter's storage is no longer its place in the buffer (replaced after prepare:
   /// torch::load into the module, module->to(...)): the optimizer would step the buffer and the model read
   /// something else.
@@ -71,6 +102,8 @@ class ZeroLayout {
   int64_t chunk_ = 0;
   torch::Tensor flat_;
   torch::Tensor grad_shard_;
+  torch::Tensor marker_;      // stage 2: what reduced parameters' .grad() is set to
+  std::vector<char> marked_;  // stage 2, per entry: .grad() was set to marker_ and not settled since
   std::vector<Entry> entries_;
   std::unordered_map<const void*, size_t> index_;
 };
@@ -124,9 +157,12 @@ class ZeroShards {
   /// (LBFGS).
   ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std::shared_ptr<ZeroLayout>>& layouts,
              std::shared_ptr<Communicator> comm);
-  /// Points each slice's gradient at the reduced gradient (stage 1: a view of the parameter's full gradient;
-  /// stage 2: of the layout's grad_shard). Before unscaling, clipping and stepping.
+  /// Points each slice's gradient at the reduced gradient (stage 1: a view of the parameter's full gradient as it is
+  /// now; stage 2: of the layout's grad_shard, if it holds one that was not cleared). Before unscaling, clipping
+  /// and stepping; again is harmless (views of the same values).
   void attach_gradients();
+  /// After the step: the slices let go of the gradients (stage 1's views would keep a replaced gradient alive).
+  void detach_gradients();
   /// After the optimizer stepped its slices: every rank's slices to every rank.
   void all_gather();
   /// Clears every gradient the optimizer's parameters have (full ones, and stage 2's shards).

@@ -3,6 +3,8 @@
 // read per step (is there an inf?) is the same synchronisation torch's own step() makes.
 #include <spur/precision.h>
 
+#include <cmath>
+
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <torch/types.h>
 
@@ -10,11 +12,12 @@
 
 namespace spur {
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
-  if (!(options.init_scale > 0) || !(options.growth_factor > 1.0) || !(options.backoff_factor > 0.0) ||
-      !(options.backoff_factor < 1.0) || options.growth_interval < 1) {
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(static_cast<float>(options.init_scale)) {
+  if (!(options.init_scale > 0) || !std::isfinite(static_cast<float>(options.init_scale)) ||
+      !(options.growth_factor > 1.0) || !(options.backoff_factor > 0.0) || !(options.backoff_factor < 1.0) ||
+      options.growth_interval < 1) {
     throw Error(
-        "GradScaler options need init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and "
+        "GradScaler options need 0 < init_scale < 3.4e38 (a float32), growth_factor > 1, 0 < backoff_factor < 1 and "
         "growth_interval >= 1");
   }
 }
@@ -83,11 +86,14 @@ void GradScaler::update() {
   }
   per_optimizer_.clear();
   if (!any) return;  // nothing was unscaled this step: torch asserts here; a no-op is kinder
+  // torch keeps the scale in a float32 tensor: each product is taken in double and rounded to float, and the
+  // scale grows only when the grown value is finite (from 2^127 it stays there instead of becoming inf).
   if (found_inf) {
-    scale_ *= options_.backoff_factor;
+    scale_ = static_cast<float>(scale_ * options_.backoff_factor);
     growth_tracker_ = 0;
   } else if (++growth_tracker_ == options_.growth_interval) {
-    scale_ *= options_.growth_factor;
+    const float grown = static_cast<float>(scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) scale_ = grown;
     growth_tracker_ = 0;
   }
 }
@@ -103,12 +109,14 @@ std::optional<bool> GradScaler::pending_found_inf() const {
 }
 
 void GradScaler::load(double scale, int64_t growth_tracker, std::optional<bool> pending_found_inf) {
-  if (!(scale > 0)) throw Error("GradScaler::load: scale must be positive");
+  if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) {
+    throw Error("GradScaler::load: scale must be a positive float32, not " + std::to_string(scale));
+  }
   if (growth_tracker < 0 || growth_tracker >= options_.growth_interval) {
     throw Error("GradScaler::load: growth tracker " + std::to_string(growth_tracker) + " is outside [0, " +
                 std::to_string(options_.growth_interval) + ")");
   }
-  scale_ = scale;
+  scale_ = static_cast<float>(scale);
   growth_tracker_ = growth_tracker;
   per_optimizer_.clear();
   if (pending_found_inf) {
