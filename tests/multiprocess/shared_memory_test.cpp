@@ -125,12 +125,14 @@ class SharedMemoryTest : public QObject {
     if (!probe.waitForFinished(10000) || probe.exitStatus() != QProcess::NormalExit || probe.exitCode() != 0) {
       QSKIP("unshare --pid needs root (CAP_SYS_ADMIN) here");
     }
-    // Each rank in a PID namespace of its own, all sharing /dev/shm; rank 1 lags, so rank 0 waits and checks that
-    // its peer is alive. Before: the peer's pid meant nothing in rank 0's namespace, so it was "gone".
+    // Rank 0 in a PID namespace of its own, rank 1 in this one, both sharing /dev/shm; rank 1 lags, so rank 0
+    // waits and checks that its peer is alive. Before: rank 1's pid meant nothing in rank 0's namespace, so it was
+    // "gone".
     QTemporaryDir out;
-    RankGroup ranks(
-        "unshare",
-        {"--pid", "--fork", SPUR_TEST_WORKER, "ddp", "--out", out.path(), "--steps", "6", "--slow_rank", "1"}, 2);
+    RankGroup ranks("/bin/sh",
+                    {"-c", R"(if [ "$RANK" = 0 ]; then exec unshare --pid --fork "$0" "$@"; else exec "$0" "$@"; fi)",
+                     SPUR_TEST_WORKER, "ddp", "--out", out.path(), "--steps", "6", "--slow_rank", "1"},
+                    2);
     QVERIFY(ranks.start());
     QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
     for (int rank = 0; rank < 2; ++rank) {

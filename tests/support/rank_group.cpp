@@ -41,6 +41,7 @@ RankGroup::RankGroup(QString program, QStringList arguments, int world_size)
       env_(QProcessEnvironment::systemEnvironment()) {
   env_.insert("OMP_NUM_THREADS", "1");
   for (int rank = 0; rank < world_size_; ++rank) processes_.push_back(nullptr);
+  pids_.assign(static_cast<size_t>(world_size_), 0);
 }
 
 RankGroup::~RankGroup() {
@@ -73,6 +74,7 @@ bool RankGroup::start(const std::vector<int>& ranks) {
     process->setProcessEnvironment(env);
     process->start(program_, arguments_);
     if (!process->waitForStarted(10000)) return false;
+    pids_[static_cast<size_t>(rank)] = process->processId();
     processes_[rank] = std::move(process);
   }
   return true;
@@ -95,10 +97,7 @@ bool RankGroup::wait(int timeout_ms) {
   return true;
 }
 
-qint64 RankGroup::pid(int rank) const {
-  const auto& process = processes_.at(rank);
-  return process ? process->processId() : 0;
-}
+qint64 RankGroup::pid(int rank) const { return pids_.at(static_cast<size_t>(rank)); }
 
 RankResult RankGroup::result(int rank) const {
   RankResult result;

@@ -38,7 +38,7 @@ class RankGroup {
   /// Waits for every started rank to exit; false on timeout (the ranks are then killed).
   bool wait(int timeout_ms);
   RankResult result(int rank) const;
-  /// The process id of a started rank (0 when it was not started).
+  /// The process id a rank was started with (also once it ended; 0 when it was not started).
   qint64 pid(int rank) const;
   /// Every rank's output, for failure messages.
   QString transcript() const;
@@ -50,6 +50,7 @@ class RankGroup {
   int port_;
   QProcessEnvironment env_;
   std::vector<std::unique_ptr<QProcess>> processes_;
+  std::vector<qint64> pids_;
 };
 
 /// Runs one process to completion (killed after timeout_ms); for single-process programs.
