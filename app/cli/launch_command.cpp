@@ -24,6 +24,7 @@
 #include "config/run_config.h"
 #include "launch/launch_plan.h"
 #include "launch/launch_request.h"
+#include "launch/secrets.h"
 #include "launch/local_launcher.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
@@ -279,6 +280,9 @@ int launch_command(const QStringList& given) {
       }
       options.zero_stage = *stage;
     }
+    // The remote half of an SSH fan-out gets the run's variables on its standard input, before anything else
+    // there: values never travel in an argument list.
+    if (args.has("env_on_stdin")) options.environment << app::read_environment_block(STDIN_FILENO, 60000);
     for (const auto& assignment : args.values("env")) {
       options.environment << app::parse_environment_assignment(assignment);
     }
@@ -358,6 +362,10 @@ int launch_command(const QStringList& given) {
                    .arg(plan.master_port);
         for (const auto& child : fanout.ranks) {
           out << "[" << child.label << "] " << child.program << " " << child.arguments.join(' ') << "\n";
+        }
+        for (const auto& [name, value] : options.environment) {
+          out << "environment, sent on each ssh's standard input: " << name << "=" << app::shown_value(name, value)
+              << "\n";
         }
         return 0;
       }

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "config/run_config.h"
 #include "launch/launch_plan.h"
+#include "launch/secrets.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/job_follower.h"
 #include "sagemaker/training_job.h"
@@ -115,10 +116,15 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
 
   const QByteArray json = QJsonDocument(request.request).toJson(QJsonDocument::Indented);
   if (dry_run) {
+    // What is shown has the secrets' values redacted (the request sent keeps them: the job needs them).
+    QJsonObject shown = request.request;
+    for (const char* part : {"Environment", "HyperParameters"}) {
+      if (shown.contains(part)) shown[part] = app::redacted_variables(shown[part].toObject());
+    }
     out << "SageMaker training job " << request.job_name << " in " << aws.options().region << "; would run:\n  "
         << aws.command("sagemaker", "create-training-job", {"--cli-input-json", "file://REQUEST"}).join(' ')
-        << "\nwith REQUEST:\n"
-        << json;
+        << "\nwith REQUEST (secrets' values shown as <redacted>):\n"
+        << QJsonDocument(shown).toJson(QJsonDocument::Indented);
     if (!role.startsWith("arn:")) out << "(the role's ARN and the default output bucket are looked up on submission)\n";
     if (!request.default_bucket.isEmpty()) out << "(the output bucket is created if it does not exist)\n";
     return 0;

@@ -15,6 +15,7 @@
 #include "config/run_config.h"
 #include "launch/launch_plan.h"
 #include "launch/launch_request.h"
+#include "launch/secrets.h"
 #include "launch/ssh_fanout.h"
 #include "runs/run_recorder.h"
 #include "slurm/slurm_job.h"
@@ -119,7 +120,7 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
   QStringList node = app::machine_launch_arguments(
       args.value("remote_spur").value_or(QCoreApplication::applicationFilePath()), plan, options, program,
-      args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false,
+      args.positional().mid(1), grace, "@MACHINE_RANK@", "@MASTER_ADDR@", false, app::EnvironmentPassing::by_name,
       static_cast<int>(args.integer("system_metrics_interval", 0, 86'400).value_or(1)));
   node.removeAt(node.indexOf("--exit_on_stdin_eof"));  // srun gives the tasks /dev/null: no connection to watch
   if (!port_given) node[node.indexOf("--main_process_port") + 1] = "@MASTER_PORT@";
@@ -137,11 +138,17 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
     out << "Slurm job " << request.job_name << ": " << request.nodes << " node(s) x " << per_node
         << " rank(s); the sbatch script (written to " << request.directory << "/job.sh):\n"
         << script;
+    if (!options.environment.isEmpty()) {
+      out << "and the environment job.sh exports, from " << request.directory
+          << "/env (0600, removed once the job reads it):\n";
+      for (const auto& [name, value] : options.environment)
+        out << "  " << name << "=" << app::shown_value(name, value) << "\n";
+    }
     return 0;
   }
   app::SlurmCli slurm;
   slurm.program("sbatch");  // named before anything is written
-  // The script holds the ranks' --env values and the job's output can hold anything a rank prints: the job's own
+  // The env file holds the ranks' --env values and the job's output can hold anything a rank prints: the job's own
   // folder is the user's only (0700, made here and nowhere else: a second launch in the same millisecond fails
   // rather than share it), and so are the script and all the nodes write into it. The folders above it (a shared
   // --slurm_dir) follow the umask, so that a team can share them.
@@ -155,6 +162,10 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   const QString script_path = request.directory + "/job.sh";
   try {
     app::write_private_file(script_path.toStdString(), script.toStdString(), true);
+    if (!options.environment.isEmpty()) {
+      app::write_private_file((request.directory + "/env").toStdString(),
+                              app::environment_file(options.environment).toStdString(), false);
+    }
   } catch (const app::ConfigError& e) {
     throw app::SlurmError(e.what());
   }

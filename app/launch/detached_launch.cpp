@@ -53,18 +53,40 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
     QFile::setPermissions(log_file, QFileDevice::ReadOwner | QFileDevice::WriteOwner);
   }
   QProcess process;
+  // `--env NAME=VALUE` would put the value in the launcher's argument list, which anyone on this machine can read:
+  // the value goes into its environment instead, and the flag names the variable only.
+  QProcessEnvironment launcher_environment = environment;
+  QStringList arguments = request.spur_arguments();
+  for (qsizetype i = 1; i < arguments.size(); ++i) {
+    QString& word = arguments[i];
+    if (word == "--") break;
+    QString* assignment = nullptr;
+    QString prefix;
+    if (word == "--env" && i + 1 < arguments.size()) {
+      assignment = &arguments[++i];
+    } else if (word.startsWith("--env=")) {
+      assignment = &word;
+      prefix = "--env=";
+    }
+    if (!assignment) continue;
+    const QString text = assignment->mid(prefix.size());
+    const qsizetype eq = text.indexOf('=');
+    if (eq <= 0) continue;
+    launcher_environment.insert(text.left(eq), text.mid(eq + 1));
+    *assignment = prefix + text.left(eq);
+  }
   // setsid (util-linux): the launcher leaves the caller's session, so closing the caller's terminal or pressing
   // Ctrl-C there does not stop the run. It execs spur in place, so the pid is the launcher's.
   const QString setsid = QStandardPaths::findExecutable("setsid");
   if (setsid.isEmpty()) {
     process.setProgram(resolved);
-    process.setArguments(request.spur_arguments());
+    process.setArguments(arguments);
   } else {
     process.setProgram(setsid);
-    process.setArguments(QStringList{resolved} + request.spur_arguments());
+    process.setArguments(QStringList{resolved} + arguments);
   }
   if (!request.working_directory.isEmpty()) process.setWorkingDirectory(request.working_directory);
-  process.setProcessEnvironment(environment);
+  process.setProcessEnvironment(launcher_environment);
   process.setStandardInputFile(QProcess::nullDevice());
   // Ranks' lines are in the history; the launcher's own account (a bad configuration, a failed rank) is on
   // stderr, kept in the log.

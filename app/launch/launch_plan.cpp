@@ -3,6 +3,7 @@
 // torchrun run unchanged) plus Spur's own, and Accelerate's rules for the totals (num_processes is the total
 // over all machines; a machine runs num_processes / num_machines of them).
 #include "launch/launch_plan.h"
+#include "launch/secrets.h"
 #include "launch/launch_request.h"
 
 #include <fcntl.h>
@@ -199,46 +200,11 @@ QString LaunchPlan::describe() const {
     auto keys = rank.environment.keys();
     keys.sort();
     for (const auto& key : keys) {
-      text += "    " + key + "=" + (is_secret_name(key) ? QString("<redacted>") : rank.environment.value(key)) + "\n";
+      text += "    " + key + "=" + shown_value(key, rank.environment.value(key)) + "\n";
     }
   }
   for (const auto& note : notes) text += "note: " + note + "\n";
   return text;
-}
-
-bool is_secret_name(const QString& name) {
-  // A word of the name (between underscores): HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD,
-  // GITHUB_PAT; not TOKENIZERS_PARALLELISM or SSH_AUTH_SOCK.
-  static const QRegularExpression secret(
-      "(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|KEY|APIKEY|PAT)($|_)",
-      QRegularExpression::CaseInsensitiveOption);
-  return secret.match(name).hasMatch();
-}
-
-QStringList redact_secrets(const QStringList& launch_arguments) {
-  QStringList words = launch_arguments;
-  const auto redact = [](const QString& assignment) {
-    const auto eq = assignment.indexOf('=');
-    return eq > 0 && is_secret_name(assignment.left(eq)) ? assignment.left(eq) : assignment;
-  };
-  // Launch's own flags only: they end at "--" or at the program, whose arguments are its business.
-  for (qsizetype i = 0; i < words.size(); ++i) {
-    const QString& word = words[i];
-    if (word == "--" || !word.startsWith("--")) break;
-    const qsizetype eq = word.indexOf('=');
-    const QString flag = word.mid(2, eq < 0 ? -1 : eq - 2).replace('-', '_');
-    if (flag == "env") {
-      if (eq >= 0) {
-        words[i] = word.left(eq + 1) + redact(word.mid(eq + 1));
-      } else if (i + 1 < words.size()) {
-        words[i + 1] = redact(words[i + 1]);
-        ++i;
-      }
-    } else if (eq < 0 && launch_valued_flags().contains(flag)) {
-      ++i;  // its value
-    }
-  }
-  return words;
 }
 
 QPair<QString, QString> parse_environment_assignment(const QString& text) {

@@ -43,11 +43,6 @@ struct LaunchOptions {
 /// Parses `--env`'s `NAME=VALUE`, or `NAME` alone for this environment's value; LaunchError naming the text when
 /// NAME is not a valid variable name, is one the launcher sets for each rank, or (alone) is not set here.
 QPair<QString, QString> parse_environment_assignment(const QString& text);
-/// Names whose values are secrets (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, ...): never stored or shown.
-bool is_secret_name(const QString& name);
-/// `spur launch` arguments as the history stores them: `--env NAME=VALUE` of a secret NAME becomes `--env NAME`
-/// (a relaunch takes the value from its own environment).
-QStringList redact_secrets(const QStringList& launch_arguments);
 
 struct RankSpec {
   int rank = 0;
@@ -58,6 +53,9 @@ struct RankSpec {
   QStringList arguments;
   /// What the launcher adds to (or sets in) the environment it runs with.
   QProcessEnvironment environment;
+  /// Written to its standard input once it started (with SupervisionOptions::Stdin::Pipe): the SSH fan-out's
+  /// environment block, so that no value is ever in an argument list.
+  QByteArray input;
 };
 
 struct LaunchPlan {

@@ -55,9 +55,9 @@ const QSet<QString>& launch_valued_flags() {
 
 const QSet<QString>& launch_switches() {
   static const QSet<QString> flags{
-      "cpu",          "use_cpu", "dry_run",    "help",          "multi_gpu", "exit_on_stdin_eof", "interactive",
-      "no_config",    "detach",  "no_history", "use_deepspeed", "use_fsdp",  "progress_stream",   "slurm",
-      "system_stream"};
+      "cpu",           "use_cpu",     "dry_run",    "help",          "multi_gpu", "exit_on_stdin_eof", "interactive",
+      "no_config",     "detach",      "no_history", "use_deepspeed", "use_fsdp",  "progress_stream",   "slurm",
+      "system_stream", "env_on_stdin"};
   return flags;
 }
 

@@ -424,6 +424,10 @@ void LocalLauncher::start(Rank& rank) {
     return;
   }
   rank.pid = process->processId();
+  // What it reads first (the SSH fan-out's environment): written through the pipe, never on a command line.
+  if (options_.stdin_mode == SupervisionOptions::Stdin::Pipe && !rank.spec.input.isEmpty()) {
+    process->write(rank.spec.input);
+  }
   if (rank.own_group) guard_.watch(static_cast<pid_t>(rank.pid));
   rank.running = true;
   ++running_;

@@ -3,7 +3,12 @@
 // stdin, and the remote `spur launch --exit_on_stdin_eof` then stops its ranks.
 #include "launch/ssh_fanout.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
@@ -12,6 +17,7 @@
 #include <memory>
 
 #include "config/run_config.h"
+#include "launch/byte_text.h"
 
 namespace spur::app {
 
@@ -128,7 +134,7 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts) {
 QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
                                      const QString& program, const QStringList& arguments, int grace_seconds,
                                      const QString& machine_rank, const QString& master_addr, bool progress_stream,
-                                     int system_interval, double system_since) {
+                                     EnvironmentPassing passing, int system_interval, double system_since) {
   QStringList remote{spur,
                      "launch",
                      "--no_config",
@@ -168,9 +174,62 @@ QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan
   if (launch.num_cpu_threads_per_process) {
     remote << "--num_cpu_threads_per_process" << QString::number(*launch.num_cpu_threads_per_process);
   }
-  for (const auto& [name, value] : launch.environment) remote << "--env" << name + "=" + value;
+  if (passing == EnvironmentPassing::on_stdin) {
+    if (!launch.environment.isEmpty()) remote << "--env_on_stdin";
+  } else {
+    QSet<QString> named;
+    for (const auto& [name, value] : launch.environment) {
+      if (!named.contains(name)) remote << "--env" << name;
+      named.insert(name);
+    }
+  }
   remote << "--" << program << arguments;
   return remote;
+}
+
+QByteArray environment_block(const QList<QPair<QString, QString>>& environment) {
+  QByteArray block = "spur-env 1\n";
+  for (const auto& [name, value] : environment) {
+    block += name.toUtf8() + '=' + bytes_from_text(value).toBase64() + '\n';
+  }
+  return block + "end\n";
+}
+
+QList<QPair<QString, QString>> read_environment_block(int fd, int timeout_ms) {
+  QList<QPair<QString, QString>> environment;
+  QElapsedTimer clock;
+  clock.start();
+  auto next_line = [&]() {
+    QByteArray line;
+    for (;;) {
+      const qint64 left = timeout_ms - clock.elapsed();
+      struct pollfd ready {};
+      ready.fd = fd;
+      ready.events = POLLIN;
+      const int polled = left > 0 ? ::poll(&ready, 1, static_cast<int>(left)) : 0;
+      if (polled < 0 && errno == EINTR) continue;
+      if (polled <= 0) {
+        throw LaunchError(QString("--env_on_stdin: the environment did not arrive on standard input within %1 s")
+                              .arg(timeout_ms / 1000));
+      }
+      char c = 0;
+      const ssize_t n = ::read(fd, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw LaunchError("--env_on_stdin: standard input ended before the environment did");
+      if (c == '\n') return line;
+      if (line.size() > (64 << 20)) throw LaunchError("--env_on_stdin: a line longer than 64 MiB");
+      line += c;
+    }
+  };
+  if (next_line() != "spur-env 1") throw LaunchError("--env_on_stdin: standard input does not start with spur-env 1");
+  for (;;) {
+    const QByteArray line = next_line();
+    if (line == "end") return environment;
+    const auto eq = line.indexOf('=');
+    const auto value = QByteArray::fromBase64Encoding(line.mid(eq + 1), QByteArray::AbortOnBase64DecodingErrors);
+    if (eq <= 0 || !value) throw LaunchError("--env_on_stdin: a malformed line in the environment block");
+    environment << parse_environment_assignment(QString::fromUtf8(line.left(eq)) + "=" + text_from_bytes(*value));
+  }
 }
 
 std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vector<Host>& hosts, const LaunchPlan& plan,
@@ -180,7 +239,7 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
   for (size_t i = 0; i < hosts.size(); ++i) {
     const QStringList remote = machine_launch_arguments(
         options.remote_spur, plan, launch, program, arguments, grace_seconds, QString::number(i), plan.master_addr,
-        options.progress_stream, options.system_interval, options.system_since);
+        options.progress_stream, EnvironmentPassing::on_stdin, options.system_interval, options.system_since);
     QStringList quoted;
     for (const auto& part : remote) quoted << shell_quote(part);
     const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');
@@ -190,6 +249,7 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
     child.label = hosts[i].name;
     child.program = options.ssh;
     child.arguments = ssh_arguments(options, hosts[i].name, command);
+    if (!launch.environment.isEmpty()) child.input = environment_block(launch.environment);
     children.push_back(child);
   }
   return children;

@@ -49,6 +49,12 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
 /// each host that does not, with ssh's own reason (refused, timed out, permission denied).
 void preflight(const SshOptions& options, const std::vector<Host>& hosts);
 
+/// How machine_launch_arguments passes `--env`'s variables: never their values in an argument list (anyone on
+/// either machine could read them with `ps`), but on the remote launcher's standard input (SSH), or by name only,
+/// each machine's launcher taking the values from its own environment (Slurm: the job exports them from a private
+/// file it removes).
+enum class EnvironmentPassing { on_stdin, by_name };
+
 /// `spur launch` for one machine of `plan` (its ranks only, every setting as a flag, no configuration file or
 /// history of its own, its ranks stopped when its standard input closes): what the SSH fan-out runs on each host
 /// and `spur launch --slurm` on each node. `machine_rank` and `master_addr` are passed as given (a placeholder
@@ -56,7 +62,14 @@ void preflight(const SshOptions& options, const std::vector<Host>& hosts);
 QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan, const LaunchOptions& launch,
                                      const QString& program, const QStringList& arguments, int grace_seconds,
                                      const QString& machine_rank, const QString& master_addr, bool progress_stream,
-                                     int system_interval = 0, double system_since = 0);
+                                     EnvironmentPassing passing, int system_interval = 0, double system_since = 0);
+
+/// The block the SSH fan-out writes to each remote `spur launch --env_on_stdin`: a "spur-env 1" line, one
+/// "NAME=<base64 of the value's bytes>" line per variable, then "end".
+QByteArray environment_block(const QList<QPair<QString, QString>>& environment);
+/// Reads that block from `fd` (the standard input), a byte at a time so that nothing after it is consumed. Throws
+/// LaunchError when it is malformed or has not ended within `timeout`.
+QList<QPair<QString, QString>> read_environment_block(int fd, int timeout_ms);
 
 /// One child per host: ssh running `spur launch` for that machine rank with every setting passed explicitly
 /// (the hosts' own default configurations do not matter), stopping its ranks if the connection drops.

@@ -3,6 +3,8 @@
 // (job names 63 characters, hyperparameter values 2,500, environment values 512).
 #include "sagemaker/training_job.h"
 
+#include "launch/secrets.h"
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -185,20 +187,23 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
   }
   for (const auto& [name, value] : options.environment) environment[name] = value;
   // Hyperparameters and the environment are shown in the console and by DescribeTrainingJob to anyone who can
-  // list jobs: a name that looks like a secret deserves a warning.
-  static const QRegularExpression secret_like("token|secret|passw|api_?key|access_?key|credential",
-                                              QRegularExpression::CaseInsensitiveOption);
-  auto warn_if_secret = [&](const QString& name, const QString& where) {
-    if (secret_like.match(name).hasMatch()) {
+  // list jobs: a secret (launch/secrets.h's rule) deserves a warning.
+  auto warn_if_secret = [&](const QString& name, const QString& where, const QString& value = QString()) {
+    if (is_secret(name, value)) {
       result.notes << where + " " + name +
                           " looks like a secret, and jobs show it to anyone who can describe them: "
                           "read secrets in the job from AWS Secrets Manager instead";
     }
   };
-  for (auto it = hyperparameters.begin(); it != hyperparameters.end(); ++it) warn_if_secret(it.key(), "hyperparameter");
-  for (auto it = environment.begin(); it != environment.end(); ++it) warn_if_secret(it.key(), "environment variable");
+  for (auto it = hyperparameters.begin(); it != hyperparameters.end(); ++it) {
+    warn_if_secret(it.key(), "hyperparameter", it.value().toString());
+  }
+  for (auto it = environment.begin(); it != environment.end(); ++it) {
+    warn_if_secret(it.key(), "environment variable", it.value().toString());
+  }
   for (const auto& argument : options.arguments) {
-    if (argument.startsWith('-')) warn_if_secret(argument.section('=', 0, 0), "argument");
+    if (argument.startsWith('-'))
+      warn_if_secret(argument.section('=', 0, 0).mid(argument.startsWith("--") ? 2 : 1), "argument");
   }
   static const std::set<QString> credentials = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   for (auto it = environment.begin(); it != environment.end(); ++it) {

@@ -127,6 +127,12 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "  echo \"$code\" > " << shell_quote(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
     << "  exit \"$code\"\n"
     << "fi\n"
+    << "# The run's --env variables: exported from a file only the user can read, removed once read, so that no\n"
+    << "# value is in this script or in an argument list (srun passes them on to every node's launcher).\n"
+    << "if [ -f " << shell_quote(dir + "/env") << " ]; then\n"
+    << "  set -a; . " << shell_quote(dir + "/env") << "; set +a\n"
+    << "  rm -f " << shell_quote(dir + "/env") << "\n"
+    << "fi\n"
     << "master=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
     << "# The address Slurm itself reaches the first node at, when it has one (NodeAddr), else its name.\n"
     << "address=$(scontrol show node \"$master\" -o 2>/dev/null | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
@@ -135,7 +141,7 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "while :; do\n"
     << "  port=$((15000 + (SLURM_JOB_ID * 7919 + attempt * 104729) % 20000))\n"
     << "  rm -f " << shell_quote(dir) << "/node-*.exit\n"
-    << "  srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\" "
+    << "  srun --export=ALL --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\" "
        "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" \\\n"
     << "    --open-mode=append --output=" << shell_quote(dir + "/node-%N.out") << " /bin/bash "
     << shell_quote(dir + "/job.sh") << " node \"$master\" \"$port\" \"$attempt\"\n"
@@ -148,6 +154,14 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "exit \"$code\"\n";
   s.flush();
   return script;
+}
+
+QByteArray environment_file(const QList<QPair<QString, QString>>& environment) {
+  QByteArray file = "# spur launch --slurm: the run's --env variables, read by job.sh and removed\n";
+  for (const auto& [name, value] : environment) {
+    file += name.toUtf8() + "='" + bytes_from_text(value).replace("'", "'\\''") + "'\n";
+  }
+  return file;
 }
 
 QString SlurmCli::program(const QString& name) const {

@@ -60,6 +60,9 @@ QString slurm_yaml(const SlurmRequest& request);
 /// code in DIRECTORY/node-<name>.exit. A failed srun step runs again up to `max_restarts` times, with
 /// SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT set for it.
 QString sbatch_script(const SlurmRequest& request, const QStringList& node_command, int max_restarts = 0);
+/// What job.sh reads from the job's folder before it starts the nodes (and then removes): the run's --env variables
+/// as shell assignments, each value single-quoted byte for byte. Written 0600 beside job.sh, never into it.
+QByteArray environment_file(const QList<QPair<QString, QString>>& environment);
 
 /// Checks what can be checked before submitting: each --slurm_args word is an option, the names are sane.
 /// Throws SlurmError naming the value.

@@ -20,6 +20,7 @@
 #include "launch/descendant_guard.h"
 #include "launch/detached_launch.h"
 #include "launch/launch_request.h"
+#include "launch/secrets.h"
 #include "runs/run_status.h"
 #include "test_main.h"
 
@@ -473,6 +474,68 @@ class LaunchTest : public QObject {
     QVERIFY2(owned.output.contains("--env RANK: spur launch sets RANK for each rank itself"), qPrintable(owned.output));
   }
 
+  // Issue 31 (1): the one secret rule (launch/secrets.h), by name and by value.
+  void the_secret_rule_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<bool>("secret");
+    for (const char* name :
+         {"HF_TOKEN", "HFTOKEN", "GITHUB_TOKEN", "hf_token", "WANDB_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY",
+          "DB_PASSWORD", "PGPASSWORD", "MYSQL_PWD", "SMB_PASSWD", "GPG_PASSPHRASE", "GOOGLE_CREDENTIALS",
+          "AZURE_CLIENT_SECRET", "GITHUB_PAT", "APIKEY", "KEY"}) {
+      QTest::newRow(name) << QString(name) << "x" << true;
+    }
+    for (const char* name : {"TOKENIZERS_PARALLELISM", "PWD", "OLDPWD", "SSH_AUTH_SOCK", "KEYBOARD", "PATH",
+                             "MONKEY_MODE", "PATCH_LEVEL", "HOME"}) {
+      QTest::newRow(name) << QString(name) << "x" << false;
+    }
+    QTest::newRow("URL with a password") << "DATABASE_URL"
+                                         << "postgres://u:pass@h/db" << true;
+    QTest::newRow("URL with a password and no user") << "REDIS"
+                                                     << "redis://:pass@h:6379" << true;
+    QTest::newRow("URL without a password") << "DATABASE_URL"
+                                            << "postgres://u@h/db" << false;
+    QTest::newRow("URL with a port only") << "ENDPOINT"
+                                          << "http://h:8080/x@y" << false;
+  }
+  void the_secret_rule() {
+    QFETCH(QString, name);
+    QFETCH(QString, value);
+    QFETCH(bool, secret);
+    QCOMPARE(spur::app::is_secret(name, value), secret);
+    QCOMPARE(spur::app::shown_value(name, value) == "<redacted>", secret);
+  }
+
+  // Issue 31 (1): a launch the Studio starts detached takes `--env NAME=VALUE` in its environment, not in the
+  // launcher's argument list (which any user of the machine can read).
+  void a_detached_launch_keeps_values_out_of_its_arguments() {
+    QString problem;
+    if (spur::test::arguments_seen_by_another_user(&problem).isEmpty()) QSKIP(qPrintable(problem));
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    spur::app::LaunchRequest request;
+    request.working_directory = dir.path();
+    request.flags = {"--num_processes", "1", "--env", "HF_TOKEN=hf_detached_secret", "--env=SEED=5"};
+    request.program = "/bin/sh";
+    request.arguments = {"-c", "echo ${#HF_TOKEN} $SEED > lengths; sleep 3"};
+    const auto started = spur::app::launch_detached(request, dir.filePath("launch.log"), env, SPUR_CLI);
+    QVERIFY2(started.error.isEmpty(), qPrintable(started.error));
+    int looks = 0;
+    while (spur::app::process_alive(started.pid) && looks < 100) {
+      for (const auto& line : spur::test::arguments_seen_by_another_user()) {
+        QVERIFY2(!line.contains("hf_detached_secret"), qPrintable(line));
+      }
+      ++looks;
+      QThread::msleep(100);
+    }
+    QVERIFY(looks >= 5);
+    QFile lengths(dir.filePath("lengths"));
+    QTRY_VERIFY_WITH_TIMEOUT(lengths.exists(), 10000);
+    QVERIFY(lengths.open(QIODevice::ReadOnly));
+    QCOMPARE(lengths.readAll().trimmed(), QByteArray("18 5"));
+  }
+
   // Issue 12, defect 6: a secret given with --env reaches the ranks but is neither stored in the history nor
   // shown by --dry_run; the stored command (`--env HF_TOKEN`) relaunches with the value of the environment.
   void secrets_are_not_stored_or_shown() {
@@ -504,6 +567,18 @@ class LaunchTest : public QObject {
         SPUR_CLI, QStringList{"launch", "--num_processes", "1", "--dry_run", "--env", "HF_TOKEN=" + secret} + program,
         env, 30000);
     QVERIFY2(dry.output.contains("HF_TOKEN=<redacted>") && !dry.output.contains(secret), qPrintable(dry.output));
+    // Issue 31 (1): names the first rule missed, and a URL with a password under any name.
+    const auto more = spur::test::run_process(
+        SPUR_CLI,
+        QStringList{"launch", "--num_processes", "1", "--dry_run", "--env", "PGPASSWORD=" + secret, "--env",
+                    "MYSQL_PWD=" + secret, "--env", "HFTOKEN=" + secret, "--env",
+                    "DATABASE_URL=postgres://u:" + secret + "@h/db"} +
+            program,
+        env, 30000);
+    QVERIFY2(more.output.contains("PGPASSWORD=<redacted>") && more.output.contains("MYSQL_PWD=<redacted>") &&
+                 more.output.contains("HFTOKEN=<redacted>") && more.output.contains("DATABASE_URL=<redacted>") &&
+                 !more.output.contains(secret),
+             qPrintable(more.output));
     // The recorded form: the value comes from the launcher's environment, and its absence is named.
     env.insert("HF_TOKEN", "abc");
     result = spur::test::run_process(

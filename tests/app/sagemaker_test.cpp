@@ -466,8 +466,15 @@ class SageMakerTest : public QObject {
   void dry_run_prints_the_request() {
     QTemporaryDir dir;
     const QString config = prepare(dir);
-    auto result = spur(dir, {"launch", "--config_file", config, "--dry_run", "/opt/spur/train_mlp", "--epochs", "2"});
+    // Issue 31 (1): a secret's value is shown as <redacted> (the request sent keeps it: the job needs it).
+    auto result =
+        spur(dir, {"launch", "--config_file", config, "--env", "WANDB_API_KEY=wandb_sm_secret", "--env",
+                   "DATABASE_URL=mysql://u:sm-pass@db/x", "--dry_run", "/opt/spur/train_mlp", "--epochs", "2"});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("\"WANDB_API_KEY\": \"<redacted>\"") &&
+                 result.output.contains("\"DATABASE_URL\": \"<redacted>\"") &&
+                 !result.output.contains("wandb_sm_secret") && !result.output.contains("sm-pass"),
+             qPrintable(result.output));
     QVERIFY2(result.output.contains("sagemaker create-training-job --cli-input-json") &&
                  result.output.contains("\"InstanceType\": \"ml.c5.2xlarge\"") &&
                  result.output.contains("\"spur_program\": \"/opt/spur/train_mlp\""),

@@ -172,11 +172,37 @@ class SlurmTest : public QObject {
          {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --partition=debug", "#SBATCH --gres=gpu:3",
           "#SBATCH --account=lab", "#SBATCH --qos=high", "#SBATCH --time=10", "#SBATCH --exclusive", "#SBATCH --mem=0",
           "'--num_processes' '6'", "'--machine_rank' \"$SLURM_NODEID\"", "'--main_process_ip' \"$master\"",
-          "'--main_process_port' \"$port\"", "'it'\\''s'", "srun --kill-on-bad-exit=1",
+          "'--main_process_port' \"$port\"", "'it'\\''s'", "srun --export=ALL --kill-on-bad-exit=1",
           "'--system_metrics_interval' '1' '--system_stream'"}) {
       QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " not in:\n" + result.output));
     }
     QVERIFY2(!QDir(work_.path() + "/jobs").exists(), "a dry run wrote files");
+  }
+
+  // Issue 31 (1): --env values are in no argument list, script or dry run: job.sh exports them from a private file
+  // in the job's folder and removes it; the node launchers get the names only; the ranks get the values.
+  void secrets_reach_the_ranks_through_a_private_file() {
+    // (The program checks lengths: its own arguments are the program's business, and would show the values.)
+    const QStringList program{"/bin/sh", "-c",
+                              "[ ${#HF_TOKEN} = 18 ] && [ \"${#PGPASSWORD}\" = 6 ] && echo secrets arrived"};
+    auto env = environment();
+    env.insert("HF_TOKEN", "hf_slurm_secret_17");
+    const QStringList flags{"--env", "HF_TOKEN", "--env", "PGPASSWORD=it's x", "--env", "SEED=3"};
+    const auto dry =
+        spur::test::run_process(SPUR_CLI, slurm_launch(flags + QStringList{"--dry_run"} + program), env, 60000);
+    QVERIFY2(dry.exit_code == 0 && dry.output.contains("HF_TOKEN=<redacted>") &&
+                 dry.output.contains("PGPASSWORD=<redacted>") && dry.output.contains("SEED=3") &&
+                 dry.output.contains("'--env' 'HF_TOKEN'") && !dry.output.contains("hf_slurm_secret_17") &&
+                 !dry.output.contains("it's x"),
+             qPrintable(dry.output));
+    const auto result = spur::test::run_process(SPUR_CLI, slurm_launch(flags + program), env, 180000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("secrets arrived"), qPrintable(result.output));
+    const auto folder = QRegularExpression(R"(files in (\S+))").match(result.output).captured(1);
+    QFile script(folder + "/job.sh");
+    QVERIFY(script.open(QIODevice::ReadOnly));
+    const QByteArray text = script.readAll();
+    QVERIFY2(!text.contains("hf_slurm_secret_17") && !text.contains("it's x"), text.constData());
+    QVERIFY2(!QFile::exists(folder + "/env"), "the environment file outlived the job's start");
   }
 
   // Two tasks on the node train the MLP example; each line comes back as [node] [rankN], the loss reaches the

@@ -287,13 +287,64 @@ class SshLaunchTest : public QObject {
   }
 
   void dry_run_shows_the_quoted_ssh_commands() {
-    const auto result =
-        run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--dry_run", "/bin/echo", "a b"}));
+    const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--env", "SEED=1; id", "--env",
+                                          "HFTOKEN=hf_dry_secret", "--dry_run", "/bin/echo", "a b"}));
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     QVERIFY2(result.output.contains("[machine2] ssh") && result.output.contains("-- machine2 cd ") &&
                  result.output.contains("'--machine_rank' '1'") && result.output.contains("'a b'") &&
-                 result.output.contains("'--env' 'SEED=1; id'"),
+                 result.output.contains("'--env_on_stdin'") && result.output.contains("standard input: SEED=1; id") &&
+                 result.output.contains("standard input: HFTOKEN=<redacted>") &&
+                 !result.output.contains("hf_dry_secret"),
              qPrintable(result.output));
+  }
+
+  // Issue 31 (1): --env values never travel in an argument list over SSH (they go on each ssh's standard input to
+  // the remote launcher), so another user on the machines, looking with ps while the run is on, sees none of them;
+  // the ranks get them, byte for byte.
+  void secrets_are_in_no_argument_list() {
+    QString problem;
+    if (spur::test::arguments_seen_by_another_user(&problem).isEmpty()) QSKIP(qPrintable(problem));
+    QTemporaryDir dir;
+    const QString program = dir.filePath("prog");
+    QFile file(program);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(
+        "#!/bin/sh\n"
+        "[ \"$HF_TOKEN\" = hf_spur_secret_4711 ] && echo token arrived\n"
+        "[ \"$DATABASE_URL\" = 'postgres://u:pw-spur-secret@db/x' ] && echo url arrived\n"
+        "echo started; sleep 4\n");
+    file.close();
+    QVERIFY(file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner));
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    env.insert("HF_TOKEN", "hf_spur_secret_4711");
+    env.insert("DATABASE_URL", "postgres://u:pw-spur-secret@db/x");  // a secret by its value
+    QProcess launch;
+    launch.setProcessEnvironment(env);
+    launch.setProcessChannelMode(QProcess::MergedChannels);
+    // `--env NAME`: the values come from this environment (given as NAME=VALUE, they would be in spur's own
+    // argument list, which is the user's choice).
+    launch.start(SPUR_CLI,
+                 hosts_launch({"--hosts", "machine1,machine2", "--env", "HF_TOKEN", "--env", "DATABASE_URL", program}));
+    QVERIFY(launch.waitForStarted());
+    QByteArray output;
+    int looks = 0, while_running = 0;
+    while (launch.state() != QProcess::NotRunning) {
+      launch.waitForReadyRead(200);
+      output += launch.readAll();
+      const auto seen = spur::test::arguments_seen_by_another_user();
+      ++looks;
+      if (output.count("started") == 2) ++while_running;
+      for (const auto& line : seen) {
+        QVERIFY2(!line.contains("hf_spur_secret_4711") && !line.contains("pw-spur-secret"), qPrintable(line));
+      }
+    }
+    output += launch.readAll();
+    QVERIFY2(launch.exitCode() == 0, output.constData());
+    QVERIFY2(output.count("token arrived") == 2 && output.count("url arrived") == 2, output.constData());
+    QVERIFY2(while_running >= 3,
+             qPrintable(QString("only %1 of %2 looks while both ranks ran").arg(while_running).arg(looks)));
   }
 };
 

@@ -11,6 +11,7 @@
 #include "launch/byte_text.h"
 #include "launch/launch_plan.h"
 #include "launch/launch_request.h"
+#include "launch/secrets.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const QByteArray bytes(reinterpret_cast<const char*>(data), static_cast<qsizetype>(size));

@@ -57,6 +57,10 @@ class RankGroup {
 RankResult run_process(const QString& program, const QStringList& arguments, const QProcessEnvironment& env,
                        int timeout_ms);
 
+/// Every process's arguments as another user sees them: `ps -eo args` run as nobody (setpriv). Empty, with the
+/// reason in `problem`, where that cannot be done (not root).
+QStringList arguments_seen_by_another_user(QString* problem = nullptr);
+
 /// The process exists and is not a zombie.
 bool alive(qint64 pid);
 /// The PIDs launch_rig wrote as DIR/rankN.pid for ranks 0..count-1 (those written so far).
