@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include <spur/history/reader.h>
+#include <spur/history/database.h>
 #include <spur/history/writer.h>
 
 #include "config/run_config.h"
@@ -58,9 +59,19 @@ RunService::RunService(std::string history_path) : path_(std::move(history_path)
 
 bool RunService::exists() const { return reader_ || QFileInfo::exists(QString::fromStdString(path_)); }
 
+bool RunService::read_only() const { return exists() && !history::Database::writable(path_); }
+
+void RunService::refuse_if_read_only() const {
+  if (read_only()) {
+    refuse("run history " + QString::fromStdString(path_) +
+           " is read-only here (read-only storage, or another user's): it can be read, not changed");
+  }
+}
+
 std::unique_ptr<history::HistoryWriter> RunService::change(int64_t id) const {
   // Never creates a history: a change to a run needs the run.
   if (!exists()) refuse(no_run(id, path_));
+  refuse_if_read_only();
   auto writer = std::make_unique<history::HistoryWriter>(path_);
   if (!writer->has_run(id)) refuse(no_run(id, path_));
   return writer;
@@ -178,6 +189,7 @@ std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after,
 
 int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progress, bool check_all) {
   if (!exists()) refuse("no run history at " + QString::fromStdString(path_) + " yet (nothing to summarise)");
+  refuse_if_read_only();
   return history::HistoryWriter(path_).build_summaries(progress, check_all);
 }
 
@@ -200,7 +212,17 @@ void RunService::set_notes(int64_t id, const QString& notes) {
 
 void RunService::remove(int64_t id, bool force) {
   const auto existing = run(id);
+  refuse_if_read_only();
   const auto status = effective_status(existing);
+  if ((status == "running" || status == "queued") && owns_run(existing)) {
+    // Its launcher is alive on this machine: removing the run under it would have it retry writing to a run that
+    // is gone (--force is for a launcher that died on another machine).
+    refuse(QString("run %1 is %2 and its launcher (pid %3) is alive on this machine: stop it first (Ctrl-C in its "
+                   "terminal, or kill -INT %3), then remove it")
+               .arg(id)
+               .arg(status)
+               .arg(existing.pid));
+  }
   if ((status == "running" || status == "queued") && !force) {
     // A running run's recorder would write it back without its config (issue 12): stop it first.
     refuse(QString("run %1 is %2 (launcher pid %3 on %4); stop it first (Ctrl-C in its terminal, or kill -INT %3), "
@@ -297,6 +319,7 @@ void RunService::export_config(int64_t id, const QString& file) const {
 
 std::vector<ImportedRun> RunService::import_tensorboard(const QString& path, const TensorBoardImportOptions& options,
                                                         const std::function<void(const ImportedRun&)>& done) {
+  refuse_if_read_only();
   try {
     return app::import_tensorboard(path_, path, options, done);
   } catch (const std::invalid_argument& e) {

@@ -71,6 +71,9 @@ class RunService {
   const std::string& history_path() const { return path_; }
   /// Whether the history exists (on one not made yet, reads find nothing and changes are refused).
   bool exists() const;
+  /// Whether it exists and this process cannot write it (read-only storage, another user's history): it reads as
+  /// any other, and every change (rename, tag, notes, remove, import, summarise) is refused up front, by name.
+  bool read_only() const;
 
   /// Every run, oldest first; none when the history does not exist yet.
   std::vector<history::Run> runs() const;
@@ -133,6 +136,7 @@ class RunService {
   /// A writer for a change to run `id`; RunServiceError naming the run (or the missing history) when it is not
   /// there. A missing history is never created by a change.
   std::unique_ptr<history::HistoryWriter> change(int64_t id) const;
+  void refuse_if_read_only() const;
   /// RunServiceError when `file` is the history or one of its journal files, whatever name or link leads there.
   void refuse_history_file(const QString& file) const;
 

@@ -189,6 +189,7 @@ RunsSnapshot RunsReader::read() {
     if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
     if (!reader_) return snapshot;  // no history yet: no runs
     reader_->check_schema();
+    snapshot.read_only = reader_->read_only();
     // The oldest run shown: the newest page at first, a page further back each fetch_more().
     snapshot.fetched_more = more_;
     if (from_id_ < 0 || (more_ && from_id_ > 0)) {

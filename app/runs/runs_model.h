@@ -35,6 +35,7 @@ struct RunsSnapshot {
   int64_t total_runs = 0;     // in the history: more than `runs` holds when older pages are not fetched yet
   bool fetched_more = false;  // this read served a fetch_more() (the model may ask for the next page)
   QString error;              // not empty: the read failed and the rest is empty
+  bool read_only = false;     // this user cannot write the history (read-only storage, another user's)
 };
 
 /// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. Runs come in pages,

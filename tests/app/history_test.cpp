@@ -3,8 +3,11 @@
 // SIGKILLed mid-write, migration of an older file, a 2-rank launched run recorded (loss values and console
 // lines), `spur runs` on it, and export round trips.
 #include <signal.h>
+#include <unistd.h>
 #include <sqlite3.h>
 
+#include <QDateTime>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -492,6 +495,85 @@ class HistoryTest : public QObject {
   }
 
   // A history that cannot be written (its folder is a file) never stops the run: one warning, exit 0.
+  // Issue 31 (2): a history this user can read but not write (a colleague's, an archive on read-only storage) is
+  // read as any other by spur runs list, show, logs and export, also with commits still in its write-ahead log (a
+  // writer killed), and a change is refused by name; nothing is created or changed beside it.
+  void a_history_that_cannot_be_written_is_read_data() {
+    QTest::addColumn<QString>("how");
+    QTest::addColumn<bool>("log");  // its writer was killed: commits still in the -wal file
+    QTest::newRow("another user's") << "nobody" << false;
+    QTest::newRow("another user's, with a write-ahead log") << "nobody" << true;
+    QTest::newRow("read-only storage") << "read-only mount" << false;
+    QTest::newRow("read-only storage, with a write-ahead log") << "read-only mount" << true;
+  }
+  void a_history_that_cannot_be_written_is_read() {
+    QFETCH(QString, how);
+    QFETCH(bool, log);
+    if (::geteuid() != 0) QSKIP("needs root, to be another user or to mount read-only");
+    QTemporaryDir dir;
+    QVERIFY(QFile::setPermissions(dir.path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                                                  QFileDevice::ReadOther | QFileDevice::ExeOther));
+    const QString folder = dir.filePath("h");
+    QVERIFY(QDir().mkpath(folder));
+    const QString path = folder + "/history.db";
+    Child writer;
+    writer.process->start(SPUR_HISTORY_RIG, {path, "archived", log ? "100000000" : "500", "50"});
+    QVERIFY(writer.process->waitForStarted());
+    QByteArray seen;
+    if (log) {
+      while (last_count(seen, *writer.process, "flushed") < 5000) QVERIFY(writer.process->waitForReadyRead(30000));
+      ::kill(static_cast<pid_t>(writer.process->processId()), SIGKILL);
+    }
+    QVERIFY(writer.process->waitForFinished(60000));
+    const long long flushed = log ? last_count(seen, *writer.process, "flushed") : 500;
+    QCOMPARE(QFileInfo::exists(path + "-wal") && QFileInfo(path + "-wal").size() > 0, log);
+    for (const QString& file : QDir(folder).entryList(QDir::Files)) {
+      QFile::setPermissions(folder + "/" + file, QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                                     QFileDevice::ReadGroup | QFileDevice::ReadOther);
+    }
+    QFile::setPermissions(folder, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                                      QFileDevice::ReadOther | QFileDevice::ExeOther);
+    auto listing = [&] {
+      QStringList files;
+      for (const auto& info : QDir(folder).entryInfoList(QDir::Files | QDir::Hidden, QDir::Name)) {
+        files << info.fileName() + " " + QString::number(info.size()) + " " +
+                     QString::number(info.lastModified().toMSecsSinceEpoch());
+      }
+      return files;
+    };
+    const QStringList before = listing();
+    auto run = [&](const QStringList& arguments) {
+      QStringList command;
+      QString program;
+      if (how == "nobody") {
+        program = "setpriv";
+        command = QStringList{"--reuid=65534", "--regid=65534", "--clear-groups", SPUR_CLI} + arguments;
+      } else {
+        program = "unshare";
+        QStringList quoted;
+        for (const auto& word : QStringList{SPUR_CLI} + arguments) quoted << "'" + word + "'";
+        command = {"-m", "sh", "-c",
+                   "mount --bind -o ro '" + folder + "' '" + folder + "' && exec " + quoted.join(' ')};
+      }
+      auto env = QProcessEnvironment::systemEnvironment();
+      env.insert("SPUR_HISTORY", path);
+      env.insert("HOME", dir.path());
+      return spur::test::run_process(program, command, env, 60000);
+    };
+    const auto list = run({"runs", "list"});
+    QVERIFY2(list.exit_code == 0 && list.output.contains("archived"), qPrintable(list.output));
+    const auto show = run({"runs", "show", "1"});
+    QVERIFY2(show.exit_code == 0 && show.output.contains("archived"), qPrintable(show.output));
+    QCOMPARE(run({"runs", "logs", "1"}).exit_code, 0);
+    const auto exported = run({"runs", "export", "1", "--format", "csv"});
+    QVERIFY2(exported.exit_code == 0, qPrintable(exported.output));
+    QVERIFY2(exported.output.count('\n') >= flushed,
+             qPrintable(QString("%1 lines exported, %2 flushed").arg(exported.output.count('\n')).arg(flushed)));
+    const auto rename = run({"runs", "rename", "1", "other"});
+    QVERIFY2(rename.exit_code != 0 && rename.output.contains("is read-only here"), qPrintable(rename.output));
+    QCOMPARE(listing(), before);
+  }
+
   void an_unwritable_history_does_not_stop_training() {
     QTemporaryDir dir;
     QFile blocker(dir.filePath("not-a-folder"));

@@ -607,6 +607,12 @@ class LaunchTest : public QObject {
     QVERIFY2(refused.exit_code != 0 && refused.output.contains("run 1 is running") &&
                  refused.output.contains("stop it first"),
              qPrintable(refused.output));
+    // Issue 31 (8): --force neither, while its launcher is alive on this machine (the launcher then retried writing
+    // to a run that was gone for two minutes).
+    const auto forced = spur::test::run_process(SPUR_CLI, {"runs", "rm", "1", "--force"}, env, 30000);
+    QVERIFY2(forced.exit_code != 0 && forced.output.contains("its launcher (pid") &&
+                 forced.output.contains("is alive on this machine"),
+             qPrintable(forced.output));
     ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
     QVERIFY(spur.waitForFinished(20000));
     const auto removed = spur::test::run_process(SPUR_CLI, {"runs", "rm", "1"}, env, 30000);

@@ -149,6 +149,35 @@ class StudioTest : public QObject {
              qPrintable(label->text()));
   }
 
+  // Issue 31 (2): a history this user cannot write is shown, says so, and offers no change (rename, tag, notes,
+  // delete, import). The file is made immutable (chattr +i), which even root cannot write.
+  void a_read_only_history_is_shown_and_not_changed() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter writer(path.toStdString());
+      spur::history::Run run;
+      run.name = "archived";
+      writer.create_run(run);
+    }
+    if (QProcess::execute("chattr", {"+i", path}) != 0) QSKIP("chattr +i is not possible here");
+    struct Mutable {
+      QString path;
+      ~Mutable() { QProcess::execute("chattr", {"-i", path}); }
+    } restore{path};
+    spur::studio::MainWindow window(path);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.windowTitle().contains("read-only"), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 10000);
+    for (auto* action : window.findChildren<QAction*>()) {
+      const QString text = action->text().remove('&');
+      if (text.startsWith("Rename") || text.startsWith("Tag") || text.startsWith("Notes") || text == "Delete" ||
+          text.startsWith("Import TensorBoard")) {
+        QVERIFY2(!action->isEnabled(), qPrintable(text + " is enabled on a read-only history"));
+      }
+    }
+  }
+
   void a_run_written_elsewhere_appears_live() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");

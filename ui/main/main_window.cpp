@@ -430,6 +430,18 @@ void MainWindow::refresh() {
 
 void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   read_pending_ = false;
+  if (snapshot.error.isEmpty() && snapshot.read_only != read_only_) {
+    // A history this user can only read (read-only storage, a colleague's): shown, not changed.
+    read_only_ = snapshot.read_only;
+    setWindowTitle(read_only_ ? tr("Spur Studio (read-only history)") : tr("Spur Studio"));
+    if (read_only_) {
+      statusBar()->showMessage(
+          tr("The history %1 is read-only here: runs can be watched and compared, not renamed, tagged, deleted or "
+             "imported into")
+              .arg(path_));
+    }
+    for (auto* action : editing_) action->setEnabled(!read_only_);
+  }
   const int before = runs_->rowCount();
   if (!runs_->apply(snapshot)) statusBar()->showMessage(runs_->error());
   std::vector<RunState> states;
@@ -847,7 +859,7 @@ void MainWindow::build_actions() {
   });
   open->setIcon(style->standardIcon(QStyle::SP_DialogOpenButton));
   file->addSeparator();
-  make(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
+  editing_ << make(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
     const QString chosen = QFileDialog::getExistingDirectory(
         this, tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
     if (!chosen.isEmpty()) report(import_tensorboard(chosen));
@@ -883,7 +895,7 @@ void MainWindow::build_actions() {
   relaunch_->setIcon(run_icon(RunIcon::relaunch));
   relaunch_->setObjectName("relaunch");
   run_menu->addSeparator();
-  make(
+  editing_ << make(
       run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2),
       [this] {
         const qint64 run = current_run();
@@ -894,7 +906,7 @@ void MainWindow::build_actions() {
         if (ok) report_when_done(rename_run(run, name));
       },
       true);
-  make(
+  editing_ << make(
       run_menu, tr("&Tag..."), QKeySequence(Qt::CTRL | Qt::Key_T),
       [this] {
         const qint64 run = current_run();
@@ -904,7 +916,7 @@ void MainWindow::build_actions() {
         if (ok) report_when_done(tag_run(run, tag));
       },
       true);
-  make(
+  editing_ << make(
       run_menu, tr("N&otes..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N),
       [this] {
         const qint64 run = current_run();
@@ -937,7 +949,7 @@ void MainWindow::build_actions() {
       },
       true);
   run_menu->addSeparator();
-  make(
+  editing_ << make(
       run_menu, tr("&Delete"), QKeySequence(QKeySequence::Delete),
       [this] {
         const qint64 run = current_run();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QFuture>
+#include <QList>
 #include <QMainWindow>
 #include <QHash>
 #include <QMap>
@@ -182,6 +183,8 @@ class MainWindow : public QMainWindow {
   QList<qint64> wanted_;
   QString last_error_;
   QAction *stop_ = nullptr, *relaunch_ = nullptr;
+  QList<QAction*> editing_;  // rename, tag, notes, delete, import: off while the history is read-only
+  bool read_only_ = false;   // the last read found the history read-only for this user
   /// The Relaunch action: asks, with the new run's name to edit, then starts the request it showed.
   void confirm_relaunch(qint64 run);
   /// What relaunches `run` as `name` (empty: the next free " (N)" of its name), its configuration to be saved in

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -167,15 +169,27 @@ Database::Database(const std::string& path, bool read_only, int busy_timeout_ms)
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) ::close(fd);  // new and empty: SQLite makes it a database
   }
-  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw HistoryError("run history " + path + ": cannot open: " + message);
-  }
+  read_only_ = read_only;
+  open(path, read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
   // Writers queue for each other (a launcher and a training program share the file); readers never wait.
   sqlite3_busy_timeout(db_, busy_timeout_ms);
+  if (read_only) {
+    try {
+      set_up(true);
+      return;
+    } catch (const HistoryError& e) {
+      if (e.busy()) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+      }
+      // Readable, but SQLite cannot make or write the -shm file a WAL database needs beside it.
+      sqlite3_close(db_);
+      db_ = nullptr;
+      open_unwritable(busy_timeout_ms);
+      return;
+    }
+  }
   try {
     // Several processes opening a new file at once: switching it to WAL needs an exclusive lock, which SQLite
     // refuses at once ("database is locked") instead of waiting through the busy handler. Setting up is retried
@@ -197,6 +211,58 @@ Database::Database(const std::string& path, bool read_only, int busy_timeout_ms)
   }
 }
 
+void Database::open(const std::string& target, int flags) {
+  if (sqlite3_open_v2(target.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw HistoryError("run history " + path_ + ": cannot open: " + message);
+  }
+}
+
+void Database::open_unwritable(int busy_timeout_ms) {
+  std::error_code error;
+  const auto wal = std::filesystem::file_size(path_ + "-wal", error);
+  if (!error && wal > 0) {
+    // Commits still in the write-ahead log: an immutable connection would not see them. Read a private copy of
+    // the file and its log instead (SQLite replays the log into the copy).
+    std::string folder = (std::filesystem::temp_directory_path() / "spur-history-XXXXXX").string();
+    if (!::mkdtemp(folder.data()))
+      throw HistoryError("run history " + path_ + ": read-only, and no private copy can be made");
+    snapshot_ = folder;
+    const std::string copy = folder + "/history.db";
+    std::filesystem::copy_file(path_, copy, error);
+    if (!error) std::filesystem::copy_file(path_ + "-wal", copy + "-wal", error);
+    if (error) {
+      throw HistoryError("run history " + path_ + ": read-only, and copying it to read failed: " + error.message());
+    }
+    open(copy, SQLITE_OPEN_READWRITE);
+  } else {
+    // Nothing in a log: the file is the whole history, and an immutable connection reads it with no -shm file.
+    std::string uri = "file:";
+    for (const unsigned char c : path_) {
+      if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+        char escaped[4];
+        std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+        uri += escaped;
+      } else {
+        uri += static_cast<char>(c);
+      }
+    }
+    open(uri + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  }
+  sqlite3_busy_timeout(db_, busy_timeout_ms);
+  set_up(true);
+}
+
+bool Database::writable(const std::string& path) {
+  if (::access(path.c_str(), W_OK) != 0) return false;
+  const auto folder = std::filesystem::path(path).parent_path();
+  if (::access(folder.empty() ? "." : folder.c_str(), W_OK) == 0) return true;
+  // A folder this process cannot write: enough when SQLite's -wal and -shm files are there and writable.
+  return ::access((path + "-wal").c_str(), W_OK) == 0 && ::access((path + "-shm").c_str(), W_OK) == 0;
+}
+
 void Database::set_up(bool read_only) {
   const std::string& path = path_;
   {
@@ -206,6 +272,7 @@ void Database::set_up(bool read_only) {
         throw HistoryError("run history " + path + " needs updating to this Spur's schema but cannot be written");
       }
       read_only = true;  // the OS said no: still readable
+      read_only_ = true;
     }
     if (read_only) {
       if (schema_version() > kSchemaVersion) {
@@ -230,6 +297,10 @@ void Database::set_up(bool read_only) {
 Database::~Database() {
   prepared_.clear();
   sqlite3_close(db_);
+  if (!snapshot_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(snapshot_, ignored);
+  }
 }
 
 Statement& Database::prepared(const std::string& sql) {

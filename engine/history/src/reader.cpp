@@ -18,7 +18,9 @@ Database open_existing(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     throw HistoryError("no run history at " + path + " (nothing has been recorded there yet)");
   }
-  return Database(path);
+  // A history this process cannot write (read-only storage, a colleague's) is read as it is; one it can write is
+  // opened as a writer would, so that an older schema is brought up to date.
+  return Database(path, !Database::writable(path));
 }
 
 constexpr const char* kRunColumns =

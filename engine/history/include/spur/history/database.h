@@ -52,7 +52,15 @@ class Database {
   /// Opens (creating the file and its folder unless read_only) and migrates. Throws HistoryError naming the file.
   /// `busy_timeout_ms`: how long a write waits for another process's transaction before failing.
   /// A file the process may not write is opened read-only (reading works; writing throws).
+  /// read_only: never creates or changes anything. A history that can be read but not written (read-only storage,
+  /// another user's) is read as it is: when SQLite cannot set up its shared-memory file beside it, through an
+  /// immutable connection, or, when its write-ahead log holds commits not yet in the file, from a private copy of
+  /// both (a snapshot of the moment it was opened).
   explicit Database(const std::string& path, bool read_only = false, int busy_timeout_ms = 5000);
+  /// Whether this process can write the history at `path` (the file, and the folder its -wal and -shm files go in).
+  static bool writable(const std::string& path);
+  /// True when this connection reads only (asked for, or the file could not be written).
+  bool read_only() const { return read_only_; }
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -71,8 +79,14 @@ class Database {
   // Pragmas, schema check and migration after opening; throws HistoryError (busy() when another process held
   // a lock it needed).
   void set_up(bool read_only);
+  // Opens `target` (a path or a file: URI) with `flags`; throws HistoryError naming path_.
+  void open(const std::string& target, int flags);
+  // The read-only connection's second try, when the plain one cannot read (no -shm can be made): see the constructor.
+  void open_unwritable(int busy_timeout_ms);
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool read_only_ = false;
+  std::string snapshot_;  // a private copy's folder (removed with the connection), when one was made
   std::map<std::string, std::unique_ptr<Statement>> prepared_;  // finalised before the connection closes
 };
 

@@ -35,8 +35,11 @@ struct RunFilter {
 
 class HistoryReader {
  public:
-  /// Opens the history read-only. Throws HistoryError when it does not exist or cannot be read.
+  /// Opens the history to read it. Throws HistoryError when it does not exist or cannot be read. One this process
+  /// cannot write (read-only storage, another user's) is read as it is (Database's read-only mode).
   explicit HistoryReader(const std::string& path = default_history_path());
+  /// True when this process cannot write the history (reading works; a change would fail).
+  bool read_only() const { return db_.read_only(); }
 
   /// Throws HistoryError when another process has since moved the file to a newer schema (a reader kept open
   /// across refreshes checks this first; it costs one header read).
