@@ -22,6 +22,10 @@ constexpr bool at_least(int major, int minor, Version since) {
 /// Bfloat16"), so mixed_precision fp16 on the CPU needs at least this.
 inline constexpr Version kCpuAutocastHalf{2, 2};
 
+/// TCPStoreOptions::masterListenFd honoured by the default (libuv) store backend from 2.8: the rendezvous store then
+/// listens on MASTER_ADDR only, not on every interface (1.13 has no way to choose).
+inline constexpr Version kStoreListeningSocket{2, 8};
+
 /// Whether LibTorch `version` ("MAJOR.MINOR[.PATCH][+LOCAL]") has what arrived in `since`; a text that is not a
 /// version (an unknown build) is given the benefit of the doubt: the engine checks again when the run starts.
 inline bool has(std::string_view version, Version since) {

@@ -2,11 +2,13 @@
 // Rendezvous: late ranks are waited for; a rank that never comes, or a store nobody hosts, is a clear error
 // naming host, port and timeout within that timeout; a malformed environment names the variable.
 #include <QElapsedTimer>
+#include <QFile>
 #include <QTest>
 #include <QThread>
 
 #include "rank_group.h"
 #include "test_main.h"
+#include "torch_features.h"
 
 using spur::test::RankGroup;
 
@@ -38,6 +40,35 @@ class RendezvousTest : public QObject {
              qPrintable(result.output));
     QVERIFY2(result.output.contains("timed out after 2 s"), qPrintable(result.output));
     QVERIFY2(result.output.contains("missing rank(s) 1"), qPrintable(result.output));
+  }
+
+  // Issue 31 (3): rank 0's store listens on MASTER_ADDR (loopback here), not on every interface, where anyone who
+  // can reach the machine could connect to it during training.
+  void the_store_listens_on_the_master_address_only() {
+    if (!spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kStoreListeningSocket)) {
+      QSKIP("this LibTorch's store cannot be told where to listen (docs/security.md)");
+    }
+    RankGroup ranks(SPUR_TEST_WORKER, {"rendezvous"}, 2);
+    ranks.set_env("SPUR_RENDEZVOUS_TIMEOUT", "8");
+    QVERIFY(ranks.start({0}));
+    const QString port = QString("%1").arg(ranks.port(), 4, 16, QChar('0')).toUpper();
+    QStringList listening;
+    for (int i = 0; i < 100 && listening.isEmpty(); ++i) {
+      for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        QFile file(table);
+        if (!file.open(QIODevice::ReadOnly)) continue;
+        for (const auto& line : QString::fromLatin1(file.readAll()).split('\n')) {
+          const auto fields = line.simplified().split(' ');
+          if (fields.size() > 3 && fields[3] == "0A" && fields[1].endsWith(":" + port)) listening << fields[1];
+        }
+      }
+      if (listening.isEmpty()) QThread::msleep(50);
+    }
+    QVERIFY2(!listening.isEmpty(), "rank 0 never listened");
+    QCOMPARE(listening, QStringList{"0100007F:" + port});
+    QVERIFY(ranks.start({1}));
+    QVERIFY2(ranks.wait(60000) && ranks.result(0).exit_code == 0 && ranks.result(1).exit_code == 0,
+             qPrintable(ranks.transcript()));
   }
 
   void unreachable_store_is_named() {

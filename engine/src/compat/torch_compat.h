@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/serialize/archive.h>
 #include <torch/version.h>
@@ -74,6 +75,18 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
   }
 #endif
 }
+
+// --- the rendezvous store's listening socket --------------------------------------------------------------
+// TCPStoreOptions::masterListenFd (a bound socket the store takes over) lets the store listen on one address; the
+// libuv backend (the default) honours it from 2.8. LibTorch 1.13 has no such option: its store listens on every
+// interface (docs/security.md).
+#if SPUR_TORCH_AT_LEAST(2, 8)  // torch_features::kStoreListeningSocket
+inline constexpr bool kStoreTakesListeningSocket = true;
+inline void set_store_listening_socket(c10d::TCPStoreOptions& options, int fd) { options.masterListenFd = fd; }
+#else
+inline constexpr bool kStoreTakesListeningSocket = false;
+inline void set_store_listening_socket(c10d::TCPStoreOptions&, int) {}
+#endif
 
 /// CPU autocast runs float16 (torch_features.h: since 2.2; the Studio's wizard asks the same question).
 inline constexpr bool kCpuAutocastHalf =

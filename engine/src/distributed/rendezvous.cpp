@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Rendezvous over c10d's TCPStore. Every rank checks in under its own key and waits for all the others with
 // a deadline, so a missing rank is reported by number instead of surfacing as a hang inside Gloo's handshake.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -9,6 +16,7 @@
 
 #include <spur/error.h>
 
+#include "compat/torch_compat.h"
 #include "distributed/communicator.h"
 
 namespace spur::detail {
@@ -25,6 +33,36 @@ std::string endpoint(const ProcessState& state) { return state.master_addr + ":"
 
 std::string rank_key(int64_t rank) { return "rank/" + std::to_string(rank); }
 
+// A listening socket on MASTER_ADDR itself (loopback for a run on one machine, the address the other machines use
+// for several), for the store to take over, instead of c10d's own, which listens on every interface: anyone who
+// could reach the machine could connect to a run's store. -1 when MASTER_ADDR is not an address of this machine
+// (behind NAT, a name resolving elsewhere): c10d's own socket then. Throws when the port is taken.
+int listen_on_master_address(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string name = host == "localhost" ? "127.0.0.1" : host;
+  if (::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  int taken = 0;
+  for (auto* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      if (errno == EADDRINUSE) taken = errno;
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0 && taken) throw std::runtime_error("the port is in use (" + std::string(std::strerror(taken)) + ")");
+  return fd;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chrono::seconds timeout) {
@@ -40,6 +78,10 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const ProcessState& state, std::chron
 
   c10::intrusive_ptr<c10d::Store> store;
   try {
+    if (host_store && compat::kStoreTakesListeningSocket) {
+      const int fd = listen_on_master_address(state.master_addr, state.master_port);
+      if (fd >= 0) compat::set_store_listening_socket(options, fd);  // the store owns it from here
+    }
     store = c10::make_intrusive<c10d::TCPStore>(state.master_addr, options);
   } catch (const std::exception& e) {
     if (host_store) {
