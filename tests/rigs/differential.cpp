@@ -516,7 +516,7 @@ std::vector<std::pair<std::string, torch::Tensor>> train_reference(const Setup& 
       auto unscale = [&](size_t j) {
         if (!fp16 || unscaled[j]) return;
         unscaled[j] = true;
-        const float inverse = static_cast<float>(1.0 / static_cast<double>(scaler.scale));
+        const auto inverse = static_cast<float>(1.0 / static_cast<double>(scaler.scale));
         std::optional<bool> inf;
         for (auto& p : lists[j]) {
           auto& g = p.mutable_grad();

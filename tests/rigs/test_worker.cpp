@@ -58,7 +58,7 @@ struct Args {
   int64_t slow_rank = -1;            // ddp: this rank sleeps 60 ms before each backward (the others wait for it)
   std::size_t odd_bucket_bytes = 0;  // ddp: rank 1's bucket size only (the ranks then reduce other sizes)
   std::string zero_grad = "optimizer";  // zero: "optimizer" or "model" (LibTorch's Module::zero_grad)
-  std::string poison = "";              // scaler_oracle: "step:branch,..." (branch a or b gets inputs of 1e4 there)
+  std::string poison;                   // scaler_oracle: "step:branch,..." (branch a or b gets inputs of 1e4 there)
 };
 
 Args parse(int argc, char** argv) {
@@ -870,7 +870,8 @@ int unwrapped(const Args& args) {
   Net net = make_net(1000);
   auto sgd = make_sgd(net);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
-  auto [x, y] = make_data(6, 4);
+  auto data = make_data(6, 4);
+  const torch::Tensor x = data.first, y = data.second;
   // The user's own helper, written for the plain module.
   auto loss_of = [&](NetImpl& module, int64_t step) {
     return torch::nn::functional::mse_loss(module.forward(x[step]), y[step]);
@@ -948,7 +949,7 @@ int scaler_oracle(const Args& args) {
   torch::manual_seed(6 + rank);
   for (int64_t step = 0; step < args.steps; ++step) {
     auto xa = torch::randn({2, 4}), xb = torch::randn({2, 4}), ya = torch::randn({2, 3}), yb = torch::randn({2, 3});
-    if (rank == 0 && poisoned.count(step)) (poisoned[step] == "a" ? xa : xb).mul_(1e4);
+    if (rank == 0 && poisoned.contains(step)) (poisoned[step] == "a" ? xa : xb).mul_(1e4);
     auto [out_a, out_b] = model(xa, xb);
     accelerator.backward(torch::nn::functional::mse_loss(out_a, ya) + torch::nn::functional::mse_loss(out_b, yb));
     const double scale = accelerator.scaler()->get_scale();  // the one this step's loss was scaled by

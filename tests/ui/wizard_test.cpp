@@ -481,7 +481,7 @@ class WizardTest : public QObject {
     QTRY_VERIFY2_WITH_TIMEOUT(script->toPlainText().contains("#!/bin/bash"), qPrintable(script->toPlainText()), 20000);
     const QString text = script->toPlainText();
     for (const char* expected : {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --partition=debug",
-                                 "#SBATCH --time=45", "#SBATCH --gres=gpu:3", "srun --kill-on-bad-exit=1",
+                                 "#SBATCH --time=45", "#SBATCH --gres=gpu:3", "srun --export=ALL --kill-on-bad-exit=1",
                                  "'--num_processes' '6' '--num_machines' '2'", "'--' './train' '--epochs' '2'"}) {
       QVERIFY2(text.contains(expected), qPrintable(QString(expected) + " not in:\n" + text));
     }
