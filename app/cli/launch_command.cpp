@@ -32,6 +32,7 @@
 #include "slurm/slurm_job.h"
 #include "runs/run_recorder.h"
 #include "runs/run_status.h"
+#include "stream_line.h"
 
 namespace spur::cli {
 namespace {
@@ -84,8 +85,8 @@ const char* kUsage =
 // The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
 // side records) or a SageMaker container (the submitting machine records).
 std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QStringList& given, const QString& target,
-                                                const QString& hosts, const std::string& config_yaml,
-                                                QTextStream& err) {
+                                                const QString& hosts, const std::string& config_yaml, QTextStream& err,
+                                                const QString& stream_key = {}) {
   if (args.has("no_history") || args.has("dry_run")) return nullptr;
   history::Run run;
   take_run_flags(args, run);
@@ -93,7 +94,9 @@ std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QSt
   run.hosts = hosts.toStdString();
   run.config = config_yaml;
   run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
-  return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+  app::RunRecorderOptions recording;
+  recording.stream_key = stream_key;
+  return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
 }
 
 // The ranks under supervision, started again after a failure up to max_restarts times (torchrun's
@@ -335,8 +338,12 @@ int launch_command(const QStringList& given) {
       }
       options.num_machines = machines;
       options.machine_rank = 0;
-      // The ranks' metrics come back as "@spur" lines through ssh and are recorded here.
-      options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
+      // The ranks' metrics come back as record lines through ssh and are recorded here (not without a history:
+      // they would fill the terminal). Only lines carrying this launch's key are records (stream_line.h); it
+      // travels with the --env values, on each ssh's standard input.
+      const QString stream_key = QString::fromStdString(stream_line::new_key());
+      if (!args.has("no_history")) options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
+      options.environment.append(qMakePair(QString(stream_line::kKeyVariable), stream_key));
       if (!options.main_process_ip)
         options.main_process_ip = hosts.front().name.mid(hosts.front().name.lastIndexOf('@') + 1);
       machine.resolve_program = false;  // it runs on the hosts
@@ -373,9 +380,10 @@ int launch_command(const QStringList& given) {
       QStringList names;
       for (const auto& host : hosts) names << host.name;
       HeldSignals held;  // from the run's record to its end (declared first: it outlives the recorder)
-      auto recorder =
-          make_recorder(args, given, "ssh", names.join(','), app::effective_config(config, plan).to_yaml(), err);
+      auto recorder = make_recorder(args, given, "ssh", names.join(','), app::effective_config(config, plan).to_yaml(),
+                                    err, stream_key);
       app::SupervisionOptions supervision;
+      supervision.stream_key = stream_key;
       supervision.grace = std::chrono::seconds(grace);
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Pipe;  // its closing stops the remote ranks
       supervision.stop_orphans = false;  // ssh's ControlPersist master outlives a run by design
@@ -450,6 +458,10 @@ int launch_command(const QStringList& given) {
     app::SupervisionOptions supervision;
     supervision.grace = std::chrono::seconds(grace);
     supervision.exit_on_stdin_eof = args.has("exit_on_stdin_eof");
+    // One machine of an SSH or Slurm run: its own records (progress, system samples) carry the launch's key.
+    for (const auto& [name, value] : options.environment) {
+      if (name == stream_line::kKeyVariable) supervision.stream_key = value;
+    }
     supervision.hang_timeout = hang_timeout;
     supervision.progress_stream = args.has("progress_stream");
     if (args.has("interactive")) {
@@ -488,15 +500,17 @@ int launch_command(const QStringList& given) {
       // Steps count seconds from --system_since (the run's start on the recording machine, the same for every
       // attempt of a restarted run), else from this launcher's start.
       const double since = args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
-      supervision.on_sample =
-          system_points(since, [&out, machine = plan.machine_rank](QString key, const history::Point& point) {
+      supervision.on_sample = system_points(
+          since, [&out, machine = plan.machine_rank,
+                  prefix = QString::fromStdString(stream_line::prefix(supervision.stream_key.toStdString()))](
+                     QString key, const history::Point& point) {
             if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));
             const QJsonObject record{{"type", "metric"},
                                      {"key", key},
                                      {"step", static_cast<qint64>(point.step)},
                                      {"value", point.value},
                                      {"wall", point.wall}};
-            out << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n" << Qt::flush;
+            out << prefix << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n" << Qt::flush;
           });
     }
     const auto result = supervise(

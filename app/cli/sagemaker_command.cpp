@@ -15,6 +15,7 @@
 #include "sagemaker/job_follower.h"
 #include "sagemaker/training_job.h"
 #include "runs/run_recorder.h"
+#include "stream_line.h"
 
 namespace spur::cli {
 namespace {
@@ -89,6 +90,9 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
   bool trackers_chosen = false;
   for (const auto& [name, value] : job.environment) trackers_chosen = trackers_chosen || name == "SPUR_TRACKERS";
   if (!trackers_chosen) job.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
+  // Only lines carrying this launch's key are records (stream_line.h): a rank's other output is console text.
+  const QString stream_key = QString::fromStdString(stream_line::new_key());
+  job.environment.append(qMakePair(QString(stream_line::kKeyVariable), stream_key));
   // What the container's `spur launch` needs to run the program as configured here.
   const QString precision = args.value("mixed_precision").value_or(QString::fromStdString(config.mixed_precision()));
   job.launch_flags << "--mixed_precision" << precision;
@@ -171,7 +175,9 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
                     .toStdString();
     run.config = config.to_yaml();
     run.command = ("spur launch " + args.positional().join(' ')).toStdString();
-    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+    app::RunRecorderOptions recording;
+    recording.stream_key = stream_key;
+    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
   }
   auto options = follow_options(args, "spur launch");
   if (recorder) {

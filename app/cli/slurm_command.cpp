@@ -18,6 +18,7 @@
 #include "launch/secrets.h"
 #include "launch/ssh_fanout.h"
 #include "runs/run_recorder.h"
+#include "stream_line.h"
 #include "slurm/slurm_job.h"
 
 namespace spur::cli {
@@ -115,6 +116,10 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   if (!port_given) options.main_process_port = 29500;  // replaced in the script by one derived from the job id
   // The ranks' metrics come back through the nodes' output files as "@spur" lines.
   options.environment.append(qMakePair(QString("SPUR_TRACKERS"), QString("stream")));
+  // Only lines carrying this launch's key are records (stream_line.h): a rank's other output is console text. It
+  // travels in the job's private environment file, as the --env values do.
+  const QString stream_key = QString::fromStdString(stream_line::new_key());
+  options.environment.append(qMakePair(QString(stream_line::kKeyVariable), stream_key));
   app::MachineFacts machine;
   machine.resolve_program = false;  // it runs on the nodes
   const auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
@@ -211,7 +216,9 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
     const qsizetype at = recorded.indexOf("--slurm") + 1;
     for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(at + i, effective[i]);
     run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(recorded)).toStdString();
-    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err);
+    app::RunRecorderOptions recording;
+    recording.stream_key = stream_key;
+    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
   }
   app::SlurmFollowOptions follow;
   follow.who = "spur launch";

@@ -2,6 +2,8 @@
 // Rank supervision on this machine; see local_launcher.h. Signals reach the event loop through a self-pipe.
 #include "launch/local_launcher.h"
 
+#include "stream_line.h"
+
 #include "launch/byte_text.h"
 
 #include <fcntl.h>
@@ -489,7 +491,8 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
     if (options_.progress_stream) {
       const QJsonObject record{
           {"type", "progress"}, {"rank", rank.spec.rank}, {"pid", rank.pid}, {"exited", code_seen}};
-      out_ << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
+      out_ << QString::fromStdString(stream_line::prefix(options_.stream_key.toStdString()))
+           << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
       out_.flush();
     }
   }
@@ -571,7 +574,8 @@ void LocalLauncher::watch_progress() {
                                {"step", static_cast<double>(snapshot->step)},
                                {"op", QString::fromStdString(snapshot->op)},
                                {"op_seconds", op_seconds}};
-      out_ << "@spur " << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
+      out_ << QString::fromStdString(stream_line::prefix(options_.stream_key.toStdString()))
+           << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n";
     }
   }
   if (options_.progress_stream) out_.flush();
@@ -596,11 +600,15 @@ T whole(const QJsonValue& value) {
 
 }  // namespace
 
-std::optional<ProgressRecord> parse_progress_record(const QString& line) {
+std::optional<ProgressRecord> parse_progress_record(const QString& line, const QString& key) {
   // QJsonDocument writes keys in order: "type" comes last (watch_progress writes these lines).
-  if (!line.startsWith(QLatin1String("@spur {")) || !line.endsWith(QLatin1String(R"("type":"progress"})")))
+  if (key.isEmpty() || !line.startsWith(QLatin1String("@spur:")) ||
+      !line.endsWith(QLatin1String(R"("type":"progress"})")))
     return std::nullopt;
-  const auto json = QJsonDocument::fromJson(line.mid(6).toUtf8()).object();
+  const std::string text = line.toStdString();
+  const auto body = stream_line::record(text, key.toStdString());
+  if (!body) return std::nullopt;
+  const auto json = QJsonDocument::fromJson(QByteArray(body->data(), static_cast<qsizetype>(body->size()))).object();
   if (json.value("type").toString() != "progress") return std::nullopt;
   ProgressRecord record;
   if (!json.value("rank").isDouble()) {
@@ -623,7 +631,7 @@ std::optional<ProgressRecord> parse_progress_record(const QString& line) {
 }
 
 bool LocalLauncher::remote_progress(const Rank& from, const QString& line) {
-  const auto record = parse_progress_record(line);
+  const auto record = parse_progress_record(line, options_.stream_key);
   if (!record) return false;
   // Dropped, never shown: a damaged record, or a rank this run does not have (each would be a line in a report).
   if (record->damaged || record->rank < 0 || record->rank >= plan_.world_size) return true;

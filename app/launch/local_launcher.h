@@ -61,9 +61,12 @@ struct SupervisionOptions {
   /// exit code kHangExitCode. Ranks of remote machines count through their launchers' progress records.
   /// Default: 0, off.
   std::chrono::seconds hang_timeout{0};
-  /// Write each rank's progress as "@spur {"type":"progress",...}" lines on the output stream every second:
+  /// Write each rank's progress as "@spur:<key> {"type":"progress",...}" lines on the output stream every second:
   /// the remote half of an SSH fan-out, whose launching side watches for hangs. Default: false.
   bool progress_stream = false;
+  /// The launch's record key (engine/core/stream_line.h): what this launcher's own records carry (progress_stream),
+  /// and what a remote launcher's must carry to be taken as records (remote_children). Default: none.
+  QString stream_key;
   /// The children are launchers on other machines (the SSH fan-out): no progress files of their own; a hang
   /// report names every rank of the run. Default: false.
   bool remote_children = false;
@@ -101,7 +104,7 @@ struct ProgressRecord {
   double op_seconds = 0;
 };
 /// nullopt when `line` is not a progress record (an ordinary output line).
-std::optional<ProgressRecord> parse_progress_record(const QString& line);
+std::optional<ProgressRecord> parse_progress_record(const QString& line, const QString& key);
 
 /// The hang report: one line per rank (last step, the operation it waits in and for how long, or that it is in
 /// the program's own code, never reported, or went silent), then which ranks the others wait for.

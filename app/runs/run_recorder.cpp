@@ -4,6 +4,8 @@
 // waits for it, and says plainly what could not be recorded.
 #include "runs/run_recorder.h"
 
+#include "stream_line.h"
+
 #include <signal.h>
 
 #include <QJsonDocument>
@@ -28,12 +30,16 @@ constexpr auto kCreateDeadline = 60s;
 
 }  // namespace
 
-std::optional<QString> stream_record(const QString& line, int* rank) {
-  static const QRegularExpression record(R"(^(?:\[[^\]]*\] )*?(?:\[rank(\d+)\] )?@spur (\{.*\})\s*$)");
-  const auto match = record.match(line);
+std::optional<QString> stream_record(const QString& line, const QString& key, int* rank) {
+  if (key.isEmpty()) return std::nullopt;
+  static const QRegularExpression prefixes(R"(^(?:\[[^\]]*\] )*?(?:\[rank(\d+)\] )?(?=@spur:))");
+  const auto match = prefixes.match(line);
   if (!match.hasMatch()) return std::nullopt;
+  const std::string text = line.mid(match.capturedLength()).toStdString();
+  const auto json = stream_line::record(text, key.toStdString());
+  if (!json) return std::nullopt;
   if (rank && !match.captured(1).isEmpty()) *rank = match.captured(1).toInt();
-  return match.captured(2);
+  return QString::fromStdString(std::string(*json));
 }
 
 std::size_t RunRecorder::Queue::values() const {
@@ -120,7 +126,7 @@ void RunRecorder::warn(const std::string& what) {
 }
 
 bool RunRecorder::line(const QString& host, int rank, bool error_stream, const QString& text) {
-  if (!recording()) return stream_record(text).has_value();
+  if (!recording()) return stream_record(text, options_.stream_key).has_value();
   if (unreported_error_ && !warned_) {
     std::string error;
     {
@@ -130,7 +136,7 @@ bool RunRecorder::line(const QString& host, int rank, bool error_stream, const Q
     warn(error + "; retrying");
   }
   int record_rank = rank;
-  if (const auto json = stream_record(text, &record_rank)) {
+  if (const auto json = stream_record(text, options_.stream_key, &record_rank)) {
     ingest(*json);
     return true;
   }

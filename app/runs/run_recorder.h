@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RunRecorder: the launcher's side of the run history. It creates the run, tells the ranks where to record
-// (SPUR_HISTORY, SPUR_RUN_ID), keeps every rank's console lines, turns "@spur" stream records from remote
-// ranks back into metrics, and records how the run ended.
+// (SPUR_HISTORY, SPUR_RUN_ID), keeps every rank's console lines, turns the keyed stream records of remote ranks
+// (stream_line.h) back into metrics, and records how the run ended.
 //
 // Threads: line(), flush(), finish() and the getters are called from one thread (the launcher's event loop) and
 // never wait on the database, except finish(), which waits for everything to be written. A writer thread of
@@ -35,8 +35,10 @@ class HistoryWriter;
 
 namespace spur::app {
 
-/// A "@spur {json}" line, possibly behind "[host] [rankN] " prefixes: its JSON object, else nothing.
-std::optional<QString> stream_record(const QString& line, int* rank = nullptr);
+/// A record line carrying `key` ("@spur:<key> {json}", engine/core/stream_line.h), possibly behind "[host] [rankN] "
+/// prefixes: its JSON object, else nothing (a line with another key, or none, is console text; an empty key
+/// accepts nothing).
+std::optional<QString> stream_record(const QString& line, const QString& key, int* rank = nullptr);
 
 struct RunRecorderOptions {
   /// How long finish() waits for a busy or failing history before giving up on what is left. Default: 120 s.
@@ -46,6 +48,9 @@ struct RunRecorderOptions {
   std::size_t queue_limit = 500000;
   /// How often the writer thread writes what is queued. Default: 200 ms.
   std::chrono::milliseconds interval{200};
+  /// The launch's record key (stream_line.h): only lines carrying it are records. Default: none, so that every
+  /// line is console text (ranks on this machine record through the history itself).
+  QString stream_key;
 };
 
 class RunRecorder {

@@ -152,7 +152,10 @@ class FaultToleranceTest : public QObject {
   // A machine's forwarded progress comes over the network: what is out of range is clamped, not cast (a cast of
   // 1e300 to an integer is undefined behaviour), a record without a rank is dropped, other lines are output.
   void progress_records_from_machines_are_not_trusted() {
-    using spur::app::parse_progress_record;
+    const QString key = "0123456789abcdef0123456789abcdef";
+    auto parse_progress_record = [&](const QString& line) {
+      return spur::app::parse_progress_record(QString(line).replace("@spur {", "@spur:" + key + " {"), key);
+    };
     const auto good = parse_progress_record(
         R"(@spur {"activity":12,"op":"barrier","op_seconds":3.5,"pid":4242,"rank":1,"step":7,"type":"progress"})");
     QVERIFY(good && !good->damaged);
@@ -178,6 +181,12 @@ class FaultToleranceTest : public QObject {
     QVERIFY(bad_code && bad_code->damaged);
     QVERIFY(!parse_progress_record("rank 0 says hello"));
     QVERIFY(!parse_progress_record(R"(@spur {"key":"loss","type":"metric"})"));
+    // Issue 31 (4): without the launch's key (a rank printing one, or a machine of another launch), no record.
+    const QString plain =
+        R"(@spur {"activity":12,"op":"x","op_seconds":1,"pid":1,"rank":1,"step":7,"type":"progress"})";
+    QVERIFY(!spur::app::parse_progress_record(plain, key));
+    QVERIFY(!spur::app::parse_progress_record(QString(plain).replace("@spur {", "@spur:" + key.left(31) + "0 {"), key));
+    QVERIFY(!spur::app::parse_progress_record(QString(plain).replace("@spur {", "@spur: {"), QString()));
   }
 
   // Two ranks train; on the first attempt rank 1 SIGKILLs itself at step 13, between the checkpoints of steps 10

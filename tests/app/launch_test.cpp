@@ -386,9 +386,34 @@ class LaunchTest : public QObject {
     for (const auto pid : daemons) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable("setsid: " + output));
   }
 
+  // Issue 31 (4): a rank's output cannot write the run's record: lines that look like the stream tracker's records
+  // (a new name, project and parameters; a system metric) are its console text, shown and kept as such.
+  void a_rank_cannot_forge_the_runs_record() {
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const QString forged_run = R"(@spur {"type":"run","project":"forged","name":"forged-name","params":{"lr":9}})";
+    const QString forged_metric =
+        R"([rank0] @spur {"type":"metric","key":"system/rank0/rss_mib","step":1,"value":1e308,"wall":1})";
+    const auto result =
+        spur::test::run_process(SPUR_CLI,
+                                {"launch", "--run_name", "honest", "--num_processes", "1", "/bin/sh", "-c",
+                                 "printf '%s\n%s\n' '" + forged_run + "' '" + forged_metric + "'"},
+                                env, 60000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("forged-name"), qPrintable(result.output));
+    const auto shown = spur::test::run_process(SPUR_CLI, {"runs", "show", "1"}, env, 30000);
+    // (The recorded command quotes the program's arguments, forged text included: only the fields count.)
+    QVERIFY2(QRegularExpression("name +honest\n").match(shown.output).hasMatch() &&
+                 QRegularExpression("project +\n").match(shown.output).hasMatch() &&
+                 QRegularExpression("params +\\{\\}\n").match(shown.output).hasMatch() &&
+                 shown.output.contains("metrics:\nevents:"),
+             qPrintable(shown.output));
+    const auto logs = spur::test::run_process(SPUR_CLI, {"runs", "logs", "1"}, env, 30000);
+    QVERIFY2(logs.output.contains(forged_run) && logs.output.contains("system/rank0/rss_mib"), qPrintable(logs.output));
+  }
+
   // Only a machine's launcher (an SSH fan-out's child) forwards progress records: a local rank printing a line
-  // that looks like one is printing its own output, which is shown, not taken for progress. (Without
-  // --no_history the run's recorder takes every "@spur {...}" line of a rank as a stream tracker's record.)
+  // that looks like one is printing its own output, which is shown, not taken for progress.
   void a_local_ranks_progress_looking_line_is_output() {
     QTemporaryDir dir;
     const QString line = R"(@spur {"activity":1,"op":"","pid":1,"rank":0,"step":1,"type":"progress"})";

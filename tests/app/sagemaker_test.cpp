@@ -194,8 +194,10 @@ class SageMakerTest : public QObject {
                  {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
                                          status("Completed", "Completed")}},
                  {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3", "accuracy 0.97",
-                                                            "@spur {\"type\": \"metric\", \"key\": \"loss\", "
-                                                            "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}"}},
+                                                            "@spur:@KEY@ {\"type\": \"metric\", \"key\": \"loss\", "
+                                                            "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}",
+                                                            // Issue 31 (4): without the key, console text.
+                                                            "@spur {\"type\": \"run\", \"name\": \"forged-name\"}"}},
                                       {"algo-2", QJsonArray{"rank 1 ready"}}}}});
     QVERIFY(aws.ok());
     const auto result = spur(
@@ -207,8 +209,10 @@ class SageMakerTest : public QObject {
       QVERIFY2(result.output.contains(line), qPrintable(QString(line) + " missing:\n" + result.output));
     }
     QCOMPARE(result.output.count("[algo-1] epoch 1 loss 0.5"), 1);  // each line once, however many polls
-    // The job's "@spur" records became the run's metrics on this machine, off the console.
-    QVERIFY2(!result.output.contains("@spur"), qPrintable(result.output));
+    // The job's records became the run's metrics on this machine, off the console; the line without the key is
+    // the job's output.
+    QVERIFY2(!result.output.contains("@spur:") && result.output.contains("[algo-1] @spur {\"type\": \"run\""),
+             qPrintable(result.output));
     spur::history::HistoryReader history(aws_environment(dir).value("SPUR_HISTORY").toStdString());
     const auto runs = history.runs();
     QVERIFY(!runs.empty());
@@ -254,8 +258,9 @@ class SageMakerTest : public QObject {
     QCOMPARE(QJsonDocument::fromJson(hyper["spur_launch_flags"].toString().toUtf8()).array(),
              (QJsonArray{"--mixed_precision", "bf16", "--gradient_accumulation_steps", "2"}));
     QCOMPARE(hyper["lr"].toString(), QString("0.1"));
-    QCOMPARE(body["Environment"].toObject(),
-             (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}, {"SPUR_TRACKERS", "stream"}}));
+    auto environment = body["Environment"].toObject();
+    QVERIFY(QRegularExpression("^[0-9a-f]{32}$").match(environment.take("SPUR_STREAM_KEY").toString()).hasMatch());
+    QCOMPARE(environment, (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}, {"SPUR_TRACKERS", "stream"}}));
 
     // Every call signed for the configuration's region, by the CLI, with the environment's key; no secret
     // anywhere in what was sent, and nothing wrong with any request.

@@ -298,6 +298,28 @@ class SshLaunchTest : public QObject {
              qPrintable(result.output));
   }
 
+  // Issue 31 (4): over SSH too, a rank's output that looks like a record (without the launch's key) is console
+  // text: it neither renames the run nor adds a metric.
+  void a_remote_rank_cannot_forge_the_runs_record() {
+    QTemporaryDir dir;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const QString forged = R"(@spur {"type":"metric","key":"system/rank0/rss_mib","step":1,"value":1e308,"wall":1})";
+    const auto result = spur::test::run_process(
+        SPUR_CLI,
+        hosts_launch({"--run_name", "honest", "--hosts", "machine1", "/bin/sh", "-c",
+                      "printf '%s\\n' '" + forged + R"(' '@spur {"type":"run","name":"forged-name"}')"}),
+        env, 120000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("[machine1] [rank0] " + forged),
+             qPrintable(result.output));
+    spur::history::HistoryReader history(dir.filePath("history.db").toStdString());
+    const auto run = history.runs().back();
+    QCOMPARE(QString::fromStdString(run.name), QString("honest"));
+    // (The machine's own samples of rank 0 are there, from its launcher: none is the forged 1e308.)
+    for (const auto& point : history.series(run.id, "system/rank0/rss_mib")) QVERIFY(point.value < 1e300);
+  }
+
   // Issue 31 (1): --env values never travel in an argument list over SSH (they go on each ssh's standard input to
   // the remote launcher), so another user on the machines, looking with ps while the run is on, sees none of them;
   // the ranks get them, byte for byte.

@@ -9,7 +9,8 @@ Scenario (JSON): {"role_arn": "arn:aws:iam::123456789012:role/r",   IAM GetRole 
                   "describe": [{"TrainingJobStatus": "InProgress", "SecondaryStatus": "Starting"}, ...],
                       one per DescribeTrainingJob call, the last one repeated
                   "after_stop": ["Stopping", "Stopped"],      statuses once StopTrainingJob was called
-                  "logs": {"algo-1": ["line", ...], ...},   one stream per instance
+                  "logs": {"algo-1": ["line", ...], ...},   one stream per instance ("@KEY@" in a line becomes the
+                                                             job's SPUR_STREAM_KEY, as its ranks would print it)
                   "log_batch": 2,                            events per GetLogEvents answer
                   "create_delay": 0,                         seconds CreateTrainingJob takes to answer
                   "describe_errors": 0,                      DescribeTrainingJob calls throttled first
@@ -125,6 +126,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if failure:
             return self.error(failure["status"], failure["type"], failure["message"])
         STATE["job"] = payload.get("TrainingJobName")
+        STATE["key"] = payload.get("Environment", {}).get("SPUR_STREAM_KEY", "")
         STATE["created"] += 1
         time.sleep(SCENARIO.get("create_delay", 0))
         self.reply(200, {"TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/" + STATE["job"]})
@@ -154,7 +156,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     # --- CloudWatch Logs --------------------------------------------------------------------------------------
     def streams(self):
-        return {f"{STATE['job']}/{host}-1700000000": lines for host, lines in SCENARIO.get("logs", {}).items()}
+        key = STATE.get("key", "")
+        return {f"{STATE['job']}/{host}-1700000000": [line.replace("@KEY@", key) for line in lines]
+                for host, lines in SCENARIO.get("logs", {}).items()}
 
     def op_DescribeLogStreams(self, payload):
         prefix = payload.get("logStreamNamePrefix", "")

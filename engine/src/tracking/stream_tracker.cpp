@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The stream tracker: one "@spur {json}" line per record on stdout, which `spur launch` (over SSH) and
-// `spur launch` following a SageMaker job turn back into history on the launching machine.
+// The stream tracker: one record line per record on stdout ("@spur:<key> {json}", stream_line.h), which `spur
+// launch` (over SSH and Slurm) and `spur launch` following a SageMaker job turn back into history on the launching
+// machine. The key comes from SPUR_STREAM_KEY, which that launcher gives the run.
 #include <cstdio>
+#include <cstdlib>
 
 #include <spur/tracking.h>
+
+#include "stream_line.h"
 
 namespace spur {
 namespace {
@@ -24,7 +28,7 @@ class StreamTracker : public Tracker {
     std::string text;
     for (const auto& r : batch.records) {
       text +=
-          "@spur " +
+          prefix() +
           json::write(json::Object{
               {"type", "metric"}, {"key", batch.keys[r.key]}, {"step", r.step}, {"value", r.value}, {"wall", r.wall}}) +
           "\n";
@@ -39,7 +43,14 @@ class StreamTracker : public Tracker {
   void finish(const std::string& status) override { emit(json::Object{{"type", "end"}, {"status", status}}); }
 
  private:
-  static void emit(const json::Value& value) { put("@spur " + json::write(value) + "\n"); }
+  static const std::string& prefix() {
+    static const std::string made = [] {
+      const char* key = std::getenv(stream_line::kKeyVariable);
+      return stream_line::prefix(key ? key : "");
+    }();
+    return made;
+  }
+  static void emit(const json::Value& value) { put(prefix() + json::write(value) + "\n"); }
   // One write per batch, under stdout's lock, so the program's own lines are not cut by ours.
   static void put(const std::string& text) {
     flockfile(stdout);
