@@ -3,6 +3,8 @@
 #include <QCoreApplication>
 #include <QTextStream>
 
+#include <new>
+
 #include "cli/commands.h"
 #include "launch/byte_text.h"
 
@@ -47,14 +49,20 @@ int main(int argc, char** argv) {
     out << "spur " << SPUR_VERSION_STRING << "\n";
     return 0;
   }
-  if (command == "env") return spur::cli::env_command(arguments);
-  if (command == "config") return spur::cli::config_command(arguments);
-  if (command == "launch") return spur::cli::launch_command(arguments);
-  if (command == "test") return spur::cli::test_command(arguments);
-  if (command == "runs") return spur::cli::runs_command(arguments);
-  if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
-  if (command == "slurm") return spur::cli::slurm_command(arguments);
-  if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
+  try {
+    if (command == "env") return spur::cli::env_command(arguments);
+    if (command == "config") return spur::cli::config_command(arguments);
+    if (command == "launch") return spur::cli::launch_command(arguments);
+    if (command == "test") return spur::cli::test_command(arguments);
+    if (command == "runs") return spur::cli::runs_command(arguments);
+    if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
+    if (command == "slurm") return spur::cli::slurm_command(arguments);
+    if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
+  } catch (const std::bad_alloc&) {
+    // A request too large for this machine's memory is an error to name, not an abort.
+    err << "spur " << command << ": out of memory (is a count or size in the command far larger than meant?)\n";
+    return 1;
+  }
   err << "spur: unknown command '" << command << "' (see spur --help)\n";
   return 2;
 }

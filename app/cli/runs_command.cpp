@@ -145,8 +145,8 @@ int list(const app::RunService& service, const Arguments& args, QTextStream& out
     const double end = run.ended > 0 ? run.ended : history::now_seconds();
     out << QString("%1  %2 %3 %4 %5 %6 %7 %8\n")
                .arg(run.id, 4)
-               .arg(QString::fromStdString(run.name), -20)
-               .arg(QString::fromStdString(run.project), -12)
+               .arg(app::terminal_text(QString::fromStdString(run.name)), -20)
+               .arg(app::terminal_text(QString::fromStdString(run.project)), -12)
                .arg(app::effective_status(run), -9)
                .arg(app::progress_text(run), -22)
                .arg(app::time_text(run.started), -19)
@@ -159,7 +159,7 @@ int list(const app::RunService& service, const Arguments& args, QTextStream& out
 int show(const app::RunService& service, const history::Run& run, QTextStream& out) {
   const auto object = app::run_json(run);
   for (const char* key : {"name", "project", "status", "target", "hosts", "command", "notes"}) {
-    out << QString("%1").arg(key, -12) << object.value(key).toString() << "\n";
+    out << QString("%1").arg(key, -12) << app::terminal_text(object.value(key).toString()) << "\n";
   }
   out << QString("%1").arg("tags", -12) << QJsonDocument(object.value("tags").toArray()).toJson(QJsonDocument::Compact)
       << "\n";
@@ -169,11 +169,11 @@ int show(const app::RunService& service, const history::Run& run, QTextStream& o
   out << QString("%1").arg("exit code", -12) << (run.exit_code ? QString::number(*run.exit_code) : QString("-"))
       << "\n";
   out << QString("%1").arg("progress", -12) << app::progress_text(run) << "\n";
-  out << QString("%1").arg("params", -12) << QString::fromStdString(run.params) << "\n";
+  out << QString("%1").arg("params", -12) << app::terminal_text(QString::fromStdString(run.params)) << "\n";
   out << "metrics:\n";
   for (const auto& metric : service.metric_briefs(run.id)) {
     out << QString("  %1 %2 points, last %3 at step %4, min %5, max %6\n")
-               .arg(QString::fromStdString(metric.key), -20)
+               .arg(app::terminal_text(QString::fromStdString(metric.key)), -20)
                .arg(metric.points)
                .arg(metric.last)
                .arg(metric.last_step)
@@ -182,8 +182,10 @@ int show(const app::RunService& service, const history::Run& run, QTextStream& o
   }
   out << "events:\n";
   for (const auto& event : service.events(run.id)) {
-    out << "  " << app::time_text(event.wall) << "  " << QString::fromStdString(event.status)
-        << (event.detail.empty() ? QString() : "  " + QString::fromStdString(event.detail).split('\n').front()) << "\n";
+    out << "  " << app::time_text(event.wall) << "  " << app::terminal_text(QString::fromStdString(event.status))
+        << (event.detail.empty() ? QString()
+                                 : "  " + app::terminal_text(QString::fromStdString(event.detail).split('\n').front()))
+        << "\n";
   }
   return 0;
 }
@@ -220,7 +222,7 @@ int slurm_settings(const history::Run& run, QTextStream& out) {
   settings.account = flags.value("account").value_or(QString());
   settings.qos = flags.value("qos").value_or(QString());
   settings.gres = flags.value("gres").value_or(QString());
-  settings.extra = flags.value("slurm_args").value_or(QString()).split(' ', Qt::SkipEmptyParts);
+  settings.extra = app::split_slurm_args(flags.value("slurm_args").value_or(QString()));
   settings.directory = flags.value("slurm_dir").value_or(QString());
   out << app::slurm_yaml(settings);
   return 0;
@@ -258,7 +260,7 @@ int import_runs(app::RunService& service, const Arguments& args, QTextStream& ou
   options.project = args.value("project").value_or(QString());
   options.again = args.has("again");
   const auto runs = service.import_tensorboard(args.positional()[1], options, [&](const app::ImportedRun& run) {
-    (run.error.isEmpty() && run.run != 0 ? out : err) << app::import_summary(run) << "\n";
+    (run.error.isEmpty() && run.run != 0 ? out : err) << app::terminal_text(app::import_summary(run)) << "\n";
     out.flush();
     err.flush();
   });

@@ -76,7 +76,7 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
   request.qos = args.value("qos").value_or(settings.qos);
   request.gres = args.value("gres").value_or(settings.gres);
   request.extra = settings.extra;
-  if (auto extra = args.value("slurm_args")) request.extra = extra->split(' ', Qt::SkipEmptyParts);
+  if (auto extra = args.value("slurm_args")) request.extra = app::split_slurm_args(*extra);
   request.nodes = static_cast<int>(
       args.integer("nodes", 1, 100000)
           .value_or(settings.nodes > 0 ? settings.nodes
@@ -251,6 +251,12 @@ int slurm_command(const QStringList& arguments) {
     }
     const QString action = args.positional()[0];
     const QString job = args.positional()[1];
+    // A job id as Slurm writes them (1234, an array task 1234_5, a component 1234+1): anything else could be an
+    // option of scancel's or scontrol's ("--me" cancels every job of the user's).
+    static const QRegularExpression job_id(R"(^[0-9]+([_+][0-9]+)?$)");
+    if (!job_id.match(job).hasMatch()) {
+      throw UsageError("'" + job + "' is not a Slurm job id (a number, as sbatch printed it: 1234, 1234_5)");
+    }
     app::SlurmCli slurm;
     if (action == "stop") {
       slurm.run("scancel", {job});

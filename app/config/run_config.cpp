@@ -5,6 +5,8 @@
 // unquoted NO is YAML 1.1's false. Where Accelerate is wrong, Spur is stricter or keeps what it breaks.
 #include "config/run_config.h"
 
+#include <spur/history/records.h>
+
 #include <QDir>
 #include <QFileInfo>
 #include <QSaveFile>
@@ -725,23 +727,30 @@ int RunConfig::zero_stage() const {
   return 0;
 }
 
-std::string default_config_path() {
-  return (QStandardPaths::writableLocation(QStandardPaths::GenericConfigLocation) + "/spur/default_config.yaml")
-      .toStdString();
+std::string config_home() {
+  const QString chosen = qEnvironmentVariable("XDG_CONFIG_HOME");
+  if (!chosen.isEmpty()) return chosen.toStdString();
+  return history::home_directory() + "/.config";
 }
+
+std::string default_config_path() { return config_home() + "/spur/default_config.yaml"; }
 
 std::string accelerate_config_path() {
   QString home = qEnvironmentVariable("HF_HOME");
   if (home.isEmpty()) {
     const QString cache = qEnvironmentVariable("XDG_CACHE_HOME");
-    home = (cache.isEmpty() ? QDir::homePath() + "/.cache" : cache) + "/huggingface";
+    home = (cache.isEmpty() ? QString::fromStdString(history::home_directory()) + "/.cache" : cache) + "/huggingface";
   }
   return (home + "/accelerate/default_config.yaml").toStdString();
 }
 
 std::string config_in_effect() {
-  if (QFileInfo::exists(QString::fromStdString(default_config_path()))) return default_config_path();
-  if (QFileInfo::exists(QString::fromStdString(accelerate_config_path()))) return accelerate_config_path();
+  try {
+    if (QFileInfo::exists(QString::fromStdString(default_config_path()))) return default_config_path();
+    if (QFileInfo::exists(QString::fromStdString(accelerate_config_path()))) return accelerate_config_path();
+  } catch (const std::runtime_error&) {
+    // No home folder (history::home_directory): then no default file either.
+  }
   return {};
 }
 

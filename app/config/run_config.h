@@ -98,9 +98,13 @@ void write_private_file(const std::string& path, const std::string& text, bool e
 
 /// Where the default configuration lives: $XDG_CONFIG_HOME/spur/default_config.yaml.
 std::string default_config_path();
+/// Where a user's settings go: $XDG_CONFIG_HOME, else ~/.config (the home folder from HOME or the password
+/// database: history::home_directory, which throws when there is none; never "/" or the current folder).
+std::string config_home();
 /// Accelerate's: $HF_HOME/accelerate/default_config.yaml ($XDG_CACHE_HOME/huggingface or ~/.cache/huggingface).
 std::string accelerate_config_path();
-/// The file a run uses when none is named: Spur's default, else Accelerate's if it exists; empty when neither.
+/// The file a run uses when none is named: Spur's default, else Accelerate's if it exists; empty when neither (or
+/// when the user has no home folder).
 std::string config_in_effect();
 
 }  // namespace spur::app

@@ -177,7 +177,7 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
     } else if (flag == "--gres") {
       slurm.gres = value;
     } else if (flag == "--slurm_args") {
-      slurm.extra = value.split(' ', Qt::SkipEmptyParts);
+      slurm.extra = split_slurm_args(value);
     } else if (flag == "--slurm_dir") {
       slurm.directory = value;
     } else if (flag == "--job_name" && where == Where::Slurm) {
@@ -358,8 +358,7 @@ QString check_slurm_directory(const QString& directory) {
 }
 
 QString check_slurm_options(const QString& options) {
-  return slurm_problem([&](SlurmRequest& r) { r.extra = options.split(' ', Qt::SkipEmptyParts); })
-      .replace("--slurm_args: ", "");
+  return slurm_problem([&](SlurmRequest& r) { r.extra = split_slurm_args(options); }).replace("--slurm_args: ", "");
 }
 
 }  // namespace spur::app

@@ -79,6 +79,14 @@ QByteArray bytes_from_text(const QString& text) {
   return bytes;
 }
 
+QString text_with_replacements(const QString& text) {
+  QString shown = text;
+  for (qsizetype i = 0; i < shown.size(); ++i) {
+    if (escaped_at(text, i)) shown[i] = QChar(QChar::ReplacementCharacter);
+  }
+  return shown;
+}
+
 bool holds_escaped_bytes(const QString& text) {
   for (qsizetype i = 0; i < text.size(); ++i) {
     if (escaped_at(text, i)) return true;

@@ -17,6 +17,10 @@ QString text_from_bytes(const QByteArray& bytes);
 /// Encodes as UTF-8, U+DC80..U+DCFF back to the byte they stand for (other lone surrogates as '?', as toUtf8).
 QByteArray bytes_from_text(const QString& text);
 
+/// The same text with each escaped byte as U+FFFD (the replacement character): what is stored as text (the run
+/// history's console), where the bytes themselves cannot go and toUtf8 would make them '?'.
+QString text_with_replacements(const QString& text);
+
 /// Whether text holds an escaped byte (and so needs bytes_from_text, not toUtf8, to reach the system).
 bool holds_escaped_bytes(const QString& text);
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -41,9 +43,108 @@ std::optional<std::string> read_proc_file(const std::string& path) {
 
 namespace {
 
+// What the guard does after fork() is limited to async-signal-safe calls (the launcher has threads): no malloc,
+// no opendir/readdir (they allocate), no stdio. Directories are listed with getdents64 into a static buffer.
+struct LinuxDirent {
+  std::uint64_t inode;
+  std::int64_t offset;
+  unsigned short length;
+  unsigned char type;
+  char name[1];
+};
+
+// Calls `each(name)` for the entries of the open directory `folder` other than . and ..
+template <class Each>
+void for_each_entry(int folder, Each each) {
+  alignas(8) static char buffer[16384];
+  for (;;) {
+    const long got = ::syscall(SYS_getdents64, folder, buffer, sizeof buffer);
+    if (got <= 0) return;
+    for (long at = 0; at < got;) {
+      const auto* entry = reinterpret_cast<const LinuxDirent*>(buffer + at);
+      at += entry->length;
+      if (std::strcmp(entry->name, ".") != 0 && std::strcmp(entry->name, "..") != 0) each(entry->name);
+    }
+  }
+}
+
+// A /proc entry's pid, or 0 when the name is not a number.
+pid_t pid_of(const char* name) {
+  long value = 0;
+  for (const char* c = name; *c; ++c) {
+    if (*c < '0' || *c > '9') return 0;
+    value = value * 10 + (*c - '0');
+  }
+  return static_cast<pid_t>(value);
+}
+
+// Whether the environment of `pid` (/proc/PID/environ: NUL-separated entries, readable for this user's processes
+// only) holds the entry `mark` exactly.
+bool holds_mark(pid_t pid, const char* mark, std::size_t length) {
+  char path[40] = "/proc/";
+  char digits[16];
+  int count = 0;
+  for (auto value = static_cast<unsigned long>(pid); value > 0 || count == 0; value /= 10) {
+    digits[count++] = static_cast<char>('0' + value % 10);
+  }
+  std::size_t at = 6;
+  while (count > 0) path[at++] = digits[--count];
+  std::memcpy(path + at, "/environ", 9);
+  const int file = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (file < 0) return false;
+  // Entries are compared one at a time: `entry` holds the current one's first bytes (a longer entry cannot match).
+  static char buffer[8192];
+  static char entry[512];
+  std::size_t filled = 0;
+  bool too_long = false, found = false;
+  for (;;) {
+    const auto got = ::read(file, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    for (ssize_t i = 0; i < got && !found; ++i) {
+      if (buffer[i] == '\0') {
+        found = !too_long && filled == length && std::memcmp(entry, mark, length) == 0;
+        filled = 0;
+        too_long = false;
+      } else if (filled < sizeof entry) {
+        entry[filled++] = buffer[i];
+      } else {
+        too_long = true;
+      }
+    }
+    if (found) break;
+  }
+  ::close(file);
+  return found;
+}
+
+// Kills every process (but this one) whose environment holds `mark`; returns how many it signalled.
+int kill_marked(const char* mark) {
+  const std::size_t length = std::strlen(mark);
+  const int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return 0;
+  int killed = 0;
+  const pid_t self = ::getpid();
+  for_each_entry(proc, [&](const char* name) {
+    const pid_t pid = pid_of(name);
+    if (pid > 0 && pid != self && holds_mark(pid, mark, length) && ::kill(pid, SIGKILL) == 0) ++killed;
+  });
+  ::close(proc);
+  return killed;
+}
+
+// Removes the files of `path` (one level: the ranks' progress files), then the folder.
+void remove_folder(const char* path) {
+  const int folder = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder < 0) return;
+  for_each_entry(folder, [&](const char* name) { ::unlinkat(folder, name, 0); });
+  ::close(folder);
+  ::rmdir(path);
+}
+
 // The guard: reads group ids (int32) until the launcher says stand down (0) or its pipe closes (it died), then
 // kills the groups it was told about. Only async-signal-safe calls: the launcher has threads.
-[[noreturn]] void guard_main(int read_end, const sigset_t& parent_mask) {
+[[noreturn]] void guard_main(int read_end, const sigset_t& parent_mask, const char* mark, const char* leftover) {
   ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the launcher's to handle
   // The launcher's handlers write to its signal pipe: none of them may run here. Signals were blocked around
   // fork(), so none has run yet.
@@ -80,6 +181,14 @@ namespace {
     break;  // end of file: the launcher is gone
   }
   for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
+  if (*mark) {
+    // Until none is left (a marked process may fork while the scan runs), for at most about 5 s.
+    for (int round = 0; round < 100 && kill_marked(mark) > 0; ++round) {
+      const timespec pause{0, 50 * 1000 * 1000};
+      ::nanosleep(&pause, nullptr);
+    }
+  }
+  if (*leftover) remove_folder(leftover);
   ::_exit(0);
 }
 
@@ -99,7 +208,7 @@ bool DescendantGuard::start() {
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(ends[1]);
-    guard_main(ends[0], previous);
+    guard_main(ends[0], previous, mark_.c_str(), leftover_.c_str());
   }
   const int error = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);

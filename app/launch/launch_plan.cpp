@@ -52,6 +52,14 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
                           .arg(plan.num_machines)
                           .arg(plan.num_machines - 1));
   }
+  if (total / plan.num_machines > kMaxProcessesPerMachine) {
+    throw LaunchError(QString("num_processes %1 over %2 machine(s) is %3 processes on each: one machine runs at most "
+                              "%4 (give --num_machines the machines they run on)")
+                          .arg(total)
+                          .arg(plan.num_machines)
+                          .arg(total / plan.num_machines)
+                          .arg(kMaxProcessesPerMachine));
+  }
   if (total % plan.num_machines != 0) {
     throw LaunchError(QString("num_processes (%1) is the total over num_machines (%2): it must be a multiple of it "
                               "(e.g. %3 for %4 per machine)")

@@ -58,6 +58,10 @@ struct RankSpec {
   QByteArray input;
 };
 
+/// The most processes one machine's launcher starts: more is a mistake (a total meant for many machines given
+/// for one), and each rank costs the launcher its environment and pipes.
+inline constexpr int kMaxProcessesPerMachine = 4096;
+
 struct LaunchPlan {
   int world_size = 1;
   int num_machines = 1;

@@ -149,12 +149,6 @@ int LocalLauncher::run() {
       stop_all(SIGTERM);
     });
   }
-  guard_.set_stop_orphans(options_.stop_orphans);
-  if (!guard_.start()) {
-    err_ << "spur launch: warning: cannot start the process that stops the ranks' descendants if this launcher is "
-            "killed: "
-         << std::strerror(errno) << "\n";
-  }
   if (options_.hang_timeout.count() > 0 || options_.progress_stream) {
     // Shared memory when there is some: the ranks' stores and the launcher's reads never touch a disk.
     const QString base = QFileInfo("/dev/shm").isWritable() ? QString("/dev/shm") : QDir::tempPath();
@@ -164,6 +158,7 @@ int LocalLauncher::run() {
            << progress_dir_->errorString() << "\n";
       progress_dir_.reset();
     }
+    if (progress_dir_) guard_.set_leftover_folder(progress_dir_->path().toStdString());
     last_progress_ = std::chrono::steady_clock::now();
     const auto tick = std::chrono::milliseconds(1000);
     // A quarter of the timeout, between 100 ms and a second (whole seconds / 4 may round down to nothing).
@@ -172,6 +167,18 @@ int LocalLauncher::run() {
         options_.hang_timeout.count() > 0 ? std::clamp(quarter, std::chrono::milliseconds(100), tick) : tick);
     connect(&progress_timer_, &QTimer::timeout, this, [this] { watch_progress(); });
     progress_timer_.start();
+  }
+  // The guard starts before the first rank, told the ranks' mark (their descendants inherit it, also those that
+  // leave the rank's process group) and the progress files' folder: both are cleaned up if this launcher is killed.
+  guard_.set_stop_orphans(options_.stop_orphans);
+  if (options_.stop_orphans) {
+    launch_mark_ = QString::fromStdString(stream_line::new_key());
+    guard_.set_mark(std::string(kLaunchMarkVariable) + "=" + launch_mark_.toStdString());
+  }
+  if (!guard_.start()) {
+    err_ << "spur launch: warning: cannot start the process that stops the ranks' descendants if this launcher is "
+            "killed: "
+         << std::strerror(errno) << "\n";
   }
   if (options_.sample_interval.count() > 0 && options_.on_sample) {
     // The GPUs the ranks may use: none on CPUs; else those CUDA_VISIBLE_DEVICES lists (set by --gpu_ids, or
@@ -297,13 +304,14 @@ struct ExactExec {
 };
 
 // "[rankN] line" on the launcher's terminal, the rank's bytes unchanged (launch/byte_text.h).
-void write_line(QTextStream& stream, const QString& label, const QString& line) {
+// "[label] line" and `end` ("\n", or "\r" for a progress bar's state), the line's bytes as the rank wrote them.
+void write_line(QTextStream& stream, const QString& label, const QString& line, const char* end = "\n") {
   if (!holds_escaped_bytes(line) || !stream.device()) {
-    stream << "[" << label << "] " << line << "\n";
+    stream << "[" << label << "] " << line << end;
     return;
   }
   stream.flush();
-  stream.device()->write("[" + label.toUtf8() + "] " + bytes_from_text(line) + "\n");
+  stream.device()->write("[" + label.toUtf8() + "] " + bytes_from_text(line) + end);
 }
 
 }  // namespace
@@ -343,6 +351,7 @@ void LocalLauncher::start(Rank& rank) {
   auto* process = rank.process.get();
   auto environment = QProcessEnvironment::systemEnvironment();
   environment.insert(rank.spec.environment);
+  if (!launch_mark_.isEmpty()) environment.insert(kLaunchMarkVariable, launch_mark_);
   if (progress_dir_ && !options_.remote_children) {
     const QString path = progress_dir_->filePath(QString("rank%1").arg(rank.spec.rank));
     if (progress::create_file(path.toStdString())) {
@@ -438,8 +447,10 @@ void LocalLauncher::start(Rank& rank) {
 void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   auto* process = rank.process.get();
   process->setReadChannel(channel);
-  auto& partial = channel == QProcess::StandardOutput ? rank.partial_out : rank.partial_err;
-  auto& stream = channel == QProcess::StandardOutput ? out_ : err_;
+  const bool error_stream = channel == QProcess::StandardError;
+  auto& partial = error_stream ? rank.partial_err : rank.partial_out;
+  auto& shown = error_stream ? rank.shown_err : rank.shown_out;
+  auto& stream = error_stream ? err_ : out_;
   partial += process->readAll();
   qsizetype newline;
   // A line longer than kMaxLineBytes is passed on in pieces of that size: output without newlines must not grow
@@ -447,30 +458,61 @@ void LocalLauncher::read(Rank& rank, QProcess::ProcessChannel channel) {
   while ((newline = partial.indexOf('\n')) >= 0 || partial.size() >= kMaxLineBytes) {
     const bool cut = newline < 0 || newline > kMaxLineBytes;
     const qsizetype length = cut ? kMaxLineBytes : newline;
-    const QString line = text_from_bytes(partial.left(length));
+    const QByteArray bytes = partial.left(length);
     partial.remove(0, cut ? length : length + 1);
-    // (Only a machine's launcher forwards progress: a local rank's line that looks like one is its own output.)
-    if (options_.remote_children && channel == QProcess::StandardOutput && remote_progress(rank, line)) continue;
-    if (options_.on_line && options_.on_line(rank.spec, channel == QProcess::StandardError, line)) continue;
-    write_line(stream, rank.spec.label, line);
-    rank.tail.push_back(line);
-    if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
+    const qsizetype already = std::min(shown, length);
+    shown = std::max<qsizetype>(0, shown - (cut ? length : length + 1));
+    take_line(rank, error_stream, bytes, already);
+  }
+  // A progress bar's states ("epoch 1 [30/100]\r"): on the terminal as they come, so that the bar moves.
+  if (const qsizetype carriage = partial.lastIndexOf('\r'); carriage >= shown) {
+    const auto states = partial.mid(shown, carriage - shown).split('\r');
+    for (const auto& state : states) write_line(stream, rank.spec.label, text_from_bytes(state), "\r");
+    shown = carriage + 1;
+    // Of the states shown, only the last is kept (what the line's record will hold): a bar that never ends its
+    // line does not grow the launcher.
+    if (const qsizetype previous = carriage > 0 ? partial.lastIndexOf('\r', carriage - 1) : -1; previous >= 0) {
+      partial.remove(0, previous + 1);
+      shown -= previous + 1;
+    }
   }
   stream.flush();
+}
+
+void LocalLauncher::take_line(Rank& rank, bool error_stream, const QByteArray& bytes, qsizetype shown) {
+  auto& stream = error_stream ? err_ : out_;
+  QByteArray body = bytes;
+  if (body.endsWith('\r')) body.chop(1);  // a CRLF line end
+  // What the console and the history keep of a line a progress bar rewrote: its last state.
+  QByteArray kept;
+  const auto states = body.split('\r');
+  for (auto state = states.rbegin(); state != states.rend() && kept.isEmpty(); ++state) kept = *state;
+  const QString line = text_from_bytes(kept);
+  // (Only a machine's launcher forwards progress: a local rank's line that looks like one is its own output.)
+  if (options_.remote_children && !error_stream && remote_progress(rank, line)) return;
+  if (options_.on_line && options_.on_line(rank.spec, error_stream, line)) return;
+  const QByteArray rest = body.mid(std::min(shown, body.size()));
+  if (shown > 0 && rest.isEmpty()) {
+    stream << "\n";  // its last state is on the terminal already
+  } else {
+    const auto parts = rest.split('\r');
+    for (qsizetype i = 0; i < parts.size(); ++i) {
+      write_line(stream, rank.spec.label, text_from_bytes(parts[i]), i + 1 < parts.size() ? "\r" : "\n");
+    }
+  }
+  rank.tail.push_back(line);
+  if (static_cast<int>(rank.tail.size()) > options_.tail_lines) rank.tail.pop_front();
 }
 
 void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) {
   read(rank, QProcess::StandardOutput);
   read(rank, QProcess::StandardError);
-  for (auto* partial : {&rank.partial_out, &rank.partial_err}) {
-    if (!partial->isEmpty()) {
-      const QString line = text_from_bytes(*partial);
-      partial->clear();
-      if (options_.on_line && options_.on_line(rank.spec, partial == &rank.partial_err, line)) continue;
-      write_line(partial == &rank.partial_out ? out_ : err_, rank.spec.label, line);
-      rank.tail.push_back(line);
-      partial->clear();
-    }
+  for (const bool error_stream : {false, true}) {
+    auto& partial = error_stream ? rank.partial_err : rank.partial_out;
+    auto& shown = error_stream ? rank.shown_err : rank.shown_out;
+    if (!partial.isEmpty()) take_line(rank, error_stream, partial, shown);
+    partial.clear();
+    shown = 0;
   }
   out_.flush();
   err_.flush();
@@ -505,8 +547,12 @@ void LocalLauncher::finished(Rank& rank, int code, QProcess::ExitStatus status) 
 }
 
 void LocalLauncher::signal_rank(const Rank& rank, int signal) {
-  if (rank.running && rank.pid > 0)
-    ::kill(rank.own_group ? -static_cast<pid_t>(rank.pid) : static_cast<pid_t>(rank.pid), signal);
+  if (!rank.running || rank.pid <= 0) return;
+  const pid_t target = rank.own_group ? -static_cast<pid_t>(rank.pid) : static_cast<pid_t>(rank.pid);
+  ::kill(target, signal);
+  // A stopped rank (SIGSTOP, a debugger's stop) acts on SIGTERM or SIGINT only once it runs again: continue it,
+  // so that it ends within the grace period as the others do (SIGKILL needs no help).
+  if (signal == SIGTERM || signal == SIGINT) ::kill(target, SIGCONT);
 }
 
 void LocalLauncher::stop_all(int signal) {
@@ -675,6 +721,10 @@ void LocalLauncher::hang() {
       rank.exited = watched.exited;
       if (watched.seen == std::chrono::steady_clock::time_point{}) rank.snapshot.reset();  // exited, never reported
     }
+    // The state of this machine's ranks (a remote rank's is its own launcher's to tell).
+    for (const auto& local : ranks_) {
+      if (local->spec.rank == r && local->running && !options_.remote_children) rank.state = process_state(local->pid);
+    }
     report.push_back(rank);
   }
   QString text = describe_hang(report, options_.hang_timeout);
@@ -692,31 +742,72 @@ void LocalLauncher::hang() {
   stop_all(SIGTERM);
 }
 
+char process_state(qint64 pid) {
+  if (pid <= 0) return 0;
+  const auto text = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!text) return 0;
+  // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses, so the state follows the last ')'.
+  const auto close = text->rfind(')');
+  if (close == std::string::npos || close + 2 >= text->size()) return 0;
+  return (*text)[close + 2];
+}
+
+namespace {
+
+// What a /proc state says about a rank that does not move; empty for running and sleeping (the usual states of
+// a rank that computes or waits).
+QString state_text(char state) {
+  switch (state) {
+    case 'T':
+      return "stopped (SIGSTOP, Ctrl-Z or a debugger; /proc state T)";
+    case 't':
+      return "stopped by a debugger (/proc state t)";
+    case 'D':
+      return "in the kernel, waiting for a disk or a device (/proc state D)";
+    case 'Z':
+      return "ended, not yet collected (/proc state Z)";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::seconds timeout) {
   QString text = QString("no rank made progress for %1 s (--hang_timeout %1); stopping the run. Where each rank is:\n")
                      .arg(timeout.count());
-  QStringList waited_for;
+  QStringList waited_for;  // "rank1 (why)"
   QStringList operations;
   bool someone_waits = false;
+  std::optional<int64_t> lowest, highest;
+  for (const auto& rank : ranks) {
+    if (rank.snapshot && !rank.exited) {
+      lowest = std::min(lowest.value_or(rank.snapshot->step), rank.snapshot->step);
+      highest = std::max(highest.value_or(rank.snapshot->step), rank.snapshot->step);
+    }
+  }
   for (const auto& rank : ranks) {
     QString line = "  " + rank.label + (rank.pid > 0 ? QString(" (pid %1)").arg(rank.pid) : QString()) + ": ";
+    const QString state = state_text(rank.state);
     if (rank.exited) {
       line += QString("exited with code %1").arg(*rank.exited) +
               (rank.snapshot ? QString(" after step %1").arg(rank.snapshot->step) : QString());
-      waited_for << rank.label;
+      waited_for << rank.label + " (it exited)";
     } else if (!rank.snapshot) {
       line += "never reported (it has not created its spur::Accelerator, or is not a Spur program)";
-      waited_for << rank.label;
+      waited_for << rank.label + (state.isEmpty() ? " (it never reported)" : " (" + state + ")");
     } else if (rank.silent_seconds >= kSilentSeconds) {
       line += QString("step %1, then no report for %2: it died without a trace, or its machine is unreachable")
                   .arg(rank.snapshot->step)
                   .arg(whole_seconds(rank.silent_seconds));
-      waited_for << rank.label;
+      waited_for << rank.label + " (silent)";
     } else if (rank.snapshot->op.empty()) {
       line += QString("step %1, in the program's own code, no progress for %2")
                   .arg(rank.snapshot->step)
                   .arg(whole_seconds(rank.idle_seconds));
-      waited_for << rank.label;
+      waited_for << rank.label + QString(" (%1 at step %2)")
+                                     .arg(state.isEmpty() ? QString("in its own code") : state)
+                                     .arg(rank.snapshot->step);
     } else {
       line += QString("step %1, waiting in %2 for %3")
                   .arg(rank.snapshot->step)
@@ -726,14 +817,38 @@ QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::secon
       if (!operations.contains(QString::fromStdString(rank.snapshot->op)))
         operations << QString::fromStdString(rank.snapshot->op);
     }
+    if (!state.isEmpty()) line += "; " + state;
     text += line + "\n";
   }
   if (someone_waits && !waited_for.isEmpty()) {
     text += "  The ranks in Spur's operations wait for: " + waited_for.join(", ") + "\n";
+    return text;
+  }
+  // Every rank is in one of Spur's operations. The one the others wait for is stopped or in the kernel (its
+  // /proc state), else behind the others' step.
+  QStringList stuck;
+  for (const auto& rank : ranks) {
+    if (rank.snapshot && !rank.exited && !state_text(rank.state).isEmpty()) {
+      stuck << QString("%1 (%2 at step %3)").arg(rank.label, state_text(rank.state)).arg(rank.snapshot->step);
+    }
+  }
+  if (stuck.isEmpty() && lowest && highest && *lowest < *highest) {
+    for (const auto& rank : ranks) {
+      if (rank.snapshot && !rank.exited && rank.snapshot->step == *lowest) {
+        stuck << QString("%1 (at step %2, behind the others' %3)").arg(rank.label).arg(*lowest).arg(*highest);
+      }
+    }
+  }
+  if (!stuck.isEmpty()) {
+    text += "  The others wait for: " + stuck.join(", ") + "\n";
   } else if (operations.size() > 1) {
     text +=
         "  The ranks wait in different operations: a collective called on some ranks only, or in another "
         "order\n";
+  } else if (!operations.isEmpty()) {
+    text += "  Every rank waits in " + operations.front() +
+            " at the same step: no rank stands out (a collective that never completes: the network between the "
+            "machines, or a deadlock in the communication library)\n";
   }
   return text;
 }

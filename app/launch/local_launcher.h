@@ -30,6 +30,10 @@ class QTextStream;
 
 namespace spur::app {
 
+/// The variable, unique to each launch, that every rank's environment holds: its descendants inherit it, and the
+/// launcher's guard stops every process holding it if the launcher is killed (DescendantGuard::set_mark).
+inline constexpr const char* kLaunchMarkVariable = "SPUR_LAUNCH_ID";
+
 struct SupervisionOptions {
   /// Between SIGTERM and SIGKILL when stopping ranks.
   std::chrono::milliseconds grace{5000};
@@ -89,7 +93,11 @@ struct RankProgress {
   double op_seconds = 0;                       // in its current operation
   double silent_seconds = 0;                   // since its last report reached the launcher (remote ranks)
   std::optional<int> exited;                   // it ended, with this code (the others may wait for it)
+  char state = 0;  // its state in /proc/PID/stat (R, S, D, T, t, Z...); 0: not known (a remote rank)
 };
+
+/// The state letter of /proc/PID/stat for `pid`; 0 when it cannot be read (it ended, or it is not on this machine).
+char process_state(qint64 pid);
 
 /// A progress record a machine's launcher forwards over SSH (progress_stream: "@spur {...,"type":"progress"}" lines
 /// on its output). It comes from another machine, so nothing in it is trusted: numbers out of range are clamped
@@ -108,6 +116,10 @@ std::optional<ProgressRecord> parse_progress_record(const QString& line, const Q
 
 /// The hang report: one line per rank (last step, the operation it waits in and for how long, or that it is in
 /// the program's own code, never reported, or went silent), then which ranks the others wait for.
+/// The hang report: a line per rank (its step, where it waits, its state when it is not simply running or
+/// sleeping), then a last line naming the rank the others wait for, and why: it exited, never reported, went
+/// silent, stays in the program's own code, is stopped or in the kernel (its /proc state), or is behind the others'
+/// step.
 QString describe_hang(const std::vector<RankProgress>& ranks, std::chrono::seconds timeout);
 
 class LocalLauncher : public QObject {
@@ -135,6 +147,9 @@ class LocalLauncher : public QObject {
     std::unique_ptr<progress::Reader> progress;  // with hang detection or the progress stream
     qint64 pid = 0;
     QByteArray partial_out, partial_err;
+    // How many bytes at the start of partial_out/err the terminal already shows: a progress bar's states, each
+    // ending in '\r', are passed on as they come, not when the line's newline comes.
+    qsizetype shown_out = 0, shown_err = 0;
     std::deque<QString> tail;
     bool running = false;
     bool own_group = true;  // leads its own process group (all but an --interactive rank 0)
@@ -148,6 +163,9 @@ class LocalLauncher : public QObject {
   /// Says why the rank could not be started (`why` follows its label), fails the run with 127, stops the others.
   void cannot_start(Rank& rank, const QString& why);
   void read(Rank& rank, QProcess::ProcessChannel channel);
+  /// One line of a rank's output (without its newline), of which the first `shown` bytes are on the terminal
+  /// already: to the terminal the rest; to the progress reader, on_line (the history) and the tail its last state.
+  void take_line(Rank& rank, bool error_stream, const QByteArray& bytes, qsizetype shown);
   void finished(Rank& rank, int code, QProcess::ExitStatus status);
   void stop_all(int signal);
   /// The rank's process group, or the rank alone when it shares the launcher's group.
@@ -192,6 +210,7 @@ class LocalLauncher : public QObject {
   bool hung_ = false;
   std::unique_ptr<QSocketNotifier> signal_notifier_;
   std::unique_ptr<QSocketNotifier> stdin_notifier_;
+  QString launch_mark_;    // SPUR_LAUNCH_ID's value in every rank's environment (DescendantGuard::set_mark)
   DescendantGuard guard_;  // finished explicitly by run() and the destructor
   QEventLoop* loop_ = nullptr;
 };

@@ -4,6 +4,8 @@
 // waits for it, and says plainly what could not be recorded.
 #include "runs/run_recorder.h"
 
+#include "launch/byte_text.h"
+
 #include "stream_line.h"
 
 #include <signal.h>
@@ -155,7 +157,7 @@ bool RunRecorder::line(const QString& host, int rank, bool error_stream, const Q
   line.rank = record_rank;
   line.stream = error_stream ? "stderr" : "stdout";
   line.wall = history::now_seconds();
-  line.text = body.toStdString();
+  line.text = text_with_replacements(body).toStdString();  // an invalid byte is U+FFFD there, not '?'
   std::lock_guard lock(mutex_);
   if (queued_ >= options_.queue_limit) {
     ++dropped_;

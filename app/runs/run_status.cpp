@@ -63,21 +63,48 @@ double progress_fraction(const history::Run& run) {
   return std::min(1.0, static_cast<double>(run.last_step) / static_cast<double>(run.total_steps));
 }
 
+namespace {
+
+// The last second of year 9999: a time beyond it (or not a number) is damage, not a date (an imported event file
+// can hold any double; a cast of 1e300 to an integer is undefined behaviour).
+constexpr double kLastSecond = 253402300799.0;
+
+bool plausible_time(double seconds) { return std::isfinite(seconds) && seconds > 0 && seconds <= kLastSecond; }
+
+}  // namespace
+
 QString time_text(double seconds) {
-  return seconds > 0
+  return plausible_time(seconds)
              ? QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(seconds * 1000)).toString("yyyy-MM-dd HH:mm:ss")
              : QString("-");
 }
 
 QString duration_text(double seconds) {
-  if (seconds < 0) return "-";
+  if (!(std::isfinite(seconds) && seconds >= 0 && seconds <= kLastSecond)) return "-";
   const auto s = static_cast<qint64>(seconds);
   return s >= 3600 ? QString("%1h%2m").arg(s / 3600).arg((s / 60) % 60, 2, 10, QChar('0'))
                    : QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
 }
 
+QString terminal_text(const QString& text) {
+  QString shown;
+  shown.reserve(text.size());
+  for (const QChar c : text) {
+    const char16_t u = c.unicode();
+    if ((u < 0x20 && u != '\t') || u == 0x7f) {
+      shown += QString("\\x%1").arg(u, 2, 16, QChar('0'));
+    } else if ((u >= 0x80 && u < 0xa0) || (u >= 0x202a && u <= 0x202e) || (u >= 0x2066 && u <= 0x2069)) {
+      shown += QString("\\u{%1}").arg(u, 4, 16, QChar('0'));
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
 double run_duration(const history::Run& run) {
-  if (run.started <= 0) return -1;
+  if (!plausible_time(run.started)) return -1;
+  if (run.ended > 0 && !plausible_time(run.ended)) return -1;
   return (run.ended > 0 ? run.ended : history::now_seconds()) - run.started;
 }
 

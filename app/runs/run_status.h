@@ -21,10 +21,14 @@ QString effective_status(const history::Run& run);
 QString progress_text(const history::Run& run);
 /// 0..1, or -1 when the total is unknown.
 double progress_fraction(const history::Run& run);
-/// "2026-11-29 18:43:03", "-" for 0.
+/// "2026-11-29 18:43:03"; "-" for 0, and for what is not a time (NaN, negative, past year 9999).
 QString time_text(double seconds_since_epoch);
-/// "12m05s", "3h04m".
+/// "12m05s", "3h04m"; "-" for what is not a duration (NaN, negative, longer than the calendar).
 QString duration_text(double seconds);
+/// Text from the history (a run's name, a tag, an imported folder's name) made safe to print on a terminal:
+/// control characters (C0 but tab, DEL, C1) and the bidirectional overrides come out as \xHH or \u{HHHH}, so
+/// that a name cannot move the cursor, change colours or retitle the window.
+QString terminal_text(const QString& text);
 /// Empty when the history file at path is private (or does not exist yet); else a warning that others can read it,
 /// with its mode and the command that fixes it. Spur creates histories 0600 (consoles and configs can hold
 /// secrets); one made by an older Spur, or loosened by hand, keeps its mode. `spur env` and the Studio show it.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Importing TensorBoard runs; see tensorboard_import.h. Files are mapped, not copied: a million scalars are about
-// 40 MB of records.
+// Importing TensorBoard runs; see tensorboard_import.h. Each file is read whole (a million scalars are about 40 MB
+// of records), never mapped (a mapping of a file that shrinks under it ends the process with SIGBUS).
 #include "runs/tensorboard_import.h"
 
 #include <QDir>
@@ -41,19 +41,24 @@ tensorboard::RunEvents read_run(const QStringList& files) {
     if (!file.open(QIODevice::ReadOnly)) {
       throw tensorboard::EventFileError(name.toStdString() + ": cannot be read: " + file.errorString().toStdString());
     }
+    // Read, not mapped: a mapped file that shrinks while it is parsed (a writer truncating it, a full disk) kills
+    // the process with SIGBUS; read() returns what is there. A file that grows (a run still writing) is read up
+    // to where it was; one that is shorter than it was a moment ago is named.
     const qint64 size = file.size();
     if (size == 0) continue;  // a writer that opened its file and wrote nothing yet
-    const uchar* bytes = file.map(0, size);
-    if (bytes) {
-      reader.add_file(std::string_view(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(size)),
-                      name.toStdString());
-    } else {  // a file system without mmap
-      const QByteArray all = file.readAll();
-      reader.add_file(std::string_view(all.constData(), static_cast<std::size_t>(all.size())), name.toStdString());
+    const QByteArray all = file.read(size);
+    if (all.size() < size) {
+      throw tensorboard::EventFileError(name.toStdString() + ": changed while it was read (" + std::to_string(size) +
+                                        " bytes when opened, " + std::to_string(all.size()) +
+                                        " could be read): import it again when its writer is done");
     }
+    reader.add_file(std::string_view(all.constData(), static_cast<std::size_t>(all.size())), name.toStdString());
   }
   return reader.events();
 }
+
+// The last second of year 9999: a wall time beyond it is damage, not a time.
+constexpr double kLastPlausibleWall = 253402300799.0;
 
 QString hex(uint64_t value) { return QString("%1").arg(value, 16, 16, QChar('0')); }
 
@@ -149,7 +154,7 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
       double first = 0, last = 0;
       for (const auto& [tag, points] : events.scalars) {
         for (const auto& point : points) {
-          if (!(point.wall > 0)) continue;
+          if (!(point.wall > 0 && point.wall <= kLastPlausibleWall)) continue;  // NaN, 0, or past year 9999
           if (first == 0 || point.wall < first) first = point.wall;
           last = std::max(last, point.wall);
         }

@@ -11,6 +11,8 @@
 #include <QTextStream>
 #include <QThread>
 
+#include <optional>
+
 #include <yaml-cpp/yaml.h>
 
 #include "config/run_config.h"
@@ -31,6 +33,40 @@ QString signal_name(int signal) {
 bool killed_by_slurm(int code) { return code == 128 + 15; }
 
 }  // namespace
+
+namespace {
+
+// The option of spur launch's that an sbatch option word sets, if any. sbatch reads its options with getopt_long,
+// so a long option may be any unambiguous prefix of its name ("--out=/x" is --output), and short options combine
+// ("-vo/x" is -v -o /x: the first letter that takes a value takes the rest of the word).
+std::optional<QString> owned_option(const QString& word) {
+  static const QStringList owned_long{"output", "error", "open-mode",       "chdir",    "parsable",
+                                      "wrap",   "nodes", "ntasks-per-node", "job-name", "ntasks"};
+  static const QString owned_short = "oeDNJn";
+  // sbatch's short options that take no value; any other letter takes the rest of the word as its value.
+  static const QString flags = "hHIkOQsvVWu";
+  if (word.startsWith("--")) {
+    const QString name = word.mid(2).section('=', 0, 0);
+    if (name.isEmpty()) return std::nullopt;
+    for (const auto& option : owned_long) {
+      if (option.startsWith(name)) return "--" + option;
+    }
+    return std::nullopt;
+  }
+  for (qsizetype i = 1; i < word.size(); ++i) {
+    const QChar letter = word[i];
+    if (owned_short.contains(letter)) return QString("-") + letter;
+    if (!flags.contains(letter)) break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+QStringList split_slurm_args(const QString& text) {
+  static const QRegularExpression space(R"(\s+)");
+  return text.split(space, Qt::SkipEmptyParts);
+}
 
 void check_request(const SlurmRequest& request) {
   static const QRegularExpression name("^[A-Za-z0-9_.:+-]+$");
@@ -57,20 +93,17 @@ void check_request(const SlurmRequest& request) {
     throw SlurmError("--time '" + request.time +
                      "' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)");
   }
-  static const QStringList owned{"--output",   "--error",    "--open-mode", "--chdir", "-o", "-e",
-                                 "-D",         "--parsable", "--wrap",      "--nodes", "-N", "--ntasks-per-node",
-                                 "--job-name", "-J",         "--ntasks",    "-n"};
   for (const auto& word : request.extra) {
     if (!word.startsWith("-")) {
       throw SlurmError("--slurm_args: '" + word +
                        "' is not an sbatch option (they start with -; give values as --name=value)");
     }
-    if (word.contains('\n')) throw SlurmError("--slurm_args: an option holds a line break");
-    const bool short_owned = word.size() > 2 && !word.startsWith("--") &&
-                             QStringList{"-o", "-e", "-D", "-N", "-J", "-n"}.contains(word.left(2));
-    if (owned.contains(word.section('=', 0, 0)) || short_owned) {
-      throw SlurmError("--slurm_args: " + word.section('=', 0, 0) +
-                       " is spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
+    if (word.contains(QRegularExpression(R"(\s)"))) {
+      throw SlurmError("--slurm_args: '" + word + "' holds white space (a tab or a line break) inside an option");
+    }
+    if (const auto owned = owned_option(word)) {
+      throw SlurmError("--slurm_args: " + word.section('=', 0, 0) + " sets " + *owned +
+                       ", which is spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
     }
   }
   // #SBATCH lines take the path as it is: no quoting, and % starts one of Slurm's file-name patterns.
@@ -413,11 +446,7 @@ int SlurmFollower::run() {
 
 namespace spur::app {
 
-QString default_slurm_file() {
-  QString base = qEnvironmentVariable("XDG_CONFIG_HOME");
-  if (base.isEmpty()) base = QDir::homePath() + "/.config";
-  return base + "/spur/slurm.yaml";
-}
+QString default_slurm_file() { return QString::fromStdString(config_home()) + "/spur/slurm.yaml"; }
 
 SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
   if (!QFileInfo::exists(path)) return request;
@@ -455,7 +484,7 @@ SlurmRequest read_slurm_file(const QString& path, SlurmRequest request) {
     else if (key == "account") request.account = value;
     else if (key == "qos") request.qos = value;
     else if (key == "gres") request.gres = value;
-    else if (key == "slurm_args") request.extra = value.split(' ', Qt::SkipEmptyParts);
+    else if (key == "slurm_args") request.extra = split_slurm_args(value);
     else if (key == "slurm_dir") request.directory = value;
     else if (key == "job_name") request.job_name = value;
     else {

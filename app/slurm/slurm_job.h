@@ -67,6 +67,9 @@ QByteArray environment_file(const QList<QPair<QString, QString>>& environment);
 /// Checks what can be checked before submitting: each --slurm_args word is an option, the names are sane.
 /// Throws SlurmError naming the value.
 void check_request(const SlurmRequest& request);
+/// --slurm_args' text as sbatch options: split at any run of white space (spaces, tabs, line breaks), as the
+/// #SBATCH lines they become are read.
+QStringList split_slurm_args(const QString& text);
 
 /// Slurm's client commands: from $SPUR_SLURM_BIN (a directory) if set, else PATH.
 class SlurmCli {

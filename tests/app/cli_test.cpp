@@ -7,6 +7,7 @@
 #include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
+#include <QProcess>
 #include <QJsonDocument>
 #include <QTemporaryDir>
 #include <QJsonObject>
@@ -236,6 +237,54 @@ class CliTest : public QObject {
     QVERIFY(result.exit_code != 0);
     QCOMPARE(result.output.count('\n'), 1);  // one clear line
     QVERIFY2(result.output.contains(message), qPrintable(result.output));
+  }
+
+  // Issue 31 (8): hostile or unlucky command lines get a clear refusal, not an abort or a surprise.
+  void odd_command_lines_are_refused_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<int>("exit_code");
+    QTest::addColumn<QString>("message");
+    // scancel --me would cancel every job of the user's.
+    QTest::newRow("an option as a job id")
+        << QStringList{"slurm", "stop", "--", "--me"} << 2 << "'--me' is not a Slurm job id";
+    // It took all memory and aborted on std::bad_alloc.
+    QTest::newRow("a million processes on one machine")
+        << QStringList{"launch", "--num_processes", "1000000", "--dry_run", "/bin/true"} << 2
+        << "num_processes 1000000 over 1 machine(s) is 1000000 processes on each: one machine runs at most 4096";
+  }
+  void odd_command_lines_are_refused() {
+    QFETCH(QStringList, arguments);
+    QFETCH(int, exit_code);
+    QFETCH(QString, message);
+    const auto result = spur_cli(arguments);
+    QVERIFY2(result.exit_code == exit_code && result.output.contains(message), qPrintable(result.output));
+  }
+
+  // Issue 31 (8): a user without HOME (a service, env -i) gets the home folder of the password database, never the
+  // current folder (where the history used to go) or / (where `spur config default` used to write). As nobody,
+  // whose home (/nonexistent) does not exist: the run goes on unrecorded, the config is refused by its path.
+  void no_home_means_the_password_databases_home() {
+    QTemporaryDir dir;
+    QVERIFY(QFile::setPermissions(dir.path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                                                  QFileDevice::ReadOther | QFileDevice::WriteOther |
+                                                  QFileDevice::ExeOther));
+    QProcessEnvironment env;
+    env.insert("PATH", qEnvironmentVariable("PATH"));
+    auto as_nobody = [&](const QStringList& arguments) {
+      QProcess process;
+      process.setProcessEnvironment(env);
+      process.setWorkingDirectory(dir.path());
+      process.setProcessChannelMode(QProcess::MergedChannels);
+      process.start("setpriv", QStringList{"--reuid=65534", "--regid=65534", "--clear-groups", SPUR_CLI} + arguments);
+      process.waitForFinished(60000);
+      return std::make_pair(process.exitCode(), QString::fromUtf8(process.readAll()));
+    };
+    const auto [launched, launch_output] = as_nobody({"launch", "/bin/true"});
+    QVERIFY2(launched == 0 && launch_output.contains("/nonexistent/.local/share/spur/history.db"),
+             qPrintable(launch_output));
+    const auto [configured, config_output] = as_nobody({"config", "default"});
+    QVERIFY2(configured != 0 && config_output.contains("/nonexistent/.config/spur"), qPrintable(config_output));
+    QCOMPARE(QDir(dir.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden), QStringList());
   }
 
   void unknown_command_is_named() {

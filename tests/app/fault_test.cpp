@@ -3,11 +3,13 @@
 // rank is SIGKILLed mid-epoch, and the run ends with exactly the parameters of an uninterrupted one; with
 // `--hang_timeout` the launcher names the rank the others wait for and stops the run, or restarts it. Also the
 // progress file's writer and reader, and the hang report's wording.
+#include <signal.h>
 #include <stdlib.h>
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
@@ -58,6 +60,12 @@ spur::app::RankProgress rank(const QString& label, std::optional<int64_t> step, 
   progress.idle_seconds = 31;
   progress.silent_seconds = silent_seconds;
   progress.exited = exited;
+  return progress;
+}
+
+// The same with a /proc state letter.
+spur::app::RankProgress in_state(spur::app::RankProgress progress, char state) {
+  progress.state = state;
   return progress;
 }
 
@@ -139,6 +147,29 @@ class FaultToleranceTest : public QObject {
     QTest::newRow("different collectives")
         << std::vector<spur::app::RankProgress>{rank("rank0", 3, "all-reduce", 40), rank("rank1", 3, "broadcast", 40)}
         << QStringList{"waiting in all-reduce", "waiting in broadcast", "wait in different operations"};
+    // Issue 31 (7): the last line names the rank the others wait for, from its /proc state or its step.
+    QTest::newRow("a stopped rank inside an operation")
+        << std::vector<spur::app::RankProgress>{in_state(rank("rank0", 7807, "backward", 40), 'S'),
+                                                in_state(rank("rank1", 7806, "backward", 40), 'T')}
+        << QStringList{"rank1: step 7806, waiting in backward for 40 s; stopped (SIGSTOP, Ctrl-Z or a debugger",
+                       "The others wait for: rank1 (stopped (SIGSTOP, Ctrl-Z or a debugger; /proc state T) at step "
+                       "7806)\n"};
+    QTest::newRow("a stopped rank in its own code")
+        << std::vector<spur::app::RankProgress>{rank("rank0", 4, "barrier", 40), in_state(rank("rank1", 4, ""), 'T')}
+        << QStringList{"wait for: rank1 (stopped (SIGSTOP, Ctrl-Z or a debugger; /proc state T) at step 4)\n"};
+    QTest::newRow("a rank in the kernel")
+        << std::vector<spur::app::RankProgress>{in_state(rank("rank0", 9, "all-reduce", 40), 'S'),
+                                                in_state(rank("rank1", 9, "all-reduce", 40), 'D')}
+        << QStringList{"The others wait for: rank1 (in the kernel, waiting for a disk or a device"};
+    QTest::newRow("a rank one step behind")
+        << std::vector<spur::app::RankProgress>{in_state(rank("rank0", 12, "all-reduce in backward", 40), 'S'),
+                                                in_state(rank("rank1", 11, "all-reduce in backward", 40), 'R'),
+                                                in_state(rank("rank2", 12, "all-reduce in backward", 40), 'S')}
+        << QStringList{"The others wait for: rank1 (at step 11, behind the others' 12)\n"};
+    QTest::newRow("nobody stands out") << std::vector<spur::app::RankProgress>{rank("rank0", 5, "all-reduce", 40),
+                                                                               rank("rank1", 5, "all-reduce", 40)}
+                                       << QStringList{
+                                              "Every rank waits in all-reduce at the same step: no rank stands out"};
   }
 
   void hang_report_names_who_waits_for_whom() {
@@ -254,6 +285,43 @@ class FaultToleranceTest : public QObject {
     QVERIFY2(show.output.contains("failed  no rank made progress for 10 s"), qPrintable(show.output));
     const auto logs = spur_command(dir, {"runs", "logs", "1"});
     QVERIFY2(logs.output.contains("The ranks in Spur's operations wait for: rank1"), qPrintable(logs.output));
+  }
+
+  // Issue 31 (7): rank 1 stopped from outside (SIGSTOP) while both train: the report's last line names it, stopped;
+  // the run then ends on SIGTERM (the launcher continues a stopped rank after it), not on the grace period's
+  // SIGKILL.
+  void a_stopped_rank_is_named_as_the_one_waited_for() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", "--hang_timeout", "5", "--grace_period", "60",
+                          SPUR_TEST_WORKER, "hang", "--steps", "100000000", "--save_at", "-1"});
+    QVERIFY(spur.waitForStarted());
+    QString output;
+    const QRegularExpression training(R"(rank 1 is training \(pid (\d+)\))");
+    QElapsedTimer timer;
+    timer.start();
+    while (!training.match(output).hasMatch() && timer.elapsed() < 60000) {
+      spur.waitForReadyRead(1000);
+      output += QString::fromUtf8(spur.readAll());
+    }
+    const auto pid = static_cast<pid_t>(training.match(output).captured(1).toLongLong());
+    QVERIFY2(pid > 0, qPrintable(output));
+    QVERIFY(::kill(pid, SIGSTOP) == 0);
+    QVERIFY(spur.waitForFinished(120000));
+    output += QString::fromUtf8(spur.readAll());
+    QCOMPARE(spur.exitCode(), spur::app::kHangExitCode);
+    const QString report = output.mid(output.indexOf("no rank made progress"));
+    QVERIFY2(
+        QRegularExpression(R"(\n  rank1 \(pid \d+\): step \d+, [^\n]*; stopped \(SIGSTOP)").match(report).hasMatch(),
+        qPrintable(report));
+    QVERIFY2(
+        QRegularExpression(R"(wait for: rank1 \(stopped \(SIGSTOP, Ctrl-Z or a debugger; /proc state T\) at step )")
+            .match(report)
+            .hasMatch(),
+        qPrintable(report));
+    QVERIFY2(!output.contains("SIGKILL"), qPrintable(output));
   }
 
   // The same hang with --max_restarts 1: the second attempt does not hang and the run succeeds.

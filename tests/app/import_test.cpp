@@ -4,6 +4,10 @@
 // scalars, steps, wall times and hyperparameters; files from Spur's own TensorBoard tracker give back the
 // history's run; a run is not imported twice unless asked; truncated and corrupt files are named with their record
 // and leave nothing of their run behind.
+#include <unistd.h>
+
+#include <cmath>
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -12,11 +16,13 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 
 #include <spur/history/reader.h>
 
 #include "rank_group.h"
 #include "runs/run_service.h"
+#include "tensorboard_events.h"
 #include "test_main.h"
 
 namespace {
@@ -306,6 +312,70 @@ class ImportTest : public QObject {
     QCOMPARE(runs.size(), std::size_t(1));
     QCOMPARE(QString::fromStdString(runs[0].name), run == "tb" ? QString("torch") : QString("tb"));
     QCOMPARE(reader.metric_keys(runs[0].id).size(), std::size_t(2));
+  }
+
+  // Issue 31 (6): an event file that shrinks while it is imported (a writer truncating it, a full disk) is named,
+  // never the end of the process (a mapped file that shrinks under its reader is SIGBUS, exit 135). A 64 MB file
+  // (text summaries, left out by the import, and one scalar) is cut to 1 KB at 12 moments from the import's start.
+  void a_file_cut_while_it_is_read_is_named() {
+    QTemporaryDir dir;
+    QVERIFY(QDir().mkpath(dir.filePath("live")));
+    std::string bytes = spur::tensorboard::record(spur::tensorboard::file_version_event(1.0));
+    const std::string text(1 << 20, 'x');
+    for (int i = 0; i < 64; ++i) bytes += spur::tensorboard::record(spur::tensorboard::text_event("notes", text, i, 2));
+    bytes += spur::tensorboard::record(spur::tensorboard::scalars_event({{"loss", 0.5}}, 64, 3));
+    const QString file = dir.filePath("live/events.out.tfevents.1.host.1.0");
+    const QString history = dir.filePath("history.db");
+    int named = 0;
+    for (int attempt = 0; attempt < 12; ++attempt) {
+      write_all(file, QByteArray::fromStdString(bytes));
+      auto env = QProcessEnvironment::systemEnvironment();
+      env.insert("SPUR_HISTORY", history);
+      QProcess spur;
+      spur.setProcessEnvironment(env);
+      spur.setProcessChannelMode(QProcess::MergedChannels);
+      spur.start(SPUR_CLI, {"runs", "import", "--again", dir.filePath("live")});
+      QVERIFY(spur.waitForStarted());
+      QThread::msleep(static_cast<unsigned long>(attempt * 25));
+      QVERIFY(::truncate(file.toLocal8Bit().constData(), 1024) == 0);
+      QVERIFY(spur.waitForFinished(60000));
+      const QString output = QString::fromUtf8(spur.readAll());
+      QVERIFY2(spur.exitStatus() == QProcess::NormalExit,
+               qPrintable(QString("died (attempt %1): ").arg(attempt) + output));
+      QVERIFY2(spur.exitCode() == 0 || spur.exitCode() == 1, qPrintable(output));
+      if (spur.exitCode() == 1) {
+        QVERIFY2(output.contains(file + ": "), qPrintable(output));
+        ++named;
+      }
+    }
+    qInfo("%d of 12 imports saw the file cut and named it", named);
+  }
+
+  // Issue 31 (8): what an imported file or a name holds reaches the terminal as text: escape sequences in a folder's
+  // name, a run's name or a metric's tag are shown as \x1b, and wall times that are no time (1e300, NaN) as "-",
+  // never as negative durations or dates.
+  void hostile_names_and_times_are_shown_as_text() {
+    QTemporaryDir dir;
+    const QString folder = dir.filePath("logs/\x1b]0;owned\x07\x1b[2Jrun");
+    QVERIFY(QDir().mkpath(folder));
+    std::string bytes = spur::tensorboard::record(spur::tensorboard::file_version_event(1e300));
+    bytes += spur::tensorboard::record(spur::tensorboard::scalars_event({{"loss\x1b[31m", 0.5}}, 1, 1e300));
+    bytes += spur::tensorboard::record(
+        spur::tensorboard::scalars_event({{"loss\x1b[31m", 0.25}}, 9'000'000'000'000'000'000, std::nan("")));
+    write_all(folder + "/events.out.tfevents.1.host.1.0", QByteArray::fromStdString(bytes));
+    const QString history = dir.filePath("history.db");
+    const auto imported = spur_runs({"import", dir.filePath("logs")}, history);
+    QVERIFY2(imported.exit_code == 0 && !imported.output.contains('\x1b') && imported.output.contains("\\x1b]0;owned"),
+             qPrintable(imported.output));
+    QCOMPARE(spur_runs({"rename", "1", "\x1b[2Jrenamed\u202e"}, history).exit_code, 0);
+    for (const QStringList& command : {QStringList{"list"}, QStringList{"show", "1"}}) {
+      const auto shown = spur_runs(command, history);
+      QVERIFY2(shown.exit_code == 0 && !shown.output.contains('\x1b') && !shown.output.contains(QChar(0x202e)) &&
+                   shown.output.contains("\\x1b[2Jrenamed\\u{202e}"),
+               qPrintable(shown.output));
+      QVERIFY2(!QRegularExpression(R"((^|\s)-\d)").match(shown.output).hasMatch(), qPrintable(shown.output));
+    }
+    QVERIFY(spur_runs({"show", "1"}, history).output.contains("loss\\x1b[31m"));
   }
 
   // Paths that hold no run are refused by name before the history is touched.

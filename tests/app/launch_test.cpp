@@ -343,7 +343,8 @@ class LaunchTest : public QObject {
 
   // Issue 12, defect 4: what a rank starts in the background ends with the run, whether the ranks exit, the user
   // presses Ctrl-C or the launcher is killed with SIGKILL; a daemon that left its rank's process group (setsid)
-  // ends with the run too when the launcher lives to see the ranks end.
+  // ends with the run too, even when the launcher is killed (issue 31, 5: its guard finds it by the launch's
+  // mark), and the ranks' progress files (--hang_timeout) are gone in every case.
   void nothing_a_rank_started_outlives_the_run_data() {
     QTest::addColumn<QString>("how");
     QTest::newRow("the ranks exit") << "exit";
@@ -354,26 +355,27 @@ class LaunchTest : public QObject {
     QFETCH(QString, how);
     QTemporaryDir dir;
     const QString d = dir.path();
-    QString script = "sleep 300 & echo $! > " + d + "/background$RANK; ";
-    if (how == "exit") {
-      script += "setsid sleep 301 & echo $! > " + d + "/daemon$RANK; sleep 0.5; exit 0";
-    } else {
-      script += "wait";
-    }
+    QString script = "echo \"$SPUR_PROGRESS_FILE\" > " + d + "/progress$RANK; sleep 300 & echo $! > " + d +
+                     "/background$RANK; setsid sleep 301 & echo $! > " + d + "/daemon$RANK; ";
+    script += how == "exit" ? "sleep 0.5; exit 0" : "wait";
     QProcess spur;
     spur.setProcessEnvironment(isolated(dir));
     spur.setProcessChannelMode(QProcess::MergedChannels);
-    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", "--grace_period", "2", "/bin/sh", "-c", script});
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "2", "--grace_period", "2", "--hang_timeout", "600", "/bin/sh",
+                          "-c", script});
     QVERIFY(spur.waitForStarted());
     const auto background = wait_for_pid_files(dir, "background", 2, 20000);
     QCOMPARE(background.size(), size_t(2));
-    std::vector<qint64> daemons;
-    if (how == "exit") {
-      daemons = wait_for_pid_files(dir, "daemon", 2, 20000);
-      QCOMPARE(daemons.size(), size_t(2));
-    } else if (how == "sigint") {
+    const auto daemons = wait_for_pid_files(dir, "daemon", 2, 20000);
+    QCOMPARE(daemons.size(), size_t(2));
+    QFile progress(dir.filePath("progress0"));
+    QVERIFY(progress.open(QIODevice::ReadOnly));
+    const QString progress_folder = QFileInfo(QString::fromUtf8(progress.readAll().trimmed())).absolutePath();
+    QVERIFY2(progress_folder.contains("spur-progress-") && QFileInfo(progress_folder).isDir(),
+             qPrintable(progress_folder));
+    if (how == "sigint") {
       ::kill(static_cast<pid_t>(spur.processId()), SIGINT);
-    } else {
+    } else if (how == "sigkill") {
       spur.kill();
     }
     QVERIFY(spur.waitForFinished(30000));
@@ -384,6 +386,44 @@ class LaunchTest : public QObject {
     }
     for (const auto pid : background) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable(how + ": " + output));
     for (const auto pid : daemons) QVERIFY2(spur::test::all_dead({pid}, 5000), qPrintable("setsid: " + output));
+    QTRY_VERIFY2_WITH_TIMEOUT(!QFileInfo::exists(progress_folder), qPrintable(progress_folder + " was left"), 5000);
+  }
+
+  // Issue 31 (9): a progress bar's states (lines ending in '\r', as the LibTorch examples print) reach the terminal
+  // as they come, not at the next newline; the console in the history keeps each line's last state; a CRLF line
+  // end is a line end.
+  void progress_bars_move() {
+    QTemporaryDir dir;
+    auto env = isolated(dir);
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    QProcess spur;
+    spur.setProcessEnvironment(env);
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    spur.start(SPUR_CLI, {"launch", "--num_processes", "1", "/bin/sh", "-c",
+                          "printf 'epoch 1 [10/100]\\r'; while [ ! -e '" + dir.filePath("go") +
+                              "' ]; do sleep 0.05; done; printf 'epoch 1 [20/100]\\repoch 1 [100/100]\\n"
+                              "crlf line\\r\\n'"});
+    QVERIFY(spur.waitForStarted());
+    QByteArray output;
+    QElapsedTimer timer;
+    timer.start();
+    while (!output.contains("[rank0] epoch 1 [10/100]\r") && timer.elapsed() < 30000) {
+      spur.waitForReadyRead(200);
+      output += spur.readAll();
+    }
+    QVERIFY2(output.contains("[rank0] epoch 1 [10/100]\r"), output.constData());
+    QFile go(dir.filePath("go"));
+    QVERIFY(go.open(QIODevice::WriteOnly));
+    go.close();
+    QVERIFY(spur.waitForFinished(30000));
+    output += spur.readAll();
+    QVERIFY2(output.contains("[rank0] epoch 1 [10/100]\r[rank0] epoch 1 [20/100]\r[rank0] epoch 1 [100/100]\n"
+                             "[rank0] crlf line\n"),
+             output.toHex(' ').constData());
+    const auto logs = spur::test::run_process(SPUR_CLI, {"runs", "logs", "1"}, env, 30000);
+    QVERIFY2(logs.output.contains("[rank0] epoch 1 [100/100]\n[rank0] crlf line\n") &&
+                 !logs.output.contains("10/100") && !logs.output.contains('\r'),
+             qPrintable(logs.output));
   }
 
   // Issue 31 (4): a rank's output cannot write the run's record: lines that look like the stream tracker's records
@@ -680,6 +720,7 @@ class LaunchTest : public QObject {
     }
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    env.insert("LC_ALL", "C");  // the locale it was reported in (issue 31, 8)
     const QString script =
         "exec \"$0\" launch --no_config --num_processes 1 --env X=\"$(printf 'v\\375')\" "
         "\"$(printf '%s/d\\377/prog\\376' \"$1\")\" \"$(printf 'a\\374b')\"";
@@ -693,6 +734,12 @@ class LaunchTest : public QObject {
     QVERIFY2(output.contains("[rank0] a\xfc"
                              "b|v\xfd|\xff\n"),
              output.toHex(' ').constData());
+    // Issue 31 (8): the history holds text: each such byte is U+FFFD there (it was '?'), in any locale.
+    const auto logs = spur::test::run_process(SPUR_CLI, {"runs", "logs", "1"}, env, 30000);
+    const QByteArray replaced =
+        "a\xef\xbf\xbd"
+        "b|v\xef\xbf\xbd|\xef\xbf\xbd";
+    QVERIFY2(logs.output.toUtf8().contains(replaced), qPrintable(logs.output));
   }
 
   // Issue 12, defect 12: out of file descriptors, a rank's start failed with "No such file or directory" (QProcess's

@@ -392,6 +392,15 @@ class SlurmTest : public QObject {
     QTest::newRow("not an option") << QStringList{"--slurm_args", "exclusive"} << "" << 1
                                    << "--slurm_args: 'exclusive' is not an sbatch option";
     QTest::newRow("bad time") << QStringList{"--time", "soon"} << "" << 1 << "--time 'soon' is not a Slurm time";
+    // Issue 31 (8): sbatch takes prefixes of long options, combined short ones and white space other than spaces.
+    QTest::newRow("a prefix of --output") << QStringList{"--slurm_args", "--out=/x/evil-%j.out"} << "" << 1
+                                          << "--slurm_args: --out sets --output, which is spur launch's to set";
+    QTest::newRow("a prefix of --chdir") << QStringList{"--slurm_args", "--exclusive --chd=/x"} << "" << 1
+                                         << "--slurm_args: --chd sets --chdir";
+    QTest::newRow("combined short options")
+        << QStringList{"--slurm_args", "-vo/x/evil.out"} << "" << 1 << "--slurm_args: -vo/x/evil.out sets -o";
+    QTest::newRow("tab-joined words") << QStringList{"--slurm_args", "--exclusive\t--output=/x"} << "" << 1
+                                      << "--slurm_args: --output sets --output";
     QTest::newRow("uneven") << QStringList{"--nodes", "2", "--num_processes", "3"} << "" << 2
                             << "3 processes do not split evenly over 2 nodes";
     QTest::newRow("hosts") << QStringList{"--hosts", "a,b"} << "" << 2 << "--slurm and --hosts do not go together";

@@ -1326,7 +1326,8 @@ int hang(const Args& args) {
     optimizer.step();
     optimizer.zero_grad();
     if (step == 10) {
-      std::printf("rank %lld is training\n", static_cast<long long>(accelerator.process_index()));
+      std::printf("rank %lld is training (pid %lld)\n", static_cast<long long>(accelerator.process_index()),
+                  static_cast<long long>(::getpid()));
       std::fflush(stdout);
     }
     if (step == args.save_at) {

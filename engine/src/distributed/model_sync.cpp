@@ -175,8 +175,15 @@ class ReducerModelSync final : public ModelSync {
     try {
       // Every rank starts from rank 0's weights, frozen ones included.
       torch::NoGradGuard no_grad;
-      std::vector<torch::Tensor> state = all_params;
-      state.insert(state.end(), buffers_.begin(), buffers_.end());
+      // (Tensors without elements have nothing to send, and LibTorch 1.13's unflattening gives them back as shape
+      // [0], which cannot be copied into a [0, 6] parameter: they stay out.)
+      std::vector<torch::Tensor> state;
+      for (const auto& tensor : all_params) {
+        if (tensor.numel() > 0) state.push_back(tensor);
+      }
+      for (const auto& tensor : buffers_) {
+        if (tensor.numel() > 0) state.push_back(tensor);
+      }
       if (!state.empty()) c10d::broadcast_coalesced(group, state, kBroadcastBucketBytes, 0);
     } catch (const std::exception& e) {
       core_->comm->fail("prepare(model) (broadcast from rank 0)", e);
@@ -232,7 +239,11 @@ class ReducerModelSync final : public ModelSync {
         // DDP's rule: buffers follow rank 0 on the first forward after a synchronised training forward.
         if (core_->options.broadcast_buffers && !buffers_.empty() && require_forward_param_sync_) {
           torch::NoGradGuard no_grad;
-          c10d::broadcast_coalesced(core_->comm->group(), buffers_, kBroadcastBucketBytes, 0);
+          std::vector<torch::Tensor> filled;  // (as in prepare: tensors without elements stay out)
+          for (const auto& buffer : buffers_) {
+            if (buffer.numel() > 0) filled.push_back(buffer);
+          }
+          if (!filled.empty()) c10d::broadcast_coalesced(core_->comm->group(), filled, kBroadcastBucketBytes, 0);
         }
       } catch (const std::exception& e) {
         core_->comm->fail("forward (bucket and buffer sync)", e);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iostream>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -74,8 +75,17 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
   std::vector<std::shared_ptr<Tracker>> trackers;
   for (const auto& name : chosen) {
     if (name == "sqlite") {
-      trackers.push_back(
-          make_sqlite_tracker(options.history.empty() ? history::default_history_path() : options.history));
+      std::string path = options.history;
+      if (path.empty()) {
+        try {
+          path = history::default_history_path();
+        } catch (const std::runtime_error& no_home) {
+          // Training goes on without the history (the other trackers still record): said once, on this rank.
+          std::cerr << "spur: warning: this run is not recorded in the run history: " << no_home.what() << "\n";
+          continue;
+        }
+      }
+      trackers.push_back(make_sqlite_tracker(path));
     } else if (name == "stream") {
       trackers.push_back(make_stream_tracker());
     } else if (name == "csv") {

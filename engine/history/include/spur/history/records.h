@@ -114,8 +114,13 @@ struct Event {
 };
 
 bool valid_status(const std::string& status);
-/// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db.
+/// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db (home_directory(): it
+/// throws std::runtime_error when the user has no home folder).
 std::string default_history_path();
+/// This user's home folder: $HOME, else the password database's entry for this user (a service, a cron job or
+/// `env -i` runs without HOME). Throws std::runtime_error naming what to set when neither gives one; never the
+/// current folder.
+std::string home_directory();
 /// Seconds since the epoch, with sub-second precision.
 double now_seconds();
 
