@@ -69,9 +69,9 @@ namespace {
 // can hold any double; a cast of 1e300 to an integer is undefined behaviour).
 constexpr double kLastSecond = 253402300799.0;
 
-bool plausible_time(double seconds) { return std::isfinite(seconds) && seconds > 0 && seconds <= kLastSecond; }
-
 }  // namespace
+
+bool plausible_time(double seconds) { return std::isfinite(seconds) && seconds > 0 && seconds <= kLastSecond; }
 
 QString time_text(double seconds) {
   return plausible_time(seconds)

@@ -21,6 +21,9 @@ QString effective_status(const history::Run& run);
 QString progress_text(const history::Run& run);
 /// 0..1, or -1 when the total is unknown.
 double progress_fraction(const history::Run& run);
+/// Whether seconds since the epoch are a time: finite, after 1970 and before year 10000 (an imported file's wall
+/// times can be anything).
+bool plausible_time(double seconds_since_epoch);
 /// "2026-11-29 18:43:03"; "-" for 0, and for what is not a time (NaN, negative, past year 9999).
 QString time_text(double seconds_since_epoch);
 /// "12m05s", "3h04m"; "-" for what is not a duration (NaN, negative, longer than the calendar).

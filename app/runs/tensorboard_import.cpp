@@ -16,6 +16,7 @@
 #include <spur/history/writer.h>
 
 #include "launch/launch_request.h"
+#include "runs/run_status.h"
 #include "tensorboard_reader.h"
 
 namespace spur::app {
@@ -56,9 +57,6 @@ tensorboard::RunEvents read_run(const QStringList& files) {
   }
   return reader.events();
 }
-
-// The last second of year 9999: a wall time beyond it is damage, not a time.
-constexpr double kLastPlausibleWall = 253402300799.0;
 
 QString hex(uint64_t value) { return QString("%1").arg(value, 16, 16, QChar('0')); }
 
@@ -154,7 +152,7 @@ std::vector<ImportedRun> import_tensorboard(const std::string& history_path, con
       double first = 0, last = 0;
       for (const auto& [tag, points] : events.scalars) {
         for (const auto& point : points) {
-          if (!(point.wall > 0 && point.wall <= kLastPlausibleWall)) continue;  // NaN, 0, or past year 9999
+          if (!plausible_time(point.wall)) continue;  // NaN, 0, or past year 9999
           if (first == 0 || point.wall < first) first = point.wall;
           last = std::max(last, point.wall);
         }

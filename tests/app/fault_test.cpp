@@ -298,14 +298,12 @@ class FaultToleranceTest : public QObject {
     spur.start(SPUR_CLI, {"launch", "--num_processes", "2", "--hang_timeout", "5", "--grace_period", "60",
                           SPUR_TEST_WORKER, "hang", "--steps", "100000000", "--save_at", "-1"});
     QVERIFY(spur.waitForStarted());
-    QString output;
     const QRegularExpression training(R"(rank 1 is training \(pid (\d+)\))");
-    QElapsedTimer timer;
-    timer.start();
-    while (!training.match(output).hasMatch() && timer.elapsed() < 60000) {
-      spur.waitForReadyRead(1000);
-      output += QString::fromUtf8(spur.readAll());
-    }
+    QByteArray printed;
+    spur::test::read_until(
+        spur, printed, [&](const QByteArray& seen) { return training.match(QString::fromUtf8(seen)).hasMatch(); },
+        60000);
+    QString output = QString::fromUtf8(printed);
     const auto pid = static_cast<pid_t>(training.match(output).captured(1).toLongLong());
     QVERIFY2(pid > 0, qPrintable(output));
     QVERIFY(::kill(pid, SIGSTOP) == 0);

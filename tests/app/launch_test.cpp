@@ -405,13 +405,7 @@ class LaunchTest : public QObject {
                               "crlf line\\r\\n'"});
     QVERIFY(spur.waitForStarted());
     QByteArray output;
-    QElapsedTimer timer;
-    timer.start();
-    while (!output.contains("[rank0] epoch 1 [10/100]\r") && timer.elapsed() < 30000) {
-      spur.waitForReadyRead(200);
-      output += spur.readAll();
-    }
-    QVERIFY2(output.contains("[rank0] epoch 1 [10/100]\r"), output.constData());
+    QVERIFY2(spur::test::read_until(spur, output, "[rank0] epoch 1 [10/100]\r", 30000), output.constData());
     QFile go(dir.filePath("go"));
     QVERIFY(go.open(QIODevice::WriteOnly));
     go.close();

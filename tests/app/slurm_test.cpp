@@ -264,13 +264,7 @@ class SlurmTest : public QObject {
     launcher.start(SPUR_CLI, slurm_launch({"--ntasks_per_node", "2", SPUR_LAUNCH_RIG, "--sleep", "120"}));
     QVERIFY(launcher.waitForStarted());
     QByteArray output;
-    QElapsedTimer timer;
-    timer.start();
-    while (!output.contains("[rank1] hello") && timer.elapsed() < 60000) {
-      launcher.waitForReadyRead(200);
-      output += launcher.readAll();
-    }
-    QVERIFY2(output.contains("[rank1] hello"), output.constData());
+    QVERIFY2(spur::test::read_until(launcher, output, "[rank1] hello", 60000), output.constData());
     ::kill(static_cast<pid_t>(launcher.processId()), SIGINT);
     QVERIFY(launcher.waitForFinished(60000));
     output += launcher.readAll();

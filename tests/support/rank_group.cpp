@@ -168,6 +168,23 @@ std::vector<qint64> rank_pids(const QString& dir, int count) {
   return out;
 }
 
+bool read_until(QProcess& process, QByteArray& output, const std::function<bool(const QByteArray&)>& done,
+                int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  output += process.readAll();
+  while (!done(output) && timer.elapsed() < timeout_ms && process.state() != QProcess::NotRunning) {
+    process.waitForReadyRead(200);
+    output += process.readAll();
+  }
+  return done(output);
+}
+
+bool read_until(QProcess& process, QByteArray& output, const QByteArray& text, int timeout_ms) {
+  return read_until(
+      process, output, [&text](const QByteArray& seen) { return seen.contains(text); }, timeout_ms);
+}
+
 bool all_dead(const std::vector<qint64>& pids, int timeout_ms) {
   QElapsedTimer timer;
   timer.start();

@@ -9,6 +9,7 @@
 #include <QStringList>
 
 #include <memory>
+#include <functional>
 #include <vector>
 
 namespace spur::test {
@@ -65,6 +66,12 @@ QStringList arguments_seen_by_another_user(QString* problem = nullptr);
 bool alive(qint64 pid);
 /// The PIDs launch_rig wrote as DIR/rankN.pid for ranks 0..count-1 (those written so far).
 std::vector<qint64> rank_pids(const QString& dir, int count);
+/// Appends what `process` prints to `output` until `done(output)` holds (returns true), the process ends or
+/// timeout_ms pass (returns false).
+bool read_until(QProcess& process, QByteArray& output, const std::function<bool(const QByteArray&)>& done,
+                int timeout_ms);
+/// The same until `output` holds `text`.
+bool read_until(QProcess& process, QByteArray& output, const QByteArray& text, int timeout_ms);
 /// Waits until none of `pids` is alive; false after timeout_ms.
 bool all_dead(const std::vector<qint64>& pids, int timeout_ms);
 /// SIGKILLs, by PID, every process of this user whose command line names something under `folder` (a test's own
