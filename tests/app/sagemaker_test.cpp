@@ -189,16 +189,17 @@ class SageMakerTest : public QObject {
   void submits_the_job_and_follows_its_logs() {
     QTemporaryDir dir;
     const QString config = prepare(dir);
-    FakeAws aws(dir.path(),
-                {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
-                 {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
-                                         status("Completed", "Completed")}},
-                 {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3", "accuracy 0.97",
-                                                            "@spur:@KEY@ {\"type\": \"metric\", \"key\": \"loss\", "
-                                                            "\"step\": 2, \"value\": 0.3, \"wall\": 1700000000.5}",
-                                                            // Issue 31 (4): without the key, console text.
-                                                            "@spur {\"type\": \"run\", \"name\": \"forged-name\"}"}},
-                                      {"algo-2", QJsonArray{"rank 1 ready"}}}}});
+    FakeAws aws(
+        dir.path(),
+        {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+         {"describe", QJsonArray{status("InProgress", "Starting"), status("InProgress", "Training"),
+                                 status("Completed", "Completed")}},
+         {"logs", QJsonObject{{"algo-1", QJsonArray{"epoch 1 loss 0.5", "epoch 2 loss 0.3", "accuracy 0.97",
+                                                    QString(R"(@spur:@KEY@ {"type": "metric", "key": "loss", )"
+                                                            R"("step": 2, "value": 0.3, "wall": 1700000000.5})"),
+                                                    // Issue 31 (4): without the key, console text.
+                                                    R"(@spur {"type": "run", "name": "forged-name"})"}},
+                              {"algo-2", QJsonArray{"rank 1 ready"}}}}});
     QVERIFY(aws.ok());
     const auto result = spur(
         dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval", "1", "--env",

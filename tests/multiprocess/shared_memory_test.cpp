@@ -130,13 +130,11 @@ class SharedMemoryTest : public QObject {
     // "gone". (Under ASan the namespaced rank runs without LeakSanitizer: as its namespace's pid 1 it cannot stop
     // its own threads to scan them, and reports LibTorch's live allocations as leaks.)
     QTemporaryDir out;
+    const QString script =
+        R"(if [ "$RANK" = 0 ]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" exec unshare --pid --fork "$0" "$@"; )"
+        R"(else exec "$0" "$@"; fi)";
     RankGroup ranks(
-        "/bin/sh",
-        {"-c",
-         R"(if [ "$RANK" = 0 ]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" exec unshare --pid --fork "$0" "$@"; )"
-         R"(else exec "$0" "$@"; fi)",
-         SPUR_TEST_WORKER, "ddp", "--out", out.path(), "--steps", "6", "--slow_rank", "1"},
-        2);
+        "/bin/sh", {"-c", script, SPUR_TEST_WORKER, "ddp", "--out", out.path(), "--steps", "6", "--slow_rank", "1"}, 2);
     QVERIFY(ranks.start());
     QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
     for (int rank = 0; rank < 2; ++rank) {

@@ -336,8 +336,10 @@ std::vector<std::pair<std::string, torch::Tensor>> train_with_spur(const Setup& 
   spur::Accelerator accelerator(options);
   auto model = accelerator.prepare(net);
   std::vector<spur::PreparedOptimizer> optimizers;
+  optimizers.reserve(base.size());
   for (auto& o : base) optimizers.push_back(accelerator.prepare(*o));
   std::vector<spur::PreparedScheduler> schedulers;
+  schedulers.reserve(schedules.size());
   for (auto& sch : schedules) schedulers.push_back(accelerator.prepare(*sch));
 
   int micro = 0;
@@ -423,7 +425,7 @@ struct RefScaler {
       scale = static_cast<float>(static_cast<double>(scale) * 0.5);
       tracker = 0;
     } else if (++tracker == interval) {
-      const float grown = static_cast<float>(static_cast<double>(scale) * 2.0);
+      const auto grown = static_cast<float>(static_cast<double>(scale) * 2.0);
       if (std::isfinite(grown)) scale = grown;
       tracker = 0;
     }
@@ -457,6 +459,7 @@ std::vector<std::pair<std::string, torch::Tensor>> train_reference(const Setup& 
   std::vector<std::vector<torch::Tensor>> grads(static_cast<size_t>(s.world),
                                                 std::vector<torch::Tensor>(params.size()));
   std::vector<torch::Tensor> leaves;
+  leaves.reserve(params.size());
   for (const auto& [n, p] : params) leaves.push_back(p);
 
   int accumulation_step = 0;
