@@ -184,7 +184,7 @@ void remove_folder(const char* path) {
   if (*mark) {
     // Until none is left (a marked process may fork while the scan runs), for at most about 5 s.
     for (int round = 0; round < 100 && kill_marked(mark) > 0; ++round) {
-      const timespec pause{0, 50 * 1000 * 1000};
+      const timespec pause{0, 50L * 1000 * 1000};
       ::nanosleep(&pause, nullptr);
     }
   }

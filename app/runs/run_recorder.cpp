@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include <spur/history/writer.h>
 
@@ -72,7 +73,7 @@ void RunRecorder::Queue::take(Queue& from) {
 }
 
 RunRecorder::RunRecorder(const std::string& path, const history::Run& run, QTextStream& err, RunRecorderOptions options)
-    : path_(path), err_(err), options_(options) {
+    : path_(path), err_(err), options_(std::move(options)) {
   const auto deadline = std::chrono::steady_clock::now() + kCreateDeadline;
   bool said_waiting = false;
   for (auto backoff = 50ms;; backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms)) {

@@ -102,8 +102,9 @@ void check_request(const SlurmRequest& request) {
       throw SlurmError("--slurm_args: '" + word + "' holds white space (a tab or a line break) inside an option");
     }
     if (const auto owned = owned_option(word)) {
-      throw SlurmError("--slurm_args: " + word.section('=', 0, 0) + " sets " + *owned +
-                       ", which is spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
+      const QString given = word.section('=', 0, 0);
+      throw SlurmError("--slurm_args: " + (given == *owned ? given + " is" : given + " sets " + *owned + ", which is") +
+                       " spur launch's to set (--slurm_dir, --nodes, --ntasks_per_node, --job_name)");
     }
   }
   // #SBATCH lines take the path as it is: no quoting, and % starts one of Slurm's file-name patterns.

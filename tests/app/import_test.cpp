@@ -336,7 +336,7 @@ class ImportTest : public QObject {
       spur.setProcessChannelMode(QProcess::MergedChannels);
       spur.start(SPUR_CLI, {"runs", "import", "--again", dir.filePath("live")});
       QVERIFY(spur.waitForStarted());
-      QThread::msleep(static_cast<unsigned long>(attempt * 25));
+      QThread::msleep(25UL * static_cast<unsigned long>(attempt));
       QVERIFY(::truncate(file.toLocal8Bit().constData(), 1024) == 0);
       QVERIFY(spur.waitForFinished(60000));
       const QString output = QString::fromUtf8(spur.readAll());

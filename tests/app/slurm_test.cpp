@@ -394,7 +394,7 @@ class SlurmTest : public QObject {
     QTest::newRow("combined short options")
         << QStringList{"--slurm_args", "-vo/x/evil.out"} << "" << 1 << "--slurm_args: -vo/x/evil.out sets -o";
     QTest::newRow("tab-joined words") << QStringList{"--slurm_args", "--exclusive\t--output=/x"} << "" << 1
-                                      << "--slurm_args: --output sets --output";
+                                      << "--slurm_args: --output is spur launch's to set";
     QTest::newRow("uneven") << QStringList{"--nodes", "2", "--num_processes", "3"} << "" << 2
                             << "3 processes do not split evenly over 2 nodes";
     QTest::newRow("hosts") << QStringList{"--hosts", "a,b"} << "" << 2 << "--slurm and --hosts do not go together";
