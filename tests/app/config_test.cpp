@@ -5,6 +5,7 @@
 
 #include <QFile>
 #include <QFileInfo>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -35,11 +36,31 @@ QString read(const QString& path) {
   return QString::fromUtf8(file.readAll());
 }
 
-// Accelerate's own loader and launch checks, from the installed package (tests/rigs/accelerate_loader.py).
+// Accelerate's own loader and launch checks, from the installed package (tests/rigs/accelerate_loader.py), asked
+// of one Python process that the suite starts once (initTestCase) and ends (cleanupTestCase): each new Python
+// pays about 3 s importing Accelerate, and the suite asks some twenty times.
+QProcess* judge = nullptr;
+
 bool accelerate_accepts(const QString& path) {
-  auto env = QProcessEnvironment::systemEnvironment();
-  return spur::test::run_process(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", path}, env, 30000)
-             .exit_code == 0;
+  if (judge == nullptr || judge->state() != QProcess::Running) {
+    qWarning("the Accelerate loader is not running");
+    return false;
+  }
+  judge->write((path + "\n").toUtf8());
+  QByteArray answer;
+  while (!answer.endsWith('\n')) {
+    if (!judge->waitForReadyRead(30000)) {
+      qWarning("no verdict on %s from the Accelerate loader within 30 s", qPrintable(path));
+      return false;
+    }
+    answer += judge->readAllStandardOutput();
+  }
+  const QString line = QString::fromUtf8(answer).trimmed();
+  if (!line.startsWith(path + "\t")) {
+    qWarning("the Accelerate loader answered about another file: %s", qPrintable(line));
+    return false;
+  }
+  return line.section('\t', 1) == "accepted";
 }
 
 QProcessEnvironment isolated(const QTemporaryDir& dir) {
@@ -56,6 +77,20 @@ class ConfigTest : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() {
+    judge = new QProcess(this);
+    // Its verdict lines carry the reasons; Accelerate's launch warnings on standard error are left out.
+    judge->setStandardErrorFile(QProcess::nullDevice());
+    judge->start(SPUR_PEER_PYTHON, {SPUR_RIGS_DIR "/accelerate_loader.py", "--serve"});
+    QVERIFY2(judge->waitForStarted(), qPrintable(judge->errorString()));
+  }
+
+  void cleanupTestCase() {
+    judge->closeWriteChannel();  // the loader ends with its input
+    if (!judge->waitForFinished(10000)) judge->kill();
+    judge->waitForFinished(1000);
+  }
+
   void accelerate_fixtures_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<bool>("accepted");

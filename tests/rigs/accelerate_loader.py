@@ -7,7 +7,9 @@ a local file the checks `accelerate launch --config_file FILE` makes before it s
 file stops after the loader: every SageMaker `accelerate launch` fails in Accelerate itself (a missing
 parallelism_config attribute), which says nothing about the file.
 Usage: accelerate_loader.py FILE [FILE...]. Prints "FILE<TAB>accepted" or "FILE<TAB>rejected: reason" per file;
-exit 0 when every file is accepted, else 1. `--version` prints Accelerate's version."""
+exit 0 when every file is accepted, else 1. `--version` prints Accelerate's version. `--serve` judges the file named
+on each line of standard input and answers one such line at once, until the input ends (a test asks many times and
+pays Accelerate's 3 s import once)."""
 import sys
 
 import accelerate
@@ -33,6 +35,12 @@ def judge(path):
 def main():
     if sys.argv[1:] == ["--version"]:
         print(accelerate.__version__)
+        return 0
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            path = line.rstrip("\n")
+            problem = judge(path)
+            print(f"{path}\t" + (f"rejected: {problem}" if problem else "accepted"), flush=True)
         return 0
     refused = 0
     for path in sys.argv[1:]:
