@@ -127,8 +127,8 @@ case "${1:-}" in
     ctest --preset debian-asan || status=1
     say "running the threaded torch-free suites under TSan (ctest --preset tsan)"
     ctest --preset tsan || status=1
-    say "fuzzing: the corpora replayed, then 10 s of new inputs per target (tests/fuzz/run.sh --ci 10)"
-    tests/fuzz/run.sh --ci 10 || status=1
+    say "fuzzing: the corpora replayed, then 5 s of new inputs per target (tests/fuzz/run.sh --ci 5)"
+    tests/fuzz/run.sh --ci 5 || status=1
     left=$(LC_ALL=C comm -13 <(printf '%s\n' "$before") <(untracked))
     if [ -n "$left" ]; then
       say "the suites left files in the source tree (a test writes into the working directory?):"
