@@ -128,11 +128,23 @@ app::RunConfig questionnaire(const std::string& path) {
   return a.to_config(path);
 }
 
+constexpr const char* kConfigUsage =
+    "usage: spur config [--config_file F]                  the questionnaire (this machine, several, SageMaker)\n"
+    "       spur config default [--mixed_precision no|fp16|bf16] [--config_file F] [--force]\n"
+    "                                                      a configuration for this machine without questions\n"
+    "       spur config show [--config_file F]             the configuration in effect, as Accelerate's YAML\n"
+    "       spur config validate FILE                      checks a file by Accelerate's rules\n"
+    "Files are Accelerate's format; without --config_file, $XDG_CONFIG_HOME/spur/default_config.yaml.\n";
+
 }  // namespace
 
 int config_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
+  if (arguments.contains("--help") || arguments.contains("-h")) {
+    out << kConfigUsage;
+    return 0;
+  }
   QStringList rest = arguments;
   const QString sub = rest.isEmpty() || rest.front().startsWith("--") ? QString() : rest.takeFirst();
   try {

@@ -138,6 +138,12 @@ int env_command(const QStringList& arguments) {
   std::string config_file;
   for (qsizetype i = 0; i < arguments.size(); ++i) {
     const QString& argument = arguments[i];
+    if (argument == "--help" || argument == "-h") {
+      out << "usage: spur env [--json] [--config_file F]\n"
+             "Prints what a bug report needs: Spur's and LibTorch's versions, BLAS, Qt, the machine, the GPUs and the\n"
+             "configuration in effect (or F), as text or as one JSON object.\n";
+      return 0;
+    }
     if (argument == "--json") {
       json = true;
     } else if ((argument == "--config_file" || argument == "--config-file") && i + 1 < arguments.size()) {

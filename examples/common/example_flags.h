@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Command-line flags of the example programs (`--name value`, `--switch`): one flag at a time, values checked,
-// and every error names the flag and lists the known ones. Header-only: the examples stay single programs.
+// and every error names the flag and lists the known ones; --help (or -h) prints the usage and exits 0. Header-only:
+// the examples stay single programs.
 //
-//   ExampleFlags flags(argc, argv, " (known: --epochs N ...)");
+//   ExampleFlags flags(argc, argv, "--epochs N --checksum");   (every flag the program knows, for --help and errors)
 //   while (flags.next()) {
 //     if (flags.is("--epochs")) o.epochs = flags.integer(1);
 //     else if (flags.is("--checksum")) o.checksum = true;
@@ -11,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -18,12 +21,20 @@
 
 class ExampleFlags {
  public:
-  ExampleFlags(int argc, char** argv, std::string usage) : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
+  ExampleFlags(int argc, char** argv, const std::string& known)
+      : argc_(argc), argv_(argv), known_(known), usage_(" (known: " + known + ")") {}
 
-  /// Moves to the next flag; false after the last.
+  /// Moves to the next flag; false after the last. --help or -h prints the usage and ends the program (exit 0).
   bool next() {
     if (++index_ >= argc_) return false;
     flag_ = argv_[index_];
+    if (flag_ == "--help" || flag_ == "-h") {
+      std::string name = argc_ > 0 ? argv_[0] : "program";
+      name = name.substr(name.find_last_of('/') + 1);
+      std::printf("usage: %s [flags]\n  flags: %s\n  on several processes: spur launch --num_processes N %s [flags]\n",
+                  name.c_str(), known_.c_str(), name.c_str());
+      std::exit(0);
+    }
     return true;
   }
   bool is(const char* name) const { return flag_ == name; }
@@ -67,6 +78,7 @@ class ExampleFlags {
  private:
   int argc_;
   char** argv_;
+  std::string known_;
   std::string usage_;
   int index_ = 0;
   std::string flag_;

@@ -53,12 +53,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  const std::string usage =
-      " (known: --epochs N --batch_size B --lr LR --weight_decay W --clip C --num_workers N "
+  const std::string known =
+      "--epochs N --batch_size B --lr LR --weight_decay W --clip C --num_workers N "
       "--gradient_accumulation_steps K --mixed_precision no|fp16|bf16 --data_dir DIR --output_dir DIR "
       "--resume_from_checkpoint PATH|latest --checkpoints_total_limit N --max_steps N --log_every N --seed S "
-      "--checksum)";
-  ExampleFlags flags(argc, argv, usage);
+      "--checksum";
+  ExampleFlags flags(argc, argv, known);
   while (flags.next()) {
     if (flags.is("--epochs")) o.epochs = flags.integer(1);
     else if (flags.is("--batch_size")) o.batch_size = flags.integer(1);

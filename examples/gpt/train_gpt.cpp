@@ -65,12 +65,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  const std::string usage =
-      " (known: --data PATH --max_steps N --batch_size B --block_size T --n_layer L --n_head H --n_embd C "
+  const std::string known =
+      "--data PATH --max_steps N --batch_size B --block_size T --n_layer L --n_head H --n_embd C "
       "--dropout P --lr LR --weight_decay W --clip C --warmup N --gradient_accumulation_steps K "
       "--mixed_precision no|fp16|bf16 --output_dir DIR --resume_from_checkpoint PATH|latest --sample PROMPT "
-      "--eval_every N --eval_batches N --log_every N --save_every N --sample_bytes N --seed S --checksum)";
-  ExampleFlags flags(argc, argv, usage);
+      "--eval_every N --eval_batches N --log_every N --save_every N --sample_bytes N --seed S --checksum";
+  ExampleFlags flags(argc, argv, known);
   while (flags.next()) {
     if (flags.is("--data")) o.data = flags.value();
     else if (flags.is("--max_steps")) o.max_steps = flags.integer(1);

@@ -2,6 +2,7 @@
 // A small MLP learns to imitate a fixed random "teacher" network on data it generates, on one process or many:
 //   ./train_mlp                                   one process
 //   torchrun --no_python ./train_mlp              or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by hand
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -32,6 +33,12 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw spur::Error("train_mlp: " + arg + " needs a value");
       return argv[++i];
     };
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "usage: train_mlp [--epochs N] [--batch_size B] [--log_every K] [--lr LR]\n"
+          "  on several processes: spur launch --num_processes N train_mlp [flags]\n");
+      std::exit(0);
+    }
     if (arg == "--epochs") {
       options.epochs = std::stoll(value());
     } else if (arg == "--batch_size") {

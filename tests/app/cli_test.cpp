@@ -240,6 +240,34 @@ class CliTest : public QObject {
   }
 
   // Issue 31 (8): hostile or unlucky command lines get a clear refusal, not an abort or a surprise.
+  // Issue 33: every command answers --help with its usage on standard output and exits 0 (`spur config` and
+  // `spur env` said "unknown").
+  void every_command_answers_help_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<QString>("usage");
+    QTest::newRow("spur") << QStringList{"--help"} << "usage: spur <command>";
+    QTest::newRow("launch") << QStringList{"launch", "--help"} << "usage: spur launch";
+    QTest::newRow("config") << QStringList{"config", "--help"} << "usage: spur config";
+    QTest::newRow("config validate") << QStringList{"config", "validate", "--help"} << "spur config validate FILE";
+    QTest::newRow("env") << QStringList{"env", "--help"} << "usage: spur env";
+    QTest::newRow("runs") << QStringList{"runs", "--help"} << "usage: spur runs";
+    QTest::newRow("slurm") << QStringList{"slurm", "--help"} << "usage: spur slurm";
+    QTest::newRow("sagemaker") << QStringList{"sagemaker", "--help"} << "usage: spur sagemaker";
+    QTest::newRow("test") << QStringList{"test", "--help"} << "usage: spur test";
+    QTest::newRow("shard-plan") << QStringList{"shard-plan", "--help"} << "usage: spur shard-plan";
+  }
+  void every_command_answers_help() {
+    QFETCH(QStringList, arguments);
+    QFETCH(QString, usage);
+    QProcess process;
+    process.start(SPUR_CLI, arguments);
+    QVERIFY(process.waitForFinished(30000));
+    const QString out = QString::fromUtf8(process.readAllStandardOutput());
+    QVERIFY2(process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0,
+             qPrintable(out + process.readAllStandardError()));
+    QVERIFY2(out.contains(usage), qPrintable(out));
+  }
+
   void odd_command_lines_are_refused_data() {
     QTest::addColumn<QStringList>("arguments");
     QTest::addColumn<int>("exit_code");

@@ -216,6 +216,31 @@ class ExamplesTest : public QObject {
     QVERIFY2(output.contains(mlp_dir + "/checkpoints/checkpoint_0"), qPrintable(output));
   }
 
+  // Issue 33: every example answers --help with its usage, on standard output, and exits 0 (it said "unknown
+  // argument"); the flags it lists are the ones it takes.
+  void examples_answer_help_data() {
+    QTest::addColumn<QString>("program");
+    QTest::addColumn<QString>("flag");
+    QTest::newRow("train_mlp") << SPUR_EXAMPLE_MLP << "--lr LR";
+    QTest::newRow("train_fashion_mnist") << SPUR_EXAMPLE_FASHION << "--max_steps N";
+    QTest::newRow("train_gpt") << SPUR_EXAMPLE_GPT << "--block_size T";
+  }
+  void examples_answer_help() {
+    QFETCH(QString, program);
+    QFETCH(QString, flag);
+    for (const char* help : {"--help", "-h"}) {
+      QProcess process;
+      process.start(program, {help});
+      QVERIFY(process.waitForFinished(60000));
+      const QString out = QString::fromUtf8(process.readAllStandardOutput());
+      QVERIFY2(process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0,
+               qPrintable(out + process.readAllStandardError()));
+      QVERIFY2(out.startsWith("usage: " + QFileInfo(program).fileName()) && out.contains(flag) &&
+                   out.contains("spur launch --num_processes N"),
+               qPrintable(out));
+    }
+  }
+
   void mlp_under_torchrun() {
     // The torchrun of the torch this tree is built against (the wheel's, or Debian's python3-torch): the agent
     // store's protocol differs between them.
