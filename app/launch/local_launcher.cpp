@@ -5,6 +5,7 @@
 #include "stream_line.h"
 
 #include "launch/byte_text.h"
+#include "launch/signal_name.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -40,11 +41,6 @@ int signal_pipe[2] = {-1, -1};
 void on_posix_signal(int signal) {
   const char byte = static_cast<char>(signal);
   [[maybe_unused]] const auto written = ::write(signal_pipe[1], &byte, 1);
-}
-
-QString signal_name(int signal) {
-  const char* name = ::sigabbrev_np(signal);
-  return name ? QString("SIG") + name : QString::number(signal);
 }
 
 int64_t wall_ns() {

@@ -13,6 +13,8 @@
 #include <atomic>
 #include <set>
 
+#include "launch/signal_name.h"
+
 namespace spur::app {
 namespace {
 
@@ -25,11 +27,6 @@ std::atomic<int> last_signal{0};
 void on_signal(int signal) {
   last_signal = signal;
   ++signals_received;
-}
-
-QString signal_name(int signal) {
-  const char* name = ::sigabbrev_np(signal);
-  return name ? QString("SIG") + name : QString::number(signal);
 }
 
 }  // namespace

@@ -17,16 +17,12 @@
 
 #include "config/run_config.h"
 #include "launch/byte_text.h"
+#include "launch/signal_name.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/job_follower.h"
 
 namespace spur::app {
 namespace {
-
-QString signal_name(int signal) {
-  const char* name = ::sigabbrev_np(signal);
-  return name ? QString("SIG") + name : QString::number(signal);
-}
 
 // 143: srun stopped the node's launcher (SIGTERM) because another node failed, or the job was ended. (A launcher
 // SIGKILLed by Slurm writes no code at all; 137 is a rank's own SIGKILL, such as the kernel's OOM killer.)
