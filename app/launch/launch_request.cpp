@@ -70,6 +70,8 @@ QString shell_quote(const QStringList& words) {
   return quoted.join(' ');
 }
 
+QString shell_word(const QString& word) { return "'" + QString(word).replace("'", "'\\''") + "'"; }
+
 QStringList shell_split(const QString& line) {
   QStringList words;
   QString word;

@@ -13,8 +13,12 @@ namespace spur::app {
 const QSet<QString>& launch_valued_flags();
 const QSet<QString>& launch_switches();
 
-/// Words quoted for a POSIX shell only where needed ("a b" -> 'a b').
+/// Words quoted for a POSIX shell only where needed ("a b" -> 'a b'): a command line for people to read and copy
+/// (the history's record, the Studio's fields, dry runs' summaries).
 QString shell_quote(const QStringList& words);
+/// One word single-quoted for a POSIX shell, always ("x" -> 'x', "it's" -> 'it'\''s'): what a script or a remote
+/// command is built from (the Slurm job's script, the ssh command line), where a uniform form is easier to check.
+QString shell_word(const QString& word);
 /// The inverse for what shell_quote writes (and plain '...', "..." and backslashes); throws std::invalid_argument
 /// on an unterminated quote.
 QStringList shell_split(const QString& line);

@@ -18,6 +18,7 @@
 
 #include "config/run_config.h"
 #include "launch/byte_text.h"
+#include "launch/launch_request.h"
 
 namespace spur::app {
 
@@ -78,12 +79,6 @@ std::vector<Host> read_hostfile(const QString& path) {
   }
   if (hosts.empty()) throw LaunchError(path + ": the hostfile names no host");
   return hosts;
-}
-
-QString shell_quote(const QString& argument) {
-  QString quoted = argument;
-  quoted.replace("'", "'\\''");
-  return "'" + quoted + "'";
 }
 
 QStringList ssh_arguments(const SshOptions& options, const QString& host, const QString& remote_command) {
@@ -241,8 +236,8 @@ std::vector<RankSpec> fanout_children(const SshOptions& options, const std::vect
         options.remote_spur, plan, launch, program, arguments, grace_seconds, QString::number(i), plan.master_addr,
         options.progress_stream, EnvironmentPassing::on_stdin, options.system_interval, options.system_since);
     QStringList quoted;
-    for (const auto& part : remote) quoted << shell_quote(part);
-    const QString command = "cd " + shell_quote(options.remote_directory) + " && exec " + quoted.join(' ');
+    for (const auto& part : remote) quoted << shell_word(part);
+    const QString command = "cd " + shell_word(options.remote_directory) + " && exec " + quoted.join(' ');
     RankSpec child;
     child.rank = static_cast<int>(i);
     child.local_rank = static_cast<int>(i);

@@ -27,9 +27,6 @@ std::vector<Host> parse_host_list(const QString& list);
 /// the line.
 std::vector<Host> read_hostfile(const QString& path);
 
-/// Single-quotes `argument` for a POSIX shell: what arrives is exactly `argument`, whatever it holds.
-QString shell_quote(const QString& argument);
-
 struct SshOptions {
   QString ssh = "ssh";           // the client
   QString config_file;           // -F, when not the user's default

@@ -17,6 +17,7 @@
 
 #include "config/run_config.h"
 #include "launch/byte_text.h"
+#include "launch/launch_request.h"
 #include "launch/signal_name.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/job_follower.h"
@@ -119,7 +120,7 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     if (word == "@MACHINE_RANK@") quoted << "\"$SLURM_NODEID\"";
     else if (word == "@MASTER_ADDR@") quoted << "\"$master\"";
     else if (word == "@MASTER_PORT@") quoted << "\"$port\"";
-    else quoted << shell_quote(word);
+    else quoted << shell_word(word);
   }
   QString script;
   QTextStream s(&script);
@@ -154,14 +155,14 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "  # not yet reaped) for its own code. (Not 'while code > 128': a launcher's own 137 would loop for ever,\n"
     << "  # since bash's wait gives a reaped child's status again.)\n"
     << "  while kill -0 \"$child\" 2>/dev/null; do wait \"$child\"; code=$?; done\n"
-    << "  echo \"$code\" > " << shell_quote(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
+    << "  echo \"$code\" > " << shell_word(dir) << "/node-\"$SLURMD_NODENAME\".exit\n"
     << "  exit \"$code\"\n"
     << "fi\n"
     << "# The run's --env variables: exported from a file only the user can read, removed once read, so that no\n"
     << "# value is in this script or in an argument list (srun passes them on to every node's launcher).\n"
-    << "if [ -f " << shell_quote(dir + "/env") << " ]; then\n"
-    << "  set -a; . " << shell_quote(dir + "/env") << "; set +a\n"
-    << "  rm -f " << shell_quote(dir + "/env") << "\n"
+    << "if [ -f " << shell_word(dir + "/env") << " ]; then\n"
+    << "  set -a; . " << shell_word(dir + "/env") << "; set +a\n"
+    << "  rm -f " << shell_word(dir + "/env") << "\n"
     << "fi\n"
     << "master=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
     << "# The address Slurm itself reaches the first node at, when it has one (NodeAddr), else its name.\n"
@@ -170,11 +171,11 @@ QString sbatch_script(const SlurmRequest& request, const QStringList& node_comma
     << "attempt=0\n"
     << "while :; do\n"
     << "  port=$((15000 + (SLURM_JOB_ID * 7919 + attempt * 104729) % 20000))\n"
-    << "  rm -f " << shell_quote(dir) << "/node-*.exit\n"
+    << "  rm -f " << shell_word(dir) << "/node-*.exit\n"
     << "  srun --export=ALL --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\" "
        "--cpus-per-task=\"$SLURM_CPUS_ON_NODE\" \\\n"
-    << "    --open-mode=append --output=" << shell_quote(dir + "/node-%N.out") << " /bin/bash "
-    << shell_quote(dir + "/job.sh") << " node \"$master\" \"$port\" \"$attempt\"\n"
+    << "    --open-mode=append --output=" << shell_word(dir + "/node-%N.out") << " /bin/bash "
+    << shell_word(dir + "/job.sh") << " node \"$master\" \"$port\" \"$attempt\"\n"
     << "  code=$?\n"
     << R"(  if [ "$code" -eq 0 ] || [ "$attempt" -ge )" << max_restarts << " ]; then break; fi\n"
     << "  attempt=$((attempt + 1))\n"
