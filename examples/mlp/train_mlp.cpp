@@ -25,18 +25,22 @@ struct Options {
   double lr = 3e-3;
 };
 
+// Every flag, for --help and for the error about one it does not know.
+constexpr const char* kFlags = "--epochs N --batch_size B --log_every K --lr LR";
+
 Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw spur::Error("train_mlp: " + arg + " needs a value");
+      if (i + 1 >= argc) throw spur::Error(arg + " needs a value");
       return argv[++i];
     };
     if (arg == "--help" || arg == "-h") {
       std::printf(
-          "usage: train_mlp [--epochs N] [--batch_size B] [--log_every K] [--lr LR]\n"
-          "  on several processes: spur launch --num_processes N train_mlp [flags]\n");
+          "usage: train_mlp [flags]\n  flags: %s\n  on several processes: spur launch --num_processes N train_mlp "
+          "[flags]\n",
+          kFlags);
       std::exit(0);
     }
     if (arg == "--epochs") {
@@ -48,8 +52,7 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--lr") {
       options.lr = std::stod(value());
     } else {
-      throw spur::Error("train_mlp: unknown argument " + arg +
-                        " (known: --epochs N --batch_size B --log_every K --lr LR)");
+      throw spur::Error("unknown argument " + arg + " (known: " + kFlags + ")");
     }
   }
   return options;
