@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "launch/launch_plan.h"
+#include "launch/supervisor.h"
 
 namespace spur::app {
 class RunConfig;
@@ -30,13 +31,19 @@ int test_command(const QStringList& arguments);
 /// `spur sagemaker follow|stop|describe JOB`: a SageMaker training job submitted earlier.
 int sagemaker_command(const QStringList& arguments);
 /// `spur launch` with a SageMaker configuration: submits the training job and follows it.
-int sagemaker_launch(const app::RunConfig& config, const Arguments& args);
+int sagemaker_launch(const app::RunConfig& config, const Arguments& args, const QStringList& given);
 /// `spur launch --slurm`: submits an sbatch script (one `spur launch` per node) and follows the job.
 int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& args, const QStringList& given,
                  app::LaunchOptions options, int grace);
 /// The run's record from the launch flags that describe it: --run_name, --tag (each), --notes, --parent_run.
 /// UsageError naming the flag for a bad value.
 void take_run_flags(const Arguments& args, history::Run& run);
+/// The launch's record in the run history for the launch supervisor (--run_name, --tag, --notes, --parent_run;
+/// `default_name` when no --run_name), with `command` as the words a relaunch gives `spur launch`; none with
+/// --no_history (the remote half of an SSH launch: the local side records) or --dry_run.
+app::SupervisorOptions record_options(const Arguments& args, const QStringList& command, const QString& target,
+                                      const QString& hosts, const std::string& config_yaml,
+                                      const QString& stream_key = {}, const QString& default_name = {});
 /// `spur slurm follow|stop|describe JOB`.
 int slurm_command(const QStringList& arguments);
 /// `spur runs list|show|export|config|logs|rm|tag|note`: the run history.

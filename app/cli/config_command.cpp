@@ -11,7 +11,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "config/run_config.h"
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 
 namespace spur::cli {
 namespace {

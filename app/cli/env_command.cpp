@@ -16,7 +16,7 @@
 
 #include "cli/commands.h"
 #include "config/run_config.h"
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 #include "launch/companion.h"
 #include "runs/run_status.h"
 

@@ -9,8 +9,6 @@
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QTextStream>
 #include <QThread>
 
@@ -26,13 +24,13 @@
 #include "launch/launch_request.h"
 #include "launch/secrets.h"
 #include "launch/local_launcher.h"
+#include "launch/supervisor.h"
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
 #include "slurm/slurm_job.h"
-#include "runs/run_recorder.h"
-#include "runs/run_status.h"
-#include "stream_line.h"
+#include <spur/core/stream_line.h>
+#include <spur/core/zero_stage.h>
 
 namespace spur::cli {
 namespace {
@@ -82,121 +80,31 @@ const char* kUsage =
     "  [--slurm_dir D (default ./spur-slurm, visible from every node)] [--job_name NAME] [--detach] [--dry_run]\n"
     "  [--slurm_config F (settings file; default $XDG_CONFIG_HOME/spur/slurm.yaml)]\n";
 
-// The launch's record in the run history, unless --no_history (the remote half of an SSH launch: the local
-// side records) or a SageMaker container (the submitting machine records).
-std::unique_ptr<app::RunRecorder> make_recorder(const Arguments& args, const QStringList& given, const QString& target,
-                                                const QString& hosts, const std::string& config_yaml, QTextStream& err,
-                                                const QString& stream_key = {}) {
-  if (args.has("no_history") || args.has("dry_run")) return nullptr;
-  history::Run run;
-  take_run_flags(args, run);
-  run.target = target.toStdString();
-  run.hosts = hosts.toStdString();
-  run.config = config_yaml;
-  run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(given)).toStdString();
-  app::RunRecorderOptions recording;
-  recording.stream_key = stream_key;
-  return std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
-}
-
-// The ranks under supervision, started again after a failure up to max_restarts times (torchrun's
-// --max_restarts): `prepare` readies each attempt's plan (0 first), which gets SPUR_RESTART_COUNT and
-// TORCHELASTIC_RESTART_COUNT. A run the user stopped, or one that succeeded, is not restarted.
-struct Supervised {
-  int code = 0;
-  bool stopped = false;
-  QString failure;
-  int restarts = 0;
-};
-
-// While one lives, SIGINT, SIGTERM and SIGHUP wait, blocked, outside LocalLauncher::run (which takes them while
-// ranks run): between restarts, during the SSH probe after a failure, until the run's record is finished. A
-// signal taken with take() stops the run; one left pending is delivered when this goes (the record is complete by
-// then). The history's writer thread blocks every signal itself, so none is delivered to it instead.
-class HeldSignals {
- public:
-  HeldSignals() {
-    sigemptyset(&handled_);
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled_, signal);
-    ::pthread_sigmask(SIG_BLOCK, &handled_, &caller_mask_);
+// Accelerate's sharding flags as a ZeRO stage (zero_stage.h has the rule), or none.
+std::optional<int> zero_stage_flags(const Arguments& args) {
+  const bool deepspeed = args.has("use_deepspeed") || args.value("zero_stage");
+  const bool fsdp =
+      args.has("use_fsdp") || args.value("fsdp_sharding_strategy") || args.value("fsdp_reshard_after_forward");
+  if (deepspeed && fsdp) throw UsageError("give --use_deepspeed (--zero_stage) or --use_fsdp, not both");
+  if (deepspeed) return static_cast<int>(args.integer("zero_stage", 0, 3).value_or(kDeepSpeedDefaultStage));
+  if (fsdp && args.value("fsdp_reshard_after_forward")) {
+    // FSDP2's setting: resharding after forward is FULL_SHARD (stage 3), keeping the parameters SHARD_GRAD_OP.
+    const QString reshard = *args.value("fsdp_reshard_after_forward");
+    const auto stage = fsdp_reshard_stage(reshard.toStdString());
+    if (!stage) throw UsageError("--fsdp_reshard_after_forward " + reshard + ": true or false");
+    return stage;
   }
-  ~HeldSignals() { ::pthread_sigmask(SIG_SETMASK, &caller_mask_, nullptr); }
-  HeldSignals(const HeldSignals&) = delete;
-  HeldSignals& operator=(const HeldSignals&) = delete;
-  /// A signal that came while held (consumed), or 0.
-  int take() {
-    const timespec now{0, 0};
-    siginfo_t info;
-    return ::sigtimedwait(&handled_, &info, &now) > 0 ? info.si_signo : 0;
-  }
-
- private:
-  sigset_t handled_, caller_mask_;
-};
-
-Supervised supervise(const std::function<app::LaunchPlan(int attempt)>& prepare,
-                     const app::SupervisionOptions& supervision, int max_restarts, HeldSignals& held, QTextStream& out,
-                     QTextStream& err) {
-  Supervised result;
-  for (int attempt = 0;; ++attempt) {
-    app::LaunchPlan plan = prepare(attempt);
-    for (auto& rank : plan.ranks) {
-      // A machine's launcher under an SSH fan-out gets its attempt from the fan-out (--env SPUR_RESTART_COUNT=k),
-      // a Slurm node's from the batch script (its environment).
-      const int count =
-          rank.environment.value("SPUR_RESTART_COUNT", qEnvironmentVariable("SPUR_RESTART_COUNT", "0")).toInt() +
-          attempt;
-      rank.environment.insert("SPUR_RESTART_COUNT", QString::number(count));
-      rank.environment.insert("TORCHELASTIC_RESTART_COUNT", QString::number(count));
-      if (max_restarts > 0) rank.environment.insert("TORCHELASTIC_MAX_RESTARTS", QString::number(max_restarts));
+  if (fsdp) {
+    const QString strategy = args.value("fsdp_sharding_strategy").value_or("FULL_SHARD");
+    const auto stage = fsdp_strategy_stage(strategy.toStdString());
+    if (!stage || *stage < 0) {
+      throw UsageError("--fsdp_sharding_strategy " + strategy +
+                       ": Spur runs SHARD_GRAD_OP (ZeRO stage 2) and NO_SHARD (plain data parallel); FULL_SHARD "
+                       "and the hybrid strategies are not implemented");
     }
-    app::LocalLauncher launcher(plan, supervision, out, err);
-    result.code = launcher.run();
-    result.stopped = launcher.stopped();
-    result.failure = launcher.failure();
-    result.restarts = attempt;
-    if (launcher.interrupted()) result.stopped = true;  // Ctrl-C while a failure was handled: not restarted
-    if (result.code == 0 || result.stopped || attempt >= max_restarts) break;
-    const QString message = QString("spur launch: restart %1 of %2 (attempt %3), after: %4")
-                                .arg(attempt + 1)
-                                .arg(max_restarts)
-                                .arg(attempt + 2)
-                                .arg(result.failure.isEmpty() ? QString("exit code %1").arg(result.code)
-                                                              : result.failure.section('\n', 0, 0));
-    err << message << "\n";
-    err.flush();
-    if (supervision.on_message) supervision.on_message(message);
+    return stage;
   }
-  // A signal that came after the last attempt's launcher ended: the run was stopped.
-  while (const int signal = held.take()) {
-    if (result.code == 0) result.code = 128 + signal;
-    result.stopped = true;
-  }
-  if (result.restarts > 0 && result.code != 0 && !result.stopped) {
-    result.failure = QString("after %1 restart(s): %2").arg(result.restarts).arg(result.failure);
-  }
-  return result;
-}
-
-void report_recorded(const app::RunRecorder* recorder, QTextStream& err) {
-  if (!recorder || !recorder->recording()) return;
-  if (recorder->complete()) {
-    err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id() << ")\n";
-  } else {
-    err << "spur launch: warning: run " << recorder->run_id()
-        << "'s record is incomplete: " << recorder->incomplete_reason() << "\n";
-  }
-}
-
-// The launcher's samples as system/ series points: a point's step counts whole seconds since `since` (wall
-// seconds: the run's start, one clock for every attempt and every machine); `put` takes each key and point.
-std::function<void(const std::vector<app::SystemValue>&)> system_points(
-    double since, std::function<void(const QString&, const history::Point&)> put) {
-  return [since, put = std::move(put)](const std::vector<app::SystemValue>& values) {
-    const double wall = history::now_seconds();
-    const auto step = static_cast<int64_t>(std::max(0.0, wall - since));
-    for (const auto& value : values) put(value.key, {step, value.value, wall});
-  };
+  return std::nullopt;
 }
 
 }  // namespace
@@ -242,7 +150,7 @@ int launch_command(const QStringList& given) {
                              : args.has("no_config")   ? std::string()
                                                        : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
-    if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args);
+    if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args, given);
     if (config && config->sagemaker()) config.reset();  // in the job's container: the job already carries it
 
     app::LaunchOptions options;
@@ -260,29 +168,7 @@ int launch_command(const QStringList& given) {
     if (auto v = args.integer("num_cpu_threads_per_process", 1, 4096)) {
       options.num_cpu_threads_per_process = static_cast<int>(*v);
     }
-    const bool deepspeed = args.has("use_deepspeed") || args.value("zero_stage");
-    const bool fsdp =
-        args.has("use_fsdp") || args.value("fsdp_sharding_strategy") || args.value("fsdp_reshard_after_forward");
-    if (deepspeed && fsdp) throw UsageError("give --use_deepspeed (--zero_stage) or --use_fsdp, not both");
-    if (deepspeed) options.zero_stage = static_cast<int>(args.integer("zero_stage", 0, 3).value_or(2));
-    if (fsdp && args.value("fsdp_reshard_after_forward")) {
-      // FSDP2's setting: resharding after forward is FULL_SHARD (stage 3), keeping the parameters SHARD_GRAD_OP.
-      const QString reshard = args.value("fsdp_reshard_after_forward")->toLower();
-      if (reshard != "true" && reshard != "false") {
-        throw UsageError("--fsdp_reshard_after_forward " + *args.value("fsdp_reshard_after_forward") +
-                         ": true or false");
-      }
-      options.zero_stage = reshard == "true" ? 3 : 2;
-    } else if (fsdp) {
-      const QString strategy = args.value("fsdp_sharding_strategy").value_or("FULL_SHARD");
-      const auto stage = app::fsdp_strategy_stage(strategy.toStdString());
-      if (!stage) {
-        throw UsageError("--fsdp_sharding_strategy " + strategy +
-                         ": Spur runs SHARD_GRAD_OP (ZeRO stage 2) and NO_SHARD (plain data parallel); FULL_SHARD "
-                         "and the hybrid strategies are not implemented");
-      }
-      options.zero_stage = *stage;
-    }
+    if (const auto stage = zero_stage_flags(args)) options.zero_stage = *stage;
     // The remote half of an SSH fan-out gets the run's variables on its standard input, before anything else
     // there: values never travel in an argument list.
     if (args.has("env_on_stdin")) options.environment << app::read_environment_block(STDIN_FILENO, 60000);
@@ -379,9 +265,9 @@ int launch_command(const QStringList& given) {
       app::preflight(ssh, hosts);
       QStringList names;
       for (const auto& host : hosts) names << host.name;
-      HeldSignals held;  // from the run's record to its end (declared first: it outlives the recorder)
-      auto recorder = make_recorder(args, given, "ssh", names.join(','), app::effective_config(config, plan).to_yaml(),
-                                    err, stream_key);
+      app::Supervisor supervisor(record_options(args, given, "ssh", names.join(','),
+                                                app::effective_config(config, plan).to_yaml(), stream_key),
+                                 out, err);
       app::SupervisionOptions supervision;
       supervision.stream_key = stream_key;
       supervision.grace = std::chrono::seconds(grace);
@@ -389,16 +275,8 @@ int launch_command(const QStringList& given) {
       supervision.stop_orphans = false;  // ssh's ControlPersist master outlives a run by design
       supervision.hang_timeout = hang_timeout;
       supervision.remote_children = true;
-      if (recorder) {
-        supervision.on_line = [&recorder](const app::RankSpec& child, bool error_stream, const QString& line) {
-          return recorder->line(child.label, -1, error_stream, line);
-        };
-        supervision.on_message = [&recorder](const QString& message) {
-          for (const QString& part : message.split('\n')) recorder->line(app::local_host_name(), -1, true, part);
-        };
-      }
       // Each attempt's remote launchers get the attempt's number through --env (ssh carries no environment).
-      const auto result = supervise(
+      const auto result = supervisor.run(
           [&](int attempt) {
             auto attempt_options = options;
             attempt_options.environment.append(qMakePair(QString("SPUR_RESTART_COUNT"), QString::number(attempt)));
@@ -412,30 +290,21 @@ int launch_command(const QStringList& given) {
                                                       args.positional().mid(1), grace);
             return attempt_plan;
           },
-          supervision, max_restarts, held, out, err);
+          supervision, max_restarts);
       auto failure = result.failure;
       if (result.code != 0 && !result.stopped) {
-        // A rank's collective failing says only that a peer went quiet: ask every machine whether it still answers,
-        // so that a host that went down, or whose network was cut, is named as the likely cause.
-        app::SshOptions probe = ssh;
-        probe.connect_timeout = std::min(ssh.connect_timeout, 5);
-        try {
-          app::preflight(probe, hosts);
-        } catch (const app::LaunchError& e) {
-          const QString lost = QString(e.what()).section('\n', 1);
-          const QString message =
-              "spur launch: after the failure these machines no longer answer over SSH (down, "
-              "or their network cut), the likely cause:\n" +
-              lost;
-          err << message << "\n";
-          err.flush();
-          if (supervision.on_message) supervision.on_message(message);
+        // A rank's collective failing says only that a peer went quiet: the machines that no longer answer are
+        // named as the likely cause.
+        const QString lost = app::unreachable_hosts(ssh, hosts);
+        if (!lost.isEmpty()) {
+          supervisor.say(
+              "spur launch: after the failure these machines no longer answer over SSH (down, or their network cut), "
+              "the likely cause:\n" +
+              lost);
           failure = "machines unreachable:\n" + lost + "\n" + failure;
         }
       }
-      if (recorder) recorder->finish(result.code, result.stopped, failure);
-      report_recorded(recorder.get(), err);
-      return result.code;
+      return supervisor.finish(result.code, result.stopped, failure);
     }
 
     auto plan = app::make_plan(config, options, program, args.positional().mid(1), machine);
@@ -469,51 +338,23 @@ int launch_command(const QStringList& given) {
         throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Rank0;
     }
-    HeldSignals held;  // from the run's record to its end (declared first: it outlives the recorder)
-    std::unique_ptr<app::RunRecorder> recorder;
-    if (!container) {
-      recorder = make_recorder(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
-                               app::effective_config(config, plan).to_yaml(), err);
-    }
-    if (recorder) {
-      const auto environment = recorder->environment();
-      for (auto& rank : plan.ranks) rank.environment.insert(environment);
-      supervision.on_line = [&recorder, host = app::local_host_name()](const app::RankSpec& rank, bool error_stream,
-                                                                       const QString& line) {
-        return recorder->line(host, rank.rank, error_stream, line);
-      };
-      // One console line per line of a message (a failed rank's last lines, a hang report).
-      supervision.on_message = [&recorder, host = app::local_host_name()](const QString& message) {
-        for (const QString& part : message.split('\n')) recorder->line(host, -1, true, part);
-      };
+    auto recording = record_options(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
+                                    app::effective_config(config, plan).to_yaml());
+    if (container) recording.record.reset();  // the submitting machine records
+    if (recording.record) {
       // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use.
       supervision.sample_interval = system_interval;
-      // Seconds since this launch, across restarts.
-      supervision.on_sample =
-          system_points(history::now_seconds(),
-                        [&recorder](const QString& key, const history::Point& point) { recorder->metric(key, point); });
     } else if (args.has("system_stream")) {
       // One machine of an SSH or Slurm run (the launcher that records is elsewhere): the samples go back as the
-      // trackers' metric records, on this launcher's output, which that launcher records like any rank's. Ranks
-      // are global; GPUs are named by machine ("system/machine1/gpu0/power_w"), since each machine has a gpu0.
+      // trackers' metric records on this launcher's output, which that launcher records like any rank's. Steps
+      // count seconds from --system_since (the run's start on the recording machine, the same for every attempt
+      // of a restarted run), else from this launcher's start.
       supervision.sample_interval = system_interval;
-      // Steps count seconds from --system_since (the run's start on the recording machine, the same for every
-      // attempt of a restarted run), else from this launcher's start.
       const double since = args.value("system_since") ? args.value("system_since")->toDouble() : history::now_seconds();
-      supervision.on_sample = system_points(
-          since, [&out, machine = plan.machine_rank,
-                  prefix = QString::fromStdString(stream_line::prefix(supervision.stream_key.toStdString()))](
-                     QString key, const history::Point& point) {
-            if (key.startsWith("system/gpu")) key.insert(7, QString("machine%1/").arg(machine));
-            const QJsonObject record{{"type", "metric"},
-                                     {"key", key},
-                                     {"step", static_cast<qint64>(point.step)},
-                                     {"value", point.value},
-                                     {"wall", point.wall}};
-            out << prefix << QJsonDocument(record).toJson(QJsonDocument::Compact) << "\n" << Qt::flush;
-          });
+      supervision.on_sample = app::samples_on_output(out, supervision.stream_key, plan.machine_rank, since);
     }
-    const auto result = supervise(
+    app::Supervisor supervisor(std::move(recording), out, err);
+    const auto result = supervisor.run(
         [&](int attempt) {
           if (attempt > 0 && own_port) {
             plan.master_port = free_port();
@@ -521,10 +362,8 @@ int launch_command(const QStringList& given) {
           }
           return plan;
         },
-        supervision, max_restarts, held, out, err);
-    const int code = result.code;
-    if (recorder) recorder->finish(code, result.stopped, result.failure);
-    report_recorded(recorder.get(), err);
+        supervision, max_restarts);
+    const int code = supervisor.finish(result.code, result.stopped, result.failure);
     if (code != 0 && container) {
       container->report_failure(result.failure.isEmpty() ? QString("spur launch: exit code %1").arg(code)
                                                          : result.failure);
@@ -541,6 +380,23 @@ int launch_command(const QStringList& given) {
     if (container) container->report_failure(QString("spur launch: ") + e.what());
   }
   return 2;
+}
+
+app::SupervisorOptions record_options(const Arguments& args, const QStringList& command, const QString& target,
+                                      const QString& hosts, const std::string& config_yaml, const QString& stream_key,
+                                      const QString& default_name) {
+  app::SupervisorOptions options;
+  options.stream_key = stream_key;
+  if (args.has("no_history") || args.has("dry_run")) return options;
+  history::Run run;
+  take_run_flags(args, run);
+  if (run.name.empty()) run.name = default_name.toStdString();
+  run.target = target.toStdString();
+  run.hosts = hosts.toStdString();
+  run.config = config_yaml;
+  options.record = run;
+  options.command = command;
+  return options;
 }
 
 void take_run_flags(const Arguments& args, history::Run& run) {

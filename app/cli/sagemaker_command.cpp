@@ -14,8 +14,8 @@
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/job_follower.h"
 #include "sagemaker/training_job.h"
-#include "runs/run_recorder.h"
-#include "stream_line.h"
+#include "launch/supervisor.h"
+#include <spur/core/stream_line.h>
 
 namespace spur::cli {
 namespace {
@@ -70,7 +70,7 @@ void ensure_bucket(const app::AwsCli& aws, const QString& bucket, const QString&
 
 }  // namespace
 
-int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
+int sagemaker_launch(const app::RunConfig& config, const Arguments& args, const QStringList& given) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   for (const char* local : {"hosts", "hostfile", "machine_rank", "main_process_ip", "main_process_port", "gpu_ids"}) {
@@ -163,47 +163,24 @@ int sagemaker_launch(const app::RunConfig& config, const Arguments& args) {
     return 0;
   }
   err.flush();
-  std::unique_ptr<app::RunRecorder> recorder;
-  if (!args.has("no_history")) {
-    history::Run run;
-    take_run_flags(args, run);
-    if (run.name.empty()) run.name = request.job_name.toStdString();
-    run.target = "sagemaker";
-    run.hosts = QString("%1 x %2")
-                    .arg(resources.value("InstanceCount").toInt())
-                    .arg(resources.value("InstanceType").toString())
-                    .toStdString();
-    run.config = config.to_yaml();
-    run.command = ("spur launch " + args.positional().join(' ')).toStdString();
-    app::RunRecorderOptions recording;
-    recording.stream_key = stream_key;
-    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
-  }
+  auto recording = record_options(
+      args, given, "sagemaker",
+      QString("%1 x %2").arg(resources.value("InstanceCount").toInt()).arg(resources.value("InstanceType").toString()),
+      config.to_yaml(), stream_key, request.job_name);
+  recording.hold_signals = false;  // the follower counts them (launch/signals.h)
+  app::Supervisor supervisor(std::move(recording), out, err);
   auto options = follow_options(args, "spur launch");
-  if (recorder) {
-    options.on_line = [&recorder](const QString& instance, const QString& line) {
-      return recorder->line(instance, -1, false, line);
-    };
-    options.after_poll = [&recorder] { recorder->flush(); };
-  }
+  options.on_line = supervisor.line_hook();
+  options.after_poll = supervisor.poll_hook();
   int code = 1;
   app::JobFollower follower(aws, request.job_name, options, out, err);
   try {
     code = follower.run();
   } catch (...) {
-    if (recorder) recorder->finish(1, false, "lost track of the job");
+    supervisor.finish(1, false, "lost track of the job");
     throw;
   }
-  if (recorder) {
-    recorder->finish(code, follower.final_status() == "Stopped");
-    if (recorder->recording() && recorder->complete()) {
-      err << "spur launch: recorded as run " << recorder->run_id() << "\n";
-    } else if (recorder->recording()) {
-      err << "spur launch: warning: run " << recorder->run_id()
-          << "'s record is incomplete: " << recorder->incomplete_reason() << "\n";
-    }
-  }
-  return code;
+  return supervisor.finish(code, follower.final_status() == "Stopped");
 }
 
 int sagemaker_command(const QStringList& arguments) {

@@ -17,8 +17,8 @@
 #include "launch/launch_request.h"
 #include "launch/secrets.h"
 #include "launch/ssh_fanout.h"
-#include "runs/run_recorder.h"
-#include "stream_line.h"
+#include "launch/supervisor.h"
+#include <spur/core/stream_line.h>
 #include "slurm/slurm_job.h"
 
 namespace spur::cli {
@@ -184,60 +184,40 @@ int slurm_launch(const std::optional<app::RunConfig>& config, const Arguments& a
     return 0;
   }
   err.flush();
-  std::unique_ptr<app::RunRecorder> recorder;
-  if (!args.has("no_history")) {
-    history::Run run;
-    take_run_flags(args, run);
-    if (run.name.empty()) run.name = request.job_name.toStdString();
-    run.target = "slurm";
-    run.hosts = QString("job %1: %2 x %3").arg(job).arg(request.nodes).arg(per_node).toStdString();
-    run.config = app::effective_config(config, plan).to_yaml();
-    // The settings in effect (the file's too) go into the recorded command, so a relaunch asks Slurm for the same
-    // and `spur runs config ID --slurm` gives them back.
-    // The user's own Slurm flags (and --slurm_config: the file may be gone by then) give way to these.
-    static const QSet<QString> slurm_valued{"partition", "nodes", "ntasks_per_node", "time",      "account",
-                                            "qos",       "gres",  "slurm_args",      "slurm_dir", "slurm_config",
-                                            "job_name"};
-    const qsizetype flag_words = given.size() - args.positional().size();
-    QStringList recorded;
-    for (qsizetype i = 0; i < given.size(); ++i) {
-      const QString& word = given[i];
-      if (i < flag_words && word.startsWith("--")) {
-        const QString name = word.mid(2).section('=', 0, 0).replace('-', '_');
-        if (slurm_valued.contains(name)) {
-          if (!word.contains('=')) ++i;  // its value
-          continue;
-        }
+  // The settings in effect (the file's too) go into the recorded command, so a relaunch asks Slurm for the same
+  // and `spur runs config ID --slurm` gives them back.
+  // The user's own Slurm flags (and --slurm_config: the file may be gone by then) give way to these.
+  static const QSet<QString> slurm_valued{"partition", "nodes", "ntasks_per_node", "time",      "account",
+                                          "qos",       "gres",  "slurm_args",      "slurm_dir", "slurm_config",
+                                          "job_name"};
+  const qsizetype flag_words = given.size() - args.positional().size();
+  QStringList recorded;
+  for (qsizetype i = 0; i < given.size(); ++i) {
+    const QString& word = given[i];
+    if (i < flag_words && word.startsWith("--")) {
+      const QString name = word.mid(2).section('=', 0, 0).replace('-', '_');
+      if (slurm_valued.contains(name)) {
+        if (!word.contains('=')) ++i;  // its value
+        continue;
       }
-      recorded << word;
     }
-    const QStringList effective =
-        app::slurm_flags(request) + QStringList{"--slurm_dir", QDir(slurm_dir).absolutePath()};
-    const qsizetype at = recorded.indexOf("--slurm") + 1;
-    for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(at + i, effective[i]);
-    run.command = app::launch_command_line(QDir::currentPath(), app::redact_secrets(recorded)).toStdString();
-    app::RunRecorderOptions recording;
-    recording.stream_key = stream_key;
-    recorder = std::make_unique<app::RunRecorder>(history::default_history_path(), run, err, recording);
+    recorded << word;
   }
+  const QStringList effective = app::slurm_flags(request) + QStringList{"--slurm_dir", QDir(slurm_dir).absolutePath()};
+  const qsizetype at = recorded.indexOf("--slurm") + 1;
+  for (qsizetype i = 0; i < effective.size(); ++i) recorded.insert(at + i, effective[i]);
+  auto recording =
+      record_options(args, recorded, "slurm", QString("job %1: %2 x %3").arg(job).arg(request.nodes).arg(per_node),
+                     app::effective_config(config, plan).to_yaml(), stream_key, request.job_name);
+  recording.hold_signals = false;  // the follower counts them (launch/signals.h)
+  app::Supervisor supervisor(std::move(recording), out, err);
   app::SlurmFollowOptions follow;
   follow.who = "spur launch";
-  if (recorder) {
-    follow.on_line = [&recorder](const QString& node_name, const QString& line) {
-      return recorder->line(node_name, -1, false, line);
-    };
-    follow.after_poll = [&recorder] { recorder->flush(); };
-  }
+  follow.on_line = supervisor.line_hook();
+  follow.after_poll = supervisor.poll_hook();
   app::SlurmFollower follower(slurm, job, request.directory, follow, out, err);
   const int code = follower.run();
-  if (recorder) {
-    recorder->finish(code, follower.outcome().status == "stopped", follower.outcome().detail);
-    if (recorder->recording() && recorder->complete()) {
-      err << "spur launch: recorded as run " << recorder->run_id() << " (spur runs show " << recorder->run_id()
-          << ")\n";
-    }
-  }
-  return code;
+  return supervisor.finish(code, follower.outcome().status == "stopped", follower.outcome().detail);
 }
 
 int slurm_command(const QStringList& arguments) {

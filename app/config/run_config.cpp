@@ -5,6 +5,8 @@
 // unquoted NO is YAML 1.1's false. Where Accelerate is wrong, Spur is stricter or keeps what it breaks.
 #include "config/run_config.h"
 
+#include <spur/core/zero_stage.h>
+
 #include <spur/history/records.h>
 
 #include <QDir>
@@ -173,6 +175,7 @@ bool yaml11_true(std::string word) {
 }
 
 // Plain (unquoted) as read, or built in code from a number or bool; "!" marks a string that must stay one.
+// A scalar that is not a string tagged by yaml_string().
 bool plain(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
 
 std::string join(const std::vector<std::string>& items) {
@@ -688,13 +691,10 @@ std::vector<std::string> RunConfig::unsupported() const {
   return notes;
 }
 
-std::optional<int> fsdp_strategy_stage(const std::string& strategy) {
-  std::string upper = strategy;
-  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-  if (upper == "SHARD_GRAD_OP" || upper == "2") return 2;
-  if (upper == "NO_SHARD" || upper == "3") return 0;
-  if (upper == "FULL_SHARD" || upper == "1") return 3;
-  return std::nullopt;
+YAML::Node yaml_string(const std::string& text) {
+  YAML::Node node(text);
+  node.SetTag("!");
+  return node;
 }
 
 int RunConfig::zero_stage() const {
@@ -706,7 +706,7 @@ int RunConfig::zero_stage() const {
   };
   if (type == "DEEPSPEED") {
     const auto stage = nested("deepspeed_config", "zero_stage");
-    if (!stage) return 2;  // DeepSpeedPlugin's default
+    if (!stage) return kDeepSpeedDefaultStage;
     try {
       return std::stoi(*stage);
     } catch (const std::exception&) {
@@ -716,11 +716,7 @@ int RunConfig::zero_stage() const {
   if (type == "FSDP") {
     // FSDP2 (fsdp_version 2) says it with fsdp_reshard_after_forward: true is FULL_SHARD, false SHARD_GRAD_OP.
     if (nested("fsdp_config", "fsdp_version").value_or("1") == "2") {
-      std::string reshard = nested("fsdp_config", "fsdp_reshard_after_forward").value_or("true");
-      std::transform(reshard.begin(), reshard.end(), reshard.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (reshard == "true") return 3;
-      if (reshard == "false") return 2;
-      return -1;
+      return fsdp_reshard_stage(nested("fsdp_config", "fsdp_reshard_after_forward").value_or("true")).value_or(-1);
     }
     return fsdp_strategy_stage(nested("fsdp_config", "fsdp_sharding_strategy").value_or("FULL_SHARD")).value_or(-1);
   }

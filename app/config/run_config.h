@@ -82,9 +82,9 @@ class RunConfig {
   std::string name_ = "config";
 };
 
-/// FSDP's sharding strategy (name, any case, or Accelerate's number 1-5) as a ZeRO stage: SHARD_GRAD_OP 2,
-/// NO_SHARD 0, FULL_SHARD 3; nullopt for the hybrid strategies and anything else.
-std::optional<int> fsdp_strategy_stage(const std::string& strategy);
+/// A YAML string node, whatever its text looks like ('NO', '0', 'null'): tagged "!" so that writing a
+/// configuration (RunConfig::to_yaml) quotes it where YAML 1.1 (Accelerate's loader) would read another type.
+YAML::Node yaml_string(const std::string& text);
 
 /// Reads a file Spur is handed (a configuration, a hostfile, Slurm settings): a regular file of at most
 /// `max_bytes`, checked before it is opened (a FIFO would block for ever, /dev/zero never ends). Throws ConfigError

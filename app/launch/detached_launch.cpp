@@ -15,7 +15,6 @@
 
 #include "config/run_config.h"
 #include "launch/companion.h"
-#include "runs/run_status.h"
 
 namespace spur::app {
 QString spur_program() {
@@ -100,24 +99,5 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
 }
 
 bool process_alive(qint64 pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
-
-QString stop_run(const history::Run& run) {
-  const QString status = effective_status(run);
-  if (status != "running" && status != "queued") {
-    return QString("run %1 is not running (%2)").arg(run.id).arg(status);
-  }
-  if (QString::fromStdString(run.host) != local_host_name()) {
-    return QString("run %1 was launched on %2: stop it there").arg(run.id).arg(QString::fromStdString(run.host));
-  }
-  if (!owns_run(run)) {
-    return QString("run %1's launcher (pid %2) is gone; the pid now belongs to another process")
-        .arg(run.id)
-        .arg(run.pid);
-  }
-  if (run.pid <= 0 || ::kill(static_cast<pid_t>(run.pid), SIGTERM) != 0) {
-    return QString("cannot signal run %1's launcher (pid %2): %3").arg(run.id).arg(run.pid).arg(std::strerror(errno));
-  }
-  return {};
-}
 
 }  // namespace spur::app

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Starting `spur launch` so that it outlives the program that asked (the Studio may close, the run goes on and is
-// found again in the history), and asking a run's launcher to stop. The launcher itself does all the work.
+// found again in the history). The launcher itself does all the work; runs/run_status.h stops a run.
 #pragma once
 
 #include <QProcessEnvironment>
 #include <QString>
-
-#include <spur/history/records.h>
 
 #include "launch/launch_request.h"
 
@@ -27,8 +25,5 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
                                const QString& spur = spur_program());
 /// Whether a process with this pid exists on this machine.
 bool process_alive(qint64 pid);
-/// Asks the launcher of a running run to stop it (SIGTERM: it stops every rank, or the SageMaker job, and records
-/// "stopped"). An error saying why not (finished already, launched on another machine) otherwise.
-QString stop_run(const history::Run& run);
 
 }  // namespace spur::app

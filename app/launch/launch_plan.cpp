@@ -243,33 +243,25 @@ QPair<QString, QString> parse_environment_assignment(const QString& text) {
   return {variable, text.mid(eq + 1)};
 }
 
-namespace {
-YAML::Node text_node(const std::string& text) {
-  YAML::Node node(text);
-  node.SetTag("!");  // a string, whatever it looks like ('NO', 'no')
-  return node;
-}
-}  // namespace
-
 RunConfig effective_config(const std::optional<RunConfig>& config, const LaunchPlan& plan) {
   RunConfig effective = config ? *config : RunConfig::defaults(plan.mixed_precision.toStdString());
   const std::string type = effective.distributed_type();
   if (plan.world_size == 1) {
-    effective.set("distributed_type", text_node("NO"));
+    effective.set("distributed_type", yaml_string("NO"));
   } else {
     // Without a GPU driver the ranks ran on CPUs, whatever the flags said.
     const bool cpu = plan.use_cpu || QDir("/proc/driver/nvidia/gpus").isEmpty();
     if (type == "NO" || type.empty() || (cpu && type == "MULTI_GPU")) {
-      effective.set("distributed_type", text_node(cpu ? "MULTI_CPU" : "MULTI_GPU"));
+      effective.set("distributed_type", yaml_string(cpu ? "MULTI_CPU" : "MULTI_GPU"));
     }
   }
   effective.set("num_machines", YAML::Node(plan.num_machines));
   effective.set("machine_rank", YAML::Node(plan.machine_rank));
   effective.set("num_processes", YAML::Node(plan.world_size));
-  effective.set("mixed_precision", text_node(plan.mixed_precision.toStdString()));
+  effective.set("mixed_precision", yaml_string(plan.mixed_precision.toStdString()));
   effective.set("use_cpu", YAML::Node(plan.use_cpu));
   if (plan.num_machines > 1) {
-    effective.set("main_process_ip", text_node(plan.master_addr.toStdString()));
+    effective.set("main_process_ip", yaml_string(plan.master_addr.toStdString()));
     effective.set("main_process_port", YAML::Node(plan.master_port));
   }
   return effective;

@@ -2,10 +2,10 @@
 // Rank supervision on this machine; see local_launcher.h. Signals reach the event loop through a self-pipe.
 #include "launch/local_launcher.h"
 
-#include "stream_line.h"
+#include <spur/core/stream_line.h>
 
 #include "launch/byte_text.h"
-#include "launch/signal_name.h"
+#include "launch/signals.h"
 
 #include <fcntl.h>
 #include <signal.h>

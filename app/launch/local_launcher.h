@@ -2,8 +2,8 @@
 // LocalLauncher: runs this machine's ranks of a LaunchPlan as child processes and supervises them like torchrun
 // (each rank in its own process group, dying with the launcher; output prefixed [rankN]; signals forwarded;
 // the first failure stops the others, SIGTERM then SIGKILL) and, when asked, for hangs: each rank's progress file
-// (engine/core/progress_file.h) is read every second, and when no rank has made progress for the hang timeout
-// the launcher says where every rank is and stops them. Runs on the thread that owns the event loop.
+// (engine/core/include/spur/core/progress_file.h) is read every second, and when no rank has made progress for the hang
+// timeout the launcher says where every rank is and stops them. Runs on the thread that owns the event loop.
 #pragma once
 
 #include <QObject>
@@ -23,7 +23,7 @@
 #include "launch/descendant_guard.h"
 #include "launch/launch_plan.h"
 #include "launch/system_sampler.h"
-#include "progress_file.h"
+#include <spur/core/progress_file.h>
 
 class QEventLoop;
 class QTextStream;
@@ -68,8 +68,9 @@ struct SupervisionOptions {
   /// Write each rank's progress as "@spur:<key> {"type":"progress",...}" lines on the output stream every second:
   /// the remote half of an SSH fan-out, whose launching side watches for hangs. Default: false.
   bool progress_stream = false;
-  /// The launch's record key (engine/core/stream_line.h): what this launcher's own records carry (progress_stream),
-  /// and what a remote launcher's must carry to be taken as records (remote_children). Default: none.
+  /// The launch's record key (engine/core/include/spur/core/stream_line.h): what this launcher's own records carry
+  /// (progress_stream), and what a remote launcher's must carry to be taken as records (remote_children). Default:
+  /// none.
   QString stream_key;
   /// The children are launchers on other machines (the SSH fan-out): no progress files of their own; a hang
   /// report names every rank of the run. Default: false.

@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -93,6 +95,17 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
        << "ServerAliveCountMax=3"
        << "--" << host << remote_command;
   return args;
+}
+
+QString unreachable_hosts(const SshOptions& options, const std::vector<Host>& hosts) {
+  SshOptions probe = options;
+  probe.connect_timeout = std::min(options.connect_timeout, 5);
+  try {
+    preflight(probe, hosts);
+  } catch (const LaunchError& e) {
+    return QString(e.what()).section('\n', 1);
+  }
+  return {};
 }
 
 void preflight(const SshOptions& options, const std::vector<Host>& hosts) {

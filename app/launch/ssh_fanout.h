@@ -45,6 +45,10 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
 /// Checks that every host answers over SSH (`ssh host true`, in parallel, BatchMode). Throws LaunchError naming
 /// each host that does not, with ssh's own reason (refused, timed out, permission denied).
 void preflight(const SshOptions& options, const std::vector<Host>& hosts);
+/// After a failed run: the hosts that no longer answer over SSH (preflight with at most 5 s to connect), one per
+/// line with ssh's reason, or empty when all answer. A rank's collective failing says only that a peer went quiet;
+/// a host that went down, or whose network was cut, is the likely cause.
+QString unreachable_hosts(const SshOptions& options, const std::vector<Host>& hosts);
 
 /// How machine_launch_arguments passes `--env`'s variables: never their values in an argument list (anyone on
 /// either machine could read them with `ps`), but on the remote launcher's standard input (SSH), or by name only,

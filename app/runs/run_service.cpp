@@ -17,7 +17,7 @@
 #include <spur/history/writer.h>
 
 #include "config/run_config.h"
-#include "metrics_csv.h"
+#include <spur/core/metrics_csv.h>
 #include "runs/run_status.h"
 
 namespace spur::app {

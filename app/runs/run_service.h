@@ -7,8 +7,9 @@
 // RunsReaderWorker, SeriesLoader, CompareReaderWorker, ConsoleModel; its changes go through RunActions, this
 // service on a thread of its own).
 //
-// Layouts (the README's "Tracking and the run history" section):
-//   CSV   engine/core/metrics_csv.h's (key,step,value,wall_time; the csv tracker's too), series after series in
+// Layouts (docs/tracking.md, "Export layouts"):
+//   CSV   engine/core/include/spur/core/metrics_csv.h's (key,step,value,wall_time; the csv tracker's too), series after
+//   series in
 //         the order they were first logged.
 //   JSON  {"run": run_json(run), "metrics": {key: [[step, value, wall_time], ...]}}
 //

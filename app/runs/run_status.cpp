@@ -14,13 +14,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstring>
 
 namespace spur::app {
-QString local_host_name() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? QString::fromLocal8Bit(name) : QString("localhost");
-}
-
 namespace {
 
 // When a process started, in seconds since the epoch (Linux /proc); nullopt when unknown.
@@ -126,6 +122,25 @@ QString history_permission_warning(const QString& path) {
   return QString("mode %1, readable by others; consoles and configs can hold secrets: chmod 600 %2")
       .arg(info.st_mode & 0777, 4, 8, QChar('0'))
       .arg(path);
+}
+
+QString stop_run(const history::Run& run) {
+  const QString status = effective_status(run);
+  if (status != "running" && status != "queued") {
+    return QString("run %1 is not running (%2)").arg(run.id).arg(status);
+  }
+  if (QString::fromStdString(run.host) != local_host_name()) {
+    return QString("run %1 was launched on %2: stop it there").arg(run.id).arg(QString::fromStdString(run.host));
+  }
+  if (!owns_run(run)) {
+    return QString("run %1's launcher (pid %2) is gone; the pid now belongs to another process")
+        .arg(run.id)
+        .arg(run.pid);
+  }
+  if (run.pid <= 0 || ::kill(static_cast<pid_t>(run.pid), SIGTERM) != 0) {
+    return QString("cannot signal run %1's launcher (pid %2): %3").arg(run.id).arg(run.pid).arg(std::strerror(errno));
+  }
+  return {};
 }
 
 }  // namespace spur::app

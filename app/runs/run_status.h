@@ -7,10 +7,10 @@
 
 #include <spur/history/records.h>
 
+#include "launch/run_recorder.h"  // local_host_name()
+
 namespace spur::app {
 
-/// This machine's name, as runs record it.
-QString local_host_name();
 /// Whether the run's process (pid on this machine) is still the one that created it: alive, and started no
 /// later than the run was created (a reused pid is not).
 bool owns_run(const history::Run& run);
@@ -38,5 +38,9 @@ QString terminal_text(const QString& text);
 QString history_permission_warning(const QString& path);
 /// Seconds from start to end (or to now while running); -1 before it started.
 double run_duration(const history::Run& run);
+
+/// Asks the launcher of a running run to stop it (SIGTERM: it stops every rank, or the SageMaker job, and records
+/// "stopped"). An error saying why not (finished already, launched on another machine) otherwise.
+QString stop_run(const history::Run& run);
 
 }  // namespace spur::app

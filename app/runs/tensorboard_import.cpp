@@ -17,7 +17,7 @@
 
 #include "launch/launch_request.h"
 #include "runs/run_status.h"
-#include "tensorboard_reader.h"
+#include <spur/core/tensorboard_reader.h>
 
 namespace spur::app {
 namespace {

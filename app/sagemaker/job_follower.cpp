@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Following a training job through the AWS CLI; see job_follower.h. Signals only bump a counter: the loop acts
-// on it between calls, so an AWS call is never cut in half.
+// Following a training job through the AWS CLI; see job_follower.h. Signals only bump a counter (launch/signals.h):
+// the loop acts on it between calls, so an AWS call is never cut in half.
 #include "sagemaker/job_follower.h"
 
 #include <signal.h>
@@ -13,41 +13,14 @@
 #include <atomic>
 #include <set>
 
-#include "launch/signal_name.h"
+#include "launch/signals.h"
 
 namespace spur::app {
 namespace {
 
 constexpr const char* kLogGroup = "/aws/sagemaker/TrainingJobs";
-constexpr int kHandled[3] = {SIGINT, SIGTERM, SIGHUP};
-
-std::atomic<int> signals_received{0};
-std::atomic<int> last_signal{0};
-
-void on_signal(int signal) {
-  last_signal = signal;
-  ++signals_received;
-}
 
 }  // namespace
-
-struct SignalCounter::Saved {
-  struct sigaction previous[3];
-};
-
-SignalCounter::SignalCounter() : saved_(std::make_unique<Saved>()) {
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  for (int i = 0; i < 3; ++i) ::sigaction(kHandled[i], &action, &saved_->previous[i]);
-}
-
-SignalCounter::~SignalCounter() {
-  for (int i = 0; i < 3; ++i) ::sigaction(kHandled[i], &saved_->previous[i], nullptr);
-}
-
-int SignalCounter::count() { return signals_received; }
-int SignalCounter::last() { return last_signal; }
 
 bool transient(const AwsError& error) {
   static const std::set<QString> codes = {

@@ -10,28 +10,12 @@
 #include <map>
 #include <memory>
 
+#include "launch/signals.h"
 #include "sagemaker/aws_cli.h"
 
 class QTextStream;
 
 namespace spur::app {
-
-/// While one lives, SIGINT, SIGTERM and SIGHUP are only counted, so that no AWS call is cut in half and a job
-/// is never left running unseen; the previous handlers come back when it goes.
-class SignalCounter {
- public:
-  SignalCounter();
-  ~SignalCounter();
-  SignalCounter(const SignalCounter&) = delete;
-  SignalCounter& operator=(const SignalCounter&) = delete;
-  /// Signals received since the first SignalCounter of the process was made.
-  static int count();
-  static int last();
-
- private:
-  struct Saved;
-  std::unique_ptr<Saved> saved_;
-};
 
 struct FollowOptions {
   /// Between DescribeTrainingJob calls; each CLI call costs about a second of start-up, so not much less.

@@ -91,7 +91,8 @@ TrainingJobRequest make_training_job_request(const RunConfig& config, const Trai
   if (image.isEmpty()) {
     throw ConfigError(config.name() +
                       ": image_uri is missing: Spur runs your program in your own container image "
-                      "(with Spur and the program installed, ENTRYPOINT [\"spur\", \"launch\"]); see the README");
+                      "(with Spur and the program installed, ENTRYPOINT [\"spur\", \"launch\"]); see "
+                      "docs/launch.md (Amazon SageMaker)");
   }
   const std::string type = config.distributed_type();
   if (type == "MODEL_PARALLEL") {

@@ -18,9 +18,8 @@
 #include "config/run_config.h"
 #include "launch/byte_text.h"
 #include "launch/launch_request.h"
-#include "launch/signal_name.h"
+#include "launch/signals.h"
 #include "launch/ssh_fanout.h"
-#include "sagemaker/job_follower.h"
 
 namespace spur::app {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
-#include "progress_file.h"
+#include <spur/core/progress_file.h>
 
 namespace spur {
 namespace {

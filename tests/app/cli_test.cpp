@@ -131,7 +131,7 @@ class CliTest : public QObject {
   // leave behind (configurations, the history, the folders made for them) is its owner's only. Elsewhere: the
   // history's WAL and shared-memory files while it is open (HistoryTest::a_new_history_is_private), a Slurm job's
   // folder and script (SlurmTest), the Studio's relaunch configurations (LaunchPanelTest). Checkpoints and
-  // TensorBoard files follow the umask on purpose (README, "Private files").
+  // TensorBoard files follow the umask on purpose (docs/tracking.md, "Private files").
   void every_file_spur_writes_is_its_owners_only() {
     QTemporaryDir dir;
     const mode_t before = ::umask(022);

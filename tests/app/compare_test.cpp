@@ -11,7 +11,7 @@
 
 #include <spur/history/writer.h>
 
-#include "runs/compare_model.h"
+#include "studio/compare_model.h"
 #include "test_main.h"
 
 namespace {

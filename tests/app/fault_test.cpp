@@ -17,7 +17,7 @@
 #include <limits>
 
 #include "launch/local_launcher.h"
-#include "progress_file.h"
+#include <spur/core/progress_file.h>
 #include "rank_group.h"
 #include "test_main.h"
 

@@ -22,7 +22,7 @@
 
 #include "rank_group.h"
 #include "runs/run_service.h"
-#include "tensorboard_events.h"
+#include <spur/core/tensorboard_events.h>
 #include "test_main.h"
 
 namespace {

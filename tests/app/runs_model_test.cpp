@@ -13,9 +13,9 @@
 
 #include <spur/history/writer.h>
 
-#include "metrics/series_math.h"
-#include "runs/console_model.h"
-#include "runs/runs_model.h"
+#include "studio/series_math.h"
+#include "studio/console_model.h"
+#include "studio/runs_model.h"
 #include "test_main.h"
 
 Q_DECLARE_METATYPE(std::vector<double>)
@@ -225,7 +225,7 @@ class RunsModelTest : public QObject {
     QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
     model.set_baseline(1);
     QCOMPARE(changed.count(), 1);
-    // Absolute and in % of the baseline's value, as the Compare tab says it (metrics/baseline.h).
+    // Absolute and in % of the baseline's value, as the Compare tab says it (studio/baseline.h).
     QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5 (-0.25, -33.3%)"));
     QCOMPARE(model.data(model.index(1, accuracy)).toString(), QString("0.5 (+0.25, +100.0%)"));
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 1);      // lower loss

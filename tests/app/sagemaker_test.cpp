@@ -201,9 +201,10 @@ class SageMakerTest : public QObject {
                                                     R"(@spur {"type": "run", "name": "forged-name"})"}},
                               {"algo-2", QJsonArray{"rank 1 ready"}}}}});
     QVERIFY(aws.ok());
-    const auto result = spur(
-        dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval", "1", "--env",
-              "SEED=7", "--gradient_accumulation_steps", "2", "/opt/spur/train_mlp", "--epochs", "3; rm -rf ~", "a b"});
+    const auto result =
+        spur(dir, {"launch", "--config_file", config, "--aws_endpoint_url", aws.url(), "--poll_interval", "1", "--env",
+                   "SEED=7", "--env", "HF_TOKEN=hf_secret_value", "--gradient_accumulation_steps", "2",
+                   "/opt/spur/train_mlp", "--epochs", "3; rm -rf ~", "a b"});
     QVERIFY2(result.exit_code == 0, qPrintable(result.output));
     for (const char* line : {"[algo-1] epoch 1 loss 0.5", "[algo-1] epoch 2 loss 0.3", "[algo-1] accuracy 0.97",
                              "[algo-2] rank 1 ready", "InProgress - Training", "completed"}) {
@@ -220,6 +221,15 @@ class SageMakerTest : public QObject {
     const auto& run = runs.back();
     QCOMPARE(QString::fromStdString(run.target), QString("sagemaker"));
     QCOMPARE(QString::fromStdString(run.status), QString("finished"));
+    // The record's command is the launch as given (what a relaunch runs), a secret passed by name only (a relaunch
+    // takes its value from the environment), as every target's record (the launch supervisor's one rule; SageMaker
+    // kept "spur launch PROGRAM" without its flags before).
+    const QString command = QString::fromStdString(run.command);
+    QVERIFY2(command.contains("spur launch --config_file") && command.contains("--env HF_TOKEN --") &&
+                 !command.contains("hf_secret_value") && command.contains("'3; rm -rf ~'"),
+             qPrintable(command));
+    QVERIFY2(result.output.contains(QString("recorded as run %1 (spur runs show %1)").arg(run.id)),
+             qPrintable(result.output));
     const auto loss = history.series(run.id, "loss");
     QCOMPARE(loss.size(), size_t{1});
     QCOMPARE(loss[0].step, int64_t{2});
@@ -261,7 +271,12 @@ class SageMakerTest : public QObject {
     QCOMPARE(hyper["lr"].toString(), QString("0.1"));
     auto environment = body["Environment"].toObject();
     QVERIFY(QRegularExpression("^[0-9a-f]{32}$").match(environment.take("SPUR_STREAM_KEY").toString()).hasMatch());
-    QCOMPARE(environment, (QJsonObject{{"FROM_FILE", "yes"}, {"SEED", "7"}, {"SPUR_TRACKERS", "stream"}}));
+    // (The job needs its secrets: they go in the request, which SageMaker keeps; only the record and the dry run
+    // leave their values out.)
+    QCOMPARE(environment, (QJsonObject{{"FROM_FILE", "yes"},
+                                       {"HF_TOKEN", "hf_secret_value"},
+                                       {"SEED", "7"},
+                                       {"SPUR_TRACKERS", "stream"}}));
 
     // Every call signed for the configuration's region, by the CLI, with the environment's key; no secret
     // anywhere in what was sent, and nothing wrong with any request.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The engine's JSON (engine/core/json.cpp) against nlohmann-json (Debian's nlohmann-json3-dev), which issue 12
+// The engine's JSON (engine/core/src/json.cpp) against nlohmann-json (Debian's nlohmann-json3-dev), which issue 12
 // proposed in its place: the same documents parsed and written by both, in one run. Documents: a safetensors
 // header of 1,000 tensors (a large model's shard) and 100,000 "@spur" stream records (a long run's metrics).
 // Prints times and ratios (Spur / nlohmann: below 1 is faster); asserts only that both read the same values.

@@ -40,7 +40,7 @@ TARGETS = {("single", "small"): 1.01, ("single", "large"): 1.01, ("ddp", "small"
 
 
 def progress_files(directory, world):
-    """What `spur launch --hang_timeout` gives each rank: a 128-byte progress file (engine/core/progress_file.h)."""
+    """What `spur launch --hang_timeout` gives each rank: a 128-byte progress file (engine/core/include/spur/core/progress_file.h)."""
     paths = []
     for rank in range(world):
         path = os.path.join(directory, f"rank{rank}")

@@ -34,7 +34,7 @@
 #include "dashboard/dashboard.h"
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
-#include "runs/runs_model.h"
+#include "studio/runs_model.h"
 
 #ifdef SPUR_BENCH_BEFORE
 #define REPRESENTED(plot, id) (plot)->point_count(id)

@@ -30,7 +30,7 @@
 #include <spur/spur.h>
 
 #include "bench_support.h"
-#include "progress_file.h"
+#include <spur/core/progress_file.h>
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 #include <spur/error.h>
 
-#include "checkpoint_state.h"
+#include <spur/core/checkpoint_state.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

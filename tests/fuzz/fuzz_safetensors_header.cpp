@@ -10,7 +10,7 @@
 
 #include <spur/error.h>
 
-#include "safetensors_header.h"
+#include <spur/core/safetensors_header.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;

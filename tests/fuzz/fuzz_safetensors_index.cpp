@@ -9,7 +9,7 @@
 
 #include <spur/error.h>
 
-#include "safetensors_index.h"
+#include <spur/core/safetensors_index.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

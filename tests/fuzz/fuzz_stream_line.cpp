@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: a console line from a remote rank (SSH, Slurm, SageMaker's CloudWatch), which may be a record
-// ("@spur:<key> {json}", engine/core/stream_line.h) behind "[host] [rankN] " prefixes, or a machine's forwarded
-// progress record. Whatever arrives, the launcher must not crash; a record it accepts carries the launch's key
-// and is a JSON object; a line without the key is never one (issue 31: a rank's output forged the run's record);
-// a progress record's numbers are in range (UBSan would report a cast of an out-of-range double).
+// ("@spur:<key> {json}", engine/core/include/spur/core/stream_line.h) behind "[host] [rankN] " prefixes, or a machine's
+// forwarded progress record. Whatever arrives, the launcher must not crash; a record it accepts carries the launch's
+// key and is a JSON object; a line without the key is never one (issue 31: a rank's output forged the run's record); a
+// progress record's numbers are in range (UBSan would report a cast of an out-of-range double).
 #include <QJsonDocument>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "launch/local_launcher.h"
-#include "runs/run_recorder.h"
+#include "launch/run_recorder.h"
 
 namespace {
 const QString kKey = "5eed5eed5eed5eed5eed5eed5eed5eed";

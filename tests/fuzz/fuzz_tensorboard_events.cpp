@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "tensorboard_reader.h"
+#include <spur/core/tensorboard_reader.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spur::tensorboard::EventReader reader;

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Format and lint checks, as CI runs them (installer/setup.sh test):
 #   clang-format (.clang-format) on every C++ file in the tree: it was formatted once, so any drift is a change's;
-#   clang-tidy (.clang-tidy) on the C++ sources a change touches, with the compile commands of build/.
+#   clang-tidy (.clang-tidy) on the C++ sources a change touches, with the compile commands of build/;
+#   the house's floors (tests/lint/house.py --check): no include arrow runs back up (app/'s folders, ui/, engine/).
 # Usage: tests/lint/check.sh [BASE]   BASE: the commit the change starts from (default: the commit named in
 #                                      tests/lint/base, the last one whose tree was checked whole, so that a
 #                                      landing of several commits is checked in all of them; HEAD~1 without it)
@@ -23,6 +24,10 @@ if ! files | xargs clang-format --dry-run -Werror 2>/tmp/spur-format.$$; then
   status=1
 fi
 rm -f /tmp/spur-format.$$
+if ! python3 tests/lint/house.py --check; then
+  echo "  (docs/architecture.md: the floors, and what each folder may include)"
+  status=1
+fi
 
 recorded=$(grep -v '^#' tests/lint/base 2>/dev/null | head -n 1 | tr -d '[:space:]' || true)
 if [ -z "${1:-}" ] && [ -n "$recorded" ] && git merge-base --is-ancestor "$recorded" HEAD 2>/dev/null; then

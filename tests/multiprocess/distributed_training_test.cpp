@@ -15,7 +15,7 @@
 #include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
-#include "torch_features.h"
+#include <spur/core/torch_features.h>
 
 using spur::test::max_abs_diff;
 using spur::test::RankGroup;
@@ -224,7 +224,7 @@ class DistributedTrainingTest : public QObject {
     }
   }
 
-  // Issue 19, defect 3: the README's loops, compiled from README.md as written, on 2 ranks with gradient
+  // Issue 19, defect 3: the README's and docs/porting.md's loops, compiled as written, on 2 ranks with gradient
   // accumulation, equal one plain LibTorch process stepping on the whole large batch. The README used to call
   // zero_grad() before backward, which trained on the last micro-batch only.
   // Issue 32 (8): the module inside the prepared model, called by a function written for the plain module, is

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 15 on real ranks: gather_object, broadcast_object_list, split_between_processes (padding on uneven
 // counts), triggers, the batch-size search agreeing across ranks, the logger; automatic checkpoints rotating
-// while a rank dies mid-save; the README's checkpoint-and-TensorBoard loop interrupted and resumed bit for bit.
+// while a rank dies mid-save; the porting guide's checkpoint-and-TensorBoard loop (docs/porting.md) interrupted and
+// resumed bit for bit.
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -105,7 +106,7 @@ class ProcessHelpersTest : public QObject {
     QVERIFY(QFile::exists(checkpoints.filePath("checkpoint_3/spur_state.json")));
   }
 
-  // The README's loop: 4 epochs straight, against 2 epochs then a resume to 4 (from the newest automatic
+  // The porting guide's loop: 4 epochs straight, against 2 epochs then a resume to 4 (from the newest automatic
   // checkpoint) in another project directory. Same parameters bit for bit; total_limit 3 kept checkpoints 1-3; and
   // TensorBoard reads one loss series over both runs' event files, with the hyperparameters.
   void readme_project_resumes_bit_for_bit() {

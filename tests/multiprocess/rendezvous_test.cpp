@@ -8,7 +8,7 @@
 
 #include "rank_group.h"
 #include "test_main.h"
-#include "torch_features.h"
+#include <spur/core/torch_features.h>
 
 using spur::test::RankGroup;
 

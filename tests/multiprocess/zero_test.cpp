@@ -13,7 +13,7 @@
 #include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
-#include "torch_features.h"
+#include <spur/core/torch_features.h>
 
 using spur::test::max_abs_diff;
 using spur::test::RankGroup;

@@ -973,10 +973,10 @@ int scaler_oracle(const Args& args) {
   return 0;
 }
 
-// --- The README's training loops, compiled from README.md (tests/rigs/extract_readme.py) --------------------------
+// --- The README's and the porting guide's training loops, compiled as written (tests/rigs/extract_readme.py) ----
 namespace readme {
 
-// What the README's snippets assume: `train_set`, `make_mlp`, and for the accumulation loop `net`, `adam`,
+// What the tested snippets assume: `train_set`, `make_mlp`, and for the accumulation loop `net`, `adam`,
 // `loader` and `loss_fn`. The reference below builds the same objects in the same order.
 torch::nn::Sequential make_mlp(int64_t hidden) {
   torch::manual_seed(21);
@@ -1008,7 +1008,8 @@ int accumulation(const Args& args) {
   return 0;
 }
 
-// The README's checkpoints-and-TensorBoard loop for --steps epochs, in --out (its "out" is relative).
+// The porting guide's checkpoints-and-TensorBoard loop (docs/porting.md) for --steps epochs, in --out (its "out"
+// is relative).
 int project(const Args& args) {
   const int64_t epochs = args.steps;
   auto train_set = make_set(args.rows);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The README's screenshots, from real runs: trains the Fashion-MNIST example (two finished runs and one that
+// The screenshots of docs/studio.md, from real runs: trains the Fashion-MNIST example (two finished runs and one that
 // fails), launches a live one from the Studio, and photographs each screen (dashboard, System section, Compare
 // tab, console, overview, Relaunch, wizard pages, dark theme) with ImageMagick's `import -window
 // root`. Run it under xvfb-run through take_screenshots.sh; `studio_screens SPUR TRAIN_FASHION_MNIST OUT_DIR`.
@@ -27,13 +27,13 @@
 #include <cstdio>
 
 #include "compare/compare_view.h"
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 #include "dashboard/dashboard.h"
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
 #include "main/run_overview.h"
 #include "main/theme.h"
-#include "runs/runs_model.h"
+#include "studio/runs_model.h"
 #include "wizard/setup_wizard.h"
 
 #undef QT_NO_FOREACH

@@ -21,14 +21,14 @@
 
 #include <memory>
 
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 #include "console/console_view.h"
 #include "launch/detached_launch.h"
 #include "main/main_window.h"
 #include "rank_group.h"
 #include "sshd_rig.h"
-#include "runs/console_model.h"
-#include "runs/runs_model.h"
+#include "studio/console_model.h"
+#include "studio/runs_model.h"
 #include "future_result.h"
 #include "test_main.h"
 

@@ -46,7 +46,7 @@
 
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
-#include "runs/console_model.h"
+#include "studio/console_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
@@ -54,9 +54,9 @@
 #include "main/run_notifier.h"
 #include "main/run_overview.h"
 #include "main/theme.h"
-#include "metrics/series_math.h"
+#include "studio/series_math.h"
 #include "rank_group.h"
-#include "runs/runs_model.h"
+#include "studio/runs_model.h"
 #include "future_result.h"
 #include "test_main.h"
 

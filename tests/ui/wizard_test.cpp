@@ -2,6 +2,7 @@
 // The set-up wizard driven with key and mouse events, as a person fills it: each compute environment writes the
 // YAML expected (and Accelerate's loader rules accept it), a bad field keeps Next disabled and says why under
 // the field, an Accelerate file opens and saves unchanged, and the command shown runs headless as it is.
+#include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -21,13 +22,14 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWizardPage>
 
 #include <cstdlib>
 #include <memory>
 
 #include "config/run_config.h"
-#include "config/setup_answers.h"
-#include "torch_features.h"
+#include "setup/setup_answers.h"
+#include <spur/core/torch_features.h>
 #include "main/main_window.h"
 #include "rank_group.h"
 #include "test_main.h"
@@ -510,6 +512,24 @@ class WizardTest : public QObject {
     QCOMPARE(other.currentId(), int(SetupWizard::SummaryPage));
     QVERIFY(!other.findChild<QPlainTextEdit*>("sbatch_script")->isVisible());
     qunsetenv("SPUR_PROGRAM");
+  }
+
+  // File > New opens the wizard once this machine's hardware is known, the GUI thread never waiting for the probe
+  // (nvidia-smi can take seconds): the first page says what was found.
+  void new_opens_the_wizard_once_the_hardware_is_known() {
+    QTemporaryDir dir;
+    QSettings().remove("launch/last_config");
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    auto* create = window.findChild<QAction*>("new_config");
+    QVERIFY(create);
+    create->trigger();
+    SetupWizard* wizard = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT((wizard = window.findChild<SetupWizard*>()) && wizard->isVisible(), 15000);
+    const auto hardware = spur::app::DetectedHardware::ready();
+    QVERIFY(hardware);
+    QCOMPARE(wizard->currentPage()->subTitle(),
+             QString("Detected here: %1 CPU cores, %2 GPU(s).").arg(hardware->cpu_cores).arg(hardware->gpus));
+    wizard->reject();
   }
 
   // A Slurm launch from the history comes back to its page with its settings.

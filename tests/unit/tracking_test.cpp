@@ -177,7 +177,8 @@ class TrackingTest : public QObject {
     QVERIFY(file.open(QIODevice::ReadOnly));
     const auto lines = QString::fromUtf8(file.readAll()).trimmed().split('\n');
     QCOMPARE(lines.size(), 3);
-    // The one metrics CSV layout (engine/core/metrics_csv.h), as `spur runs export --format csv` writes.
+    // The one metrics CSV layout (engine/core/include/spur/core/metrics_csv.h), as `spur runs export --format csv`
+    // writes.
     QCOMPARE(lines[0], QString("key,step,value,wall_time"));
     QVERIFY2(lines[1].startsWith("loss,3,0.125,"), qPrintable(lines[1]));
     QVERIFY2(lines[2].startsWith("\"a,b\",3,2,"), qPrintable(lines[2]));

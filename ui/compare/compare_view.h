@@ -7,7 +7,7 @@
 
 #include <QWidget>
 
-#include "runs/compare_model.h"
+#include "studio/compare_model.h"
 
 class QCheckBox;
 class QComboBox;

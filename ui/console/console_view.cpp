@@ -14,7 +14,7 @@
 #include <QStyledItemDelegate>
 #include <QVBoxLayout>
 
-#include "runs/console_model.h"
+#include "studio/console_model.h"
 #include "runs/run_status.h"
 
 namespace spur::studio {

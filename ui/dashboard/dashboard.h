@@ -8,7 +8,7 @@
 #include <QMap>
 #include <QWidget>
 
-#include "runs/series_loader.h"
+#include "studio/series_loader.h"
 
 class QComboBox;
 class QGridLayout;

@@ -3,7 +3,9 @@
 // TensorBoard-smoothed one on top. Points are appended as they arrive, or a line is replaced by its read for the
 // plot's view (long series come as summarised buckets: their min-max envelope and smoothed means); zoom and pan with
 // the mouse and wheel, Ctrl+drag a box to zoom into (view_changed asks for the finer read), double-click or Fit to see
-// everything again. The legend sits under the axes; tick labels are spaced by their width.
+// everything again. The legend sits under the axes; tick labels are spaced by their width. The data (lines, their
+// smoothing and x keys, extents, the read-out, the CSV) is app::PlotData's (app/studio/plot_data.h); this widget
+// draws it.
 #pragma once
 
 #include <QDialog>
@@ -13,8 +15,8 @@
 #include <map>
 #include <vector>
 
-#include "metrics/series_math.h"
-#include "runs/series_loader.h"
+#include "studio/plot_data.h"
+#include "studio/series_loader.h"
 
 class QDoubleSpinBox;
 class QSpinBox;
@@ -40,8 +42,8 @@ class ImageSizeDialog : public QDialog {
   QDoubleSpinBox* scale_;
 };
 
-/// What the x axis shows.
-enum class XAxis { step, relative_time, wall_time };
+/// What the x axis shows (app/studio/plot_data.h).
+using XAxis = app::XAxis;
 
 class MetricPlot : public QWidget {
   Q_OBJECT
@@ -49,7 +51,7 @@ class MetricPlot : public QWidget {
  public:
   explicit MetricPlot(QString key, QWidget* parent = nullptr);
 
-  const QString& key() const { return key_; }
+  const QString& key() const { return data_.key(); }
   /// Appends points of `run` (named `name` in the legend); steps must not go back within one call.
   void append(qint64 run, const QString& name, const QVector<double>& steps, const QVector<double>& values,
               const QVector<double>& walls = {});
@@ -69,7 +71,7 @@ class MetricPlot : public QWidget {
   /// Drops a run's lines.
   void remove_run(qint64 run);
   /// Whether no run has a line here.
-  bool empty() const { return lines_.empty(); }
+  bool empty() const { return data_.empty(); }
   /// The run's name in the legend (a run renamed while shown).
   void rename_run(qint64 run, const QString& name);
   /// The legend's name of a run's line; empty when it has none here.
@@ -83,6 +85,8 @@ class MetricPlot : public QWidget {
   /// Points drawn for a run (raw series), for tests.
   int point_count(qint64 run) const;
   QCustomPlot* plot() const { return plot_; }
+  /// What the plot draws.
+  const app::PlotData& plot_data() const { return data_; }
   /// Fits the axes to the data (double-click, the context menu's Fit, the dashboard's Fit all).
   void reset_view();
   /// The selected runs changed: the plot fits them again if the user had zoomed or panned (a zoom made before
@@ -110,25 +114,15 @@ class MetricPlot : public QWidget {
   void view_changed(const spur::app::SeriesView& view);
 
  private:
-  struct Line {
+  /// A run's graphs: the raw series (or a summarised line's envelope), faint, and the smoothed line.
+  struct Graphs {
     QCPGraph* raw = nullptr;
     QCPGraph* smooth = nullptr;
-    // Per entry (a raw point, or a bucket): its first step and wall time and its value (a bucket's mean), kept
-    // for re-smoothing and other x axes.
-    std::vector<double> steps, values, walls;
-    // Summarised lines only: each bucket's last step and wall time, extremes and point count.
-    std::vector<double> last_steps, last_walls, mins, maxs, counts;
-    std::vector<double> smoothed;  // per entry, in entry order (the graph sorts by x: a resumed run's steps repeat)
-    bool summarised = false;
-    double first_wall = 0;  // the series' first point: where relative time starts
-    QString name;
-    app::Smoother smoother;  // where the smoothed line is up to
   };
-  Line& line_of(qint64 run, const QString& name);
-  double key_of(const Line& line, double step, double wall) const;
-  void resmooth(Line& line);
-  QVector<double> keys(const Line& line, std::size_t from) const;
-  void rebuild(Line& line);
+  /// Draws what an append or a load changed of `run`'s line.
+  void draw(qint64 run, const app::PlotData::Change& change);
+  /// Sets `run`'s graphs to its whole line.
+  void redraw(qint64 run, Graphs& graphs);
   void update_legend();
   void refit();
   void refit_later();
@@ -141,32 +135,20 @@ class MetricPlot : public QWidget {
   void fit_ticks_and_legend(int width);
   int tick_label_width(const QCPAxis* axis) const;
   void changeEvent(QEvent* event) override;
+  /// The axes to the data's extent (PlotData::extent()), or QCustomPlot's own scan on a log axis.
+  void fit_extent();
 
-  QString key_;
+  app::PlotData data_;
   QCustomPlot* plot_;
-  std::map<qint64, Line> lines_;
-  double weight_ = 0.6;
-  XAxis x_axis_ = XAxis::step;
-  bool steps_are_seconds_ = false;
-  qint64 baseline_ = 0;
-  bool lower_is_better_ = true;
-  QString legend_name(qint64 run, const Line& line) const;
-  /// The entry of `line` nearest to x (in the axis' units), or -1.
-  qsizetype nearest(const Line& line, double x) const;
+  std::map<qint64, Graphs> graphs_;  // per run of data_
   bool user_moved_ = false;
-  // The data's extent, grown with each append: rescaling by scanning every point of every line made a live
-  // update O(all points) (17 ms per update with 10 runs of 30,000 points).
-  double key_lo_ = 0, key_hi_ = 0, value_lo_ = 0, value_hi_ = 0;
-  bool have_extent_ = false;
   QCPGraph* more_ = nullptr;    // the legend's "and K more" row (a graph without data)
   QTimer* view_timer_;          // the pause after a zoom or pan before view_changed
   bool told_zoomed_ = false;    // the last view_changed was a range (not the whole series)
   bool refit_pending_ = false;  // a refit is queued for the lines just loaded
-  void grow_extent(double key, double value);
-  void fit_extent();
 };
 
-/// The colour of a run, the same on every plot and every time.
+/// The colour of a run, the same on every plot and every time (app::run_colour_name's).
 QColor run_colour(qint64 run);
 
 }  // namespace spur::studio

@@ -7,7 +7,7 @@
 #include <QProcess>
 #include <QSettings>
 
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 #include "launch/companion.h"
 #include "launch/detached_launch.h"
 #include "runs/run_service.h"

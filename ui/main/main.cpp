@@ -8,6 +8,7 @@
 #include <QSettings>
 #include <QStandardPaths>
 
+#include "setup/setup_answers.h"
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
 #include "main/theme.h"
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   const auto& runs = options.runs;
   const auto& demo = options.demo;
   parser.process(app);
+  // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
+  spur::app::DetectedHardware::start();
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
   if (parser.isSet(demo)) {

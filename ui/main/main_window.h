@@ -3,6 +3,9 @@
 // ones on the right, and the actions on runs: configure, launch, stop, relaunch, rename, tag, export, delete.
 // The history is re-read every 250 ms on a worker thread (runs, their latest values, new points), so runs
 // launched from a terminal show up as well; the GUI thread applies what was read and paints.
+// Its parts, each in a file of its own: the runs table's columns (RunsColumns), the menus, toolbar and set-up wizard
+// (MainMenus), the TensorBoard imports (ImportWorker) and the plot summaries (HistorySummaries), each on a thread of
+// its own, and the Relaunch question (RelaunchDialog).
 #pragma once
 
 #include <QFuture>
@@ -18,7 +21,7 @@
 #include <vector>
 
 #include "launch/launch_request.h"
-#include "runs/pending_launches.h"
+#include "studio/pending_launches.h"
 
 class QLineEdit;
 class QSortFilterProxyModel;
@@ -33,7 +36,6 @@ struct CompareSnapshot;
 class RunsModel;
 class RunsReaderWorker;
 class SeriesLoader;
-class SummaryBuilder;
 struct RunsSnapshot;
 struct SetupAnswers;
 }  // namespace spur::app
@@ -43,10 +45,15 @@ namespace spur::studio {
 class CompareView;
 class ConsoleView;
 class Dashboard;
+class HistorySummaries;
+class ImportWorker;
+class MainMenus;
 class RunNotifier;
 class RunOverview;
 class RunsColours;
+class RunsColumns;
 class SetupWizard;
+struct ImportOutcome;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -100,7 +107,7 @@ class MainWindow : public QMainWindow {
   /// once when an import is running. Run folders imported before (or changed since) are left as they are, and a
   /// question box ("import_again") offers to import them again as new runs; `again` imports them without asking.
   QString import_tensorboard(const QString& path, bool again = false);
-  bool importing() const { return import_thread_ != nullptr; }
+  bool importing() const;
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
   SetupWizard* make_wizard(const QString& open_file = {});
   /// The last error reported (also shown in the status bar and a message box).
@@ -124,23 +131,42 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  // The constructor's steps, in its order.
+  /// The runs table: the model coloured, sorted and filtered by the search box, its rows, and its columns
+  /// (RunsColumns).
+  void build_table();
+  /// The table and its search box on the left, the Metrics, Console and Compare tabs on the right, the status bar.
+  void build_panes();
+  /// The reader thread's workers: the runs table's reads, the plots' series, the Compare tab's reads.
+  void start_readers();
+  /// The plot summaries' builder (HistorySummaries), on a thread of its own.
+  void start_summaries();
+  /// The TensorBoard imports' worker.
+  void start_imports();
+  /// The menus and the toolbar (MainMenus).
+  void build_actions();
+  void restore_settings();
+
   /// Asks the worker thread for a read of the history; apply_snapshot() takes it.
   void refresh();
   void apply_snapshot(const app::RunsSnapshot& snapshot);
+  /// The Compare tab's baseline is the runs table's and the plots' too: the metric columns show each run's delta
+  /// against it.
+  void follow_baseline();
   void selection_changed();
   /// The selected runs' ids (ascending) and names.
   QMap<qint64, QString> selected_runs() const;
   void ask_compare();
-  void build_actions();
+  /// Stop and Relaunch as the current run allows.
   void update_actions();
   /// What became of the launches (PendingLaunches): a new run is selected and `launched`; a launch that ended
   /// without one is reported with its output.
   void settle_launches();
   /// Imports the runs at or below `paths`; with `only`, those run folders alone.
   QString import_folders(const QStringList& paths, bool again, const QStringList& only = {});
-  /// Asks, in a box of its own, whether to import these run folders (found below `paths`) again: they were
-  /// imported before.
-  void ask_import_again(const QStringList& paths, const QStringList& folders);
+  /// An import ended: its runs are selected, its lines shown (reported when one failed), the run folders it
+  /// skipped offered again, and `imported` emitted.
+  void import_done(const ImportOutcome& outcome);
   /// The newest run id read so far (a launch's run comes after it).
   qint64 newest_run() const;
   /// Calls `then` with `done`'s error on this thread when it is done.
@@ -149,13 +175,18 @@ class MainWindow : public QMainWindow {
   QFuture<QString> acted(QFuture<QString> done);
   /// Reports the error `done` gives, when it gives it (the menus' actions).
   void report_when_done(const QFuture<QString>& done);
-  void choose_metric_columns(const QPoint& at);
-  void run_wizard(SetupWizard* wizard);
   void select_run(qint64 run);
   /// The run under the cursor in the table (the current row), or 0.
   qint64 current_run() const;
   void report(const QString& error);
-  void restore_settings();
+  /// The Relaunch action: asks (RelaunchDialog), with the new run's name to edit, then starts the request it showed.
+  void confirm_relaunch(qint64 run);
+  /// Where a relaunch of `run` saves the configuration it ran with (relaunch_request() in relaunch_dialog.h builds
+  /// the request that reads it).
+  static QString relaunch_config_file(qint64 run);
+  /// Saves the configuration `run` ran with where `request` reads it (on the actions thread), then launches
+  /// `request`.
+  QFuture<QString> start_relaunch(qint64 run, const app::LaunchRequest& request);
 
   QString path_;
   app::RunsModel* runs_;
@@ -164,7 +195,8 @@ class MainWindow : public QMainWindow {
   QSortFilterProxyModel* shown_;  // colours_ sorted and filtered by the search box
   QLineEdit* search_;
   QTableView* table_;
-  QSplitter* splitter_;
+  RunsColumns* columns_ = nullptr;  // table_'s: which show, how wide
+  QSplitter* splitter_ = nullptr;
   Dashboard* dashboard_;
   ConsoleView* console_;
   CompareView* compare_;
@@ -182,32 +214,10 @@ class MainWindow : public QMainWindow {
   bool selected_once_ = false;
   QList<qint64> wanted_;
   QString last_error_;
-  QAction *stop_ = nullptr, *relaunch_ = nullptr;
-  QList<QAction*> editing_;  // rename, tag, notes, delete, import: off while the history is read-only
-  bool read_only_ = false;   // the last read found the history read-only for this user
-  /// The Relaunch action: asks, with the new run's name to edit, then starts the request it showed.
-  void confirm_relaunch(qint64 run);
-  /// What relaunches `run` as `name` (empty: the next free " (N)" of its name), its configuration to be saved in
-  /// relaunch_config_file(run); an error instead when it cannot be launched again.
-  QString relaunch_request(qint64 run, const QString& name, app::LaunchRequest& request) const;
-  static QString relaunch_config_file(qint64 run);
-  /// Saves the configuration `run` ran with where `request` reads it (on the actions thread), then launches
-  /// `request`.
-  QFuture<QString> start_relaunch(qint64 run, const app::LaunchRequest& request);
-  /// Columns sized to their contents, the names narrowed to keep every column in the pane (again whenever the pane
-  /// is resized).
-  void fit_columns();
-  bool eventFilter(QObject* watched, QEvent* event) override;
-  QHash<QString, int> manual_widths_;  // by column title: the widths the user gave (settings: runs/column_widths)
-  bool user_resizing_ = false;         // the left button is down on the header
-  bool fitting_ = false;               // the window is sizing the columns itself
-  /// The names of the runs in the table (a relaunch's " (N)" skips them).
-  QSet<QString> run_names() const;
-  std::unique_ptr<QThread> import_thread_;     // joined before the window goes
-  std::atomic<bool> import_cancelled_{false};  // the window is closing: no further run folder
-  QThread summary_thread_;                     // the summary builder's: writes, so apart from the readers
-  app::SummaryBuilder* summaries_ = nullptr;   // on summary_thread_
-  int summary_attempts_ = 0;                   // builds retried after an error
+  MainMenus* menus_ = nullptr;
+  bool read_only_ = false;                 // the last read found the history read-only for this user
+  ImportWorker* importer_ = nullptr;       // stopped (and joined) before the window goes
+  HistorySummaries* summaries_ = nullptr;  // the plot summaries' builder, on a thread of its own
 };
 
 }  // namespace spur::studio

@@ -16,7 +16,7 @@
 #include <algorithm>
 
 #include "compare/compare_view.h"
-#include "runs/compare_model.h"
+#include "studio/compare_model.h"
 
 namespace spur::studio {
 

@@ -7,7 +7,7 @@
 #include <QPixmap>
 
 #include "dashboard/metric_plot.h"
-#include "runs/runs_model.h"
+#include "studio/runs_model.h"
 
 namespace spur::studio {
 

@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSpinBox>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "slurm/script_preview.h"
@@ -167,11 +168,26 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   setOption(QWizard::NoBackButtonOnStartPage);
   setOption(QWizard::HaveHelpButton, false);
 
-  const auto hardware = app::DetectedHardware::detect();
+  // What this machine has, from the probe the Studio started (never waited for here: nvidia-smi can take seconds).
+  app::DetectedHardware::start();
+  const auto hardware = app::DetectedHardware::ready();
+  const auto hardware_text = [](const app::DetectedHardware& found) {
+    return tr("Detected here: %1 CPU cores, %2 GPU(s).").arg(found.cpu_cores).arg(found.gpus);
+  };
 
   // --- Where ------------------------------------------------------------------------------------------------
   auto* where = new_page(tr("Where does the run happen?"),
-                         tr("Detected here: %1 CPU cores, %2 GPU(s).").arg(hardware.cpu_cores).arg(hardware.gpus));
+                         hardware ? hardware_text(*hardware) : tr("Looking for this machine's GPUs..."));
+  if (!hardware) {
+    auto* waiting = new QTimer(this);
+    connect(waiting, &QTimer::timeout, this, [where, waiting, hardware_text] {
+      if (const auto found = app::DetectedHardware::ready()) {
+        where->setSubTitle(hardware_text(*found));
+        waiting->stop();
+      }
+    });
+    waiting->start(100);
+  }
   local_ = new QRadioButton(tr("On this machine (or machines you start by hand)"), where);
   local_->setObjectName("where_local");
   ssh_ = new QRadioButton(tr("On several machines over SSH"), where);
@@ -299,9 +315,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   accumulation_ = spin(training, "gradient_accumulation", 1, 1'000'000);
   training->add(QString(), use_cpu_);
   training->add(tr("GPUs:"), gpu_ids_, [this] { return app::check_gpu_ids(gpu_ids_->text().trimmed()); });
-  training->add(tr("Mixed precision:"), precision_, [this, gpus = hardware.gpus] {
+  training->add(tr("Mixed precision:"), precision_, [this] {
     // On CPUs: "CPU only", or a run on this machine alone, which has no GPU, not asked to run on GPUs (a file
-    // for GPU machines may be edited here). Other machines' GPUs are not known here.
+    // for GPU machines may be edited here). Other machines' GPUs are not known here, nor this one's until the
+    // probe is done.
+    const auto found = app::DetectedHardware::ready();
+    const int gpus = found ? found->gpus : -1;
     const bool here_without_gpus =
         local_->isChecked() && gpus == 0 && machines_->value() == 1 && value_of(distributed_type_) != "MULTI_GPU";
     const bool on_cpu = !sagemaker_->isChecked() && (use_cpu_->isChecked() || here_without_gpus);

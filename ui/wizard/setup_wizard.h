@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "config/run_config.h"
-#include "config/setup_answers.h"
+#include "setup/setup_answers.h"
 
 class QCheckBox;
 class QComboBox;

@@ -84,10 +84,10 @@ SummaryState summary_state(Database& db, int64_t series) {
   int got = 0;
   while (got < 2 && last.step()) tail[got++] = {last.integer(0), last.integer(1)};
   last.reset();
-  const bool last_full = got > 0 && tail[0].count >= kChunkPoints;
+  const bool last_full = got > 0 && tail[0].points_in_chunk >= kChunkPoints;
   state.full_chunks = got == 0 ? 0 : chunks - (last_full ? 0 : 1);
-  const int64_t last_full_id = got == 0 ? 0 : last_full ? tail[0].id : got > 1 ? tail[1].id : 0;
-  state.total_points = state.full_chunks * kChunkPoints + (got > 0 && !last_full ? tail[0].count : 0);
+  const int64_t last_full_id = got == 0 ? 0 : last_full ? tail[0].chunk_id : got > 1 ? tail[1].chunk_id : 0;
+  state.total_points = state.full_chunks * kChunkPoints + (got > 0 && !last_full ? tail[0].points_in_chunk : 0);
   state.last_summarised_chunk = level1_last;
   state.agree = summarised >= 0 && summarised == state.full_chunks && level1_rows == state.full_chunks &&
                 level1_last == last_full_id;

@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "spur/history/database.h"
+#include "spur/history/reader.h"
 #include "spur/history/records.h"
 
 namespace spur::history {
 
-/// A chunk of the `points` table: its row id and how many points it holds.
-struct ChunkRef {
-  int64_t id = 0;
-  int64_t count = 0;
-};
+/// A chunk of the `points` table: its row id and how many points it holds (a SeriesCursor at the chunk's end).
+using ChunkRef = SeriesCursor;
 
 /// What the reader needs to know about a series' summaries: whether they agree with its points, how many points
 /// they cover (full chunks), the last chunk they cover and the total points in the series.

@@ -286,7 +286,7 @@ class Accelerator {
   /// epochs and positions), every rank's RNG state and registered objects into `dir`, replacing it atomically:
   /// a crash mid-save leaves the previous checkpoint whole. Every rank calls it. On several machines `dir`
   /// must be on storage they share. With no `dir` and ProjectConfiguration::automatic_checkpoint_naming, saves
-  /// project_dir/checkpoints/checkpoint_<iteration>, then removes the oldest beyond total_limit and counts
+  /// `project_dir/checkpoints/checkpoint_<iteration>`, then removes the oldest beyond total_limit and counts
   /// iteration up. Returns the directory written.
   std::string save_state(const std::string& dir = "");
   /// Restores what save_state saved into the same prepared objects; data loaders resume at the saved batch.

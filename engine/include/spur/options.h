@@ -34,7 +34,7 @@ inline constexpr int64_t kMaxTimeoutSeconds = 2'000'000;
 
 /// Where a run keeps its checkpoints and logs, as Accelerate's ProjectConfiguration.
 struct ProjectConfiguration {
-  /// The project's directory: automatic checkpoints go to project_dir/checkpoints/checkpoint_<N>. Default: "" (the
+  /// The project's directory: automatic checkpoints go to `project_dir/checkpoints/checkpoint_<N>`. Default: "" (the
   /// current directory).
   std::string project_dir;
   /// Where trackers that write files (tensorboard) write, under a folder named after init_trackers' project.

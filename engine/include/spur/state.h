@@ -24,7 +24,7 @@ struct ProcessState {
   std::string master_addr;       ///< MASTER_ADDR: host of the rendezvous store.
   int master_port = 0;           ///< MASTER_PORT.
   /// TORCHELASTIC_USE_AGENT_STORE: torchrun's agent already hosts the store, so every rank is a client
-  /// and keys live under /worker/attempt_<restart_count>.
+  /// and keys live under `/worker/attempt_<restart_count>`.
   bool use_agent_store = false;
   /// SPUR_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT: how often the launcher restarted the ranks
   /// (`spur launch --max_restarts`, torchrun's `--max_restarts`); 0 on the first attempt.

@@ -62,9 +62,10 @@ class Tracker {
 
 /// The history database (see spur/history): a run of its own, or the launcher's run (SPUR_RUN_ID).
 std::shared_ptr<Tracker> make_sqlite_tracker(std::string history_path);
-/// "@spur {json}" lines on stdout, one per record (format in the README): for runs whose history is elsewhere.
+/// `@spur:<key> {json}` lines on stdout, one per record (the format: stream_line.h): for runs whose history is
+/// elsewhere.
 std::shared_ptr<Tracker> make_stream_tracker();
-/// <directory>/<project>/<run>/metrics.csv with columns key,step,value,wall_time (the layout `spur runs export
+/// `<directory>/<project>/<run>/metrics.csv` with columns key,step,value,wall_time (the layout `spur runs export
 /// --format csv` writes). A file of another layout is left alone: the tracker reports it and records nothing there.
 std::shared_ptr<Tracker> make_csv_tracker(std::string directory);
 /// TensorBoard event files in `directory` (made if missing): scalars (float32, as PyTorch's SummaryWriter), texts,

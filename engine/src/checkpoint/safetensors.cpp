@@ -13,7 +13,7 @@
 #include <spur/error.h>
 #include <spur/json.h>
 
-#include "safetensors_header.h"
+#include <spur/core/safetensors_header.h>
 
 namespace spur {
 namespace {

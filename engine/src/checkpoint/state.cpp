@@ -26,10 +26,10 @@
 
 #include "accelerator_core.h"
 #include "checkpoint/project.h"
-#include "checkpoint_state.h"
+#include <spur/core/checkpoint_state.h>
 #include "compat/torch_compat.h"
-#include "progress_file.h"
-#include "safetensors_index.h"
+#include <spur/core/progress_file.h>
+#include <spur/core/safetensors_index.h>
 
 namespace spur {
 namespace {

@@ -26,7 +26,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>
 
-#include "torch_features.h"
+#include <spur/core/torch_features.h>
 
 #define SPUR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))

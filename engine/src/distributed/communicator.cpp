@@ -10,7 +10,7 @@
 #include <spur/error.h>
 
 #include "compat/torch_compat.h"
-#include "progress_file.h"
+#include <spur/core/progress_file.h>
 #include "cuda/cuda_support.h"
 
 namespace spur::detail {

@@ -14,6 +14,8 @@
 #include <spur/error.h>
 #include <spur/options.h>
 
+#include <spur/core/zero_stage.h>
+
 namespace spur {
 namespace {
 
@@ -89,8 +91,7 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
     return;
   }
   if (bool_var(lookup, {"ACCELERATE_USE_DEEPSPEED"}).value_or(false)) {
-    // DeepSpeedPlugin's default stage is 2.
-    state.zero_stage = integer_var(lookup, {"ACCELERATE_DEEPSPEED_ZERO_STAGE"}, 0, 3).value_or(2);
+    state.zero_stage = integer_var(lookup, {"ACCELERATE_DEEPSPEED_ZERO_STAGE"}, 0, 3).value_or(kDeepSpeedDefaultStage);
     state.zero_stage_source = "ACCELERATE_DEEPSPEED_ZERO_STAGE=" + std::to_string(*state.zero_stage);
     ignore_unless("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", {"none"},
                   "not honoured: the optimizer state stays on the training device");
@@ -104,7 +105,7 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
       lookup_any(lookup, {"FSDP_VERSION"}).value_or("1") == "2") {
     // FSDP2: resharding the parameters after forward (the default) is FULL_SHARD; keeping them, SHARD_GRAD_OP.
     const bool reshard = bool_var(lookup, {"FSDP_RESHARD_AFTER_FORWARD"}).value_or(true);
-    state.zero_stage = reshard ? 3 : 2;
+    state.zero_stage = fsdp_reshard_stage(reshard ? "true" : "false");
     state.zero_stage_source = std::string("FSDP_RESHARD_AFTER_FORWARD=") + (reshard ? "true" : "false");
     ignore_unless("FSDP_OFFLOAD_PARAMS", {"false", "0"}, "not honoured: the parameters stay on the training device");
     ignore_unless("FSDP_ACTIVATION_CHECKPOINTING", {"false", "0"}, "not honoured: activations are kept");
@@ -113,23 +114,18 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
   if (bool_var(lookup, {"ACCELERATE_USE_FSDP"}).value_or(false)) {
     // Accelerate passes the strategy's name or its number (1-5); FULL_SHARD is FSDP's default.
     const std::string text = lookup_any(lookup, {"FSDP_SHARDING_STRATEGY"}).value_or("FULL_SHARD");
-    std::string upper = text;
-    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-    if (upper == "SHARD_GRAD_OP" || upper == "2") {
-      state.zero_stage = 2;
-    } else if (upper == "NO_SHARD" || upper == "3") {
-      state.zero_stage = 0;
-    } else if (upper == "FULL_SHARD" || upper == "1") {
-      state.zero_stage = 3;
-    } else if (upper == "HYBRID_SHARD" || upper == "4" || upper == "HYBRID_SHARD_ZERO2" || upper == "5") {
+    const auto stage = fsdp_strategy_stage(text);
+    if (stage && *stage < 0) {
       throw Error("environment variable FSDP_SHARDING_STRATEGY=" + text +
                   ": hybrid sharding (sharded within a machine, replicated across machines) is not implemented; "
                   "use SHARD_GRAD_OP (ZeRO stage 2) or NO_SHARD");
-    } else {
+    }
+    if (!stage) {
       throw Error("environment variable FSDP_SHARDING_STRATEGY='" + text +
                   "' is not an FSDP sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
                   "HYBRID_SHARD_ZERO2 (or 1-5)");
     }
+    state.zero_stage = *stage;
     state.zero_stage_source = "FSDP_SHARDING_STRATEGY=" + text;
     ignore_unless("FSDP_OFFLOAD_PARAMS", {"false", "0"}, "not honoured: the parameters stay on the training device");
     ignore_unless("FSDP_ACTIVATION_CHECKPOINTING", {"false", "0"}, "not honoured: activations are kept");

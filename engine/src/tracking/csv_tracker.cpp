@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The csv tracker: <directory>/<project>/<run>/metrics.csv, one row per value, in the one metrics CSV layout
-// (engine/core/metrics_csv.h: key,step,value,wall_time, as `spur runs export` writes).
+// (engine/core/include/spur/core/metrics_csv.h: key,step,value,wall_time, as `spur runs export` writes).
 #include <filesystem>
 #include <fstream>
 
 #include <spur/error.h>
 #include <spur/tracking.h>
 
-#include "metrics_csv.h"
+#include <spur/core/metrics_csv.h>
 
 namespace spur {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <spur/tracking.h>
 
-#include "stream_line.h"
+#include <spur/core/stream_line.h>
 
 namespace spur {
 namespace {

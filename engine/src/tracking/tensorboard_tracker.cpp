@@ -13,7 +13,7 @@
 #include <spur/error.h>
 #include <spur/tracking.h>
 
-#include "tensorboard_events.h"
+#include <spur/core/tensorboard_events.h>
 
 namespace spur {
 namespace {

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runs table model; see runs_model.h. Rows are runs in id order; a refresh merges the new list into the
+// old one so that views keep their selection and scroll position.
+#include "studio/runs_model.h"
+
+#include <QFileInfo>
+#include <QSet>
+
+#include <cmath>
+#include <limits>
+
+#include <spur/history/reader.h>
+
+#include "studio/baseline.h"
+#include "studio/compare_model.h"
+#include "runs/run_status.h"
+
+namespace spur::app {
+namespace {
+
+bool same(const history::Run& a, const history::Run& b) {
+  return a.name == b.name && a.project == b.project && a.status == b.status && a.started == b.started &&
+         a.ended == b.ended && a.exit_code == b.exit_code && a.last_step == b.last_step &&
+         a.total_steps == b.total_steps && a.tags == b.tags && a.notes == b.notes && a.target == b.target;
+}
+
+}  // namespace
+
+RunsModel::RunsModel(QString history_path, QObject* parent)
+    : QAbstractTableModel(parent), path_(std::move(history_path)) {}
+
+RunsModel::~RunsModel() = default;
+
+int RunsModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(runs_.size());
+}
+
+int RunsModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount + static_cast<int>(metric_columns_.size());
+}
+
+QVariant RunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  if (section >= ColumnCount && section < columnCount()) return metric_columns_[section - ColumnCount];
+  static const char* names[ColumnCount] = {"ID",      "Name",     "Project", "Status", "Progress",
+                                           "Started", "Duration", "Exit",    "Target", "Tags"};
+  return section >= 0 && section < ColumnCount ? QVariant(QString(names[section])) : QVariant();
+}
+
+QVariant RunsModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const auto& run = runs_[static_cast<size_t>(index.row())];
+  if (role == RunIdRole) return static_cast<qlonglong>(run.id);
+  if (index.column() >= ColumnCount) {
+    const QString& key = metric_columns_[index.column() - ColumnCount];
+    const auto value = last_value(run.id, key);
+    const auto change = delta(run.id, key);
+    if (role == Qt::DisplayRole) {
+      if (!value) return QString("-");
+      QString shown = QString::number(*value, 'g', 5);
+      // Short enough for a table's column (the Compare tab has 6 digits).
+      if (change) shown += " (" + delta_text(*change, last_value(baseline_, key).value_or(0), 3) + ")";
+      return shown;
+    }
+    if (role == VerdictRole) {
+      if (!change) return 0;
+      const bool lower =
+          lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
+      return delta_verdict(*change, lower ? MetricDirection::lower_is_better : MetricDirection::higher_is_better);
+    }
+    if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();
+    if (role == Qt::TextAlignmentRole) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    return {};
+  }
+  QStringList tags;
+  for (const auto& tag : run.tags) tags << QString::fromStdString(tag);
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case Id:
+        return static_cast<qlonglong>(run.id);
+      case Name:
+        return QString::fromStdString(run.name);
+      case Project:
+        return QString::fromStdString(run.project);
+      case Status:
+        return statuses_[static_cast<size_t>(index.row())];
+      case Progress:
+        return progress_text(run);
+      case Started:
+        return time_text(run.started);
+      case Duration:
+        return duration_text(run_duration(run));
+      case ExitCode:
+        return run.exit_code ? QVariant(*run.exit_code) : QVariant(QString("-"));
+      case Target:
+        return QString::fromStdString(run.target);
+      case Tags:
+        return tags.join(", ");
+    }
+  }
+  if (role == SortRole) {
+    switch (index.column()) {
+      case Id:
+        return static_cast<qlonglong>(run.id);
+      case Progress:
+        return progress_fraction(run);
+      case Started:
+        return run.started;
+      case Duration:
+        return run_duration(run);
+      case ExitCode:
+        return run.exit_code ? *run.exit_code : -1;
+      default:
+        return data(index, Qt::DisplayRole);
+    }
+  }
+  if (role == Qt::ToolTipRole) {
+    return QString::fromStdString(run.command) +
+           (run.notes.empty() ? QString() : "\n" + QString::fromStdString(run.notes));
+  }
+  return {};
+}
+
+int RunsModel::row_of(int64_t id) const {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (runs_[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<double> RunsModel::delta(int64_t run, const QString& key) const {
+  if (baseline_ == 0 || run == baseline_) return std::nullopt;
+  const auto mine = last_value(run, key);
+  const auto theirs = last_value(baseline_, key);
+  if (!mine || !theirs) return std::nullopt;
+  return *mine - *theirs;
+}
+
+void RunsModel::set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better) {
+  baseline_ = run;
+  lower_is_better_ = std::move(lower_is_better);
+  if (rowCount() > 0 && columnCount() > ColumnCount) {
+    emit dataChanged(index(0, ColumnCount), index(rowCount() - 1, columnCount() - 1));
+  }
+}
+
+void RunsModel::set_metric_columns(const QStringList& keys) {
+  if (keys == metric_columns_) return;
+  if (!metric_columns_.isEmpty()) {
+    beginRemoveColumns({}, ColumnCount, ColumnCount + static_cast<int>(metric_columns_.size()) - 1);
+    metric_columns_.clear();
+    endRemoveColumns();
+  }
+  if (!keys.isEmpty()) {
+    beginInsertColumns({}, ColumnCount, ColumnCount + static_cast<int>(keys.size()) - 1);
+    metric_columns_ = keys;
+    endInsertColumns();
+  }
+}
+
+QStringList RunsModel::metric_keys() const {
+  QSet<QString> keys;
+  for (const auto& [run, points] : last_points_) {
+    for (const auto& [key, point] : points) keys.insert(QString::fromStdString(key));
+  }
+  QStringList sorted(keys.begin(), keys.end());
+  sorted.sort();
+  return sorted;
+}
+
+std::optional<double> RunsModel::last_value(int64_t run, const QString& key) const {
+  const auto points = last_points_.find(run);
+  if (points == last_points_.end()) return std::nullopt;
+  const auto point = points->second.find(key.toStdString());
+  return point == points->second.end() ? std::nullopt : std::optional<double>(point->second.value);
+}
+
+RunsReader::RunsReader(QString history_path, int64_t page) : path_(std::move(history_path)), page_(page) {}
+
+void RunsReader::fetch_more() { more_ = true; }
+
+void RunsReader::include(int64_t id) { include_ = include_ == 0 ? id : std::min(include_, id); }
+
+RunsReader::~RunsReader() = default;
+
+RunsSnapshot RunsReader::read() {
+  RunsSnapshot snapshot;
+  try {
+    if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
+    if (!reader_) return snapshot;  // no history yet: no runs
+    reader_->check_schema();
+    snapshot.read_only = reader_->read_only();
+    // The oldest run shown: the newest page at first, a page further back each fetch_more().
+    snapshot.fetched_more = more_;
+    if (from_id_ < 0 || (more_ && from_id_ > 0)) {
+      history::RunFilter page;
+      page.newest_first = true;
+      page.limit = 1;
+      page.offset = page_ - 1;
+      if (from_id_ > 0) page.before_id = from_id_;
+      const auto oldest = reader_->runs(page);
+      from_id_ = oldest.empty() ? 0 : oldest.front().id;
+    }
+    more_ = false;
+    if (include_ > 0 && from_id_ > include_) from_id_ = include_;
+    history::RunFilter shown;
+    shown.from_id = from_id_;
+    snapshot.runs = reader_->runs(shown);
+    snapshot.total_runs = reader_->count_runs();
+    snapshot.statuses.reserve(snapshot.runs.size());
+    std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
+    for (const auto& run : snapshot.runs) {
+      snapshot.statuses.push_back(effective_status(run));
+      const auto seen = last_read_.find(run.id);
+      // Latest values: read again only for runs that logged or changed status since the last read. A running
+      // run may log at a step it already reached (validation at the same step): read it always.
+      if (run.status == "running" || seen == last_read_.end() || seen->second.first != run.last_step ||
+          seen->second.second != run.status) {
+        snapshot.last_points[run.id] = reader_->last_points(run.id);
+      }
+      seen_now[run.id] = {run.last_step, run.status};
+    }
+    last_read_ = std::move(seen_now);
+  } catch (const std::exception& e) {
+    reader_.reset();
+    last_read_.clear();  // the next good read reads every run's values again
+    more_ = false;
+    snapshot = RunsSnapshot();
+    snapshot.error = QString::fromUtf8(e.what());
+    snapshot.fetched_more = true;  // asked again after the error
+    if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
+  }
+  return snapshot;
+}
+
+RunsReaderWorker::RunsReaderWorker(QString history_path) : reader_(std::move(history_path)) {
+  qRegisterMetaType<spur::app::RunsSnapshot>();
+}
+
+void RunsReaderWorker::read() { emit snapshot(reader_.read()); }
+
+void RunsReaderWorker::fetch_more() {
+  reader_.fetch_more();
+  read();
+}
+
+bool RunsModel::canFetchMore(const QModelIndex& parent) const {
+  return !parent.isValid() && static_cast<int64_t>(runs_.size()) < total_runs_ && !fetching_ && !applying_;
+}
+
+void RunsModel::fetchMore(const QModelIndex& parent) {
+  if (!canFetchMore(parent)) return;
+  if (reader_) {
+    reader_->fetch_more();
+    refresh();
+    return;
+  }
+  fetching_ = true;
+  emit more_wanted();
+}
+
+bool RunsModel::refresh() {
+  if (!reader_) reader_ = std::make_unique<RunsReader>(path_);
+  return apply(reader_->read());
+}
+
+bool RunsModel::apply(const RunsSnapshot& snapshot) {
+  if (!snapshot.error.isEmpty()) {
+    error_ = snapshot.error;
+    return false;
+  }
+  error_.clear();
+  if (snapshot.fetched_more) fetching_ = false;
+  // Views (and QAbstractItemModelTester) may ask canFetchMore() from inside the row signals below: the total is
+  // set once the rows are, so a page is never asked for mid-merge.
+  applying_ = true;
+  const auto& fresh = snapshot.runs;
+  for (const auto& [run, points] : snapshot.last_points) last_points_[run] = points;
+  // Merge by id (both lists ascend): remove the gone, update the changed, insert the new.
+  size_t old_row = 0, next = 0;
+  while (old_row < runs_.size() || next < fresh.size()) {
+    if (old_row < runs_.size() && (next >= fresh.size() || runs_[old_row].id < fresh[next].id)) {
+      const int row = static_cast<int>(old_row);
+      beginRemoveRows({}, row, row);
+      last_points_.erase(runs_[old_row].id);
+      runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(old_row));
+      statuses_.erase(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row));
+      endRemoveRows();
+    } else if (old_row >= runs_.size() || fresh[next].id < runs_[old_row].id) {
+      // New runs in one block per gap (a page of 500 is one insert, not 500: each insert costs the views a pass).
+      size_t end = next + 1;
+      while (end < fresh.size() && (old_row >= runs_.size() || fresh[end].id < runs_[old_row].id)) ++end;
+      const int row = static_cast<int>(old_row);
+      const auto count = static_cast<std::ptrdiff_t>(end - next);
+      beginInsertRows({}, row, row + static_cast<int>(count) - 1);
+      const auto from = fresh.begin() + static_cast<std::ptrdiff_t>(next);
+      runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(old_row), from, from + count);
+      const auto statuses = snapshot.statuses.begin() + static_cast<std::ptrdiff_t>(next);
+      statuses_.insert(statuses_.begin() + static_cast<std::ptrdiff_t>(old_row), statuses, statuses + count);
+      endInsertRows();
+      old_row += static_cast<size_t>(count);
+      next = end;
+    } else {
+      // Running rows change every refresh (duration, ETA) even when the record does not.
+      const bool changed = !same(runs_[old_row], fresh[next]) || fresh[next].status == "running";
+      runs_[old_row] = fresh[next];
+      statuses_[old_row] = snapshot.statuses[next];
+      if (changed) {
+        const int row = static_cast<int>(old_row);
+        emit dataChanged(index(row, 0), index(row, columnCount() - 1));
+      }
+      ++old_row;
+      ++next;
+    }
+  }
+  applying_ = false;
+  total_runs_ = snapshot.total_runs;
+  return true;
+}
+
+}  // namespace spur::app

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// TensorBoard imports for the Studio; see import_worker.h. The import runs on the worker's own thread and touches
+// no widget: each line and the outcome reach the GUI thread as queued calls on the worker.
+#include "main/import_worker.h"
+
+#include <QAbstractButton>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QWidget>
+
+#include <exception>
+#include <utility>
+
+#include "runs/run_service.h"
+#include "runs/tensorboard_import.h"
+
+namespace spur::studio {
+
+ImportWorker::ImportWorker(const QString& history_path, QObject* parent)
+    : QObject(parent), history_(history_path.toStdString()) {}
+
+ImportWorker::~ImportWorker() { stop(); }
+
+bool ImportWorker::start(const QStringList& paths, bool again, const QStringList& only) {
+  if (thread_) return false;
+  cancelled_ = false;
+  // The thread reports through queued calls on this object, which waits for the thread before it goes.
+  thread_.reset(QThread::create([this, paths, again, only, history = history_] {
+    ImportOutcome outcome;
+    outcome.paths = paths;
+    try {
+      app::RunService service(history);
+      app::TensorBoardImportOptions options;
+      options.again = again;
+      options.only = only;
+      options.cancelled = [this] { return cancelled_.load(); };
+      for (const auto& path : paths) {
+        service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
+          const QString line = app::import_summary(run, QString());
+          outcome.lines << line;
+          if (run.run) outcome.runs << run.run;
+          if (run.run == 0 && run.earlier > 0 && run.error.isEmpty()) outcome.skipped << run.directory;
+          if (!run.error.isEmpty()) outcome.failed = true;
+          QMetaObject::invokeMethod(
+              this, [this, line] { emit progress(line); }, Qt::QueuedConnection);
+        });
+      }
+    } catch (const std::exception& e) {
+      outcome.lines << QString::fromUtf8(e.what());
+      outcome.failed = true;
+    }
+    QMetaObject::invokeMethod(
+        this,
+        [this, outcome] {
+          thread_->wait();
+          thread_.reset();
+          emit finished(outcome);
+        },
+        Qt::QueuedConnection);
+  }));
+  thread_->start();
+  return true;
+}
+
+void ImportWorker::stop() {
+  cancelled_ = true;
+  if (thread_) thread_->wait();
+}
+
+void ask_import_again(QWidget* parent, const QStringList& folders, std::function<void()> again) {
+  // Window-modal (open(), not exec()): the dashboard keeps updating behind it. Nothing is imported twice unless
+  // asked here; asked, the folders are imported from the same paths, so they keep their names and project.
+  auto* box = new QMessageBox(
+      QMessageBox::Question, ImportWorker::tr("Import TensorBoard runs"),
+      ImportWorker::tr("%n run folder(s) were imported before (or changed since: a run still being written?), and "
+                       "were left as they are. Import them again, as new runs?",
+                       nullptr, static_cast<int>(folders.size())),
+      QMessageBox::NoButton, parent);
+  box->setObjectName("import_again");
+  box->setDetailedText(folders.join('\n'));
+  auto* again_button = box->addButton(ImportWorker::tr("Import again"), QMessageBox::AcceptRole);
+  again_button->setObjectName("import_again_button");
+  box->addButton(ImportWorker::tr("Leave them"), QMessageBox::RejectRole);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  QObject::connect(box, &QMessageBox::buttonClicked, parent,
+                   [again_button, again = std::move(again)](QAbstractButton* clicked) {
+                     if (clicked == again_button) again();
+                   });
+  box->open();
+}
+
+}  // namespace spur::studio

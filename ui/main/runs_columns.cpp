@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The runs table's columns; see runs_columns.h. The GUI thread only: it sizes widgets from the model's texts.
+#include "main/runs_columns.h"
+
+#include <QAction>
+#include <QEvent>
+#include <QHeaderView>
+#include <QMap>
+#include <QMenu>
+#include <QMouseEvent>
+#include <QScopeGuard>
+#include <QScopedValueRollback>
+#include <QSettings>
+#include <QStringList>
+#include <QTableView>
+#include <QVariant>
+
+#include <algorithm>
+
+#include "studio/runs_model.h"
+
+namespace spur::studio {
+
+RunsColumns::RunsColumns(QTableView* table, app::RunsModel* runs) : QObject(table), table_(table), runs_(runs) {
+  auto* header = table_->horizontalHeader();
+  // Column widths from the first rows only: measuring 10,000 rows' texts on every new run froze the window.
+  header->setResizeContentsPrecision(200);
+  header->setStretchLastSection(true);
+  header->setContextMenuPolicy(Qt::CustomContextMenu);
+  header->setToolTip(tr("Right-click: choose the columns, and the metrics shown as columns"));
+  connect(header, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) { choose(at); });
+  // The columns that fit the pane at its default width; the header's context menu shows the others.
+  // Most histories hold one project; the status says failed (the exit code is in the overview and the console);
+  // the target and start time are in the overview (and the table sorts newest first by id).
+  for (const int column :
+       {app::RunsModel::Project, app::RunsModel::Started, app::RunsModel::ExitCode, app::RunsModel::Target}) {
+    table_->hideColumn(column);
+  }
+  table_->viewport()->installEventFilter(this);  // its resizes refit the columns
+  // So do metric columns shown or hidden (the header's menu, settings), and the baseline's deltas (the window).
+  connect(runs_, &QAbstractItemModel::columnsInserted, this, [this] { fit(); });
+  // A column the user sizes (dragging or double-clicking a divider) keeps that width through refits and sessions;
+  // the header's menu fits them again. Only the user's resizes count: the header's press and release bracket them.
+  header->viewport()->installEventFilter(this);
+  connect(header, &QHeaderView::sectionResized, this, [this, header](int column, int, int width) {
+    int last = header->count() - 1;  // the last shown column takes what is left (the stretch): not a choice
+    while (last > 0 && header->isSectionHidden(header->logicalIndex(last))) --last;
+    if (user_resizing_ && !fitting_ && width > 0 && column != header->logicalIndex(last)) {
+      manual_widths_[runs_->headerData(column, Qt::Horizontal).toString()] = width;
+    }
+  });
+}
+
+bool RunsColumns::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == table_->viewport() && event->type() == QEvent::Resize) fit();
+  if (watched == table_->horizontalHeader()->viewport()) {
+    // A left-button drag or double-click on a divider; a right-click opens the menu (which takes the release).
+    const auto type = event->type();
+    if (type == QEvent::MouseButtonPress || type == QEvent::MouseButtonDblClick || type == QEvent::MouseButtonRelease) {
+      const auto* mouse = static_cast<QMouseEvent*>(event);
+      user_resizing_ = type != QEvent::MouseButtonRelease && mouse->button() == Qt::LeftButton;
+    } else if (type == QEvent::ContextMenu || type == QEvent::Hide) {
+      user_resizing_ = false;
+    }
+  }
+  return QObject::eventFilter(watched, event);
+}
+
+void RunsColumns::fit() {
+  // Measured without the last column's stretch (it is given what is left, not what it needs).
+  const QScopedValueRollback fitting(fitting_, true);  // its resizes are not the user's
+  auto* header = table_->horizontalHeader();
+  header->setStretchLastSection(false);
+  table_->resizeColumnsToContents();
+  const QScopeGuard stretch([header] { header->setStretchLastSection(true); });
+  // The widths the user set stay.
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    const auto manual = manual_widths_.find(table_->model()->headerData(column, Qt::Horizontal).toString());
+    if (manual != manual_widths_.end()) table_->setColumnWidth(column, *manual);
+  }
+  // Long names give way first (elided in the middle; the tooltip and the overview have them whole), so the other
+  // columns stay in view without a scrollbar.
+  const int name = app::RunsModel::Name;
+  int others = 0;
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    if (column != name && !table_->isColumnHidden(column)) others += table_->columnWidth(column);
+  }
+  const int room = table_->viewport()->width() - others;
+  if (room < table_->columnWidth(name) &&
+      !manual_widths_.contains(runs_->headerData(name, Qt::Horizontal).toString())) {
+    table_->setColumnWidth(name, std::max(table_->fontMetrics().horizontalAdvance("run-00..."), room));
+  }
+}
+
+void RunsColumns::choose(const QPoint& at) {
+  QMenu menu(table_->window());
+  // The runs' own columns (the name always shows), then each metric's final value.
+  for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+    if (column == app::RunsModel::Name) continue;
+    auto* action = menu.addAction(runs_->headerData(column, Qt::Horizontal).toString());
+    action->setCheckable(true);
+    action->setChecked(!table_->isColumnHidden(column));
+    connect(action, &QAction::toggled, this, [this, column](bool on) {
+      const QScopedValueRollback fitting(fitting_, true);
+      table_->setColumnHidden(column, !on);
+      if (on) fit();
+    });
+  }
+  menu.addSection(tr("Final values"));
+  const QStringList shown = runs_->metric_columns();
+  const QStringList keys = runs_->metric_keys();
+  if (keys.isEmpty()) menu.addAction(tr("No metrics logged yet"))->setEnabled(false);
+  for (const auto& key : keys) {
+    auto* action = menu.addAction(key);
+    action->setCheckable(true);
+    action->setChecked(shown.contains(key));
+    connect(action, &QAction::toggled, this, [this, key](bool on) {
+      QStringList columns = runs_->metric_columns();
+      if (on) columns << key;
+      else columns.removeAll(key);
+      runs_->set_metric_columns(columns);
+      fit();
+    });
+  }
+  menu.addSeparator();
+  auto* fit_all = menu.addAction(tr("Fit columns to their contents"));
+  fit_all->setObjectName("fit_columns");
+  fit_all->setEnabled(!manual_widths_.isEmpty());
+  connect(fit_all, &QAction::triggered, this, [this] {
+    manual_widths_.clear();
+    fit();
+  });
+  menu.exec(table_->horizontalHeader()->mapToGlobal(at));
+}
+
+void RunsColumns::restore(const QSettings& settings) {
+  runs_->set_metric_columns(settings.value("runs/metric_columns").toStringList());
+  const auto widths = settings.value("runs/column_widths").toMap();
+  for (auto width = widths.begin(); width != widths.end(); ++width) {
+    if (width.value().toInt() > 0) manual_widths_[width.key()] = width.value().toInt();
+  }
+  if (settings.contains("runs/hidden_columns")) {
+    const QStringList hidden = settings.value("runs/hidden_columns").toStringList();
+    for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+      table_->setColumnHidden(column, column != app::RunsModel::Name && hidden.contains(QString::number(column)));
+    }
+  }
+}
+
+void RunsColumns::save(QSettings& settings) const {
+  settings.setValue("runs/metric_columns", runs_->metric_columns());
+  QStringList hidden;
+  for (int column = 0; column < app::RunsModel::ColumnCount; ++column) {
+    if (table_->isColumnHidden(column)) hidden << QString::number(column);
+  }
+  settings.setValue("runs/hidden_columns", hidden);
+  QVariantMap widths;
+  for (auto width = manual_widths_.begin(); width != manual_widths_.end(); ++width) widths[width.key()] = *width;
+  settings.setValue("runs/column_widths", widths);
+}
+
+}  // namespace spur::studio
