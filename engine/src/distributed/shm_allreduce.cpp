@@ -212,6 +212,15 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
       }
     }
   }
+  // The name goes however this ends: a store call that throws (rank 0, which holds the store, killed while the
+  // others wait for the last attach) must not leave the segment in /dev/shm. (SharedMemoryTest caught it once
+  // under load: rank 1 lost the store before it saw every rank attached, and threw past the unlink below.)
+  struct UnlinkOnExit {
+    std::string name;
+    ~UnlinkOnExit() {
+      if (!name.empty()) ::shm_unlink(name.c_str());
+    }
+  } unlink_on_exit{failure.empty() ? name : std::string()};
   void* base = MAP_FAILED;
   if (failure.empty()) {
     base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -257,6 +266,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
   // Everyone has mapped it (or given up): the name can go, the memory stays until the last rank unmaps it. Every
   // rank that knows the name unlinks it, so that rank 0 dying here leaves nothing in /dev/shm either.
   if (!name.empty()) ::shm_unlink(name.c_str());
+  unlink_on_exit.name.clear();
   const auto failed = store.add(prefix + "failed", 0);
   if (failed > 0 || !failure.empty()) {
     if (base != MAP_FAILED) ::munmap(base, length);
