@@ -273,10 +273,9 @@ class SageMakerTest : public QObject {
     QVERIFY(QRegularExpression("^[0-9a-f]{32}$").match(environment.take("SPUR_STREAM_KEY").toString()).hasMatch());
     // (The job needs its secrets: they go in the request, which SageMaker keeps; only the record and the dry run
     // leave their values out.)
-    QCOMPARE(environment, (QJsonObject{{"FROM_FILE", "yes"},
-                                       {"HF_TOKEN", "hf_secret_value"},
-                                       {"SEED", "7"},
-                                       {"SPUR_TRACKERS", "stream"}}));
+    QCOMPARE(environment,
+             (QJsonObject{
+                 {"FROM_FILE", "yes"}, {"HF_TOKEN", "hf_secret_value"}, {"SEED", "7"}, {"SPUR_TRACKERS", "stream"}}));
 
     // Every call signed for the configuration's region, by the CLI, with the environment's key; no secret
     // anywhere in what was sent, and nothing wrong with any request.
