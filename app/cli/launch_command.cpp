@@ -199,31 +199,7 @@ int launch_command(const QStringList& given) {
       hosts = app::parse_host_list(*list);
     }
     if (!hosts.empty()) {
-      const int machines = static_cast<int>(hosts.size());
-      if (options.num_machines && *options.num_machines != machines) {
-        throw UsageError(QString("--num_machines %1 but %2 hosts are listed").arg(*options.num_machines).arg(machines));
-      }
-      const int per_host = hosts.front().processes;
-      for (const auto& host : hosts) {
-        if (host.processes != per_host) {
-          throw UsageError("every host needs the same slots (" + hosts.front().name + ": " + QString::number(per_host) +
-                           ", " + host.name + ": " + QString::number(host.processes) + ")");
-        }
-      }
-      if (per_host > 0) {
-        if (options.num_processes && *options.num_processes != per_host * machines) {
-          throw UsageError(QString("--num_processes %1 but the hostfile gives %2 hosts x %3 slots")
-                               .arg(*options.num_processes)
-                               .arg(machines)
-                               .arg(per_host));
-        }
-        options.num_processes = per_host * machines;
-      } else if (!options.num_processes &&
-                 !(config && config->num_processes() > 0 && config->distributed_type() != "NO")) {
-        options.num_processes = machines;  // one per host unless told otherwise
-      }
-      options.num_machines = machines;
-      options.machine_rank = 0;
+      app::take_hosts(hosts, options, config && config->num_processes() > 0 && config->distributed_type() != "NO");
       // The ranks' metrics come back as record lines through ssh and are recorded here (not without a history:
       // they would fill the terminal). Only lines carrying this launch's key are records (stream_line.h); it
       // travels with the --env values, on each ssh's standard input.

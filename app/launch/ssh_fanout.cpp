@@ -97,6 +97,33 @@ QStringList ssh_arguments(const SshOptions& options, const QString& host, const 
   return args;
 }
 
+void take_hosts(const std::vector<Host>& hosts, LaunchOptions& options, bool config_gives_processes) {
+  const int machines = static_cast<int>(hosts.size());
+  if (options.num_machines && *options.num_machines != machines) {
+    throw LaunchError(QString("--num_machines %1 but %2 hosts are listed").arg(*options.num_machines).arg(machines));
+  }
+  const int per_host = hosts.front().processes;
+  for (const auto& host : hosts) {
+    if (host.processes != per_host) {
+      throw LaunchError("every host needs the same slots (" + hosts.front().name + ": " + QString::number(per_host) +
+                        ", " + host.name + ": " + QString::number(host.processes) + ")");
+    }
+  }
+  if (per_host > 0) {
+    if (options.num_processes && *options.num_processes != per_host * machines) {
+      throw LaunchError(QString("--num_processes %1 but the hostfile gives %2 hosts x %3 slots")
+                            .arg(*options.num_processes)
+                            .arg(machines)
+                            .arg(per_host));
+    }
+    options.num_processes = per_host * machines;
+  } else if (!options.num_processes && !config_gives_processes) {
+    options.num_processes = machines;  // one per host unless told otherwise
+  }
+  options.num_machines = machines;
+  options.machine_rank = 0;
+}
+
 QString unreachable_hosts(const SshOptions& options, const std::vector<Host>& hosts) {
   SshOptions probe = options;
   probe.connect_timeout = std::min(options.connect_timeout, 5);

@@ -42,6 +42,12 @@ struct SshOptions {
 /// the host can never be read as one.
 QStringList ssh_arguments(const SshOptions& options, const QString& host, const QString& remote_command);
 
+/// The machines of an SSH launch into `options`: num_machines (the hosts, checked against a --num_machines given),
+/// machine_rank 0, and num_processes from the hosts' slots (every host the same; checked against a --num_processes
+/// given), else one per host unless `config_gives_processes` or --num_processes says otherwise. LaunchError names
+/// what disagrees.
+void take_hosts(const std::vector<Host>& hosts, LaunchOptions& options, bool config_gives_processes);
+
 /// Checks that every host answers over SSH (`ssh host true`, in parallel, BatchMode). Throws LaunchError naming
 /// each host that does not, with ssh's own reason (refused, timed out, permission denied).
 void preflight(const SshOptions& options, const std::vector<Host>& hosts);
