@@ -21,7 +21,12 @@
 
 namespace spur::studio {
 
-RunsColumns::RunsColumns(QTableView* table, app::RunsModel* runs) : QObject(table), table_(table), runs_(runs) {
+RunsColumns::RunsColumns(QTableView* table, app::RunsModel* runs)
+    : QObject(table),
+      table_(table),
+      viewport_(table->viewport()),
+      header_viewport_(table->horizontalHeader()->viewport()),
+      runs_(runs) {
   auto* header = table_->horizontalHeader();
   // Column widths from the first rows only: measuring 10,000 rows' texts on every new run froze the window.
   header->setResizeContentsPrecision(200);
@@ -52,8 +57,8 @@ RunsColumns::RunsColumns(QTableView* table, app::RunsModel* runs) : QObject(tabl
 }
 
 bool RunsColumns::eventFilter(QObject* watched, QEvent* event) {
-  if (watched == table_->viewport() && event->type() == QEvent::Resize) fit();
-  if (watched == table_->horizontalHeader()->viewport()) {
+  if (watched == viewport_ && event->type() == QEvent::Resize) fit();
+  if (watched == header_viewport_) {
     // A left-button drag or double-click on a divider; a right-click opens the menu (which takes the release).
     const auto type = event->type();
     if (type == QEvent::MouseButtonPress || type == QEvent::MouseButtonDblClick || type == QEvent::MouseButtonRelease) {

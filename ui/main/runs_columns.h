@@ -47,6 +47,10 @@ class RunsColumns : public QObject {
 
  private:
   QTableView* table_;
+  // The two viewports it watches, kept to compare with (never called through): their events keep coming while
+  // the table is being destroyed, when table_ is no longer a QTableView (UBSan caught calling through it).
+  const QObject* viewport_;
+  const QObject* header_viewport_;
   app::RunsModel* runs_;
   QHash<QString, int> manual_widths_;  // by column title: the widths the user gave
   bool user_resizing_ = false;         // the left button is down on the header
