@@ -32,7 +32,7 @@ std::function<void(const std::vector<SystemValue>&)> system_points(
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, QTextStream& out, QTextStream& err)
-    : options_(std::move(options)), out_(out), err_(err), since_(history::now_seconds()) {
+    : options_(std::move(options)), out_(out), err_(err), host_(local_host_name()), since_(history::now_seconds()) {
   if (options_.hold_signals) held_ = std::make_unique<HeldSignals>();
   if (!options_.record) return;
   history::Run run = *options_.record;
@@ -63,14 +63,11 @@ Supervised Supervisor::run(const std::function<LaunchPlan(int attempt)>& prepare
         return recorder->line(child.label, -1, error_stream, line);
       };
     } else {
-      supervision.on_line = [recorder, host = local_host_name()](const RankSpec& rank, bool error_stream,
-                                                                 const QString& line) {
+      supervision.on_line = [recorder, host = host_](const RankSpec& rank, bool error_stream, const QString& line) {
         return recorder->line(host, rank.rank, error_stream, line);
       };
     }
-    supervision.on_message = [recorder, host = local_host_name()](const QString& message) {
-      for (const QString& part : message.split('\n')) recorder->line(host, -1, true, part);
-    };
+    supervision.on_message = [this](const QString& message) { record_message(message); };
     // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use; seconds since
     // this launch, across restarts.
     if (!supervision.on_sample) {
@@ -134,9 +131,12 @@ std::function<void()> Supervisor::poll_hook() {
 void Supervisor::say(const QString& message) {
   err_ << message << "\n";
   err_.flush();
-  if (recorder_) {
-    for (const QString& part : message.split('\n')) recorder_->line(local_host_name(), -1, true, part);
-  }
+  record_message(message);
+}
+
+void Supervisor::record_message(const QString& message) {
+  if (!recorder_) return;
+  for (const QString& part : message.split('\n')) recorder_->line(host_, -1, true, part);
 }
 
 int Supervisor::finish(int code, bool stopped, const QString& detail) {

@@ -90,9 +90,13 @@ class Supervisor {
   int finish(int code, bool stopped, const QString& detail = {});
 
  private:
+  /// The launcher's own message into the record, one console line per line (this machine's, rank -1).
+  void record_message(const QString& message);
+
   SupervisorOptions options_;
   QTextStream& out_;
   QTextStream& err_;
+  QString host_;                           // this machine's name, as the record's lines carry it
   std::unique_ptr<HeldSignals> held_;      // made before the recorder, so it outlives it
   std::unique_ptr<RunRecorder> recorder_;  // none without a record
   double since_ = 0;                       // the launch's start (wall seconds): the system/ series' clock
