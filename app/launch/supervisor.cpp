@@ -70,7 +70,7 @@ Supervised Supervisor::run(const std::function<LaunchPlan(int attempt)>& prepare
     supervision.on_message = [this](const QString& message) { record_message(message); };
     // What the run costs the machine, as system/ series: each rank's CPU and memory, each GPU's use; seconds since
     // this launch, across restarts.
-    if (!supervision.on_sample) {
+    if (!supervision.on_sample && !supervision.remote_children) {
       supervision.on_sample = system_points(
           since_, [recorder](const QString& key, const history::Point& point) { recorder->metric(key, point); });
     }

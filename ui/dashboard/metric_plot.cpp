@@ -357,7 +357,7 @@ void MetricPlot::refit_later() {
         this,
         [this] {
           refit_pending_ = false;
-          if (!user_moved_) refit();
+          if (!user_moved_) fit_extent();
           plot_->replot(QCustomPlot::rpQueuedReplot);
         },
         Qt::QueuedConnection);
@@ -453,15 +453,10 @@ void MetricPlot::fit_extent() {
   plot_->yAxis->setRange(values.lower - 0.04 * values.size(), values.upper + 0.04 * values.size());
 }
 
-void MetricPlot::refit() {
-  // PlotData scans the lines again when runs went, lines were read again or the x axis changed.
-  fit_extent();
-}
-
 void MetricPlot::reset_view() {
   user_moved_ = false;
   view_timer_->stop();
-  refit();
+  fit_extent();
   plot_->replot();
   user_view_changed();  // back to the whole series, if a zoom had asked for less
 }

@@ -124,7 +124,6 @@ class MetricPlot : public QWidget {
   /// Sets `run`'s graphs to its whole line.
   void redraw(qint64 run, Graphs& graphs);
   void update_legend();
-  void refit();
   void refit_later();
   void user_view_changed();
   void context_menu(const QPoint& at);

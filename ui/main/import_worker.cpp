@@ -82,7 +82,7 @@ void ask_import_again(QWidget* parent, const QStringList& folders, std::function
   again_button->setObjectName("import_again_button");
   box->addButton(ImportWorker::tr("Leave them"), QMessageBox::RejectRole);
   box->setAttribute(Qt::WA_DeleteOnClose);
-  QObject::connect(box, &QMessageBox::buttonClicked, parent,
+  QObject::connect(box, &QMessageBox::buttonClicked, box,
                    [again_button, again = std::move(again)](QAbstractButton* clicked) {
                      if (clicked == again_button) again();
                    });

@@ -259,17 +259,22 @@ void MainMenus::when_hardware_known(std::function<void()> then) {
   }
   // The probe the Studio started at start-up is still running (nvidia-smi can take seconds): the GUI thread does
   // not wait for it; the wizard opens when it is done.
+  // A second click while it runs replaces the first one's wish: one wizard opens, the last asked for.
   app::DetectedHardware::start();
   window_->statusBar()->showMessage(tr("Looking for this machine's GPUs..."));
-  auto* waiting = new QTimer(this);
-  connect(waiting, &QTimer::timeout, this, [this, waiting, then = std::move(then)] {
+  const bool waiting = static_cast<bool>(after_hardware_);
+  after_hardware_ = std::move(then);
+  if (waiting) return;
+  auto* timer = new QTimer(this);
+  connect(timer, &QTimer::timeout, this, [this, timer] {
     if (!app::DetectedHardware::ready()) return;
-    waiting->deleteLater();
-    waiting->stop();
+    timer->stop();
+    timer->deleteLater();
     window_->statusBar()->clearMessage();
+    const auto then = std::exchange(after_hardware_, nullptr);
     then();
   });
-  waiting->start(50);
+  timer->start(50);
 }
 
 SetupWizard* MainMenus::make_wizard(const QString& open_file) {

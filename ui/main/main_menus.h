@@ -70,6 +70,7 @@ class MainMenus : public QObject {
   /// Runs `then` once this machine's hardware is known (DetectedHardware::ready()): at once, or when the probe
   /// ends, the status bar saying what it waits for. The GUI thread never waits for nvidia-smi.
   void when_hardware_known(std::function<void()> then);
+  std::function<void()> after_hardware_;  // what opens once the probe is done; empty when nothing waits
   /// failed(error), unless `error` is empty.
   void report(const QString& error);
 
