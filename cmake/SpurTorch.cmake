@@ -136,6 +136,17 @@ print("includes=" + "|".join(sorted(glob.glob(os.path.join(site, "nvidia", "*", 
                         "default) or Debian 12's libtorch-dev (cmake --preset debian).")
   endif()
   set(SPUR_TORCH_VERSION "${Torch_VERSION}")
+  # The C++ standard this LibTorch's headers need (the wheel's 2.x: C++20, stated in torch/all.h; 1.13: C++17).
+  # Spur::spur carries it, so a program linking Spur::spur needs no standard of its own.
+  set(SPUR_TORCH_CXX_STANDARD 17)
+  foreach(_spur_dir IN LISTS TORCH_INCLUDE_DIRS)
+    if(EXISTS "${_spur_dir}/torch/all.h")
+      file(STRINGS "${_spur_dir}/torch/all.h" _spur_cxx20 REGEX "C\\+\\+20 or later")
+      if(_spur_cxx20)
+        set(SPUR_TORCH_CXX_STANDARD 20)
+      endif()
+    endif()
+  endforeach()
   set(SPUR_WITH_CUDA OFF)
   if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
     set(SPUR_WITH_CUDA ON)
@@ -230,6 +241,7 @@ print("includes=" + "|".join(sorted(glob.glob(os.path.join(site, "nvidia", "*", 
   # engine's CUDA half (libspur_cuda) links `torch` and is loaded at start-up only where there is a GPU.
   if(NOT TARGET spur_torch_cpu)
     add_library(spur_torch_cpu INTERFACE IMPORTED GLOBAL)
+    set_target_properties(spur_torch_cpu PROPERTIES INTERFACE_COMPILE_FEATURES cxx_std_${SPUR_TORCH_CXX_STANDARD})
     if(SPUR_WITH_CUDA AND TARGET torch_cpu_library)
       get_target_property(_spur_torch_options torch INTERFACE_COMPILE_OPTIONS)
       set(_spur_cpu_links torch_cpu_library)

@@ -140,8 +140,13 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
 }
 
 Accelerator::~Accelerator() {
+  const bool failed = std::uncaught_exceptions() > 0;
   // Leaving by an exception: the run failed. Records already logged are still written out.
-  if (core_->tracking) core_->tracking->finish(std::uncaught_exceptions() > 0 ? "failed" : "finished");
+  if (core_->tracking) core_->tracking->finish(failed ? "failed" : "finished");
+  // A rank that leaves while others still run collectives: theirs then say that it left, not that it died.
+  if (core_->comm && !failed) core_->comm->mark_left();
+  // The gradient syncs hold the core: the models prepared in place stop being synchronised with this Accelerator.
+  core_->syncs.clear();
 }
 
 const ProcessState& Accelerator::state() const { return core_->state; }
@@ -191,6 +196,14 @@ void Accelerator::set_seed(uint64_t seed, bool device_specific) {
 
 std::shared_ptr<detail::ModelSync> Accelerator::make_model_sync(std::shared_ptr<torch::nn::Module> module) {
   return detail::make_model_sync(core_, std::move(module));
+}
+
+detail::ModelSync& Accelerator::sync_of_module(const torch::nn::Module& module) const {
+  for (size_t i = 0; i < core_->models.size() && i < core_->syncs.size(); ++i) {
+    if (core_->models[i].get() == &module) return *core_->syncs[i];
+  }
+  throw Error("no_sync/accumulate: this module (" + module.name() +
+              ") was not prepared by this Accelerator: pass it to accelerator.prepare first");
 }
 
 PreparedOptimizer Accelerator::prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer) {
@@ -434,7 +447,20 @@ void Accelerator::register_loader(const std::shared_ptr<detail::LoaderState>& lo
     seed = detail::broadcast_tensor(comm.get(), seed, 0);
     loader->reseed(static_cast<uint64_t>(seed.item<int64_t>()));
   }
-  if (comm && loader->user_sampler) {
+  if (comm && loader->order_from_rank0) {
+    // A torch::data sampler draws from each rank's own default generator: every rank drew (each generator moved
+    // as it would without Spur), and rank 0's order is the one sharded, as Accelerate synchronises a sampler's
+    // generator from rank 0.
+    loader->agree_order = [comm](std::vector<int64_t>& order) {
+      auto mine = torch::from_blob(order.data(), {static_cast<int64_t>(order.size())}, torch::kLong).clone();
+      auto agreed = detail::broadcast_tensor(comm.get(), mine, 0);
+      if (agreed.numel() != static_cast<int64_t>(order.size())) {
+        throw Error("data loader: rank 0's sampler gave " + std::to_string(agreed.numel()) + " indices, this rank's " +
+                    std::to_string(order.size()) + " (every rank must load the same dataset)");
+      }
+      std::copy_n(agreed.contiguous().data_ptr<int64_t>(), agreed.numel(), order.begin());
+    };
+  } else if (comm && loader->user_sampler) {
     // Built-in samplers agree by construction (rank 0's seed); a user's sampler is checked, one 8-byte
     // collective per epoch, so a sampler seeded differently per rank is an error instead of silent overlap.
     loader->check_order = [comm](const std::vector<int64_t>& order) {

@@ -81,6 +81,9 @@ class AcceleratorCore {
   // What save_state/load_state cover, in the order they were prepared or registered.
   std::vector<std::weak_ptr<LoaderState>> loaders;
   std::vector<std::shared_ptr<torch::nn::Module>> models;
+  // The gradient sync of each prepared module (indexed as `models`): kept here, so that a module prepared in place
+  // stays synchronised when the program keeps no PreparedModel. ~Accelerator clears it (each holds the core).
+  std::vector<std::shared_ptr<ModelSync>> syncs;
   std::vector<std::shared_ptr<torch::optim::LRScheduler>> schedulers;
   struct Custom {
     std::function<void(torch::serialize::OutputArchive&)> save;
@@ -102,6 +105,9 @@ class AcceleratorCore {
     if (removal.joinable()) removal.join();
   }
 };
+
+/// How many autocast scopes with a reduced precision were opened in this process so far (spur/precision.h).
+uint64_t autocast_scopes_opened();
 
 /// Clears `param`'s gradient as zero_grad does: drops it (set_to_none) or zeroes it in place, detached first.
 void clear_gradient(torch::Tensor& param, bool set_to_none);

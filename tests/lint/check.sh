@@ -11,7 +11,8 @@
 # Debian's clang-format and clang-tidy (14 on Debian 12); exits non-zero on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-files() { git ls-files -- '*.cpp' '*.h' ':!:tests/fixtures/**'; }
+# (examples/ported: other projects' programs, kept in their authors' format so that their diffs stay small)
+files() { git ls-files -- '*.cpp' '*.h' ':!:tests/fixtures/**' ':!:examples/ported/**'; }
 if [ "${1:-}" = "--fix" ]; then
   files | xargs clang-format -i
   exit 0
@@ -40,7 +41,7 @@ if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
   exit $status
 fi
 # (files that must not compile, as tests/unit/objects_compile_fail.cpp, are left out)
-mapfile -t changed < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp' ':!:tests/fixtures/**' ':!:tests/fuzz/**' \
+mapfile -t changed < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp' ':!:tests/fixtures/**' ':!:tests/fuzz/**' ':!:examples/ported/**' \
   ':!:*compile_fail*')
 if [ ! -f build/compile_commands.json ]; then
   echo "clang-tidy: build/compile_commands.json is missing: configure build/ first (cmake --preset default)"

@@ -227,15 +227,15 @@ class DistributedTrainingTest : public QObject {
   // Issue 19, defect 3: the README's and docs/porting.md's loops, compiled as written, on 2 ranks with gradient
   // accumulation, equal one plain LibTorch process stepping on the whole large batch. The README used to call
   // zero_grad() before backward, which trained on the last micro-batch only.
-  // Issue 32 (8): the module inside the prepared model, called by a function written for the plain module, is
-  // refused on a synchronising step, on every rank, with what to call instead (the ranks drifted apart silently).
-  void calling_the_unwrapped_module_is_refused_data() {
+  // Issue 32 (8), issue 34: the module inside the prepared model, called by a function written for the plain module
+  // (Net&), trains synchronised, on every rank (the ranks drifted apart silently, then it was refused).
+  void calling_the_module_itself_is_synchronised_data() {
     QTest::addColumn<int>("stage");
     QTest::newRow("DDP") << 0;
     QTest::newRow("ZeRO stage 1") << 1;
     QTest::newRow("ZeRO stage 2") << 2;
   }
-  void calling_the_unwrapped_module_is_refused() {
+  void calling_the_module_itself_is_synchronised() {
     QFETCH(int, stage);
     RankGroup ranks(SPUR_TEST_WORKER, {"unwrapped"}, 2);
     ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
@@ -243,9 +243,29 @@ class DistributedTrainingTest : public QObject {
     QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
     for (int rank = 0; rank < 2; ++rank) {
       const auto result = ranks.result(rank);
-      QVERIFY2(result.exit_code == 0 && result.output.contains("Call the prepared model"),
+      QVERIFY2(result.exit_code == 0 && result.output.contains("synchronised through the module"),
                qPrintable(ranks.transcript()));
     }
+  }
+
+  // Issue 34: a rank that leaves the loop on its own is named as such, with the way to stop together (the others
+  // said only "peer rank 1 is gone"), through shared memory and through Gloo.
+  void a_rank_leaving_the_loop_is_named_data() {
+    QTest::addColumn<QString>("shm");
+    QTest::newRow("shared memory") << "1";
+    QTest::newRow("gloo") << "0";
+  }
+  void a_rank_leaving_the_loop_is_named() {
+    QFETCH(QString, shm);
+    RankGroup ranks(SPUR_TEST_WORKER, {"leave_early"}, 2);
+    ranks.set_env("SPUR_SHM_ALLREDUCE", shm);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    QVERIFY2(ranks.result(1).exit_code == 0, qPrintable(ranks.transcript()));
+    const auto rank0 = ranks.result(0);
+    QVERIFY2(rank0.exit_code == 3 && rank0.output.contains("rank 1") && rank0.output.contains("left") &&
+                 rank0.output.contains("check_trigger"),
+             qPrintable(ranks.transcript()));
   }
 
   // Issue 32 (5, 6), against PyTorch itself (DDP, torch.amp.GradScaler, StepLR, Accelerate's scheduler rule): with

@@ -858,10 +858,10 @@ int zero(const Args& args) {
   return 0;
 }
 
-// Issue 32 (8): a function that takes the module (Net&) called with the module inside the prepared model runs
-// forward and backward without gradient synchronisation. On a synchronising step that is an error, on every rank,
-// that says what to call instead; on accumulate()'s local micro-steps (nothing is synchronised there anyway) it is
-// not; and the prepared model trains on after the error. Under SPUR_ZERO_STAGE too.
+// Issues 32 (8) and 34: a function written for the plain module (Net&), called with the module inside the prepared
+// model, runs its own forward; the backward that follows is synchronised all the same (the first gradient arms the
+// reduction), on local micro-steps and synchronising ones, under SPUR_ZERO_STAGE too. Each rank trains on its own
+// data, so without synchronisation the ranks would drift apart; the parameters after each step are compared.
 int unwrapped(const Args& args) {
   spur::AcceleratorOptions options;
   options.gradient_accumulation_steps = 2;
@@ -870,43 +870,59 @@ int unwrapped(const Args& args) {
   Net net = make_net(1000);
   auto sgd = make_sgd(net);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
-  auto data = make_data(6, 4);
-  const torch::Tensor x = data.first, y = data.second;
+  auto data = make_data(8, 4);
+  const torch::Tensor x = data.first + static_cast<double>(rank), y = data.second * static_cast<double>(rank + 1);
   // The user's own helper, written for the plain module.
   auto loss_of = [&](NetImpl& module, int64_t step) {
     return torch::nn::functional::mse_loss(module.forward(x[step]), y[step]);
   };
-  {
+  auto agree = [&](const char* what) {
+    const auto all = accelerator.gather(flat(*net).unsqueeze(0));
+    bool equal = true;
+    for (int64_t r = 1; r < all.size(0); ++r) equal = equal && all[r].equal(all[0]);
+    check(equal, what);
+  };
+  const auto before = flat(*net);
+  for (int64_t step = 0; step < 4; ++step) {
     auto scope = accelerator.accumulate(model);
-    check(!accelerator.sync_gradients(), "the first micro-step is local");
-    accelerator.backward(loss_of(*model, 0));
-    check(true, "a local micro-step through the module is accepted");
-  }
-  {
-    auto scope = accelerator.accumulate(model);
-    check(accelerator.sync_gradients(), "the second micro-step synchronises");
-    std::string error;
-    try {
-      accelerator.backward(loss_of(*model, 1));
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    std::cout << "rank " << rank << " error: " << error << std::endl;
-    check(error.find("Call the prepared model") != std::string::npos, "the synchronising backward is refused");
-  }
-  optimizer.zero_grad();
-  for (int64_t step = 2; step < 6; ++step) {
-    auto scope = accelerator.accumulate(model);
-    accelerator.backward(torch::nn::functional::mse_loss(model(x[step]), y[step]));
+    accelerator.backward(loss_of(*model, step));  // the module's own forward
     optimizer.step();
     optimizer.zero_grad();
   }
-  // Every rank ends with the same parameters: the prepared model synchronised after the refusal.
-  const auto mine = flat(*net);
-  const auto all = accelerator.gather(mine.unsqueeze(0));
-  bool equal = true;
-  for (int64_t r = 1; r < all.size(0); ++r) equal = equal && all[r].equal(all[0]);
-  check(equal, "the ranks agree after training on through the prepared model");
+  check(!flat(*net).equal(before), "the module's own forward trained");
+  agree("the ranks agree after steps through the module's own forward");
+  for (int64_t step = 4; step < 8; ++step) {
+    auto scope = accelerator.accumulate(model);
+    const auto output = step % 2 ? net->forward(x[step]) : model(x[step]);  // mixed, as a real program may
+    accelerator.backward(torch::nn::functional::mse_loss(output, y[step]));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  agree("the ranks agree after mixed steps");
+  std::cout << "rank " << rank << " synchronised through the module" << std::endl;
+  return 0;
+}
+
+// Issue 34: rank 1 leaves the training loop on its own after 2 steps (a per-rank `break`) and its program ends;
+// rank 0's next gradient all-reduce fails saying that rank 1 left, and how to stop together.
+int leave_early(const Args&) {
+  spur::Accelerator accelerator;
+  const int64_t rank = accelerator.process_index();
+  Net net = make_net(1000);
+  auto sgd = make_sgd(net);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  auto data = make_data(8, 4);
+  try {
+    for (int64_t step = 0; step < 8; ++step) {
+      if (rank == 1 && step == 2) break;
+      accelerator.backward(torch::nn::functional::mse_loss(model(data.first[step]), data.second[step]));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  } catch (const std::exception& e) {
+    std::cout << "rank " << rank << " error: " << e.what() << std::endl;
+    return 3;
+  }
   return 0;
 }
 
@@ -1457,6 +1473,8 @@ int main(int argc, char** argv) try {
     code = unused_outputs(args);
   } else if (args.scenario == "no_trainable") {
     code = no_trainable(args);
+  } else if (args.scenario == "leave_early") {
+    code = leave_early(args);
   } else if (args.scenario == "unwrapped") {
     code = unwrapped(args);
   } else if (args.scenario == "scaler_oracle") {

@@ -6,7 +6,12 @@
 #include <atomic>
 #include <map>
 
+#include <torch/data/dataloader.h>
+#include <torch/data/datasets/base.h>
+#include <torch/data/datasets/map.h>
 #include <torch/data/datasets/tensor.h>
+#include <torch/data/transforms/stack.h>
+#include <torch/data/transforms/tensor.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
@@ -99,6 +104,23 @@ class EvensSampler : public spur::Sampler {
 };
 
 }  // namespace
+
+// A torch::data dataset as LibTorch programs write them: sample i is (row i, label i % 3).
+class RowsDataset : public torch::data::datasets::Dataset<RowsDataset> {
+ public:
+  torch::data::Example<> get(size_t index) override {
+    return {torch::full({2}, static_cast<double>(index)), torch::tensor(static_cast<int64_t>(index % 3))};
+  }
+  torch::optional<size_t> size() const override { return 10; }
+};
+
+// The batches of an epoch, their data rows concatenated.
+template <typename Loader>
+torch::Tensor epoch_rows(Loader& loader) {
+  std::vector<torch::Tensor> rows;
+  for (auto& batch : loader) rows.push_back(batch.data.flatten(1).select(1, 0));
+  return torch::cat(rows);
+}
 
 class DataLoaderTest : public QObject {
   Q_OBJECT
@@ -240,6 +262,46 @@ class DataLoaderTest : public QObject {
         std::vector<std::vector<torch::Tensor>>{{torch::ones(1), torch::ones(2)}, {torch::ones(1), torch::ones(2)}});
     QCOMPARE(list.size(), size_t(2));
     QCOMPARE(list[1].sizes(), (torch::IntArrayRef{2, 2}));
+  }
+
+  // Issue 34: torch::data's own forms (a .map(...) chain ending in Stack, a torch sampler, torch's options, a
+  // unique_ptr) give the batches torch's loader gives, in the same order from the same seed, epoch after epoch.
+  void torch_data_forms_give_torch_loaders_batches() {
+    auto mapped = [] {
+      return RowsDataset().map(torch::data::transforms::Normalize<>(0.5, 2.0)).map(torch::data::transforms::Stack<>());
+    };
+    torch::manual_seed(3);
+    auto theirs = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(mapped(), 4);
+    std::vector<torch::Tensor> expected;
+    for (int epoch = 0; epoch < 2; ++epoch) expected.push_back(epoch_rows(*theirs));
+    torch::manual_seed(3);
+    auto ours = spur::make_data_loader<torch::data::samplers::RandomSampler>(mapped(), 4);
+    QCOMPARE(ours->size(), int64_t{3});
+    for (int epoch = 0; epoch < 2; ++epoch) QVERIFY(epoch_rows(*ours).equal(expected[epoch]));
+    QVERIFY(!expected[0].equal(expected[1]));  // reshuffled every epoch, as torch's
+
+    // Options and workers, and a sequential order; the targets come stacked, as Stack makes them.
+    auto options = torch::data::DataLoaderOptions().batch_size(3).workers(2).drop_last(true);
+    auto sequential = spur::make_data_loader<torch::data::samplers::SequentialSampler>(mapped(), options);
+    std::vector<int64_t> sizes;
+    for (auto& batch : *sequential) {
+      sizes.push_back(batch.data.size(0));
+      QCOMPARE(batch.target.dim(), int64_t{1});
+    }
+    QVERIFY(sizes == (std::vector<int64_t>{3, 3, 3}));
+    QVERIFY(epoch_rows(*sequential).equal((torch::arange(9, torch::kFloat) - 0.5) / 2.0));
+
+    // Spur's own form takes the chain too; a dataset without Stack gives vectors of examples, as torch's.
+    auto spur_form = spur::make_data_loader(mapped(), {.batch_size = 5});
+    QCOMPARE(spur_form.size(), int64_t{2});
+    auto vectors = spur::make_data_loader<torch::data::samplers::SequentialSampler>(RowsDataset(), 4);
+    for (auto& batch : *vectors) QVERIFY(batch.size() == 4 || batch.size() == 2);
+
+    // prepare in place: the loader itself is prepared (one process: every batch), and a copy shares it.
+    spur::Accelerator accelerator;
+    auto prepared = accelerator.prepare(*sequential);
+    QVERIFY(sequential->state()->prepared);
+    QVERIFY(prepared.state() == sequential->state());
   }
 
   void streams_batch_like_pytorch_when_not_prepared() {

@@ -165,12 +165,21 @@ class Accelerator {
   void set_seed(uint64_t seed, bool device_specific = false);
 
   // --- prepare -------------------------------------------------------------------------------------------
-  /// Prepares each argument: a module (holder or shared_ptr) becomes a PreparedModel, an optimizer a
-  /// PreparedOptimizer, a DataLoader a copy sharded for this process (Accelerate's rules, see sharding.h). One argument
-  /// returns it alone; several return a tuple for structured bindings:
+  /// Prepares each argument, in place: the program's own objects keep their types and keep working.
+  ///  - A module (held by value, `Net net;`, by holder or by shared_ptr): moved to this process's device, given rank
+  ///    0's weights on every rank, and hooked so that every backward that reaches it synchronises its gradients
+  ///    across the ranks, also when the program calls `net.forward(x)` itself or hands `net` to a function taking
+  ///    `Net&`. Returned as a PreparedModel, whose call adds autocast (bf16/fp16) and find_unused_parameters.
+  ///  - An optimizer: returned as a PreparedOptimizer that steps only on synchronising micro-steps and through the
+  ///    fp16 loss scaler. Stepping the program's own optimizer is the same while every batch steps (no gradient
+  ///    accumulation, no fp16, no ZeRO); with those, step the one prepare returns.
+  ///  - A data loader (spur::make_data_loader, also its torch::data form): sharded for this process with
+  ///    Accelerate's rules. A loader passed as a (non-const) lvalue is sharded in place: it and the returned copy are
+  ///    one loader. A prepared loader must be iterated on every rank (it yields this rank's share).
+  /// One argument returns it alone; several return a tuple for structured bindings:
   ///   auto [model, optimizer] = accelerator.prepare(net, adam);
-  /// An optimizer or scheduler passed as an lvalue must outlive the Accelerator and every copy of its prepared
-  /// wrapper. A prepared DataLoader must be iterated on every rank (it yields this rank's share).
+  /// What is passed as an lvalue is not copied and not owned: a module, optimizer or scheduler must outlive the
+  /// Accelerator and every copy of its prepared wrapper. Preparing an object again returns the same preparation.
   template <typename... Objects>
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "prepare needs at least one model or optimizer");
@@ -187,6 +196,11 @@ class Accelerator {
   template <typename M>
   std::shared_ptr<M> unwrap_model(const PreparedModel<M>& model) const {
     return model.ptr();
+  }
+  /// A module prepared in place is its own unwrapped model.
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  M& unwrap_model(M& module) const {
+    return module;
   }
 
   /// The loader, starting its next epoch at batch n (to resume mid-epoch by hand; load_state does it itself).
@@ -211,10 +225,10 @@ class Accelerator {
     return no_sync(models...);
   }
   /// While the scope lives, backward passes of these models accumulate gradients without synchronising.
+  /// Each model is what prepare returned, or the program's own prepared module (`net`, `*holder`, a holder).
   template <typename... Models>
   Scope no_sync(Models&... models) {
-    static_assert((detail::is_prepared_model<Models>::value && ...), "no_sync takes prepared models");
-    return no_sync_models({&models.sync()...});
+    return no_sync_models({&sync_of(models)...});
   }
   /// True when the current micro-step synchronises gradients and steps the optimizer.
   bool sync_gradients() const;
@@ -228,6 +242,9 @@ class Accelerator {
   template <typename M>
   torch::Tensor clip_grad_norm_(const PreparedModel<M>& model, double max_norm, double norm_type = 2.0) {
     return clip_grad_norm_(model->parameters(), max_norm, norm_type);
+  }
+  torch::Tensor clip_grad_norm_(const torch::nn::Module& module, double max_norm, double norm_type = 2.0) {
+    return clip_grad_norm_(module.parameters(), max_norm, norm_type);
   }
   /// Unscales (fp16) then clamps every gradient to [-clip_value, clip_value].
   void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
@@ -334,6 +351,10 @@ class Accelerator {
   void save_model(const PreparedModel<M>& model, const std::string& dir, const SaveModelOptions& options = {}) {
     save_module(*model.ptr(), dir, options);
   }
+  /// The same for a module prepared in place (`net`, `*holder`).
+  void save_model(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options = {}) {
+    save_module(module, dir, options);
+  }
   void save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options = {});
 
   // --- tracking (spur/tracking.h) ----------------------------------------------------------------------------
@@ -432,6 +453,13 @@ class Accelerator {
   PreparedModel<M> prepare_one(const torch::nn::ModuleHolder<M>& holder) {
     return prepare_module(holder.ptr());
   }
+  // A module held by value or reference: not copied, not owned (aliased to its owner when it has one).
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>, typename = void,
+            typename = void>
+  PreparedModel<M> prepare_one(M& module) {
+    if (auto owner = module.weak_from_this().lock()) return prepare_module(std::shared_ptr<M>(owner, &module));
+    return prepare_module(std::shared_ptr<M>(&module, [](M*) {}));
+  }
   template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
   PreparedModel<M> prepare_one(const std::shared_ptr<M>& module) {
     return prepare_module(module);
@@ -460,6 +488,28 @@ class Accelerator {
     register_loader(prepared.state());
     return prepared;
   }
+  template <typename B>
+  DataLoader<B> prepare_one(DataLoader<B>& loader) {
+    if (!loader.state()->prepared) {
+      loader.shard_in_place(data_layout(), process_index());
+      register_loader(loader.state());
+    }
+    return loader;
+  }
+  // The ModelSync behind what no_sync / accumulate are given.
+  template <typename M>
+  detail::ModelSync& sync_of(const PreparedModel<M>& model) const {
+    return model.sync();
+  }
+  template <typename M>
+  detail::ModelSync& sync_of(const torch::nn::ModuleHolder<M>& holder) const {
+    return sync_of_module(*holder);
+  }
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  detail::ModelSync& sync_of(const M& module) const {
+    return sync_of_module(module);
+  }
+  detail::ModelSync& sync_of_module(const torch::nn::Module& module) const;
 
   template <typename M>
   PreparedModel<M> prepare_module(const std::shared_ptr<M>& module) {

@@ -20,7 +20,11 @@
 #include <vector>
 
 #include <ATen/core/Generator.h>
+#include <torch/data/dataloader_options.h>
 #include <torch/data/example.h>
+#include <torch/data/samplers/base.h>
+#include <torch/data/samplers/random.h>
+#include <torch/data/samplers/sequential.h>
 #include <torch/types.h>
 
 #include <spur/collate.h>
@@ -99,8 +103,13 @@ class LoaderState {
   int64_t remainder = -1;               // then: real samples of the last gathered round (gather_for_metrics)
   std::optional<torch::Device> device;  // prepared on a GPU: batches are moved there, as Accelerate does
 
+  // The sampler draws from torch's default generator (a torch::data sampler), which the ranks need not share:
+  // every rank draws (so each generator moves as it would without Spur), and rank 0's order is used.
+  bool order_from_rank0 = false;
+
   // Installed by Accelerator::prepare.
   std::function<void(const std::vector<int64_t>&)> check_order;  // collective: same order on every rank?
+  std::function<void(std::vector<int64_t>&)> agree_order;        // collective: rank 0's order on every rank
   std::function<void(LoaderState*, bool)> on_active;             // an iteration starts (true) or ends (false)
 
   struct EpochPlan {
@@ -109,6 +118,8 @@ class LoaderState {
   };
   /// This epoch's batches for this rank (map-style); runs the order check.
   EpochPlan plan_epoch();
+  /// How many batches an epoch gives this rank (map-style), without drawing an order.
+  int64_t batches_per_epoch() const;
   void begin_epoch();
   void handed_out(bool last, int64_t remainder);
   /// The iteration ran to its end: the next one is the next epoch.
@@ -363,12 +374,7 @@ class DataLoader {
   Iterator end() { return Iterator(); }
 
   /// Batches this rank gets per epoch (map-style; -1 for a stream), counting an even_batches=false padding batch.
-  int64_t size() const {
-    if (state_->stream) return -1;
-    auto copy = *state_;
-    copy.check_order = nullptr;
-    return static_cast<int64_t>(copy.plan_epoch().batches.size());
-  }
+  int64_t size() const { return state_->stream ? -1 : state_->batches_per_epoch(); }
   void set_epoch(int64_t epoch) { state_->epoch = epoch; }
   int64_t epoch() const { return state_->epoch; }
   /// The next epoch starts at batch n (Accelerate's skip_first_batches), e.g. to resume mid-epoch by hand.
@@ -377,16 +383,23 @@ class DataLoader {
 
   /// A copy of this loader sharded for `rank` of `layout` (what Accelerator::prepare returns).
   DataLoader sharded(const sharding::Layout& layout, int64_t rank) const {
-    auto state = std::make_shared<detail::LoaderState>(*state_);
-    state->layout = layout;
-    state->rank = rank;
-    state->prepared = true;
-    state->epoch = 0;
-    state->position = 0;
-    state->at_end = false;
-    state->check_order = nullptr;  // the preparing Accelerator installs its own hooks
-    state->on_active = nullptr;
-    return DataLoader(state, fetch_, open_);
+    DataLoader copy(std::make_shared<detail::LoaderState>(*state_), fetch_, open_);
+    copy.shard_in_place(layout, rank);
+    return copy;
+  }
+  /// Shards this loader itself (and every copy sharing it): what Accelerator::prepare does to a loader passed as
+  /// an lvalue.
+  void shard_in_place(const sharding::Layout& layout, int64_t rank) {
+    auto& state = *state_;
+    state.layout = layout;
+    state.rank = rank;
+    state.prepared = true;
+    state.epoch = 0;
+    state.position = 0;
+    state.at_end = false;
+    state.check_order = nullptr;  // the preparing Accelerator installs its own hooks
+    state.agree_order = nullptr;
+    state.on_active = nullptr;
   }
   const std::shared_ptr<detail::LoaderState>& state() const { return state_; }
 
@@ -556,6 +569,73 @@ int64_t dataset_size(const Dataset& dataset) {
   }
 }
 
+template <typename D, typename = void>
+struct has_get : std::false_type {};
+template <typename D>
+struct has_get<D, std::void_t<decltype(std::declval<D&>().get(size_t{0}))>> : std::true_type {};
+template <typename D, typename = void>
+struct has_get_batch : std::false_type {};
+template <typename D>
+struct has_get_batch<D, std::void_t<decltype(std::declval<D&>().get_batch(c10::ArrayRef<size_t>()))>>
+    : std::true_type {};
+template <typename T>
+struct is_std_vector : std::false_type {};
+template <typename T, typename A>
+struct is_std_vector<std::vector<T, A>> : std::true_type {};
+
+// The indices of one batch as torch::data's get_batch takes them, checked against the dataset's size.
+std::vector<size_t> batch_request(const std::vector<int64_t>& indices, int64_t size);
+
+// The batch of `indices` from a torch::data batch dataset (`.map(Stack<>())`, or any get_batch), as torch's own
+// loader makes it. The zero-sample batch (no indices) has sample 0's shape and no rows, or is an empty vector.
+template <typename Dataset>
+auto fetch_batch(Dataset& dataset, const std::vector<int64_t>& indices, int64_t size) {
+  using Batch = std::decay_t<decltype(dataset.get_batch(c10::ArrayRef<size_t>()))>;
+  if (indices.empty()) {
+    if constexpr (is_std_vector<Batch>::value) {
+      return Batch{};
+    } else {
+      const std::vector<size_t> first{0};
+      return transform_batch(dataset.get_batch(c10::ArrayRef<size_t>(first)),
+                             [](torch::Tensor t) { return t.narrow(0, 0, 0); });
+    }
+  } else {
+    const auto request = batch_request(indices, size);
+    try {
+      return Batch(dataset.get_batch(c10::ArrayRef<size_t>(request)));
+    } catch (const std::exception& e) {
+      throw Error("data loader: the dataset's get_batch(" + std::to_string(request.size()) + " indices from " +
+                  std::to_string(request.front()) + ") failed: " + e.what());
+    }
+  }
+}
+
+// A torch::data sampler (SequentialSampler, RandomSampler...) as a spur::Sampler: each epoch it is reset, then
+// asked for indices until it has none, as torch's loader does at the start of an epoch (a RandomSampler draws its
+// permutation from torch's default generator there, as it would in torch's loader).
+template <typename TorchSampler>
+class TorchSamplerOrder final : public Sampler {
+ public:
+  TorchSamplerOrder(TorchSampler sampler, int64_t size) : sampler_(std::move(sampler)), size_(size) {}
+  std::vector<int64_t> indices(int64_t) override {
+    sampler_.reset(static_cast<size_t>(size_));
+    std::vector<int64_t> order;
+    order.reserve(static_cast<size_t>(size_));
+    while (auto chunk = sampler_.next(static_cast<size_t>(std::max<int64_t>(size_, 1)))) {
+      if (chunk->empty()) break;
+      for (const size_t index : *chunk) order.push_back(static_cast<int64_t>(index));
+    }
+    return order;
+  }
+  int64_t size() const override { return size_; }
+
+ private:
+  TorchSampler sampler_;
+  int64_t size_;
+};
+
+DataLoaderOptions from_torch_options(const torch::data::DataLoaderOptions& options);
+
 template <typename Sample, typename Collate>
 auto collate_and_pin(std::vector<Sample>&& samples, const Collate& collate, bool pin_memory) {
   auto batch = collate(std::move(samples));
@@ -568,13 +648,11 @@ std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_
 
 }  // namespace detail
 
-/// A loader over a map-style dataset: anything with get(index) and size() (integer or optional, as
-/// torch::data's datasets). The dataset is copied into the loader; pass a std::shared_ptr to share it.
-/// `sampler` replaces shuffle; `collate` turns a vector of samples into a batch.
-template <typename Dataset, typename Collate = DefaultCollate>
-auto make_data_loader(Dataset dataset, DataLoaderOptions options = {}, std::shared_ptr<Sampler> sampler = nullptr,
-                      Collate collate = {}) {
-  auto shared = std::make_shared<Dataset>(std::move(dataset));
+namespace detail {
+
+template <typename Dataset, typename Collate>
+auto make_sample_loader(std::shared_ptr<Dataset> shared, const DataLoaderOptions& options,
+                        std::shared_ptr<Sampler> sampler, Collate collate) {
   using Sample = std::decay_t<decltype(shared->get(size_t{0}))>;
   using Batch = decltype(collate(std::vector<Sample>{}));
   const int64_t size = detail::dataset_size(*shared);
@@ -605,6 +683,74 @@ auto make_data_loader(Dataset dataset, DataLoaderOptions options = {}, std::shar
   };
   return DataLoader<Batch>(std::move(state), std::move(fetch), nullptr);
 }
+
+}  // namespace detail
+
+/// A loader over a map-style dataset: anything with get(index) and size() (integer or optional, as
+/// torch::data's datasets), or a torch::data batch dataset (get_batch(indices), as `MNIST(root).map(
+/// Normalize<>(0.1307, 0.3081)).map(Stack<>())`: then its batches are what get_batch returns, and `collate` is not
+/// used). The dataset is moved into the loader. `sampler` replaces shuffle; `collate` turns a vector of samples
+/// into a batch (the 4th argument: `make_data_loader(dataset, options, nullptr, my_collate)`).
+template <typename Dataset, typename Collate = DefaultCollate>
+auto make_data_loader(Dataset dataset, DataLoaderOptions options = {}, std::shared_ptr<Sampler> sampler = nullptr,
+                      Collate collate = {}) {
+  auto shared = std::make_shared<Dataset>(std::move(dataset));
+  if constexpr (!detail::has_get<Dataset>::value && detail::has_get_batch<Dataset>::value) {
+    static_assert(std::is_same_v<Collate, DefaultCollate>,
+                  "make_data_loader: a batch dataset (get_batch, as `.map(Stack<>())`) makes its own batches: a "
+                  "collate function is not used with it; drop it, or map the dataset with your transform instead");
+    using Batch = std::decay_t<decltype(shared->get_batch(c10::ArrayRef<size_t>()))>;
+    const int64_t size = detail::dataset_size(*shared);
+    auto state = detail::make_state(options, size, std::move(sampler));
+    typename DataLoader<Batch>::Fetch fetch = [shared, size](const std::vector<int64_t>& indices) {
+      return detail::fetch_batch(*shared, indices, size);
+    };
+    return DataLoader<Batch>(std::move(state), std::move(fetch), nullptr);
+  } else {
+    return detail::make_sample_loader(std::move(shared), options, std::move(sampler), std::move(collate));
+  }
+}
+
+/// torch::data::make_data_loader's own forms, so a LibTorch program ports by changing `torch::data::` to `spur::`:
+/// `make_data_loader<torch::data::samplers::SequentialSampler>(std::move(dataset), batch_size)`,
+/// `make_data_loader(std::move(dataset), torch::data::DataLoaderOptions().batch_size(64).workers(2))`, or with a
+/// sampler object. As torch's, they return a std::unique_ptr to the loader, whose batches are what the dataset's
+/// get_batch returns; the torch sampler gives each epoch's order (a RandomSampler draws it from torch's default
+/// generator at the start of the epoch, as in torch's loader; once prepared, every rank uses rank 0's order).
+/// Options: batch_size, workers (threads), max_jobs and drop_last are used; timeout and enforce_ordering are not
+/// (batches always come in order).
+template <typename Dataset, typename TorchSampler,
+          typename = std::enable_if_t<std::is_base_of_v<torch::data::samplers::Sampler<>, TorchSampler>>>
+auto make_data_loader(Dataset dataset, TorchSampler sampler,
+                      torch::data::DataLoaderOptions options = torch::data::DataLoaderOptions()) {
+  const int64_t size = detail::dataset_size(dataset);
+  auto order = std::make_shared<detail::TorchSamplerOrder<TorchSampler>>(std::move(sampler), size);
+  const bool draws = !std::is_same_v<TorchSampler, torch::data::samplers::SequentialSampler>;
+  auto shared = std::make_shared<Dataset>(std::move(dataset));
+  const auto spur_options = detail::from_torch_options(options);
+  if constexpr (detail::has_get_batch<Dataset>::value) {
+    using Batch = std::decay_t<decltype(shared->get_batch(c10::ArrayRef<size_t>()))>;
+    auto state = detail::make_state(spur_options, size, std::move(order));
+    state->order_from_rank0 = draws;
+    typename DataLoader<Batch>::Fetch fetch = [shared, size](const std::vector<int64_t>& indices) {
+      return detail::fetch_batch(*shared, indices, size);
+    };
+    return std::make_unique<DataLoader<Batch>>(std::move(state), std::move(fetch), nullptr);
+  } else {
+    // A dataset of its own with get(index) only: batches are vectors of samples, as torch's Dataset::get_batch.
+    auto loader = detail::make_sample_loader(std::move(shared), spur_options, std::move(order),
+                                             [](auto&& samples) { return std::move(samples); });
+    loader.state()->order_from_rank0 = draws;
+    return std::make_unique<decltype(loader)>(std::move(loader));
+  }
+}
+template <typename TorchSampler = torch::data::samplers::RandomSampler, typename Dataset,
+          typename = std::enable_if_t<std::is_constructible_v<TorchSampler, size_t>>>
+auto make_data_loader(Dataset dataset, torch::data::DataLoaderOptions options) {
+  const int64_t size = detail::dataset_size(dataset);
+  return spur::make_data_loader(std::move(dataset), TorchSampler(static_cast<size_t>(size)), std::move(options));
+}
+
 
 /// A loader over a stream dataset (a StreamDataset subclass, or anything with next() and reset(epoch)).
 template <typename Stream, typename Collate = DefaultCollate>

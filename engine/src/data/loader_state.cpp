@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <iostream>
 
 namespace spur {
@@ -89,15 +90,54 @@ std::shared_ptr<LoaderState> make_state(const DataLoaderOptions& options, int64_
   return state;
 }
 
+std::vector<size_t> batch_request(const std::vector<int64_t>& indices, int64_t size) {
+  std::vector<size_t> request;
+  request.reserve(indices.size());
+  for (const int64_t index : indices) {
+    if (index < 0 || index >= size) {
+      throw Error("data loader: the sampler asked for index " + std::to_string(index) + " of a dataset of " +
+                  std::to_string(size) + " samples");
+    }
+    request.push_back(static_cast<size_t>(index));
+  }
+  return request;
+}
+
+DataLoaderOptions from_torch_options(const torch::data::DataLoaderOptions& options) {
+  DataLoaderOptions out;
+  out.batch_size = static_cast<int64_t>(options.batch_size());
+  out.drop_last = options.drop_last();
+  out.num_workers = static_cast<int64_t>(options.workers());
+  // torch keeps up to max_jobs batches in flight (default: 2 per worker).
+  if (options.workers() > 0 && options.max_jobs().has_value()) {
+    out.prefetch_factor =
+        std::max<int64_t>(1, static_cast<int64_t>(*options.max_jobs()) / static_cast<int64_t>(options.workers()));
+  }
+  return out;
+}
+
+int64_t LoaderState::batches_per_epoch() const {
+  // The batch count depends on the number of indices only: count with 0..n-1, drawing nothing.
+  auto copy = *this;
+  copy.check_order = nullptr;
+  copy.agree_order = nullptr;
+  copy.sampler = std::make_shared<SequentialSampler>(sampler->size());
+  return static_cast<int64_t>(copy.plan_epoch().batches.size());
+}
+
 LoaderState::EpochPlan LoaderState::plan_epoch() {
   EpochPlan plan;
-  const auto order = sampler->indices(epoch);
+  auto order = sampler->indices(epoch);
   if (static_cast<int64_t>(order.size()) != sampler->size()) {
     throw Error("data loader: the sampler gave " + std::to_string(order.size()) + " indices for epoch " +
                 std::to_string(epoch) + " but its size() says " + std::to_string(sampler->size()));
   }
   if (dataset_size == 0 || order.empty()) throw Error("data loader: the dataset is empty, there is nothing to load");
-  if (check_order) check_order(order);
+  if (agree_order) {
+    agree_order(order);
+  } else if (check_order) {
+    check_order(order);
+  }
 
   const auto batches = sharding::make_batches(order, options.batch_size, options.drop_last);
   if (layout.num_processes == 1) {

@@ -130,12 +130,47 @@ bool Communicator::is_communication_error(const std::exception& error) {
   return false;
 }
 
+std::string left_early_explanation() {
+  return "left: its program ended normally (or its Accelerator went) while this rank was still in a collective. "
+         "Every rank must run the same collectives: when one rank leaves the training loop on its own (`if (loss < "
+         "x) break;` decided per rank), the others wait for it. Stop together: where the condition holds call "
+         "accelerator.set_trigger(), and on every rank `if (accelerator.check_trigger()) break;`";
+}
+
+namespace {
+std::string left_key(int rank) { return "spur/left/" + std::to_string(rank); }
+}  // namespace
+
+void Communicator::mark_left() {
+  if (shm_) shm_->mark_left();
+  try {
+    store_->set(left_key(rank_), std::vector<uint8_t>{'1'});
+  } catch (const std::exception&) {
+    // The store's host (rank 0) is gone already: nobody is left to tell.
+  }
+}
+
 void Communicator::fail(const std::string& operation, const std::exception& cause) const {
   if (dynamic_cast<const Error*>(&cause)) throw Error(cause.what());
   std::string what = cause.what();
   if (auto* c10_error = dynamic_cast<const c10::Error*>(&cause)) what = c10_error->what_without_backtrace();
+  // A rank that left on purpose said so in the store (while its host, rank 0, still runs).
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    bool left = false;
+    try {
+      left = store_->check({left_key(r)});
+    } catch (const std::exception&) {
+      break;
+    }
+    if (left) {
+      throw Error(operation + " failed on " + describe() + ": rank " + std::to_string(r) + " " +
+                  left_early_explanation() + " (" + what + ")");
+    }
+  }
   throw Error(operation + " failed on " + describe() + ": " + what +
-              " (another rank probably stopped; its own output names the cause)");
+              " (another rank probably stopped, and its own output names the cause; or it left the training loop "
+              "early: ranks must stop together, see accelerator.check_trigger())");
 }
 
 void Communicator::wait(const WorkPtr& work, const char* operation) {

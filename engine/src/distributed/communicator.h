@@ -69,6 +69,9 @@ class Communicator {
   [[noreturn]] void fail(const std::string& operation, const std::exception& cause) const;
   /// True for errors raised by the transport (a peer gone, a timeout), not by local computation.
   static bool is_communication_error(const std::exception& error);
+  /// This rank leaves on purpose (its Accelerator goes without an error): told to the others through the
+  /// shared-memory segment and the store, so their failing collectives say that it left (see fail()).
+  void mark_left();
 
   Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
                c10::intrusive_ptr<c10d::ProcessGroup> group);
@@ -84,6 +87,10 @@ class Communicator {
   std::unique_ptr<ShmAllreduce> shm_;
   std::string shm_note_;
 };
+
+/// What a collective that waited for a rank which left on purpose says about it: "left ..." and how to stop
+/// together (set_trigger / check_trigger).
+std::string left_early_explanation();
 
 /// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits until every rank has checked
 /// in. Throws spur::Error naming the host, port, timeout and the ranks that never arrived.

@@ -2,7 +2,10 @@
 // Gradient synchronisation for a prepared model, the way DistributedDataParallel does it: c10d's Reducer hooks
 // every parameter's gradient accumulator and all-reduces full buckets while the rest of backward still runs.
 #include <algorithm>
+#include <functional>
+#include <iostream>
 #include <unordered_set>
+#include <utility>
 
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/engine.h>
@@ -64,17 +67,20 @@ struct OutputSink : torch::autograd::Function<OutputSink> {
   }
 };
 
-// Catches the trap of calling the user's module instead of the prepared model (`*model` passed to a function that
-// takes Net&, `model->forward(x)`, a submodule called directly): forward and backward run, but nothing armed the
-// gradient reduction, so each rank steps on its own gradients and the ranks drift apart without a word (PyTorch's
-// DDP has the same trap). A hook on every trained parameter's gradient accumulator sees each backward that reaches
-// the model; one on a synchronising step with no forward of the prepared model since the last backward is an
-// error. Inside no_sync/accumulate's local micro-steps, gradients accumulate locally anyway: not checked there.
-class UnwrappedCallGuard : public std::enable_shared_from_this<UnwrappedCallGuard> {
+// Sees every backward that reaches a prepared model's trained parameters: a post hook on each one's gradient
+// accumulator, registered before the Reducer's (so it runs first on each parameter). When the program called its
+// own module (`net.forward(x)`, `*model`, a function that takes `Net&`, a submodule) instead of the prepared
+// model, nothing armed the gradient reduction in forward (PyTorch's DDP then silently trains each rank on its own
+// gradients): the first gradient of such a backward arms it here instead, and the end of that backward tidies up
+// (`end`), so the program's own calls are synchronised as the prepared call is.
+class BackwardWatch : public std::enable_shared_from_this<BackwardWatch> {
  public:
-  static std::shared_ptr<UnwrappedCallGuard> install(const std::vector<torch::Tensor>& trained) {
-    auto guard = std::make_shared<UnwrappedCallGuard>();
-    std::weak_ptr<UnwrappedCallGuard> weak = guard;
+  static std::shared_ptr<BackwardWatch> install(const std::vector<torch::Tensor>& trained, std::function<bool()> arm,
+                                                std::function<void()> end) {
+    auto watch = std::make_shared<BackwardWatch>();
+    watch->arm_ = std::move(arm);
+    watch->end_ = std::move(end);
+    std::weak_ptr<BackwardWatch> weak = watch;
     for (const auto& param : trained) {
       auto accumulator = torch::autograd::impl::grad_accumulator(param);
       accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -82,44 +88,42 @@ class UnwrappedCallGuard : public std::enable_shared_from_this<UnwrappedCallGuar
             if (auto self = weak.lock()) self->gradient_arrived();
             return outputs;
           }));
-      guard->accumulators_.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
+      watch->accumulators_.push_back(std::make_shared<decltype(accumulator)>(std::move(accumulator)));
     }
-    return guard;
+    return watch;
   }
-  /// A forward of the prepared model with gradients on: the backward that follows may reach the parameters.
-  void forward_ran(bool sync) {
+  /// A forward of the prepared model with gradients on: it armed the coming backward itself.
+  void forward_ran() {
     forward_seen_ = true;
-    sync_ = sync;
     in_backward_ = false;
   }
-  void set_sync(bool sync) { sync_ = sync; }
 
  private:
   void gradient_arrived() {
     if (in_backward_) return;
-    if (!forward_seen_ && sync_) {
-      throw Error(
-          "a backward reached the parameters of a prepared model that its prepared forward did not run for since "
-          "the last backward, so their gradients would not be synchronised between the ranks (each would step on "
-          "its own and the ranks drift apart). Call the prepared model, `model(x)` on what accelerator.prepare "
-          "returned, not the module inside it (`*model`, `model->forward(x)`, `model.get()`, a submodule): a "
-          "function that takes `Net&` should take the prepared model (`spur::PreparedModel<NetImpl>&`, or a "
-          "template). For two losses of one forward, add them and call backward once");
-    }
     in_backward_ = true;
-    std::weak_ptr<UnwrappedCallGuard> weak = weak_from_this();
-    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-      if (auto self = weak.lock()) {
-        self->in_backward_ = false;
-        self->forward_seen_ = false;
+    const bool armed_by_forward = std::exchange(forward_seen_, false);
+    std::weak_ptr<BackwardWatch> weak = weak_from_this();
+    const bool armed_here = !armed_by_forward && arm_();
+    auto& engine = torch::autograd::Engine::get_default_engine();
+    engine.queue_callback([weak, armed_here] {
+      auto self = weak.lock();
+      if (!self) return;
+      self->in_backward_ = false;
+      self->forward_seen_ = false;
+      // Queued again, so it runs after the callbacks queued later in this backward (the Reducer's finish).
+      if (armed_here) {
+        torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+          if (auto again = weak.lock()) again->end_();
+        });
       }
     });
   }
 
- private:
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
+  std::function<bool()> arm_;
+  std::function<void()> end_;
   bool forward_seen_ = false;
-  bool sync_ = true;
   bool in_backward_ = false;
 };
 
@@ -189,7 +193,9 @@ class ReducerModelSync final : public ModelSync {
       core_->comm->fail("prepare(model) (broadcast from rank 0)", e);
     }
     if (trained.empty()) return;
-    guard_ = UnwrappedCallGuard::install(trained);
+    // (Before the Reducer's or ZeRO's hooks: on each parameter the watch's runs first.)
+    watch_ = BackwardWatch::install(
+        trained, [this] { return arm_unwrapped(); }, [this] { end_unwrapped(); });
 
     const auto& options = core_->options;
     const std::size_t first_cap =
@@ -236,19 +242,12 @@ class ReducerModelSync final : public ModelSync {
       try {
         // After the first backward, buckets are re-cut in the order gradients actually became ready.
         if (reducer_ && torch::GradMode::is_enabled()) reducer_->rebuild_buckets();
-        // DDP's rule: buffers follow rank 0 on the first forward after a synchronised training forward.
-        if (core_->options.broadcast_buffers && !buffers_.empty() && require_forward_param_sync_) {
-          torch::NoGradGuard no_grad;
-          std::vector<torch::Tensor> filled;  // (as in prepare: tensors without elements stay out)
-          for (const auto& buffer : buffers_) {
-            if (buffer.numel() > 0) filled.push_back(buffer);
-          }
-          if (!filled.empty()) c10d::broadcast_coalesced(core_->comm->group(), filled, kBroadcastBucketBytes, 0);
-        }
+        broadcast_buffers();
       } catch (const std::exception& e) {
         core_->comm->fail("forward (bucket and buffer sync)", e);
       }
     }
+    autocast_seen_ = detail::autocast_scopes_opened() + 1;  // the prepared call opens one (when it has a precision)
     if (core_->precision == Precision::no) return std::nullopt;
     return std::optional<AutocastScope>(std::in_place, core_->device, core_->precision);
   }
@@ -256,7 +255,7 @@ class ReducerModelSync final : public ModelSync {
   bool end_forward(std::vector<torch::Tensor>& outputs) override {
     const bool sync = torch::GradMode::is_enabled() && require_sync_;
     require_forward_param_sync_ = sync;
-    if (guard_ && torch::GradMode::is_enabled()) guard_->forward_ran(require_sync_);
+    if (watch_ && torch::GradMode::is_enabled()) watch_->forward_ran();
     if (zero_gradients_ && sync) {
       // Parameters that take no part are reduced as zeros at the end of backward: no sink needed.
       zero_gradients_->prepare_for_backward();
@@ -287,29 +286,91 @@ class ReducerModelSync final : public ModelSync {
   }
 
   bool converts_outputs() const override { return core_->precision != Precision::no; }
-  void set_require_backward_grad_sync(bool sync) override {
-    require_sync_ = sync;
-    if (guard_) guard_->set_sync(sync);
-  }
+  void set_require_backward_grad_sync(bool sync) override { require_sync_ = sync; }
   bool require_backward_grad_sync() const override { return require_sync_; }
 
  private:
+  // DDP's rule: buffers follow rank 0 on the first forward after a synchronised training forward.
+  void broadcast_buffers() {
+    if (!core_->options.broadcast_buffers || buffers_.empty() || !require_forward_param_sync_) return;
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> filled;  // (as in prepare: tensors without elements stay out)
+    for (const auto& buffer : buffers_) {
+      if (buffer.numel() > 0) filled.push_back(buffer);
+    }
+    if (!filled.empty()) c10d::broadcast_coalesced(core_->comm->group(), filled, kBroadcastBucketBytes, 0);
+  }
+
+  // The first gradient of a backward after the program ran its own module's forward (see BackwardWatch): arms
+  // the reduction as end_forward would have. Returns whether it armed.
+  bool arm_unwrapped() {
+    if (core_->precision != Precision::no && detail::autocast_scopes_opened() == autocast_seen_ && !warned_autocast_) {
+      warned_autocast_ = true;
+      if (core_->state.is_main_process()) {
+        std::cerr << "spur: warning: mixed_precision " << to_string(core_->precision)
+                  << ": the model's forward ran without autocast (the program called its own module, not the "
+                     "prepared model): call what accelerator.prepare returned, or open `auto autocast = "
+                     "accelerator.autocast();` around forward and loss"
+                  << std::endl;
+      }
+    }
+    autocast_seen_ = detail::autocast_scopes_opened();
+    if (!require_sync_) return false;  // no_sync / accumulate's local micro-steps
+    if (core_->options.find_unused_parameters) {
+      throw Error(
+          "find_unused_parameters: a backward reached a prepared model whose forward the program called itself "
+          "(`net.forward(x)`, `*model`, a function that takes `Net&`): finding the unused parameters needs the "
+          "outputs of the prepared model's call, `model(x)` on what accelerator.prepare returned (or a "
+          "spur::PreparedModel<NetImpl>& parameter)");
+    }
+    progress::Scope arming("backward (buffer sync)");
+    try {
+      broadcast_buffers();
+    } catch (const std::exception& e) {
+      core_->comm->fail("backward (buffer sync)", e);
+    }
+    require_forward_param_sync_ = true;
+    if (zero_gradients_) {
+      zero_gradients_->prepare_for_backward();
+    } else if (reducer_) {
+      reducer_->prepare_for_backward({});
+    }
+    return true;
+  }
+  // The end of that backward, after the reduction finished: the buckets are re-cut in the order the gradients
+  // came (what the prepared call's next forward does), once.
+  void end_unwrapped() {
+    if (!reducer_) return;
+    try {
+      reducer_->rebuild_buckets();
+    } catch (const std::exception& e) {
+      core_->comm->fail("backward (bucket rebuild)", e);
+    }
+  }
+
   std::shared_ptr<AcceleratorCore> core_;
   std::shared_ptr<torch::nn::Module> module_;
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
-  std::shared_ptr<UnwrappedCallGuard> guard_;      // distributed runs with trained parameters
+  std::shared_ptr<BackwardWatch> watch_;           // distributed runs with trained parameters
   bool require_sync_ = true;
   bool require_forward_param_sync_ = true;
+  uint64_t autocast_seen_ = 0;   // autocast_scopes_opened() at the last forward or backward seen
+  bool warned_autocast_ = false;
 };
 
 }  // namespace
 
 std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
                                            std::shared_ptr<torch::nn::Module> module) {
-  core->models.push_back(module);
-  return std::make_shared<ReducerModelSync>(core, std::move(module));
+  for (size_t i = 0; i < core->models.size() && i < core->syncs.size(); ++i) {
+    if (core->models[i].get() == module.get()) return core->syncs[i];  // prepared before: the same preparation
+  }
+  auto sync = std::make_shared<ReducerModelSync>(core, module);
+  core->models.push_back(std::move(module));
+  core->syncs.push_back(sync);
+  return sync;
 }
 
 }  // namespace spur::detail

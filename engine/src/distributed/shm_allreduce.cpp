@@ -3,6 +3,7 @@
 // on its own cache line: the pid, the "arrived" and the "reduced" counters), then two buffers of (ranks + 1)
 // chunk slots: each rank's input slot and the shared output slot.
 #include "distributed/shm_allreduce.h"
+#include "distributed/communicator.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +34,8 @@ constexpr int kMaxRanks = 1024;
 // Per-rank fields, one cache line each, after the 64-byte header proper. kCall holds what the rank is reducing
 // (its call count, the tensor's elements and element size), compared by every rank at each chunk.
 enum Field : std::size_t { kPid = 0, kArrived = 1, kReduced = 2, kCall = 3, kFields = 4 };
+// Set in a rank's kPid field when it leaves on purpose (mark_left).
+constexpr uint64_t kLeftBit = uint64_t{1} << 63;
 
 std::size_t field_offset(int size, Field field, int rank) {
   return kLine +
@@ -279,6 +282,11 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
 ShmAllreduce::ShmAllreduce(void* base, std::size_t bytes, int fd, int rank, int size, std::chrono::milliseconds timeout)
     : base_(base), bytes_(bytes), fd_(fd), rank_(rank), size_(size), timeout_(timeout) {}
 
+void ShmAllreduce::mark_left() {
+  auto& pid = counter(base_, field_offset(size_, kPid, rank_));
+  pid.store(pid.load(std::memory_order_relaxed) | kLeftBit, std::memory_order_release);
+}
+
 ShmAllreduce::~ShmAllreduce() {
   ::munmap(base_, bytes_);
   ::close(fd_);  // drops this rank's lock
@@ -310,6 +318,10 @@ void ShmAllreduce::wait_all(const char* what, std::size_t first_offset, uint64_t
       next_check = now + std::chrono::milliseconds(10);
       if (!locked(fd_, r, 1)) {
         const auto pid = counter(base_, field_offset(size_, kPid, r)).load(std::memory_order_acquire);
+        if (pid & kLeftBit) {
+          throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + std::to_string(r) +
+                      " (pid " + std::to_string(pid & ~kLeftBit) + ") " + left_early_explanation());
+        }
         throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + std::to_string(r) +
                     " (pid " + std::to_string(pid) + ") is gone");
       }

@@ -46,6 +46,9 @@ class ShmAllreduce {
   void allreduce(at::Tensor& tensor);
 
   int size() const { return size_; }
+  /// Says to the other ranks that this one is leaving on purpose (its program ended normally): an all-reduce that
+  /// then waits for it says so, instead of "gone".
+  void mark_left();
   /// Bytes of one chunk (per rank and buffer).
   static constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 

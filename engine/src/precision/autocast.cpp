@@ -4,6 +4,7 @@
 #include <spur/precision.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <string>
 
@@ -12,6 +13,13 @@
 #include "compat/torch_compat.h"
 
 namespace spur {
+
+namespace detail {
+namespace {
+std::atomic<uint64_t> scopes_opened{0};
+}
+uint64_t autocast_scopes_opened() { return scopes_opened.load(std::memory_order_relaxed); }
+}  // namespace detail
 
 std::string_view to_string(Precision precision) {
   switch (precision) {
@@ -63,6 +71,7 @@ AutocastScope::AutocastScope(c10::Device device, Precision precision) {
   compat::set_autocast_dtype(device_type_, autocast_dtype(precision));
   at::autocast::increment_nesting();
   active_ = true;
+  detail::scopes_opened.fetch_add(1, std::memory_order_relaxed);
 }
 
 AutocastScope::AutocastScope(AutocastScope&& other) noexcept
