@@ -193,6 +193,7 @@ class ReducerModelSync final : public ModelSync {
       core_->comm->fail("prepare(model) (broadcast from rank 0)", e);
     }
     if (trained.empty()) return;
+    trained_ = trained;
     // (Before the Reducer's or ZeRO's hooks: on each parameter the watch's runs first.)
     watch_ = BackwardWatch::install(
         trained, [this] { return arm_unwrapped(); }, [this] { end_unwrapped(); });
@@ -346,6 +347,14 @@ class ReducerModelSync final : public ModelSync {
     } catch (const std::exception& e) {
       core_->comm->fail("backward (bucket rebuild)", e);
     }
+    // The program's own optimizer may zero the gradients itself (torch's zero_grad detaches them in place, which
+    // a view into a Reducer bucket refuses): give it gradients of their own. The Reducer copies them back into
+    // its buckets next time.
+    if (!core_->options.gradient_as_bucket_view) return;
+    for (auto& param : trained_) {
+      auto& grad = param.mutable_grad();
+      if (grad.defined() && grad._base().defined()) grad = grad.clone();
+    }
   }
 
   std::shared_ptr<AcceleratorCore> core_;
@@ -353,6 +362,7 @@ class ReducerModelSync final : public ModelSync {
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
+  std::vector<torch::Tensor> trained_;            // the trained parameters, as the Reducer holds them
   std::shared_ptr<BackwardWatch> watch_;           // distributed runs with trained parameters
   bool require_sync_ = true;
   bool require_forward_param_sync_ = true;
