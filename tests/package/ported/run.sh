@@ -66,22 +66,33 @@ place() {  # dir data relative-data-path
   mkdir -p "$1/$(dirname "$3")"
   ln -sfn "$2" "$1/$3"
 }
+# A relative data path climbing N folders (pytorch-cpp's ../../../../data/mnist) runs N folders deep, so that it
+# stays inside the run's own folder.
+rundir() {  # base relative-path
+  local depth
+  depth=$(grep -o '\.\./' <<<"$2" | wc -l)
+  printf '%s' "$1"
+  for ((i = 0; i < depth; i++)); do printf '/d%s' "$i"; done
+}
 one() {  # name program data relative-path args...
-  local dir="$work/run-$1"
+  local dir
+  dir=$(rundir "$work/run-$1" "$4")
   mkdir -p "$dir"
   place "$dir" "$3" "$4"
-  (cd "$dir" && "$2" "${@:5}") >"$dir.out" 2>"$dir.err" || { cat "$dir.err"; fail "$1 exited non-zero"; }
+  (cd "$dir" && "$2" "${@:5}") >"$work/run-$1.out" 2>"$work/run-$1.err" ||
+    { cat "$work/run-$1.err"; fail "$1 exited non-zero"; }
 }
 two() {  # name program data relative-path args...
   local port
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local rank started=()
   for rank in 0 1; do
-    local dir="$work/run-$1-rank$rank"
+    local dir
+    dir=$(rundir "$work/run-$1-rank$rank" "$4")
     mkdir -p "$dir"
     place "$dir" "$3" "$4"
     (cd "$dir" && exec env MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 RANK=$rank LOCAL_RANK=$rank \
-       LOCAL_WORLD_SIZE=2 "$2" "${@:5}") >"$dir.out" 2>"$dir.err" &
+       LOCAL_WORLD_SIZE=2 "$2" "${@:5}") >"$work/run-$1-rank$rank.out" 2>"$work/run-$1-rank$rank.err" &
     started+=($!)
     pids+=($!)
   done
