@@ -229,6 +229,11 @@ void Accelerator::backward(const torch::Tensor& loss, bool retain_graph) {
   }
   core_->backwards_since_step += 1;
   core_->backward_this_micro_step = true;
+  struct InBackward {
+    bool& flag;
+    explicit InBackward(bool& f) : flag(f) { flag = true; }
+    ~InBackward() { flag = false; }
+  } in_backward(core_->in_backward);
   auto scaled = loss;
   if (core_->accumulation_steps > 1) scaled = scaled / static_cast<double>(core_->accumulation_steps);
   if (core_->scaler) scaled = core_->scaler->scale(scaled);

@@ -72,6 +72,11 @@ class AcceleratorCore {
   // zero_grad() on a synchronising micro-step before its backward would discard accumulated gradients.
   int64_t backwards_since_step = 0;
   bool backward_this_micro_step = false;
+  // Inside Accelerator::backward (the loss scaled and divided there), and how many synchronised backwards of the
+  // program's own module ran since a prepared optimizer last stepped (model_sync.cpp refuses the program's own
+  // optimizer where it trains wrong: fp16, accumulation, ZeRO).
+  bool in_backward = false;
+  int64_t unwrapped_backwards_since_step = 0;
   // Loaders being iterated, innermost last (an evaluation loop inside a training epoch): the end-of-data
   // signal and gather_for_metrics' cut come from the innermost one, as Accelerate's GradientState does.
   std::vector<LoaderState*> active_loaders;

@@ -79,6 +79,7 @@ void PreparedOptimizer::step() {
   if (!core_->gradient.sync_gradients) return;
   progress::Scope stepping("optimizer step");
   core_->backwards_since_step = 0;
+  core_->unwrapped_backwards_since_step = 0;
   auto* shards = core_->shards_of(*optimizer_);
   if (shards) shards->attach_gradients();
   if (core_->scaler) {

@@ -248,6 +248,42 @@ class DistributedTrainingTest : public QObject {
     }
   }
 
+  // Issue 34: a loop that keeps its own loss.backward() and optimizer.step() trains synchronised under DDP, and is
+  // refused with the fix where it would train wrong silently (fp16, accumulation, ZeRO), on every rank.
+  void own_backward_and_step_are_refused_where_they_train_wrong_data() {
+    QTest::addColumn<QString>("variable");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("said");
+    QTest::newRow("DDP trains") << "SPUR_ZERO_STAGE" << "0" << "";
+    QTest::newRow("fp16") << "ACCELERATE_MIXED_PRECISION" << "fp16" << "mixed_precision fp16";
+    QTest::newRow("accumulation") << "ACCELERATE_GRADIENT_ACCUMULATION_STEPS" << "2" << "gradient_accumulation_steps 2";
+    QTest::newRow("ZeRO stage 2") << "SPUR_ZERO_STAGE" << "2" << "ZeRO stage 2: 16 backward passes";
+  }
+  void own_backward_and_step_are_refused_where_they_train_wrong() {
+    QFETCH(QString, variable);
+    QFETCH(QString, value);
+    QFETCH(QString, said);
+    if (value == "fp16" &&
+        !spur::torch_features::has(SPUR_TORCH_VERSION_TEXT, spur::torch_features::kCpuAutocastHalf)) {
+      QSKIP("this LibTorch runs fp16 autocast on CUDA only");
+    }
+    RankGroup ranks(SPUR_TEST_WORKER, {"own_steps"}, 2);
+    ranks.set_env(variable, value);
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto result = ranks.result(rank);
+      if (said.isEmpty()) {
+        QVERIFY2(result.exit_code == 0 && result.output.contains("trained with its own steps"),
+                 qPrintable(ranks.transcript()));
+      } else {
+        QVERIFY2(result.exit_code == 3 && result.output.contains(said) &&
+                     result.output.contains("accelerator.backward(loss)"),
+                 qPrintable(ranks.transcript()));
+      }
+    }
+  }
+
   // Issue 34: a rank that leaves the loop on its own is named as such, with the way to stop together (the others
   // said only "peer rank 1 is gone"), through shared memory and through Gloo.
   void a_rank_leaving_the_loop_is_named_data() {

@@ -26,6 +26,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/adam.h>
@@ -899,7 +900,51 @@ int unwrapped(const Args& args) {
     optimizer.zero_grad();
   }
   agree("the ranks agree after mixed steps");
+  // With BatchNorm (pytorch/examples' dcgan): its backward reads the running statistics saved by the forward, so
+  // rank 0's buffers may reach the other ranks only after the backward (an in-place broadcast at the first
+  // gradient failed it with "modified by an inplace operation").
+  torch::nn::Sequential bn(torch::nn::Linear(8, 6), torch::nn::BatchNorm1d(6), torch::nn::Linear(6, 4));
+  torch::optim::SGD bn_sgd(bn->parameters(), torch::optim::SGDOptions(0.1));
+  auto [bn_model, bn_optimizer] = accelerator.prepare(bn, bn_sgd);
+  for (int64_t step = 0; step < 4; ++step) {
+    auto scope = accelerator.accumulate(bn_model);
+    accelerator.backward(torch::nn::functional::mse_loss(bn->forward(x[step]), y[step]));
+    bn_optimizer.step();
+    bn_optimizer.zero_grad();
+  }
+  const auto bn_all = accelerator.gather(flat(*bn).unsqueeze(0));
+  for (int64_t r = 1; r < bn_all.size(0); ++r) {
+    check(bn_all[r].equal(bn_all[0]), "the ranks agree on a BatchNorm model's weights and running statistics");
+  }
   std::cout << "rank " << rank << " synchronised through the module" << std::endl;
+  return 0;
+}
+
+// Issue 34: a ported loop that keeps its own loss.backward() and optimizer.step() (what accelerator.prepare
+// returned is not used). Plain DDP trains it synchronised; under fp16, gradient accumulation or ZeRO it would train
+// wrong without a word, so its first backward (or, under ZeRO, its 16th) is refused, on every rank.
+int own_steps(const Args&) {
+  spur::Accelerator accelerator;
+  const int64_t rank = accelerator.process_index();
+  Net net = make_net(1000);
+  auto sgd = make_sgd(net);
+  accelerator.prepare(net, sgd);
+  auto data = make_data(40, 4);
+  const torch::Tensor x = data.first + static_cast<double>(rank);
+  try {
+    for (int64_t step = 0; step < 40; ++step) {
+      auto loss = torch::nn::functional::mse_loss(net->forward(x[step]), data.second[step]);
+      sgd.zero_grad();
+      loss.backward();
+      sgd.step();
+    }
+  } catch (const std::exception& e) {
+    std::cout << "rank " << rank << " error: " << e.what() << std::endl;
+    return 3;
+  }
+  const auto all = accelerator.gather(flat(*net).unsqueeze(0));
+  for (int64_t r = 1; r < all.size(0); ++r) check(all[r].equal(all[0]), "the ranks agree after their own steps");
+  std::cout << "rank " << rank << " trained with its own steps" << std::endl;
   return 0;
 }
 
@@ -1477,6 +1522,8 @@ int main(int argc, char** argv) try {
     code = leave_early(args);
   } else if (args.scenario == "unwrapped") {
     code = unwrapped(args);
+  } else if (args.scenario == "own_steps") {
+    code = own_steps(args);
   } else if (args.scenario == "scaler_oracle") {
     code = scaler_oracle(args);
   } else if (args.scenario == "save_model_failure") {

@@ -586,6 +586,13 @@ struct is_std_vector<std::vector<T, A>> : std::true_type {};
 // The indices of one batch as torch::data's get_batch takes them, checked against the dataset's size.
 std::vector<size_t> batch_request(const std::vector<int64_t>& indices, int64_t size);
 
+// The zero-sample batch a short rank gets with even_batches=false: `batch` (of one sample) cut to no rows, so it
+// keeps the sample's shape.
+template <typename Batch>
+Batch no_rows(Batch batch) {
+  return transform_batch(std::move(batch), [](torch::Tensor t) { return t.narrow(0, 0, 0); });
+}
+
 // The batch of `indices` from a torch::data batch dataset (`.map(Stack<>())`, or any get_batch), as torch's own
 // loader makes it. The zero-sample batch (no indices) has sample 0's shape and no rows, or is an empty vector.
 template <typename Dataset>
@@ -596,8 +603,7 @@ auto fetch_batch(Dataset& dataset, const std::vector<int64_t>& indices, int64_t 
       return Batch{};
     } else {
       const std::vector<size_t> first{0};
-      return transform_batch(dataset.get_batch(c10::ArrayRef<size_t>(first)),
-                             [](torch::Tensor t) { return t.narrow(0, 0, 0); });
+      return no_rows(dataset.get_batch(c10::ArrayRef<size_t>(first)));
     }
   } else {
     const auto request = batch_request(indices, size);
@@ -660,21 +666,15 @@ auto make_sample_loader(std::shared_ptr<Dataset> shared, const DataLoaderOptions
   const bool pin_memory = options.pin_memory;
   typename DataLoader<Batch>::Fetch fetch = [shared, collate, pin_memory, size](const std::vector<int64_t>& indices) {
     std::vector<Sample> samples;
-    samples.reserve(indices.size());
     if (indices.empty()) {
-      // The zero-sample batch a short rank gets with even_batches=false: sample 0's shape, zero rows.
-      std::vector<Sample> one;
-      one.push_back(shared->get(size_t{0}));
-      auto batch = detail::collate_and_pin(std::move(one), collate, false);
-      return detail::transform_batch(std::move(batch), [](torch::Tensor t) { return t.narrow(0, 0, 0); });
+      samples.push_back(shared->get(size_t{0}));
+      return detail::no_rows(detail::collate_and_pin(std::move(samples), collate, false));
     }
-    for (const int64_t index : indices) {
-      if (index < 0 || index >= size) {
-        throw Error("data loader: the sampler asked for index " + std::to_string(index) + " of a dataset of " +
-                    std::to_string(size) + " samples");
-      }
+    const auto request = detail::batch_request(indices, size);
+    samples.reserve(request.size());
+    for (const size_t index : request) {
       try {
-        samples.push_back(shared->get(static_cast<size_t>(index)));
+        samples.push_back(shared->get(index));
       } catch (const std::exception& e) {
         throw Error("data loader: the dataset's get(" + std::to_string(index) + ") failed: " + e.what());
       }
@@ -744,13 +744,14 @@ auto make_data_loader(Dataset dataset, TorchSampler sampler,
     return std::make_unique<decltype(loader)>(std::move(loader));
   }
 }
+/// The form with the sampler's type named (`make_data_loader<torch::data::samplers::SequentialSampler>(std::move(
+/// dataset), batch_size)`, default RandomSampler, as torch's): the sampler is made over the dataset's size.
 template <typename TorchSampler = torch::data::samplers::RandomSampler, typename Dataset,
           typename = std::enable_if_t<std::is_constructible_v<TorchSampler, size_t>>>
 auto make_data_loader(Dataset dataset, torch::data::DataLoaderOptions options) {
   const int64_t size = detail::dataset_size(dataset);
   return spur::make_data_loader(std::move(dataset), TorchSampler(static_cast<size_t>(size)), std::move(options));
 }
-
 
 /// A loader over a stream dataset (a StreamDataset subclass, or anything with next() and reset(epoch)).
 template <typename Stream, typename Collate = DefaultCollate>

@@ -316,6 +316,7 @@ class ReducerModelSync final : public ModelSync {
       }
     }
     autocast_seen_ = detail::autocast_scopes_opened();
+    refuse_own_training_steps();
     if (!require_sync_) return false;  // no_sync / accumulate's local micro-steps
     if (core_->options.find_unused_parameters) {
       throw Error(
@@ -323,12 +324,6 @@ class ReducerModelSync final : public ModelSync {
           "(`net.forward(x)`, `*model`, a function that takes `Net&`): finding the unused parameters needs the "
           "outputs of the prepared model's call, `model(x)` on what accelerator.prepare returned (or a "
           "spur::PreparedModel<NetImpl>& parameter)");
-    }
-    progress::Scope arming("backward (buffer sync)");
-    try {
-      broadcast_buffers();
-    } catch (const std::exception& e) {
-      core_->comm->fail("backward (buffer sync)", e);
     }
     require_forward_param_sync_ = true;
     if (zero_gradients_) {
@@ -338,22 +333,66 @@ class ReducerModelSync final : public ModelSync {
     }
     return true;
   }
+  // Where the program's own loss.backward() and optimizer.step() would train wrong without a word, say so: fp16
+  // needs the loss scaled (accelerator.backward) and the step unscaled (the prepared optimizer); accumulation
+  // needs the loss divided and steps skipped between syncs; under ZeRO the optimizer holds only this rank's shard
+  // of the parameters, with gradients attached by the prepared step alone, so its own step() changes nothing.
+  void refuse_own_training_steps() {
+    const std::string how =
+        ": keep what accelerator.prepare returns for the optimizer (`auto [net, opt] = accelerator.prepare(model, "
+        "optimizer);`), then call accelerator.backward(loss) and opt.step() / opt.zero_grad() (docs/porting.md)";
+    if (!core_->in_backward && core_->scaler) {
+      throw Error("mixed_precision fp16: this backward is the program's own loss.backward(); fp16 scales the loss "
+                  "in accelerator.backward(loss) and unscales the gradients in the prepared optimizer's step" +
+                  how);
+    }
+    if (!core_->in_backward && core_->accumulation_steps > 1) {
+      throw Error("gradient_accumulation_steps " + std::to_string(core_->accumulation_steps) +
+                  ": this backward is the program's own loss.backward(); accumulating needs accelerator.backward("
+                  "loss) inside `auto step = accelerator.accumulate(model);`, and the prepared optimizer, which "
+                  "steps only when the gradients synchronise (the program's own step would step every micro-batch)" +
+                  how);
+    }
+    // ZeRO: a program whose optimizer steps go through Spur steps at least once every few backwards per
+    // micro-step (a GAN runs two or three); this many in a row with no prepared step is a loop stepping its own.
+    const int64_t most = 16 * core_->accumulation_steps;
+    if (core_->zero_stage > 0 && ++core_->unwrapped_backwards_since_step > most) {
+      throw Error("ZeRO stage " + std::to_string(core_->zero_stage) + ": " + std::to_string(most) +
+                  " backward passes and no step of a prepared optimizer: under ZeRO each rank's optimizer holds "
+                  "its shard of the parameters, and only the prepared optimizer's step() gives it gradients and "
+                  "shares the result, so the program's own optimizer.step() trains nothing" +
+                  how);
+    }
+  }
   // The end of that backward, after the reduction finished: the buckets are re-cut in the order the gradients
   // came (what the prepared call's next forward does), once.
+  // Rank 0's buffers (BatchNorm's running statistics) go to every rank here, after the backward, for the next
+  // forward: not at its first gradient, where they are still saved for the backward (BatchNorm's backward reads
+  // them, and an in-place broadcast then fails it with "modified by an inplace operation").
   void end_unwrapped() {
+    if (!buffers_.empty()) {
+      progress::Scope syncing("backward (buffer sync)");
+      try {
+        broadcast_buffers();
+      } catch (const std::exception& e) {
+        core_->comm->fail("backward (buffer sync)", e);
+      }
+    }
     if (!reducer_) return;
     try {
       reducer_->rebuild_buckets();
     } catch (const std::exception& e) {
       core_->comm->fail("backward (bucket rebuild)", e);
     }
-    // The program's own optimizer may zero the gradients itself (torch's zero_grad detaches them in place, which
-    // a view into a Reducer bucket refuses): give it gradients of their own. The Reducer copies them back into
-    // its buckets next time.
+    // The program's own optimizer may zero the gradients itself, and torch's C++ zero_grad detaches them in place
+    // first, which a view into a Reducer bucket refuses ("Can't detach views in-place"). So each gradient becomes
+    // a plain tensor over the same memory: nothing is copied, zero_(), detach_() and reset() all work, and the
+    // Reducer still finds it an alias of its bucket next backward.
     if (!core_->options.gradient_as_bucket_view) return;
     for (auto& param : trained_) {
       auto& grad = param.mutable_grad();
-      if (grad.defined() && grad._base().defined()) grad = grad.clone();
+      if (!grad.defined() || !grad.is_view()) continue;
+      grad = at::empty({0}, grad.options()).set_(grad.storage(), grad.storage_offset(), grad.sizes(), grad.strides());
     }
   }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # Each port in examples/ported beside its original: the stored diff (PORT.diff) is `diff -u` of the two as they are,
-# and docs/porting.md's table names its true counts of added and removed lines.
-#   check_diffs.py PORTED_DIR PORTING_MD [--write]   (--write: rewrites the stored diffs)
+# docs/porting.md's table names its true counts of added and removed lines, and the README's before and after is
+# mnist's diff as stored.
+#   check_diffs.py PORTED_DIR PORTING_MD README_MD [--write]   (--write: rewrites the stored diffs)
 import re
 import subprocess
 import sys
@@ -34,4 +35,7 @@ for name, (original, port) in PORTS.items():
               f" (it says {row.groups() if row else 'nothing'})")
         failed = True
     print(f"{name}: {added} lines added, {removed} removed")
+    if name == "mnist" and f"```diff\n{diff}```" not in Path(sys.argv[3]).read_text():
+        print(f"{sys.argv[3]}: its before and after is not {stored} as it is")
+        failed = True
 sys.exit(1 if failed else 0)
