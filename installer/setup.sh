@@ -103,8 +103,10 @@ case "${1:-}" in
     # The wheel tree as users build it; Debian's LibTorch built with ASan + UBSan on all of Spur's code (the
     # plain Debian tree differs only in flags: `build` makes it); the torch-free parts under TSan
     # (docs/sanitizers.md says what runs under which and why).
-    say "building against the torch wheel (cmake --preset default, build/)"
-    cmake --preset default
+    # CI builds no benchmark programs (2-3 minutes of a cold build, figures nobody reads there): `cmake --preset
+    # default` builds them, and `ctest --preset bench` runs their smoke tests (docs/testing.md).
+    say "building against the torch wheel (cmake --preset default -DSPUR_BUILD_BENCHMARKS=OFF, build/)"
+    cmake --preset default -DSPUR_BUILD_BENCHMARKS=OFF
     cmake --build --preset default
     say "building against Debian's libtorch-dev with ASan + UBSan (cmake --preset debian-asan, build-debian-asan/)"
     cmake --preset debian-asan

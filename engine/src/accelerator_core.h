@@ -89,6 +89,9 @@ class AcceleratorCore {
   // The gradient sync of each prepared module (indexed as `models`): kept here, so that a module prepared in place
   // stays synchronised when the program keeps no PreparedModel. ~Accelerator clears it (each holds the core).
   std::vector<std::shared_ptr<ModelSync>> syncs;
+  // The first parameter of each prepared module (indexed as `models`; undefined for none), held: a module made
+  // again at a freed one's address (`Net net;` in a loop) is told apart from it by its own parameters.
+  std::vector<torch::Tensor> first_parameters;
   std::vector<std::shared_ptr<torch::optim::LRScheduler>> schedulers;
   struct Custom {
     std::function<void(torch::serialize::OutputArchive&)> save;

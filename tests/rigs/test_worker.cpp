@@ -906,11 +906,15 @@ int unwrapped(const Args& args) {
   torch::nn::Sequential bn(torch::nn::Linear(8, 6), torch::nn::BatchNorm1d(6), torch::nn::Linear(6, 4));
   torch::optim::SGD bn_sgd(bn->parameters(), torch::optim::SGDOptions(0.1));
   auto [bn_model, bn_optimizer] = accelerator.prepare(bn, bn_sgd);
-  for (int64_t step = 0; step < 4; ++step) {
+  // Its first synchronised backward comes from the prepared call, the next from the module's own forward (the
+  // Reducer's first bucket rebuild must follow either), and the program's own optimizer zeroes the gradients after
+  // a backward armed by the prepared call too (bucket views refuse torch's zero_grad).
+  for (int64_t step = 0; step < 8; ++step) {
     auto scope = accelerator.accumulate(bn_model);
-    accelerator.backward(torch::nn::functional::mse_loss(bn->forward(x[step]), y[step]));
+    const auto output = (step / 2) % 2 ? bn->forward(x[step]) : bn_model(x[step]);
+    accelerator.backward(torch::nn::functional::mse_loss(output, y[step]));
     bn_optimizer.step();
-    bn_optimizer.zero_grad();
+    if (accelerator.sync_gradients()) bn_sgd.zero_grad();
   }
   const auto bn_all = accelerator.gather(flat(*bn).unsqueeze(0));
   for (int64_t r = 1; r < bn_all.size(0); ++r) {

@@ -63,6 +63,7 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
       throw Error("this process already joined the run's process group on " + existing->device().str() +
                   "; an Accelerator on " + config.device.str() + " cannot share it (use the same cpu option)");
     }
+    existing->mark_present();  // an Accelerator before this one may have marked this rank as left
     return existing;
   }
 
@@ -147,6 +148,15 @@ void Communicator::mark_left() {
     store_->set(left_key(rank_), std::vector<uint8_t>{'1'});
   } catch (const std::exception&) {
     // The store's host (rank 0) is gone already: nobody is left to tell.
+  }
+}
+
+void Communicator::mark_present() {
+  if (shm_) shm_->mark_present();
+  try {
+    store_->deleteKey(left_key(rank_));
+  } catch (const std::exception&) {
+    // No store to tell: nothing was marked there either.
   }
 }
 

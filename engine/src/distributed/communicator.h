@@ -72,6 +72,8 @@ class Communicator {
   /// This rank leaves on purpose (its Accelerator goes without an error): told to the others through the
   /// shared-memory segment and the store, so their failing collectives say that it left (see fail()).
   void mark_left();
+  /// A new Accelerator of this process joins again (join() returned the same Communicator): no longer left.
+  void mark_present();
 
   Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
                c10::intrusive_ptr<c10d::ProcessGroup> group);

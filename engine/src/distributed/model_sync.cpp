@@ -67,6 +67,12 @@ struct OutputSink : torch::autograd::Function<OutputSink> {
   }
 };
 
+// What the refusals of the program's own loss.backward() / optimizer.step() (ReducerModelSync) tell it to do.
+std::string own_steps_fix() {
+  return ": keep what accelerator.prepare returns for the optimizer (`auto [net, opt] = accelerator.prepare(model, "
+         "optimizer);`), then call accelerator.backward(loss) and opt.step() / opt.zero_grad() (docs/porting.md)";
+}
+
 // Sees every backward that reaches a prepared model's trained parameters: a post hook on each one's gradient
 // accumulator, registered before the Reducer's (so it runs first on each parameter). When the program called its
 // own module (`net.forward(x)`, `*model`, a function that takes `Net&`, a submodule) instead of the prepared
@@ -76,7 +82,7 @@ struct OutputSink : torch::autograd::Function<OutputSink> {
 class BackwardWatch : public std::enable_shared_from_this<BackwardWatch> {
  public:
   static std::shared_ptr<BackwardWatch> install(const std::vector<torch::Tensor>& trained, std::function<bool()> arm,
-                                                std::function<void()> end) {
+                                                std::function<void(bool)> end) {
     auto watch = std::make_shared<BackwardWatch>();
     watch->arm_ = std::move(arm);
     watch->end_ = std::move(end);
@@ -104,25 +110,35 @@ class BackwardWatch : public std::enable_shared_from_this<BackwardWatch> {
     in_backward_ = true;
     const bool armed_by_forward = std::exchange(forward_seen_, false);
     std::weak_ptr<BackwardWatch> weak = weak_from_this();
-    const bool armed_here = !armed_by_forward && arm_();
+    // The flags go back when this backward ends, also when it fails (arm_ may refuse, a peer may die): autograd
+    // destroys its final callbacks either way, and this guard with them. Queued before arm_, which may throw.
+    std::shared_ptr<void> reset(nullptr, [weak](void*) {
+      if (auto self = weak.lock()) {
+        self->in_backward_ = false;
+        self->forward_seen_ = false;
+      }
+    });
     auto& engine = torch::autograd::Engine::get_default_engine();
-    engine.queue_callback([weak, armed_here] {
+    auto armed = std::make_shared<bool>(armed_by_forward);
+    engine.queue_callback([weak, armed, armed_by_forward, reset] {
       auto self = weak.lock();
       if (!self) return;
       self->in_backward_ = false;
       self->forward_seen_ = false;
       // Queued again, so it runs after the callbacks queued later in this backward (the Reducer's finish).
-      if (armed_here) {
-        torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-          if (auto again = weak.lock()) again->end_();
+      // Whoever armed it (the prepared forward or the first gradient here), the backward ends the same way.
+      if (*armed) {
+        torch::autograd::Engine::get_default_engine().queue_callback([weak, unwrapped = !armed_by_forward] {
+          if (auto again = weak.lock()) again->end_(unwrapped);
         });
       }
     });
+    if (!armed_by_forward) *armed = arm_();
   }
 
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
   std::function<bool()> arm_;
-  std::function<void()> end_;
+  std::function<void(bool)> end_;  // (whether the program's own forward ran: the buffers go to every rank then)
   bool forward_seen_ = false;
   bool in_backward_ = false;
 };
@@ -196,7 +212,7 @@ class ReducerModelSync final : public ModelSync {
     trained_ = trained;
     // (Before the Reducer's or ZeRO's hooks: on each parameter the watch's runs first.)
     watch_ = BackwardWatch::install(
-        trained, [this] { return arm_unwrapped(); }, [this] { end_unwrapped(); });
+        trained, [this] { return arm_unwrapped(); }, [this](bool unwrapped) { end_backward(unwrapped); });
 
     const auto& options = core_->options;
     const std::size_t first_cap =
@@ -318,6 +334,7 @@ class ReducerModelSync final : public ModelSync {
     autocast_seen_ = detail::autocast_scopes_opened();
     refuse_own_training_steps();
     if (!require_sync_) return false;  // no_sync / accumulate's local micro-steps
+    refuse_unstepped_zero();
     if (core_->options.find_unused_parameters) {
       throw Error(
           "find_unused_parameters: a backward reached a prepared model whose forward the program called itself "
@@ -338,39 +355,40 @@ class ReducerModelSync final : public ModelSync {
   // needs the loss divided and steps skipped between syncs; under ZeRO the optimizer holds only this rank's shard
   // of the parameters, with gradients attached by the prepared step alone, so its own step() changes nothing.
   void refuse_own_training_steps() {
-    const std::string how =
-        ": keep what accelerator.prepare returns for the optimizer (`auto [net, opt] = accelerator.prepare(model, "
-        "optimizer);`), then call accelerator.backward(loss) and opt.step() / opt.zero_grad() (docs/porting.md)";
     if (!core_->in_backward && core_->scaler) {
       throw Error("mixed_precision fp16: this backward is the program's own loss.backward(); fp16 scales the loss "
                   "in accelerator.backward(loss) and unscales the gradients in the prepared optimizer's step" +
-                  how);
+                  own_steps_fix());
     }
     if (!core_->in_backward && core_->accumulation_steps > 1) {
       throw Error("gradient_accumulation_steps " + std::to_string(core_->accumulation_steps) +
                   ": this backward is the program's own loss.backward(); accumulating needs accelerator.backward("
                   "loss) inside `auto step = accelerator.accumulate(model);`, and the prepared optimizer, which "
                   "steps only when the gradients synchronise (the program's own step would step every micro-batch)" +
-                  how);
+                  own_steps_fix());
     }
-    // ZeRO: a program whose optimizer steps go through Spur steps at least once every few backwards per
-    // micro-step (a GAN runs two or three); this many in a row with no prepared step is a loop stepping its own.
-    const int64_t most = 16 * core_->accumulation_steps;
+  }
+  // ZeRO: a program whose optimizer steps go through Spur steps at least once every few synchronised backwards (a
+  // GAN runs two or three, each counted once per prepared model it reaches); this many in a row with no prepared
+  // step is a loop stepping its own optimizer.
+  void refuse_unstepped_zero() {
+    const int64_t most = 16 * static_cast<int64_t>(std::max<size_t>(1, core_->models.size()));
     if (core_->zero_stage > 0 && ++core_->unwrapped_backwards_since_step > most) {
       throw Error("ZeRO stage " + std::to_string(core_->zero_stage) + ": " + std::to_string(most) +
                   " backward passes and no step of a prepared optimizer: under ZeRO each rank's optimizer holds "
                   "its shard of the parameters, and only the prepared optimizer's step() gives it gradients and "
                   "shares the result, so the program's own optimizer.step() trains nothing" +
-                  how);
+                  own_steps_fix());
     }
   }
-  // The end of that backward, after the reduction finished: the buckets are re-cut in the order the gradients
-  // came (what the prepared call's next forward does), once.
-  // Rank 0's buffers (BatchNorm's running statistics) go to every rank here, after the backward, for the next
-  // forward: not at its first gradient, where they are still saved for the backward (BatchNorm's backward reads
-  // them, and an in-place broadcast then fails it with "modified by an inplace operation").
-  void end_unwrapped() {
-    if (!buffers_.empty()) {
+  // The end of a synchronised backward, after the reduction finished, however it was armed: the buckets are
+  // re-cut in the order the gradients came (once; the Reducer records that order until then), and gradients
+  // become tensors of their own (below). After the program's own forward (`unwrapped`), rank 0's buffers
+  // (BatchNorm's running statistics) go to every rank here, for the next forward: not at the backward's first
+  // gradient, where they are still saved for it (BatchNorm's backward reads them, and an in-place broadcast then
+  // fails it with "modified by an inplace operation").
+  void end_backward(bool unwrapped) {
+    if (unwrapped && !buffers_.empty()) {
       progress::Scope syncing("backward (buffer sync)");
       try {
         broadcast_buffers();
@@ -413,12 +431,26 @@ class ReducerModelSync final : public ModelSync {
 
 std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
                                            std::shared_ptr<torch::nn::Module> module) {
+  const auto parameters = module->parameters(/*recurse=*/true);
+  const torch::Tensor first = parameters.empty() ? torch::Tensor() : parameters.front();
+  core->first_parameters.resize(core->models.size());
   for (size_t i = 0; i < core->models.size() && i < core->syncs.size(); ++i) {
-    if (core->models[i].get() == module.get()) return core->syncs[i];  // prepared before: the same preparation
+    if (core->models[i].get() != module.get()) continue;
+    const auto& known = core->first_parameters[i];
+    if (known.defined() == first.defined() && (!first.defined() || known.is_same(first))) {
+      return core->syncs[i];  // prepared before: the same preparation
+    }
+    // Another module made where a prepared one was (that one is gone): prepared as new, in its place.
+    auto sync = std::make_shared<ReducerModelSync>(core, module);
+    core->models[i] = std::move(module);
+    core->syncs[i] = sync;
+    core->first_parameters[i] = first;
+    return sync;
   }
   auto sync = std::make_shared<ReducerModelSync>(core, module);
   core->models.push_back(std::move(module));
   core->syncs.push_back(sync);
+  core->first_parameters.push_back(first);
   return sync;
 }
 

@@ -287,6 +287,11 @@ void ShmAllreduce::mark_left() {
   pid.store(pid.load(std::memory_order_relaxed) | kLeftBit, std::memory_order_release);
 }
 
+void ShmAllreduce::mark_present() {
+  auto& pid = counter(base_, field_offset(size_, kPid, rank_));
+  pid.store(pid.load(std::memory_order_relaxed) & ~kLeftBit, std::memory_order_release);
+}
+
 ShmAllreduce::~ShmAllreduce() {
   ::munmap(base_, bytes_);
   ::close(fd_);  // drops this rank's lock

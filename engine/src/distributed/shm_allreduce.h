@@ -49,6 +49,8 @@ class ShmAllreduce {
   /// Says to the other ranks that this one is leaving on purpose (its program ended normally): an all-reduce that
   /// then waits for it says so, instead of "gone".
   void mark_left();
+  /// Undoes mark_left (a later Accelerator of the same program).
+  void mark_present();
   /// Bytes of one chunk (per rank and buffer).
   static constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 
