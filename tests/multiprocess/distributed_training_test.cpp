@@ -254,10 +254,18 @@ class DistributedTrainingTest : public QObject {
     QTest::addColumn<QString>("variable");
     QTest::addColumn<QString>("value");
     QTest::addColumn<QString>("said");
-    QTest::newRow("DDP trains") << "SPUR_ZERO_STAGE" << "0" << "";
-    QTest::newRow("fp16") << "ACCELERATE_MIXED_PRECISION" << "fp16" << "mixed_precision fp16";
-    QTest::newRow("accumulation") << "ACCELERATE_GRADIENT_ACCUMULATION_STEPS" << "2" << "gradient_accumulation_steps 2";
-    QTest::newRow("ZeRO stage 2") << "SPUR_ZERO_STAGE" << "2" << "ZeRO stage 2: 16 backward passes";
+    QTest::newRow("DDP trains") << "SPUR_ZERO_STAGE"
+                                << "0"
+                                << "";
+    QTest::newRow("fp16") << "ACCELERATE_MIXED_PRECISION"
+                          << "fp16"
+                          << "mixed_precision fp16";
+    QTest::newRow("accumulation") << "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"
+                                  << "2"
+                                  << "gradient_accumulation_steps 2";
+    QTest::newRow("ZeRO stage 2") << "SPUR_ZERO_STAGE"
+                                  << "2"
+                                  << "ZeRO stage 2: 16 backward passes";
   }
   void own_backward_and_step_are_refused_where_they_train_wrong() {
     QFETCH(QString, variable);

@@ -576,8 +576,8 @@ struct has_get<D, std::void_t<decltype(std::declval<D&>().get(size_t{0}))>> : st
 template <typename D, typename = void>
 struct has_get_batch : std::false_type {};
 template <typename D>
-struct has_get_batch<D, std::void_t<decltype(std::declval<D&>().get_batch(c10::ArrayRef<size_t>()))>>
-    : std::true_type {};
+struct has_get_batch<D, std::void_t<decltype(std::declval<D&>().get_batch(c10::ArrayRef<size_t>()))>> : std::true_type {
+};
 template <typename T>
 struct is_std_vector : std::false_type {};
 template <typename T, typename A>

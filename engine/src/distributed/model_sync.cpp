@@ -356,9 +356,10 @@ class ReducerModelSync final : public ModelSync {
   // of the parameters, with gradients attached by the prepared step alone, so its own step() changes nothing.
   void refuse_own_training_steps() {
     if (!core_->in_backward && core_->scaler) {
-      throw Error("mixed_precision fp16: this backward is the program's own loss.backward(); fp16 scales the loss "
-                  "in accelerator.backward(loss) and unscales the gradients in the prepared optimizer's step" +
-                  own_steps_fix());
+      throw Error(
+          "mixed_precision fp16: this backward is the program's own loss.backward(); fp16 scales the loss "
+          "in accelerator.backward(loss) and unscales the gradients in the prepared optimizer's step" +
+          own_steps_fix());
     }
     if (!core_->in_backward && core_->accumulation_steps > 1) {
       throw Error("gradient_accumulation_steps " + std::to_string(core_->accumulation_steps) +
@@ -419,11 +420,11 @@ class ReducerModelSync final : public ModelSync {
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
-  std::vector<torch::Tensor> trained_;            // the trained parameters, as the Reducer holds them
+  std::vector<torch::Tensor> trained_;             // the trained parameters, as the Reducer holds them
   std::shared_ptr<BackwardWatch> watch_;           // distributed runs with trained parameters
   bool require_sync_ = true;
   bool require_forward_param_sync_ = true;
-  uint64_t autocast_seen_ = 0;   // autocast_scopes_opened() at the last forward or backward seen
+  uint64_t autocast_seen_ = 0;  // autocast_scopes_opened() at the last forward or backward seen
   bool warned_autocast_ = false;
 };
 
