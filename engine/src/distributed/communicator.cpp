@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include <spur/error.h>
 
@@ -143,8 +145,12 @@ std::string left_key(int rank) { return "spur/left/" + std::to_string(rank); }
 }  // namespace
 
 void Communicator::mark_left() {
+  // After a failed collective the program may still end normally (it caught the error): it did not leave on
+  // purpose, and the store's host may be out of reach (a cut link), where a set would wait for the store's timeout.
+  if (failed_) return;
   if (shm_) shm_->mark_left();
   try {
+    store_->setTimeout(std::chrono::seconds(5));
     store_->set(left_key(rank_), std::vector<uint8_t>{'1'});
   } catch (const std::exception&) {
     // The store's host (rank 0) is gone already: nobody is left to tell.
@@ -152,6 +158,7 @@ void Communicator::mark_left() {
 }
 
 void Communicator::mark_present() {
+  failed_ = false;
   if (shm_) shm_->mark_present();
   try {
     store_->deleteKey(left_key(rank_));
@@ -161,19 +168,27 @@ void Communicator::mark_present() {
 }
 
 void Communicator::fail(const std::string& operation, const std::exception& cause) const {
+  failed_ = true;
   if (dynamic_cast<const Error*>(&cause)) throw Error(cause.what());
   std::string what = cause.what();
   if (auto* c10_error = dynamic_cast<const c10::Error*>(&cause)) what = c10_error->what_without_backtrace();
-  // A rank that left on purpose said so in the store (while its host, rank 0, still runs).
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    bool left = false;
+  // A rank that left on purpose said so in the store (while its host, rank 0, still runs). Asked on a thread of
+  // its own for at most 2 s: with the link to the store's host cut, the store's reads block without a timeout.
+  auto answer = std::make_shared<std::promise<int>>();
+  auto left = answer->get_future();
+  std::thread([store = store_, size = size_, rank = rank_, answer] {
+    int found = -1;
     try {
-      left = store_->check({left_key(r)});
+      for (int r = 0; r < size && found < 0; ++r) {
+        if (r != rank && store->check({left_key(r)})) found = r;
+      }
     } catch (const std::exception&) {
-      break;
+      found = -1;
     }
-    if (left) {
+    answer->set_value(found);
+  }).detach();
+  if (left.wait_for(std::chrono::seconds(2)) == std::future_status::ready) {
+    if (const int r = left.get(); r >= 0) {
       throw Error(operation + " failed on " + describe() + ": rank " + std::to_string(r) + " " +
                   left_early_explanation() + " (" + what + ")");
     }

@@ -3,6 +3,7 @@
 // the blocking collectives the engine builds on. Internal; one per process, shared by every Accelerator.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -85,6 +86,8 @@ class Communicator {
   std::string endpoint_;
   std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;
+  // A collective failed (fail()): this rank did not leave on purpose, and the store may be out of reach.
+  mutable std::atomic<bool> failed_{false};
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::unique_ptr<ShmAllreduce> shm_;
   std::string shm_note_;
