@@ -199,9 +199,7 @@ std::shared_ptr<detail::ModelSync> Accelerator::make_model_sync(std::shared_ptr<
 }
 
 detail::ModelSync& Accelerator::sync_of_module(const torch::nn::Module& module) const {
-  for (size_t i = 0; i < core_->models.size() && i < core_->syncs.size(); ++i) {
-    if (core_->models[i].get() == &module) return *core_->syncs[i];
-  }
+  if (const auto known = core_->find_model(module); known >= 0) return *core_->syncs[known];
   throw Error("no_sync/accumulate: this module (" + module.name() +
               ") was not prepared by this Accelerator: pass it to accelerator.prepare first");
 }

@@ -92,6 +92,18 @@ class AcceleratorCore {
   // The first parameter of each prepared module (indexed as `models`; undefined for none), held: a module made
   // again at a freed one's address (`Net net;` in a loop) is told apart from it by its own parameters.
   std::vector<torch::Tensor> first_parameters;
+  /// The index of `module` in `models` (this very module: the same address and the same first parameter), or -1.
+  int64_t find_model(const torch::nn::Module& module) const {
+    const auto parameters = module.parameters(/*recurse=*/true);
+    for (size_t i = 0; i < models.size() && i < syncs.size() && i < first_parameters.size(); ++i) {
+      if (models[i].get() != &module) continue;
+      const auto& known = first_parameters[i];
+      if (parameters.empty() ? !known.defined() : known.defined() && known.is_same(parameters.front())) {
+        return static_cast<int64_t>(i);
+      }
+    }
+    return -1;
+  }
   std::vector<std::shared_ptr<torch::optim::LRScheduler>> schedulers;
   struct Custom {
     std::function<void(torch::serialize::OutputArchive&)> save;

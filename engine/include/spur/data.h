@@ -684,6 +684,18 @@ auto make_sample_loader(std::shared_ptr<Dataset> shared, const DataLoaderOptions
   return DataLoader<Batch>(std::move(state), std::move(fetch), nullptr);
 }
 
+// A loader over a torch::data batch dataset: its batches are what get_batch returns (fetch_batch).
+template <typename Dataset>
+auto make_batch_loader(std::shared_ptr<Dataset> shared, const DataLoaderOptions& options,
+                       std::shared_ptr<Sampler> sampler) {
+  using Batch = std::decay_t<decltype(shared->get_batch(c10::ArrayRef<size_t>()))>;
+  const int64_t size = detail::dataset_size(*shared);
+  typename DataLoader<Batch>::Fetch fetch = [shared, size](const std::vector<int64_t>& indices) {
+    return detail::fetch_batch(*shared, indices, size);
+  };
+  return DataLoader<Batch>(detail::make_state(options, size, std::move(sampler)), std::move(fetch), nullptr);
+}
+
 }  // namespace detail
 
 /// A loader over a map-style dataset: anything with get(index) and size() (integer or optional, as
@@ -699,13 +711,7 @@ auto make_data_loader(Dataset dataset, DataLoaderOptions options = {}, std::shar
     static_assert(std::is_same_v<Collate, DefaultCollate>,
                   "make_data_loader: a batch dataset (get_batch, as `.map(Stack<>())`) makes its own batches: a "
                   "collate function is not used with it; drop it, or map the dataset with your transform instead");
-    using Batch = std::decay_t<decltype(shared->get_batch(c10::ArrayRef<size_t>()))>;
-    const int64_t size = detail::dataset_size(*shared);
-    auto state = detail::make_state(options, size, std::move(sampler));
-    typename DataLoader<Batch>::Fetch fetch = [shared, size](const std::vector<int64_t>& indices) {
-      return detail::fetch_batch(*shared, indices, size);
-    };
-    return DataLoader<Batch>(std::move(state), std::move(fetch), nullptr);
+    return detail::make_batch_loader(std::move(shared), options, std::move(sampler));
   } else {
     return detail::make_sample_loader(std::move(shared), options, std::move(sampler), std::move(collate));
   }
@@ -728,21 +734,17 @@ auto make_data_loader(Dataset dataset, TorchSampler sampler,
   const bool draws = !std::is_same_v<TorchSampler, torch::data::samplers::SequentialSampler>;
   auto shared = std::make_shared<Dataset>(std::move(dataset));
   const auto spur_options = detail::from_torch_options(options);
-  if constexpr (detail::has_get_batch<Dataset>::value) {
-    using Batch = std::decay_t<decltype(shared->get_batch(c10::ArrayRef<size_t>()))>;
-    auto state = detail::make_state(spur_options, size, std::move(order));
-    state->order_from_rank0 = draws;
-    typename DataLoader<Batch>::Fetch fetch = [shared, size](const std::vector<int64_t>& indices) {
-      return detail::fetch_batch(*shared, indices, size);
-    };
-    return std::make_unique<DataLoader<Batch>>(std::move(state), std::move(fetch), nullptr);
-  } else {
-    // A dataset of its own with get(index) only: batches are vectors of samples, as torch's Dataset::get_batch.
-    auto loader = detail::make_sample_loader(std::move(shared), spur_options, std::move(order),
-                                             [](auto&& samples) { return std::move(samples); });
-    loader.state()->order_from_rank0 = draws;
-    return std::make_unique<decltype(loader)>(std::move(loader));
-  }
+  auto loader = [&] {
+    if constexpr (detail::has_get_batch<Dataset>::value) {
+      return detail::make_batch_loader(std::move(shared), spur_options, std::move(order));
+    } else {
+      // A dataset of its own with get(index) only: batches are vectors of samples, as torch's Dataset::get_batch.
+      return detail::make_sample_loader(std::move(shared), spur_options, std::move(order),
+                                        [](auto&& samples) { return std::move(samples); });
+    }
+  }();
+  loader.state()->order_from_rank0 = draws;
+  return std::make_unique<decltype(loader)>(std::move(loader));
 }
 /// The form with the sampler's type named (`make_data_loader<torch::data::samplers::SequentialSampler>(std::move(
 /// dataset), batch_size)`, default RandomSampler, as torch's): the sampler is made over the dataset's size.

@@ -149,12 +149,14 @@ void Communicator::mark_left() {
   // purpose, and the store's host may be out of reach (a cut link), where a set would wait for the store's timeout.
   if (failed_) return;
   if (shm_) shm_->mark_left();
+  const auto timeout = store_->getTimeout();
   try {
-    store_->setTimeout(std::chrono::seconds(5));
+    store_->setTimeout(std::chrono::seconds(5));  // (for this mark only: a later Accelerator may join again)
     store_->set(left_key(rank_), std::vector<uint8_t>{'1'});
   } catch (const std::exception&) {
     // The store's host (rank 0) is gone already: nobody is left to tell.
   }
+  store_->setTimeout(timeout);
 }
 
 void Communicator::mark_present() {

@@ -113,18 +113,14 @@ class BackwardWatch : public std::enable_shared_from_this<BackwardWatch> {
     // The flags go back when this backward ends, also when it fails (arm_ may refuse, a peer may die): autograd
     // destroys its final callbacks either way, and this guard with them. Queued before arm_, which may throw.
     std::shared_ptr<void> reset(nullptr, [weak](void*) {
-      if (auto self = weak.lock()) {
-        self->in_backward_ = false;
-        self->forward_seen_ = false;
-      }
+      if (auto self = weak.lock()) self->backward_ended();
     });
     auto& engine = torch::autograd::Engine::get_default_engine();
     auto armed = std::make_shared<bool>(armed_by_forward);
     engine.queue_callback([weak, armed, armed_by_forward, reset] {
       auto self = weak.lock();
       if (!self) return;
-      self->in_backward_ = false;
-      self->forward_seen_ = false;
+      self->backward_ended();
       // Queued again, so it runs after the callbacks queued later in this backward (the Reducer's finish).
       // Whoever armed it (the prepared forward or the first gradient here), the backward ends the same way.
       if (*armed) {
@@ -134,6 +130,11 @@ class BackwardWatch : public std::enable_shared_from_this<BackwardWatch> {
       }
     });
     if (!armed_by_forward) *armed = arm_();
+  }
+
+  void backward_ended() {
+    in_backward_ = false;
+    forward_seen_ = false;
   }
 
   std::vector<std::shared_ptr<void>> accumulators_;  // autograd holds gradient accumulators only weakly
@@ -432,23 +433,18 @@ class ReducerModelSync final : public ModelSync {
 
 std::shared_ptr<ModelSync> make_model_sync(const std::shared_ptr<AcceleratorCore>& core,
                                            std::shared_ptr<torch::nn::Module> module) {
+  if (const auto known = core->find_model(*module); known >= 0) return core->syncs[known];  // the same preparation
   const auto parameters = module->parameters(/*recurse=*/true);
   const torch::Tensor first = parameters.empty() ? torch::Tensor() : parameters.front();
-  core->first_parameters.resize(core->models.size());
-  for (size_t i = 0; i < core->models.size() && i < core->syncs.size(); ++i) {
+  auto sync = std::make_shared<ReducerModelSync>(core, module);
+  // Another module made where a prepared one was (that one is gone) is prepared as new, in its place.
+  for (size_t i = 0; i < core->models.size(); ++i) {
     if (core->models[i].get() != module.get()) continue;
-    const auto& known = core->first_parameters[i];
-    if (known.defined() == first.defined() && (!first.defined() || known.is_same(first))) {
-      return core->syncs[i];  // prepared before: the same preparation
-    }
-    // Another module made where a prepared one was (that one is gone): prepared as new, in its place.
-    auto sync = std::make_shared<ReducerModelSync>(core, module);
     core->models[i] = std::move(module);
     core->syncs[i] = sync;
     core->first_parameters[i] = first;
     return sync;
   }
-  auto sync = std::make_shared<ReducerModelSync>(core, module);
   core->models.push_back(std::move(module));
   core->syncs.push_back(sync);
   core->first_parameters.push_back(first);
