@@ -68,10 +68,34 @@ python_environment() {
   echo "$want" > "$stamp"  # written last: a half-made environment is made again
 }
 
+# `spur` and `spur-studio` on PATH, as the Debian packages install them: links to this clone's build/ in
+# /usr/local/bin (as root) or ~/.local/bin (Debian's ~/.profile puts it on PATH when it exists). A program of the
+# same name that is not such a link is left alone, and said.
+link_commands() {
+  local bin program target
+  if [ "$(id -u)" = 0 ]; then bin=/usr/local/bin; else bin="$HOME/.local/bin"; fi
+  mkdir -p "$bin"
+  for program in spur spur-studio; do
+    target="$root/build/app/$program"
+    [ -x "$target" ] || continue
+    if [ -e "$bin/$program" ] && [ ! -L "$bin/$program" ]; then
+      say "warning: $bin/$program exists and is not a link: left as it is (this build's is $target)"
+      continue
+    fi
+    ln -sfn "$target" "$bin/$program"
+  done
+  say "spur and spur-studio on PATH: links in $bin to $root/build/app"
+  case ":$PATH:" in
+    *":$bin:"*) ;;
+    *) say "note: $bin is not on this shell's PATH: log in again, or export PATH=\"$bin:\$PATH\"" ;;
+  esac
+}
+
 build() {
   say "building against the torch wheel (cmake --preset default, build/)"
   cmake --preset default
   cmake --build --preset default
+  link_commands
   say "building against Debian's libtorch-dev (cmake --preset debian, build-debian/)"
   cmake --preset debian
   cmake --build --preset debian
@@ -82,9 +106,9 @@ case "${1:-}" in
     install_packages
     python_environment
     build
-    say "opening Spur Studio on the demo workspace: build/app/spur-studio --demo"
+    say "opening Spur Studio on the demo workspace: spur-studio --demo"
     if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
-      say "no display (DISPLAY/WAYLAND_DISPLAY unset): run build/app/spur-studio --demo from a desktop session"
+      say "no display (DISPLAY/WAYLAND_DISPLAY unset): run spur-studio --demo from a desktop session"
       exit 1
     fi
     build/app/spur-studio --demo
@@ -94,7 +118,7 @@ case "${1:-}" in
     python_environment
     build
     say "training the Fashion-MNIST example for one epoch on 2 processes:" \
-      "build/app/spur launch --num_processes 2 build/examples/train_fashion_mnist --epochs 1"
+      "spur launch --num_processes 2 build/examples/train_fashion_mnist --epochs 1"
     build/app/spur launch --num_processes 2 build/examples/train_fashion_mnist --epochs 1
     ;;
   test)

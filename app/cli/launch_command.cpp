@@ -28,6 +28,7 @@
 #include "launch/ssh_fanout.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
+#include "setup/launch_target.h"
 #include "slurm/slurm_job.h"
 #include <spur/core/stream_line.h>
 #include <spur/core/zero_stage.h>
@@ -61,6 +62,9 @@ const char* kUsage =
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"
     "  parent is the run this one is launched again from, as the Studio's Relaunch records it)\n"
+    "  --history F (the history to record into; default $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db)\n"
+    "the configuration's target file (F.yaml -> F.spur.yaml, written by the Studio and `spur config`) adds where\n"
+    "  the run happens (ssh hosts, a Slurm job) and its launch settings; flags given here win (docs/launch.md)\n"
     "  --grace_period S (SIGTERM to SIGKILL, default 5)\n"
     "  --max_restarts N (after a rank fails, stop the others and start them all again, up to N times; each\n"
     "  attempt gets SPUR_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT; default 0)\n"
@@ -132,6 +136,24 @@ int launch_command(const QStringList& given) {
         program = QStringList{container->program()} + container->arguments();
       arguments = container->launch_flags() + flags + QStringList{"--"} + program;
     }
+    // Spur's target file beside the configuration (setup/launch_target.h): where the run happens and its launch
+    // settings, under the flags of this command line. What is recorded is the launch with both.
+    std::optional<app::LaunchTarget> target;
+    QString target_path;
+    if (!container) {
+      const Arguments probe(arguments, app::launch_valued_flags(), app::launch_switches(), true);
+      const QString file = probe.has("no_config")
+                               ? QString()
+                               : probe.value("config_file").value_or(QString::fromStdString(app::config_in_effect()));
+      if (!probe.has("help") && !file.isEmpty()) target = app::LaunchTarget::load_for(file);
+      if (target) {
+        target_path = app::LaunchTarget::path_for(file);
+        const QStringList& program = probe.positional();
+        QStringList flags = arguments.mid(0, arguments.size() - program.size());
+        if (!flags.isEmpty() && flags.back() == "--") flags.removeLast();
+        arguments = app::merge_launch_flags(*target, flags) + QStringList{"--"} + program;
+      }
+    }
     const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
     if (args.has("help")) {
       out << kUsage;
@@ -150,7 +172,11 @@ int launch_command(const QStringList& given) {
                              : args.has("no_config")   ? std::string()
                                                        : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
-    if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args, given);
+    if (target && target->where == app::LaunchTarget::Where::SageMaker && !(config && config->sagemaker())) {
+      throw app::ConfigError(target_path.toStdString() + ": target: sagemaker, but " + path +
+                             " is not a SageMaker configuration (compute_environment: AMAZON_SAGEMAKER)");
+    }
+    if (config && config->sagemaker() && !container) return sagemaker_launch(*config, args, arguments);
     if (config && config->sagemaker()) config.reset();  // in the job's container: the job already carries it
 
     app::LaunchOptions options;
@@ -186,7 +212,7 @@ int launch_command(const QStringList& given) {
     const auto system_interval =
         std::chrono::milliseconds(1000 * args.integer("system_metrics_interval", 0, 86'400).value_or(1));
 
-    if (args.has("slurm")) return slurm_launch(config, args, given, options, grace);
+    if (args.has("slurm")) return slurm_launch(config, args, arguments, options, grace);
     for (const char* flag : {"partition", "nodes", "ntasks_per_node", "time", "account", "qos", "gres", "slurm_args",
                              "slurm_dir", "slurm_config"}) {
       if (args.value(flag)) throw UsageError(QString("--%1 is a Slurm setting: add --slurm").arg(flag));
@@ -241,7 +267,7 @@ int launch_command(const QStringList& given) {
       app::preflight(ssh, hosts);
       QStringList names;
       for (const auto& host : hosts) names << host.name;
-      app::Supervisor supervisor(record_options(args, given, "ssh", names.join(','),
+      app::Supervisor supervisor(record_options(args, arguments, "ssh", names.join(','),
                                                 app::effective_config(config, plan).to_yaml(), stream_key),
                                  out, err);
       app::SupervisionOptions supervision;
@@ -295,6 +321,7 @@ int launch_command(const QStringList& given) {
 
     if (args.has("dry_run")) {
       if (!path.empty()) out << "configuration: " << QString::fromStdString(path) << "\n";
+      if (target) out << "launch settings: " << target_path << " (" << target->describe() << ")\n";
       out << plan.describe();
       return 0;
     }
@@ -314,7 +341,7 @@ int launch_command(const QStringList& given) {
         throw app::LaunchError("--interactive and --exit_on_stdin_eof both want stdin");
       supervision.stdin_mode = app::SupervisionOptions::Stdin::Rank0;
     }
-    auto recording = record_options(args, given, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
+    auto recording = record_options(args, arguments, "local", plan.num_machines > 1 ? plan.master_addr : QString(),
                                     app::effective_config(config, plan).to_yaml());
     if (container) recording.record.reset();  // the submitting machine records
     if (recording.record) {
@@ -364,6 +391,7 @@ app::SupervisorOptions record_options(const Arguments& args, const QStringList& 
   app::SupervisorOptions options;
   options.stream_key = stream_key;
   if (args.has("no_history") || args.has("dry_run")) return options;
+  if (const auto history = args.value("history")) options.history_path = history->toStdString();
   history::Run run;
   take_run_flags(args, run);
   if (run.name.empty()) run.name = default_name.toStdString();

@@ -22,6 +22,16 @@ QString spur_program() {
   return found.isEmpty() ? QString("spur") : found;  // launch_detached says it cannot be found
 }
 
+QString spur_command(const QString& spur) {
+  const QString resolved = spur.contains('/') ? spur : QStandardPaths::findExecutable(spur);
+  const QString on_path = QStandardPaths::findExecutable("spur");
+  if (resolved.isEmpty() ||
+      (!on_path.isEmpty() && QFileInfo(on_path).canonicalFilePath() == QFileInfo(resolved).canonicalFilePath())) {
+    return "spur";
+  }
+  return QFileInfo(resolved).absoluteFilePath();
+}
+
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
                                const QProcessEnvironment& environment, const QString& spur) {
   DetachedLaunch result;

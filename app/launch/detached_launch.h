@@ -18,6 +18,9 @@ struct DetachedLaunch {
 /// The `spur` program: $SPUR_PROGRAM, else next to the running executable (a build tree or an installation), else on
 /// PATH.
 QString spur_program();
+/// How a person types that program in a shell: "spur" when `spur` on PATH is the same file, else its full path (a
+/// build tree's program, before it is installed or linked onto PATH).
+QString spur_command(const QString& spur = spur_program());
 /// Starts `spur launch` for `request` in a session of its own (a Ctrl-C meant for the caller's terminal does not
 /// reach it). What the launcher says on stderr (a bad configuration, a failed rank) is appended to `log_file`.
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,

@@ -47,6 +47,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "notes",
                                    "parent_run",
                                    "system_since",
+                                   "history",
                                    "zero_stage",
                                    "fsdp_sharding_strategy",
                                    "fsdp_reshard_after_forward"};
@@ -114,20 +115,21 @@ QStringList shell_split(const QString& line) {
 QStringList LaunchRequest::spur_arguments() const {
   QStringList words{"launch"};
   if (!config_file.isEmpty()) words << "--config_file" << config_file;
+  if (!history.isEmpty()) words << "--history" << history;
   words << flags << "--" << program << arguments;
   return words;
 }
 
-QString launch_command_line(const QString& directory, const QStringList& launch_arguments) {
-  return (directory.isEmpty() ? QString() : "cd " + shell_quote({directory}) + " && ") + "spur launch " +
-         shell_quote(launch_arguments);
+QString launch_command_line(const QString& directory, const QStringList& launch_arguments, const QString& spur) {
+  return (directory.isEmpty() ? QString() : "cd " + shell_quote({directory}) + " && ") + shell_quote({spur}) +
+         " launch " + shell_quote(launch_arguments);
 }
 
-QString LaunchRequest::command_line() const {
+QString LaunchRequest::command_line(const QString& spur) const {
   QStringList words = spur_arguments().mid(1);  // without "launch"
   // The separator goes (the program is the first word that is not a flag) unless the program looks like one.
   if (!program.startsWith('-')) words.removeAt(words.size() - arguments.size() - 2);
-  return launch_command_line(working_directory, words);
+  return launch_command_line(working_directory, words, spur);
 }
 
 LaunchRequest LaunchRequest::parse(const QString& command_line) {
@@ -166,6 +168,8 @@ LaunchRequest LaunchRequest::parse(const QString& command_line) {
     }
     if (name == "config_file") {
       request.config_file = value;
+    } else if (name == "history") {
+      request.history = value;
     } else {
       request.flags << "--" + name;
       if (valued) request.flags << value;

@@ -24,8 +24,10 @@ QString shell_word(const QString& word);
 QStringList shell_split(const QString& line);
 
 /// The shell line that runs `spur launch ARGUMENTS` in `directory` ("cd DIR && spur launch ...", quoted; no
-/// "cd" when empty): what the history records for a run and what LaunchRequest::parse reads back.
-QString launch_command_line(const QString& directory, const QStringList& launch_arguments);
+/// "cd" when empty): what the history records for a run and what LaunchRequest::parse reads back. `spur`: how the
+/// program is named (a full path where `spur` on PATH is not this Spur).
+QString launch_command_line(const QString& directory, const QStringList& launch_arguments,
+                            const QString& spur = "spur");
 
 struct LaunchRequest {
   QString working_directory;  // empty: the caller's
@@ -33,11 +35,13 @@ struct LaunchRequest {
   QStringList flags;          // launch flags other than --config_file, as typed ("--hosts", "a,b", ...)
   QString program;
   QStringList arguments;
+  QString history;  // --history: empty, the default history ($SPUR_HISTORY, else the user's)
 
-  /// `spur`'s arguments: {"launch", "--config_file", F, flags..., "--", program, arguments...}.
+  /// `spur`'s arguments: {"launch", "--config_file", F, "--history", H, flags..., "--", program, arguments...}.
   QStringList spur_arguments() const;
-  /// The headless command: "cd DIR && spur launch --config_file F ... PROGRAM ARGS" (quoted for a shell).
-  QString command_line() const;
+  /// The headless command: "cd DIR && spur launch --config_file F ... PROGRAM ARGS" (quoted for a shell), with
+  /// `spur` for the program's name (spur_command() in launch/detached_launch.h: what works in the user's shell).
+  QString command_line(const QString& spur = "spur") const;
   /// Reads a command line as command_line() writes it (and as `spur launch` records it in the history).
   /// std::invalid_argument naming what is wrong when it is not a `spur launch` command.
   static LaunchRequest parse(const QString& command_line);

@@ -93,7 +93,17 @@ SetupAnswers SetupAnswers::defaults(const DetectedHardware& hardware) {
   return answers;
 }
 
-SetupAnswers SetupAnswers::from_config(const RunConfig& config, SetupAnswers base) {
+SetupAnswers SetupAnswers::from_config(const RunConfig& config, SetupAnswers base, const LaunchTarget* target) {
+  SetupAnswers a = from_file(config, std::move(base));
+  if (target) {
+    // The target file's settings come last: its Slurm nodes and tasks are what the job asks for.
+    a.take_target(*target);
+    if (config.sagemaker()) a.where = Where::SageMaker;
+  }
+  return a;
+}
+
+SetupAnswers SetupAnswers::from_file(const RunConfig& config, SetupAnswers base) {
   SetupAnswers a = std::move(base);
   a.distributed_type = config.distributed_type();
   a.mixed_precision = config.mixed_precision();
@@ -178,14 +188,39 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
   arguments = request.arguments;
   // A directory removed since is not offered again.
   if (QFileInfo(request.working_directory).isDir()) working_directory = request.working_directory;
-  environment.clear();
   run_name.clear();  // a new run gets a new name (a relaunch's "name (2)" is not the next run's)
   if (where == Where::Slurm) where = Where::Local;
+  take_flags(request.flags);
+}
+
+void SetupAnswers::take_target(const LaunchTarget& target) {
+  switch (target.where) {
+    case LaunchTarget::Where::Ssh:
+      where = Where::Ssh;
+      break;
+    case LaunchTarget::Where::Slurm:
+      where = Where::Slurm;
+      break;
+    case LaunchTarget::Where::SageMaker:
+      where = Where::SageMaker;
+      break;
+    case LaunchTarget::Where::Local:
+      where = Where::Local;
+      break;
+  }
+  take_flags(target.launch_flags());
+}
+
+void SetupAnswers::take_flags(const QStringList& flags) {
+  environment.clear();
+  gradient_accumulation_steps = 1;
+  max_restarts = 0;
+  hang_timeout = 0;
   slurm = SlurmRequest{};
-  if (request.flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
-  for (qsizetype i = 0; i + 1 < request.flags.size(); ++i) {
-    const QString& flag = request.flags[i];
-    const QString& value = request.flags[i + 1];
+  if (flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
+  for (qsizetype i = 0; i + 1 < flags.size(); ++i) {
+    const QString& flag = flags[i];
+    const QString& value = flags[i + 1];
     if (flag == "--hosts") {
       where = Where::Ssh;
       hosts = split_host_list(value);
@@ -224,26 +259,38 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
   }
 }
 
-LaunchRequest SetupAnswers::launch_request(const QString& config_file) const {
+LaunchTarget SetupAnswers::target() const {
+  LaunchTarget target;
+  QStringList& flags = target.flags;
+  if (where == Where::Ssh) {
+    target.where = LaunchTarget::Where::Ssh;
+    if (!hosts.isEmpty()) flags << "--hosts" << hosts.join(',');
+  }
+  if (where == Where::SageMaker) target.where = LaunchTarget::Where::SageMaker;
+  if (where == Where::Slurm) {
+    target.where = LaunchTarget::Where::Slurm;
+    SlurmRequest settings = slurm;
+    settings.nodes = std::max(1, num_machines);
+    settings.ntasks_per_node = std::max(1, processes_per_machine);
+    flags << slurm_flags(settings);
+    if (!slurm.directory.isEmpty()) flags << "--slurm_dir" << slurm.directory;
+  }
+  if (gradient_accumulation_steps > 1) {
+    flags << "--gradient_accumulation_steps" << QString::number(gradient_accumulation_steps);
+  }
+  for (const auto& [name, value] : environment) flags << "--env" << name + "=" + value;
+  if (where != Where::SageMaker && max_restarts > 0) flags << "--max_restarts" << QString::number(max_restarts);
+  if (where != Where::SageMaker && hang_timeout > 0) flags << "--hang_timeout" << QString::number(hang_timeout);
+  return target;
+}
+
+LaunchRequest SetupAnswers::launch_request(const QString& config_file, bool with_target) const {
   LaunchRequest request;
   request.config_file = config_file;
   request.working_directory = working_directory;
   request.program = program;
   request.arguments = arguments;
-  if (where == Where::Ssh && !hosts.isEmpty()) request.flags << "--hosts" << hosts.join(',');
-  if (where == Where::Slurm) {
-    SlurmRequest settings = slurm;
-    settings.nodes = std::max(1, num_machines);
-    settings.ntasks_per_node = std::max(1, processes_per_machine);
-    request.flags << "--slurm" << slurm_flags(settings);
-    if (!slurm.directory.isEmpty()) request.flags << "--slurm_dir" << slurm.directory;
-  }
-  if (gradient_accumulation_steps > 1) {
-    request.flags << "--gradient_accumulation_steps" << QString::number(gradient_accumulation_steps);
-  }
-  for (const auto& [name, value] : environment) request.flags << "--env" << name + "=" + value;
-  if (where != Where::SageMaker && max_restarts > 0) request.flags << "--max_restarts" << QString::number(max_restarts);
-  if (where != Where::SageMaker && hang_timeout > 0) request.flags << "--hang_timeout" << QString::number(hang_timeout);
+  if (with_target) request.flags << target().launch_flags();
   if (!run_name.trimmed().isEmpty()) request.flags << "--run_name" << run_name.trimmed();
   return request;
 }

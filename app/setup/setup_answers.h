@@ -14,6 +14,7 @@
 #include "config/run_config.h"
 #include "launch/launch_request.h"
 #include "launch/ssh_fanout.h"
+#include "setup/launch_target.h"
 #include "slurm/slurm_job.h"
 
 namespace spur::app {
@@ -55,16 +56,17 @@ struct SetupAnswers {
   std::string image_uri;
   std::string ec2_instance_type = "ml.p3.2xlarge";
   std::string inputs_file, metrics_file;
-  // Slurm (`spur launch --slurm` flags, not in the file): partition, time, account, qos, gres, extra (sbatch
-  // options), directory (--slurm_dir as given; empty: spur launch's ./spur-slurm), job_name (kept from a past
-  // launch; the wizard does not ask). Its nodes and ntasks_per_node are num_machines and processes_per_machine.
+  // Slurm (`spur launch --slurm` flags, in the target file beside the configuration): partition, time, account, qos,
+  // gres, extra (sbatch options), directory (--slurm_dir as given; empty: spur launch's ./spur-slurm), job_name (kept
+  // from a past launch; the wizard does not ask). Its nodes and ntasks_per_node are num_machines and
+  // processes_per_machine.
   SlurmRequest slurm;
   // What to run.
   QString program;
   QStringList arguments;
   QString working_directory;
   QList<QPair<QString, QString>> environment;
-  // Surviving faults (launch flags, not in the file): --max_restarts, --hang_timeout (0: off).
+  // Surviving faults (launch flags, in the target file): --max_restarts, --hang_timeout (0: off).
   int max_restarts = 0;
   int hang_timeout = 0;
   // The run's name in the history (--run_name; empty: the launcher names it).
@@ -72,8 +74,9 @@ struct SetupAnswers {
 
   /// Defaults for this machine: several CPU processes on a CPU-only machine, one per GPU otherwise.
   static SetupAnswers defaults(const DetectedHardware& hardware);
-  /// The answers a configuration file gives (what to run stays as in `base`). Hosts are not part of the file.
-  static SetupAnswers from_config(const RunConfig& config, SetupAnswers base);
+  /// The answers a configuration file gives (what to run stays as in `base`), with its target file's (hosts, Slurm
+  /// settings, environment...) when there is one: `target`.
+  static SetupAnswers from_config(const RunConfig& config, SetupAnswers base, const LaunchTarget* target = nullptr);
   /// The configuration to save; ConfigError naming the key when the answers do not make a valid one. Over
   /// `base` (an opened file of the same compute environment), whose other keys (FSDP, DeepSpeed...) are kept.
   RunConfig to_config(const std::string& name = "wizard", const RunConfig* base = nullptr) const;
@@ -81,9 +84,20 @@ struct SetupAnswers {
   /// (--hosts: SSH; --slurm and its settings: Slurm; --env; --gradient_accumulation_steps; not --run_name: a new
   /// run is named anew).
   void take_launch(const LaunchRequest& request);
-  /// The launch of `config_file` with these answers' flags (hosts or Slurm settings, gradient accumulation,
-  /// environment, restarts, hang timeout, run name).
-  LaunchRequest launch_request(const QString& config_file) const;
+  /// Where the run happens and the launch settings the questions cover (hosts or Slurm settings, gradient
+  /// accumulation, environment, restarts, hang timeout): what the target file beside the configuration holds.
+  LaunchTarget target() const;
+  /// The answers a target file gives (replacing the target and settings a past launch gave).
+  void take_target(const LaunchTarget& target);
+  /// The launch of `config_file`. Default (`with_target` false): the configuration's target file, saved beside it
+  /// (to_config's file, target().save_for), holds the settings, so the request is the one a person types headless
+  /// (--config_file F, the run's name, the program); true: target().launch_flags() too, for a configuration that
+  /// has no target file (a temporary copy).
+  LaunchRequest launch_request(const QString& config_file, bool with_target = false) const;
+
+ private:
+  static SetupAnswers from_file(const RunConfig& config, SetupAnswers base);
+  void take_flags(const QStringList& flags);
 };
 
 /// A field check (below).

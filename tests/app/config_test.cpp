@@ -9,10 +9,13 @@
 #include <QTemporaryDir>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QTest>
 
 #include "config/run_config.h"
 #include "rank_group.h"
+#include "setup/launch_target.h"
+#include "setup/setup_answers.h"
 #include "test_main.h"
 
 namespace {
@@ -459,6 +462,192 @@ class ConfigTest : public QObject {
     }
     QVERIFY(!text.contains("sagemaker_inputs_file"));
     QVERIFY(accelerate_accepts(path));
+  }
+
+  void the_questionnaire_writes_a_slurm_target() {
+    QTemporaryDir dir;
+    QProcess spur;
+    spur.setProcessEnvironment(isolated(dir));
+    spur.setProcessChannelMode(QProcess::MergedChannels);
+    const QString path = dir.path() + "/slurm.yaml";
+    spur.start(SPUR_CLI, {"config", "--config_file", path});
+    QVERIFY(spur.waitForStarted());
+    // Slurm, GPUs, 2 nodes, 4 tasks, partition gpu, a time limit Slurm does not take first (asked again), then
+    // 2:00:00, no account, no QOS, gpu:4, --exclusive, the default folder, all GPUs, bf16, 1 restart.
+    spur.write("slurm\nyes\n2\n4\ngpu\nsoon\n2:00:00\n\n\ngpu:4\n--exclusive\n\n\nbf16\n1\n");
+    spur.closeWriteChannel();
+    QVERIFY(spur.waitForFinished(30000));
+    const QString output = QString::fromUtf8(spur.readAll());
+    QVERIFY2(spur.exitCode() == 0, qPrintable(output));
+    QVERIFY2(output.contains("Launch settings (a Slurm job of 2 node(s) x 4 task(s) in partition gpu) saved at " +
+                             dir.path() + "/slurm.spur.yaml"),
+             qPrintable(output));
+    QVERIFY(accelerate_accepts(path));
+    const QString text = read(path);
+    for (const char* expected : {"distributed_type: MULTI_GPU", "num_machines: 2", "num_processes: 8"}) {
+      QVERIFY2(text.contains(expected), qPrintable(expected + QString(" missing in:\n") + text));
+    }
+    // The file alone launches the job the answers describe.
+    const auto dry = spur_cli({"launch", "--config_file", path, "--dry_run", "/opt/train"}, isolated(dir));
+    QVERIFY2(dry.exit_code == 0, qPrintable(dry.output));
+    for (const char* line : {"#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "#SBATCH --partition=gpu",
+                             "#SBATCH --time=2:00:00", "#SBATCH --gres=gpu:4", "#SBATCH --exclusive"}) {
+      QVERIFY2(dry.output.contains(line), qPrintable(line + QString(" missing in:\n") + dry.output));
+    }
+    QVERIFY2(dry.output.contains("[ \"$attempt\" -ge 1 ]"), qPrintable(dry.output));  // one restart
+  }
+
+  // Spur's target file is judged as the configuration is: bad input names the file, the line and the key, and
+  // `spur config validate` and `spur launch` say the same.
+  void target_file_errors_name_file_line_and_key_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("unknown key") << "target: ssh\nhosts: [a]\nport: 22\n"
+                                 << ":3: port: not a launch setting Spur knows";
+    QTest::newRow("another target's key") << "target: ssh\nhosts: [a]\npartition: gpu\n"
+                                          << ":3: partition: not a setting of a ssh target";
+    QTest::newRow("unknown target") << "target: cloud\n"
+                                    << ":1: target: 'cloud' is not a target";
+    QTest::newRow("not a count") << "target: slurm\nnodes: two\n"
+                                 << ":2: nodes: 'two' is not a whole number";
+    QTest::newRow("a host like an option") << "target: ssh\nhosts: [a, -oProxyCommand=x]\n"
+                                           << ":2: hosts: ";
+    QTest::newRow("ssh without hosts") << "target: ssh\nmax_restarts: 1\n"
+                                       << "an ssh target needs hosts";
+    QTest::newRow("a time Slurm refuses") << "target: slurm\ntime: soon\n"
+                                          << ":2: time: ";
+    QTest::newRow("a bad variable name") << "env:\n  1X: y\n"
+                                         << ":2: env: 1X: ";
+    QTest::newRow("not YAML") << "target: [\n"
+                              << "not YAML";
+    QTest::newRow("a switch that is not") << "target: slurm\ndetach: maybe\n"
+                                          << ":2: detach: 'maybe' is not";
+  }
+  void target_file_errors_name_file_line_and_key() {
+    QFETCH(QString, text);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    const QString config = write(dir, "run.yaml", QString::fromStdString(spur::app::RunConfig::defaults().to_yaml()));
+    const QString target = write(dir, "run.spur.yaml", text);
+    const auto validate = spur_cli({"config", "validate", config}, isolated(dir));
+    QVERIFY2(validate.exit_code != 0 && validate.output.contains(target) && validate.output.contains(expected),
+             qPrintable(validate.output));
+    QVERIFY2(!validate.output.contains(": valid"), qPrintable(validate.output));
+    const auto launch = spur_cli({"launch", "--config_file", config, "--dry_run", "/bin/true"}, isolated(dir));
+    QVERIFY2(launch.exit_code == 2 && launch.output.contains(target + ":") && launch.output.contains(expected),
+             qPrintable(launch.output));
+  }
+
+  // The command line's flags win over the file's: the same flag, the same variable, or another target.
+  void command_line_flags_win_over_the_target_file_data() {
+    using W = spur::app::LaunchTarget::Where;
+    QTest::addColumn<int>("where");
+    QTest::addColumn<QStringList>("file");
+    QTest::addColumn<QStringList>("given");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("the file alone") << int(W::Ssh) << QStringList{"--hosts", "a,b"} << QStringList{}
+                                    << QStringList{"--hosts", "a,b"};
+    QTest::newRow("the same flag") << int(W::Slurm) << QStringList{"--nodes", "2", "--partition", "gpu"}
+                                   << QStringList{"--partition", "debug"}
+                                   << QStringList{"--slurm", "--nodes", "2", "--partition", "debug"};
+    QTest::newRow("with dashes and =") << int(W::Local) << QStringList{"--max_restarts", "2", "--hang_timeout", "60"}
+                                       << QStringList{"--max-restarts=0"}
+                                       << QStringList{"--hang_timeout", "60", "--max-restarts=0"};
+    QTest::newRow("hosts replace a Slurm target")
+        << int(W::Slurm) << QStringList{"--nodes", "2", "--time", "10", "--env", "A=1"} << QStringList{"--hosts", "x"}
+        << QStringList{"--env", "A=1", "--hosts", "x"};
+    QTest::newRow("--slurm replaces hosts")
+        << int(W::Ssh) << QStringList{"--hosts", "a", "--ssh_config", "/c", "--max_restarts", "1"}
+        << QStringList{"--slurm"} << QStringList{"--max_restarts", "1", "--slurm"};
+    QTest::newRow("a variable by its name") << int(W::Local) << QStringList{"--env", "A=1", "--env", "B=2"}
+                                            << QStringList{"--env=A=3"} << QStringList{"--env", "B=2", "--env=A=3"};
+  }
+  void command_line_flags_win_over_the_target_file() {
+    QFETCH(int, where);
+    QFETCH(QStringList, file);
+    QFETCH(QStringList, given);
+    QFETCH(QStringList, expected);
+    spur::app::LaunchTarget target;
+    target.where = static_cast<spur::app::LaunchTarget::Where>(where);
+    target.flags = file;
+    QCOMPARE(spur::app::merge_launch_flags(target, given), expected);
+  }
+
+  // What the wizard saves for SSH and Slurm (a configuration and its target file) launches headless as the Studio
+  // launches it: `spur launch --config_file F PROGRAM` plans the same as the flags the Studio used to add, the file
+  // reads back into the same answers, and Accelerate's loader still accepts the configuration.
+  void saved_targets_launch_headless_data() {
+    using Where = spur::app::SetupAnswers::Where;
+    QTest::addColumn<int>("where");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("ssh") << int(Where::Ssh)
+                         << QStringList{"8 process(es) over 2 machine(s) over SSH; rendezvous at gpu1:29600", "[gpu1]",
+                                        "[alice@gpu2]", "NCCL_DEBUG=INFO"};
+    QTest::newRow("slurm") << int(Where::Slurm) << QStringList{"#SBATCH --nodes=2",       "#SBATCH --ntasks-per-node=4",
+                                                               "#SBATCH --partition=gpu", "#SBATCH --time=2:00:00",
+                                                               "#SBATCH --gres=gpu:4",    "NCCL_DEBUG=INFO"};
+  }
+  void saved_targets_launch_headless() {
+    QFETCH(int, where);
+    QFETCH(QStringList, expected);
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.where = static_cast<spur::app::SetupAnswers::Where>(where);
+    answers.distributed_type = "MULTI_GPU";
+    answers.use_cpu = false;
+    answers.hosts = {"gpu1", "alice@gpu2"};
+    answers.num_machines = 2;
+    answers.processes_per_machine = 4;
+    answers.main_process_port = 29600;
+    answers.slurm.partition = "gpu";
+    answers.slurm.time = "2:00:00";
+    answers.slurm.gres = "gpu:4";
+    answers.environment = {{"NCCL_DEBUG", "INFO"}};
+    answers.max_restarts = 1;
+    answers.working_directory = dir.path();
+    answers.program = "/opt/train";
+    const QString path = dir.filePath("saved.yaml");
+    // As the wizard's Finish saves.
+    answers.target().save_for(path);
+    answers.to_config(path.toStdString()).save(path.toStdString());
+    QVERIFY(QFileInfo::exists(dir.filePath("saved.spur.yaml")));
+    QCOMPARE(QFileInfo(dir.filePath("saved.spur.yaml")).permissions() & QFileDevice::Permissions(0x0077),
+             QFileDevice::Permissions());
+    QVERIFY2(accelerate_accepts(path), qPrintable(read(path)));
+    // The Studio's Launch is this request: the file and the program, nothing else.
+    const auto request = answers.launch_request(path);
+    QCOMPARE(request.flags, QStringList{});
+    auto dry = request;
+    dry.flags << "--dry_run";
+    const auto from_file = spur_cli(dry.spur_arguments(), isolated(dir));
+    QVERIFY2(from_file.exit_code == 0, qPrintable(from_file.output));
+    for (const auto& line : expected) {
+      QVERIFY2(from_file.output.contains(line), qPrintable(line + " missing in:\n" + from_file.output));
+    }
+    // The same plan as the settings given as flags (the Studio's launches before target files), but for the
+    // job's folder stamp and the stream key, which each launch draws anew.
+    auto flags = answers.launch_request(path, /*with_target=*/true);
+    flags.flags << "--dry_run";
+    QFile::rename(dir.filePath("saved.spur.yaml"), dir.filePath("away.yaml"));
+    const auto from_flags = spur_cli(flags.spur_arguments(), isolated(dir));
+    QFile::rename(dir.filePath("away.yaml"), dir.filePath("saved.spur.yaml"));
+    const auto normal = [](QString text) {
+      text.replace(QRegularExpression(R"(-\d{8}-\d{6}-\d{3})"), "-STAMP");
+      text.replace(QRegularExpression(R"(SPUR_STREAM_KEY=\S+)"), "SPUR_STREAM_KEY=KEY");
+      text.remove(QRegularExpression(R"(launch settings: [^\n]*\n)"));
+      return text;
+    };
+    QCOMPARE(normal(from_file.output), normal(from_flags.output));
+    // Opened again (the Studio's Open, Launch), the file gives back the answers.
+    const auto target = spur::app::LaunchTarget::load_for(path);
+    QVERIFY(target);
+    const auto again = spur::app::SetupAnswers::from_config(spur::app::RunConfig::load(path.toStdString()),
+                                                            spur::app::SetupAnswers{}, &*target);
+    QCOMPARE(int(again.where), where);
+    QCOMPARE(again.target().launch_flags(), answers.target().launch_flags());
+    QCOMPARE(again.num_machines, 2);
+    QCOMPARE(again.processes_per_machine, 4);
+    QVERIFY(!again.use_cpu);
   }
 };
 

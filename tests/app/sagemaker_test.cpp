@@ -295,6 +295,36 @@ class SageMakerTest : public QObject {
     QVERIFY2(QDir(dir.filePath("tmp")).isEmpty(), qPrintable(QDir(dir.filePath("tmp")).entryList().join(", ")));
   }
 
+  // Issue 35: a SageMaker configuration with its target file (what the wizard saves) submits with nothing but the
+  // file and the program: the environment, the accumulation and the follower's settings come from the file.
+  void a_saved_sagemaker_configuration_launches_headless() {
+    QTemporaryDir dir;
+    const QString config = prepare(dir);
+    FakeAws aws(dir.path(), {{"role_arn", "arn:aws:iam::123456789012:role/spur-training"},
+                             {"describe", QJsonArray{status("Completed", "Completed")}},
+                             {"logs", QJsonObject{{"algo-1", QJsonArray{"done"}}}}});
+    QVERIFY(aws.ok());
+    write_file(dir.filePath("sm.spur.yaml"), "target: sagemaker\naws_endpoint_url: " + aws.url().toUtf8() +
+                                                 "\npoll_interval: 1\ngradient_accumulation_steps: 2\n"
+                                                 "env:\n  SEED: \"7\"\n");
+    const auto result = spur(dir, {"launch", "--config_file", config, "/opt/spur/train_mlp"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    const auto creates = aws.requests("SageMaker.CreateTrainingJob");
+    QCOMPARE(creates.size(), 1);
+    const auto body = creates[0]["body"].toObject();
+    QCOMPARE(
+        QJsonDocument::fromJson(body["HyperParameters"].toObject()["spur_launch_flags"].toString().toUtf8()).array(),
+        (QJsonArray{"--mixed_precision", "bf16", "--gradient_accumulation_steps", "2"}));
+    QCOMPARE(body["Environment"].toObject()["SEED"].toString(), QString("7"));
+    // A SageMaker target beside a configuration for this machine is refused, naming both files.
+    write_file(dir.filePath("local.yaml"), "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\n");
+    write_file(dir.filePath("local.spur.yaml"), "target: sagemaker\n");
+    const auto wrong = spur(dir, {"launch", "--config_file", dir.filePath("local.yaml"), "--dry_run", "/bin/true"});
+    QVERIFY2(wrong.exit_code == 2 && wrong.output.contains(dir.filePath("local.spur.yaml") + ": target: sagemaker") &&
+                 wrong.output.contains(dir.filePath("local.yaml")),
+             qPrintable(wrong.output));
+  }
+
   void a_failed_job_reports_its_reason() {
     QTemporaryDir dir;
     const QString config = prepare(dir);

@@ -19,6 +19,7 @@
 #include <QThread>
 
 #include "rank_group.h"
+#include "setup/setup_answers.h"
 #include "slurm/slurm_job.h"
 #include "test_main.h"
 
@@ -243,6 +244,38 @@ class SlurmTest : public QObject {
     const auto accelerate = spur({"runs", "config", recorded(result.output)});
     QVERIFY2(accelerate.output.contains("num_processes: 2") && accelerate.output.contains("num_machines: 1"),
              qPrintable(accelerate.output));
+  }
+
+  // Issue 35: a configuration the wizard saved for Slurm launches headless with nothing but the file and the
+  // program: its target file asks Slurm for the nodes, tasks and time, and the job runs as the Studio's Launch.
+  void a_saved_slurm_configuration_launches_headless() {
+    spur::app::SetupAnswers answers;
+    answers.where = spur::app::SetupAnswers::Where::Slurm;
+    answers.use_cpu = true;
+    answers.num_machines = 1;
+    answers.processes_per_machine = 2;
+    answers.slurm.time = "10";
+    answers.slurm.directory = work_.path() + "/jobs";
+    answers.environment = {{"SPUR_RIG_GREETING", "from the file"}};
+    answers.working_directory = work_.path();
+    answers.program = SPUR_LAUNCH_RIG;
+    answers.arguments = {"--env_var", "SPUR_RIG_GREETING"};
+    const QString path = work_.path() + "/saved/slurm.yaml";
+    QVERIFY(QDir().mkpath(work_.path() + "/saved"));
+    answers.target().save_for(path);
+    answers.to_config(path.toStdString()).save(path.toStdString());
+    const auto request = answers.launch_request(path);
+    QCOMPARE(request.flags, QStringList{});
+    const auto result = spur(request.spur_arguments());
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("submitted Slurm job") && result.output.contains("COMPLETED"),
+             qPrintable(result.output));
+    QVERIFY2(
+        result.output.contains("hello from rank 1 of 2") && result.output.contains("SPUR_RIG_GREETING=from the file"),
+        qPrintable(result.output));
+    const auto slurm = spur({"runs", "config", recorded(result.output), "--slurm"});
+    QVERIFY2(slurm.exit_code == 0 && slurm.output.contains("ntasks_per_node: 2") && slurm.output.contains("time: 10"),
+             qPrintable(slurm.output));
   }
 
   // Rank 1 fails with code 7 while rank 0 sleeps: the node's launcher stops rank 0, and the job's code is 7.

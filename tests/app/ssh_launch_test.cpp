@@ -14,7 +14,9 @@
 
 #include <spur/history/reader.h>
 
+#include "config/run_config.h"
 #include "rank_group.h"
+#include "setup/setup_answers.h"
 #include "sshd_rig.h"
 #include "test_main.h"
 
@@ -150,6 +152,49 @@ class SshLaunchTest : public QObject {
     const auto console = reader.console(runs[0].id, 0, 0);
     QVERIFY(!console.empty());
     QCOMPARE(QString::fromStdString(console.front().host), QString("machine1"));
+  }
+
+  // Issue 35: a configuration the wizard saved for SSH launches headless, with nothing but the file and the
+  // program on the command line (the hosts and the environment come from its target file), as the Studio's Launch.
+  void a_saved_ssh_configuration_launches_headless() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.where = spur::app::SetupAnswers::Where::Ssh;
+    answers.distributed_type = "MULTI_CPU";
+    answers.use_cpu = true;
+    answers.hosts = {"machine1", "machine2"};
+    answers.processes_per_machine = 2;
+    answers.main_process_port = spur::test::free_port();
+    answers.environment = {{"SPUR_RIG_GREETING", "from the file"}};
+    answers.working_directory = dir.path();
+    answers.program = SPUR_LAUNCH_RIG;
+    const QString path = dir.filePath("ssh.yaml");
+    auto config = answers.to_config(path.toStdString());
+    // The rig's machines are ssh_config aliases of 127.0.0.1, which the ranks cannot resolve: the user's edit of
+    // the rendezvous address, and of the target file for the rig's ssh settings.
+    config.set("main_process_ip", spur::app::yaml_string("127.0.0.1"));
+    auto target = answers.target();
+    target.flags << "--ssh_config" << sshd_->client_config() << "--connect_timeout"
+                 << "5";
+    target.save_for(path);
+    config.save(path.toStdString());
+    const auto request = answers.launch_request(path);
+    QCOMPARE(request.flags, QStringList{});
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", dir.filePath("history.db"));
+    const auto result = spur::test::run_process(
+        SPUR_CLI, request.spur_arguments() + QStringList{"--env_var", "SPUR_RIG_GREETING"}, env, 120000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("[machine2] [rank3] hello from rank 3 of 4"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("SPUR_RIG_GREETING=from the file"), qPrintable(result.output));
+    spur::history::HistoryReader reader(dir.filePath("history.db").toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(QString::fromStdString(runs[0].target), QString("ssh"));
+    QCOMPARE(QString::fromStdString(runs[0].hosts), QString("machine1,machine2"));
+    // The record says what ran: the file's hosts with the command line (a relaunch does the same).
+    QVERIFY2(QString::fromStdString(runs[0].command).contains("--hosts machine1,machine2"), runs[0].command.c_str());
   }
 
   void a_failing_rank_on_one_machine_stops_every_machine() {

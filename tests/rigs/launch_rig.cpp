@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A rank that behaves on cue, for the launcher's tests (no torch, starts fast):
-//   launch_rig [--pids DIR] [--lines N] [--fail_rank R] [--code C] [--sleep S] [--ignore_term]
-// Prints "hello from rank R of W" and its variables, writes DIR/rank<R>.pid, prints N lines, then the failing
-// rank exits with C while the others sleep S seconds (SIGTERM/SIGINT end them unless --ignore_term).
+//   launch_rig [--pids DIR] [--lines N] [--fail_rank R] [--code C] [--sleep S] [--ignore_term] [--env_var NAME]
+// Prints "hello from rank R of W" and its variables (and NAME=value for each --env_var), writes DIR/rank<R>.pid, prints
+// N lines, then the failing rank exits with C while the others sleep S seconds (SIGTERM/SIGINT end them unless
+// --ignore_term).
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   int lines = 0, fail_rank = -1, code = 3;
   double sleep_seconds = 0;
   bool ignore_term = false;
+  std::string shown;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -40,7 +42,10 @@ int main(int argc, char** argv) {
     else if (arg == "--code") code = std::stoi(next());
     else if (arg == "--sleep") sleep_seconds = std::stod(next());
     else if (arg == "--ignore_term") ignore_term = true;
-    else std::printf("argument: %s\n", arg.c_str());
+    else if (arg == "--env_var") {
+      const std::string name = next();
+      shown += name + "=" + env(name.c_str()) + "\n";
+    } else std::printf("argument: %s\n", arg.c_str());
   }
   const int rank = std::atoi(env("RANK"));
   if (ignore_term) {
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
   std::printf("hello from rank %d of %s (local %s of %s, machine %s) at %s:%s threads %s precision %s\n", rank,
               env("WORLD_SIZE"), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("GROUP_RANK"), env("MASTER_ADDR"),
               env("MASTER_PORT"), env("OMP_NUM_THREADS"), env("SPUR_MIXED_PRECISION"));
+  std::fputs(shown.c_str(), stdout);
   std::fflush(stdout);
   if (!pids.empty()) std::ofstream(pids + "/rank" + std::to_string(rank) + ".pid") << getpid() << "\n";
   for (int i = 0; i < lines; ++i) std::printf("rank %d line %d\n", rank, i);

@@ -28,6 +28,8 @@
 #include <memory>
 
 #include "config/run_config.h"
+#include "launch/detached_launch.h"
+#include "runs/run_service.h"
 #include "setup/setup_answers.h"
 #include <spur/core/torch_features.h>
 #include "main/main_window.h"
@@ -105,7 +107,7 @@ class WizardTest : public QObject {
     QTest::addColumn<QStringList>("training");
     QTest::addColumn<QStringList>("program");
     QTest::addColumn<QString>("yaml");
-    QTest::addColumn<QString>("command_flags");
+    QTest::addColumn<QString>("target_flags");  // what the target file beside the configuration holds
 
     QTest::newRow("this machine, 3 CPU processes, bf16")
         << QStringList{"where_local"} << QStringList{"processes=3"}
@@ -121,9 +123,7 @@ class WizardTest : public QObject {
                "downcast_bf16: false\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\n"
                "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 3\nrdzv_backend: static\n"
                "same_network: false\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
-        << QString(
-               "--gradient_accumulation_steps 4 --env SEED=7 --max_restarts 2 --hang_timeout 600 --run_name "
-               "'baseline lr 0.1'");
+        << QString("--gradient_accumulation_steps 4 --env SEED=7 --max_restarts 2 --hang_timeout 600");
     QTest::newRow("two machines over SSH")
         << QStringList{"where_ssh"}
         << QStringList{"hosts=127.0.0.1, me@localhost", "main_process_port=29555", "processes=1"} << QStringList{}
@@ -167,7 +167,7 @@ class WizardTest : public QObject {
     QFETCH(QStringList, training);
     QFETCH(QStringList, program);
     QFETCH(QString, yaml);
-    QFETCH(QString, command_flags);
+    QFETCH(QString, target_flags);
     QTemporaryDir dir;
     spur::app::DetectedHardware hardware;
     hardware.cpu_cores = 4;
@@ -194,10 +194,20 @@ class WizardTest : public QObject {
     QVERIFY2(command.startsWith("cd " + spur::app::shell_quote({dir.path()}) + " && spur launch --config_file " +
                                 spur::app::shell_quote({file})),
              qPrintable(command));
-    QVERIFY2(command.contains(command_flags), qPrintable(command));
+    // Where the run happens and its launch settings are the target file's, not the command's (issue 35).
+    const auto target = wizard.answers().target();
+    QCOMPARE(spur::app::shell_quote(target.launch_flags()), target_flags);
+    for (const auto& flag : target.launch_flags()) {
+      if (flag.startsWith("--")) QVERIFY2(!command.contains(" " + flag + " "), qPrintable(command));
+    }
+    QCOMPARE(wizard.findChild<QPlainTextEdit*>("target_yaml")->toPlainText().section('\n', 1),
+             target.empty() ? QString() : target.to_yaml(file));
     QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
     QCOMPARE(wizard.result(), int(QDialog::Accepted));
     QCOMPARE(QString::fromUtf8(read_file(file)), yaml);
+    const auto saved = spur::app::LaunchTarget::load_for(file);
+    QCOMPARE(bool(saved), !target.empty());
+    if (saved) QCOMPARE(saved->launch_flags(), target.launch_flags());
     QString output;
     QVERIFY2(accelerate_accepts(file, &output), qPrintable(output));
   }
@@ -574,8 +584,54 @@ class WizardTest : public QObject {
                                "/shared/jobs",
                                "--max_restarts",
                                "2"};
-    QCOMPARE(wizard->launch_request().flags, expected);
+    // They are saved in the target file beside the configuration; the launch itself names the file only.
+    QCOMPARE(wizard->answers().target().launch_flags(), expected);
+    QCOMPARE(wizard->launch_request().flags, QStringList{});
     QSettings().remove("launch/last_command");
+  }
+
+  // Issue 35: a Slurm configuration saved by the wizard opens again as a Slurm launch (its target file), with its
+  // settings on the Slurm page and Next enabled, not as "several processes on GPUs" with an empty host.
+  void a_saved_slurm_file_opens_again_as_slurm() {
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.where = spur::app::SetupAnswers::Where::Slurm;
+    answers.num_machines = 2;
+    answers.processes_per_machine = 4;
+    answers.use_cpu = false;
+    answers.slurm.partition = "gpu";
+    answers.slurm.gres = "gpu:4";
+    answers.working_directory = dir.path();
+    const QString file = dir.filePath("slurm.yaml");
+    {
+      SetupWizard wizard(answers, file);
+      wizard.show();
+      QVERIFY2(wizard.first_problem().isEmpty(), qPrintable(wizard.first_problem()));
+      QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+      QCOMPARE(wizard.result(), int(QDialog::Accepted));
+    }
+    QVERIFY(QFileInfo::exists(dir.filePath("slurm.spur.yaml")));
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    std::unique_ptr<SetupWizard> wizard(window.make_wizard(file));
+    QVERIFY(wizard);
+    wizard->show();
+    QVERIFY(wizard->findChild<QRadioButton*>("where_slurm")->isChecked());
+    click_next(*wizard);
+    QCOMPARE(wizard->currentId(), int(SetupWizard::SlurmPage));
+    QCOMPARE(wizard->findChild<QSpinBox*>("nodes")->value(), 2);
+    QCOMPARE(wizard->findChild<QSpinBox*>("ntasks_per_node")->value(), 4);
+    QCOMPARE(wizard->findChild<QLineEdit*>("partition")->text(), QString("gpu"));
+    QCOMPARE(wizard->findChild<QLineEdit*>("gres")->text(), QString("gpu:4"));
+    QVERIFY(wizard->button(QWizard::NextButton)->isEnabled());
+    // Saved again as this machine, the old target file goes: the configuration no longer launches a job.
+    wizard->back();
+    wizard->findChild<QRadioButton*>("where_local")->setChecked(true);
+    click_next(*wizard);
+    apply_edit(*wizard, "num_machines=1");  // the job's 2 nodes were 2 machines
+    QVERIFY2(wizard->first_problem().isEmpty(), qPrintable(wizard->first_problem()));
+    QTest::mouseClick(wizard->button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(wizard->result(), int(QDialog::Accepted));
+    QVERIFY(!QFileInfo::exists(dir.filePath("slurm.spur.yaml")));
   }
 
   // Launch (Ctrl+L) starts from the last launch: an SSH launch comes back with its hosts and environment.
@@ -598,7 +654,7 @@ class WizardTest : public QObject {
     QCOMPARE(answers.program, QString("./t"));
     QCOMPARE(answers.arguments, QStringList{"x"});
     QCOMPARE(answers.working_directory, QString("/tmp"));
-    QCOMPARE(wizard->launch_request().flags,
+    QCOMPARE(wizard->answers().target().launch_flags(),
              (QStringList{"--hosts", "a,b", "--gradient_accumulation_steps", "3", "--env", "K=v", "--max_restarts", "1",
                           "--hang_timeout", "90"}));
     QSettings().remove("launch/last_command");
@@ -628,8 +684,11 @@ class WizardTest : public QObject {
     QVERIFY(QFileInfo::exists(dir.filePath("run.yaml")));
   }
 
-  // The command on the last page, run in a shell as it is shown, launches the configuration headless.
+  // The command on the last page, run in a shell as it is shown, launches the configuration headless: with the
+  // program's full path where `spur` on PATH is not this Spur, into the history the Studio shows (issue 35: it
+  // said "spur", which the README's set-up had not put on PATH, and named no history).
   void the_command_shown_runs_headless() {
+    qputenv("SPUR_PROGRAM", SPUR_CLI);
     QTemporaryDir dir;
     spur::app::SetupAnswers answers;
     answers.distributed_type = "MULTI_CPU";
@@ -638,16 +697,31 @@ class WizardTest : public QObject {
     answers.program = SPUR_LAUNCH_RIG;
     answers.arguments = {"--lines", "1", "--sleep", "0"};
     SetupWizard wizard(answers, dir.filePath("my config.yaml"));
+    const QString history = dir.filePath("studio history.db");
+    wizard.set_history(history);
     wizard.show();
     for (int page = 0; page < 4; ++page) click_next(wizard);
     const QString command = wizard.findChild<QLineEdit*>("command")->text();
+    QVERIFY2(command.contains(" && " + QFileInfo(SPUR_CLI).absoluteFilePath() + " launch --config_file") &&
+                 command.contains("--history '" + history + "'"),
+             qPrintable(command));
     QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
     QVERIFY(QFileInfo::exists(dir.filePath("my config.yaml")));
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("PATH", QFileInfo(SPUR_CLI).absolutePath() + ":" + env.value("PATH"));
+    env.remove("SPUR_HISTORY");
+    env.insert("XDG_DATA_HOME", dir.filePath("elsewhere"));
     const auto result = spur::test::run_process("/bin/bash", {"-c", command}, env, 60000);
     QVERIFY2(result.exit_code == 0, qPrintable(command + "\n" + result.output));
     QVERIFY2(result.output.contains("hello from rank 1 of 2"), qPrintable(result.output));
+    QCOMPARE(spur::app::RunService(history.toStdString()).runs().size(), size_t{1});
+    // With this Spur on PATH (the README's set-up links it there), the command says `spur`.
+    const QString bin = dir.filePath("bin");
+    QVERIFY(QDir().mkpath(bin));
+    QVERIFY(QFile::link(SPUR_CLI, bin + "/spur"));
+    const QByteArray path_before = qgetenv("PATH");
+    qputenv("PATH", bin.toUtf8() + ":" + path_before);
+    QVERIFY(spur::app::spur_command() == "spur");
+    qputenv("PATH", path_before);
   }
 };
 

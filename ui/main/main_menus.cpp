@@ -294,7 +294,10 @@ SetupWizard* MainMenus::make_wizard(const QString& open_file) {
   if (!file.isEmpty() && QFileInfo::exists(file)) {
     try {
       base = app::RunConfig::load(file.toStdString());
-      answers = app::SetupAnswers::from_config(*base, answers);
+      // Its target file (hosts, Slurm settings, environment...) when it has one; a file without one keeps the
+      // target of the last launch.
+      const auto target = app::LaunchTarget::load_for(file);
+      answers = app::SetupAnswers::from_config(*base, answers, target ? &*target : nullptr);
     } catch (const std::exception& e) {
       if (!open_file.isEmpty()) {
         report(QString::fromUtf8(e.what()));
@@ -304,7 +307,9 @@ SetupWizard* MainMenus::make_wizard(const QString& open_file) {
       window_->statusBar()->showMessage(QString::fromUtf8(e.what()), 15000);
     }
   }
-  return new SetupWizard(answers, file, base, window_);
+  auto* wizard = new SetupWizard(answers, file, base, window_);
+  wizard->set_history(path_);
+  return wizard;
 }
 
 void MainMenus::run_wizard(SetupWizard* wizard) {

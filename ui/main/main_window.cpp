@@ -487,7 +487,7 @@ qint64 MainWindow::newest_run() const {
 
 QString MainWindow::launch(const app::LaunchRequest& request) {
   if (QString error = pending_.launch(request, newest_run()); !error.isEmpty()) return error;
-  statusBar()->showMessage(tr("Launched: %1").arg(request.command_line()), 10000);
+  statusBar()->showMessage(tr("Launched: %1").arg(request.command_line(app::spur_command())), 10000);
   QSettings().setValue("launch/last_command", request.command_line());
   return {};
 }

@@ -22,6 +22,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "launch/detached_launch.h"
+#include "runs/run_service.h"
 #include "slurm/script_preview.h"
 
 #include <stdexcept>
@@ -429,6 +431,13 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   yaml_layout->addWidget(yaml_);
   yaml_layout->addWidget(copy_button("copy_yaml", [this] { return yaml_->toPlainText(); }), 0, Qt::AlignRight);
   summary->form()->addRow(tr("Configuration:"), yaml_row);
+  // What Accelerate's file cannot say (hosts, Slurm settings, the environment...): Spur's target file beside it.
+  target_yaml_ = new QPlainTextEdit(summary);
+  target_yaml_->setObjectName("target_yaml");
+  target_yaml_->setReadOnly(true);
+  target_yaml_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  target_yaml_->setMaximumHeight(target_yaml_->fontMetrics().lineSpacing() * 9);
+  summary->form()->addRow(tr("Launch settings:"), target_yaml_);
   auto* command_row = new QWidget(summary);
   auto* command_layout = new QHBoxLayout(command_row);
   command_layout->setContentsMargins(0, 0, 0, 0);
@@ -617,7 +626,16 @@ app::RunConfig SetupWizard::config() const {
   return answers().to_config(config_path().toStdString(), base);
 }
 
-app::LaunchRequest SetupWizard::launch_request() const { return answers().launch_request(config_path()); }
+app::LaunchRequest SetupWizard::launch_request() const {
+  auto request = answers().launch_request(config_path());
+  request.history = history_;
+  return request;
+}
+
+void SetupWizard::set_history(const QString& history_path) {
+  history_ = history_path == app::RunService::default_history_path() ? QString() : history_path;
+  update_summary();
+}
 
 bool SetupWizard::launch_now() const { return launch_now_->isChecked(); }
 void SetupWizard::set_launch_now(bool launch) { launch_now_->setChecked(launch); }
@@ -659,20 +677,29 @@ void SetupWizard::update_visibility() {
   training->show_row(use_cpu_, !sagemaker_->isChecked());
   training->show_row(gpu_ids_, !sagemaker_->isChecked() && !use_cpu_->isChecked());
   static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(sbatch_script_->parentWidget(), slurm_->isChecked());
+  static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(target_yaml_, !answers().target().empty());
 }
 
 void SetupWizard::update_summary() {
   if (currentId() != SummaryPage) return;
   try {
     yaml_->setPlainText(QString::fromStdString(config().to_yaml()));
+    const auto target = answers().target();
+    target_yaml_->setPlainText(target.empty() ? QString()
+                                              : "# " + app::LaunchTarget::path_for(config_path()) + "\n" +
+                                                    target.to_yaml(config_path()));
+    static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(target_yaml_, !target.empty());
     auto request = launch_request();
     if (request.program.isEmpty()) request.program = "PROGRAM";
-    command_->setText(request.command_line());
+    command_->setText(request.command_line(app::spur_command()));
     command_->setCursorPosition(0);  // the start (directory, configuration) says most
     summary_error_->clear();
     if (slurm_->isChecked()) {
       sbatch_script_->setPlainText(tr("Asking spur launch --dry_run for the script..."));
-      preview_->ask(request, yaml_->toPlainText());
+      // The preview's configuration is a temporary copy, with no target file beside it: the flags say it all.
+      auto full = answers().launch_request(config_path(), /*with_target=*/true);
+      if (full.program.isEmpty()) full.program = "PROGRAM";
+      preview_->ask(full, yaml_->toPlainText());
     }
   } catch (const std::exception& e) {
     yaml_->clear();
@@ -710,6 +737,8 @@ void SetupWizard::accept() {
 
 bool SetupWizard::save() {
   try {
+    // The target file first: a configuration never stands without the settings it is launched with.
+    answers().target().save_for(config_path());
     config().save(config_path().toStdString());
     return true;
   } catch (const std::exception& e) {

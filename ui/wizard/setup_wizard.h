@@ -41,7 +41,12 @@ class SetupWizard : public QWizard {
   QString config_path() const;
   /// The configuration the fields make, or ConfigError.
   app::RunConfig config() const;
+  /// The launch of the saved configuration (its target file holds the hosts, Slurm settings...), into the history
+  /// set_history named.
   app::LaunchRequest launch_request() const;
+  /// The history the Studio shows: launches record there, and the headless command names it (--history) unless it
+  /// is the default one.
+  void set_history(const QString& history_path);
   /// The user asked to launch the run when the file is saved.
   bool launch_now() const;
   void set_launch_now(bool launch);
@@ -64,6 +69,7 @@ class SetupWizard : public QWizard {
 
   std::optional<app::RunConfig> base_;
   app::SetupAnswers start_;
+  QString history_;  // empty: the default history
   // Where
   QRadioButton *local_, *ssh_, *sagemaker_, *slurm_;
   // Machines
@@ -76,6 +82,7 @@ class SetupWizard : public QWizard {
   QSpinBox* instances_;
   QComboBox* sagemaker_type_;
   // Slurm
+  QPlainTextEdit* target_yaml_ = nullptr;
   QLineEdit *partition_, *time_limit_, *account_, *qos_, *gres_, *sbatch_options_, *job_folder_;
   QSpinBox *nodes_, *tasks_per_node_;
   // Training
