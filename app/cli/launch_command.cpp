@@ -138,14 +138,17 @@ int launch_command(const QStringList& given) {
     }
     // Spur's target file beside the configuration (setup/launch_target.h): where the run happens and its launch
     // settings, under the flags of this command line. What is recorded is the launch with both.
+    // --no_config: the remote half of an SSH fan-out, which gets every setting as a flag. (A target file cannot name
+    // another configuration: the path read here is the launch's.)
+    const Arguments probe(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
+    const std::string path = probe.value("config_file") ? probe.value("config_file")->toStdString()
+                             : probe.has("no_config")   ? std::string()
+                                                        : app::config_in_effect();
     std::optional<app::LaunchTarget> target;
     QString target_path;
-    if (!container) {
-      const Arguments probe(arguments, app::launch_valued_flags(), app::launch_switches(), true);
-      const QString file = probe.has("no_config")
-                               ? QString()
-                               : probe.value("config_file").value_or(QString::fromStdString(app::config_in_effect()));
-      if (!probe.has("help") && !file.isEmpty()) target = app::LaunchTarget::load_for(file);
+    if (!container && !probe.has("help") && !path.empty()) {
+      const QString file = QString::fromStdString(path);
+      target = app::LaunchTarget::load_for(file);
       if (target) {
         target_path = app::LaunchTarget::path_for(file);
         const QStringList& program = probe.positional();
@@ -167,10 +170,6 @@ int launch_command(const QStringList& given) {
     }
 
     std::optional<app::RunConfig> config;
-    // --no_config: the remote half of an SSH fan-out, which gets every setting as a flag.
-    const std::string path = args.value("config_file") ? args.value("config_file")->toStdString()
-                             : args.has("no_config")   ? std::string()
-                                                       : app::config_in_effect();
     if (!path.empty()) config = app::RunConfig::load(path);
     if (target && target->where == app::LaunchTarget::Where::SageMaker && !(config && config->sagemaker())) {
       throw app::ConfigError(target_path.toStdString() + ": target: sagemaker, but " + path +

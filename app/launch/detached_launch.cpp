@@ -32,6 +32,27 @@ QString spur_command(const QString& spur) {
   return QFileInfo(resolved).absoluteFilePath();
 }
 
+void move_env_values(QStringList& arguments, QProcessEnvironment& environment) {
+  for (qsizetype i = 0; i < arguments.size(); ++i) {
+    QString& word = arguments[i];
+    if (word == "--") break;
+    QString* assignment = nullptr;
+    QString prefix;
+    if (word == "--env" && i + 1 < arguments.size()) {
+      assignment = &arguments[++i];
+    } else if (word.startsWith("--env=")) {
+      assignment = &word;
+      prefix = "--env=";
+    }
+    if (!assignment) continue;
+    const QString text = assignment->mid(prefix.size());
+    const qsizetype eq = text.indexOf('=');
+    if (eq <= 0) continue;
+    environment.insert(text.left(eq), text.mid(eq + 1));
+    *assignment = prefix + text.left(eq);
+  }
+}
+
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
                                const QProcessEnvironment& environment, const QString& spur) {
   DetachedLaunch result;
@@ -66,24 +87,7 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
   // the value goes into its environment instead, and the flag names the variable only.
   QProcessEnvironment launcher_environment = environment;
   QStringList arguments = request.spur_arguments();
-  for (qsizetype i = 1; i < arguments.size(); ++i) {
-    QString& word = arguments[i];
-    if (word == "--") break;
-    QString* assignment = nullptr;
-    QString prefix;
-    if (word == "--env" && i + 1 < arguments.size()) {
-      assignment = &arguments[++i];
-    } else if (word.startsWith("--env=")) {
-      assignment = &word;
-      prefix = "--env=";
-    }
-    if (!assignment) continue;
-    const QString text = assignment->mid(prefix.size());
-    const qsizetype eq = text.indexOf('=');
-    if (eq <= 0) continue;
-    launcher_environment.insert(text.left(eq), text.mid(eq + 1));
-    *assignment = prefix + text.left(eq);
-  }
+  move_env_values(arguments, launcher_environment);
   // setsid (util-linux): the launcher leaves the caller's session, so closing the caller's terminal or pressing
   // Ctrl-C there does not stop the run. It execs spur in place, so the pid is the launcher's.
   const QString setsid = QStandardPaths::findExecutable("setsid");

@@ -21,6 +21,10 @@ QString spur_program();
 /// How a person types that program in a shell: "spur" when `spur` on PATH is the same file, else its full path (a
 /// build tree's program, before it is installed or linked onto PATH).
 QString spur_command(const QString& spur = spur_program());
+/// `spur` arguments with each `--env NAME=VALUE` made `--env NAME` and its value put into `environment`, the
+/// environment the program is started with: its argument list, which anyone on this machine can read, names the
+/// variables only (`spur launch --env NAME` takes the value from its environment). Stops at "--".
+void move_env_values(QStringList& arguments, QProcessEnvironment& environment);
 /// Starts `spur launch` for `request` in a session of its own (a Ctrl-C meant for the caller's terminal does not
 /// reach it). What the launcher says on stderr (a bad configuration, a failed rank) is appended to `log_file`.
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,

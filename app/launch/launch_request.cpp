@@ -132,6 +132,42 @@ QString LaunchRequest::command_line(const QString& spur) const {
   return launch_command_line(working_directory, words, spur);
 }
 
+std::vector<LaunchFlag> split_launch_flags(const QStringList& words, qsizetype* end) {
+  std::vector<LaunchFlag> flags;
+  qsizetype i = 0;
+  for (; i < words.size(); ++i) {
+    const QString& word = words[i];
+    if (word == "--") {
+      ++i;
+      break;
+    }
+    if (!word.startsWith("--")) break;
+    LaunchFlag flag;
+    flag.words << word;
+    QString name = word.mid(2);
+    const qsizetype equals = name.indexOf('=');
+    if (equals >= 0) {
+      flag.value = name.mid(equals + 1);
+      name.truncate(equals);
+    }
+    name.replace('-', '_');
+    flag.name = name;
+    flag.valued = launch_valued_flags().contains(name);
+    flag.known = flag.valued || launch_switches().contains(name);
+    if (flag.valued && equals < 0) {
+      if (i + 1 < words.size()) {
+        flag.value = words[++i];
+        flag.words << flag.value;
+      } else {
+        flag.missing_value = true;
+      }
+    }
+    flags.push_back(flag);
+  }
+  if (end) *end = i;
+  return flags;
+}
+
 LaunchRequest LaunchRequest::parse(const QString& command_line) {
   QStringList words = shell_split(command_line);
   LaunchRequest request;
@@ -142,39 +178,24 @@ LaunchRequest LaunchRequest::parse(const QString& command_line) {
   if (words.size() < 2 || !words[0].endsWith("spur") || words[1] != "launch") {
     throw std::invalid_argument("not a `spur launch` command: " + command_line.toStdString());
   }
-  qsizetype i = 2;
-  for (; i < words.size(); ++i) {
-    const QString& word = words[i];
-    if (word == "--") {
-      ++i;
-      break;
+  qsizetype end = 0;
+  const QStringList rest = words.mid(2);
+  for (const auto& flag : split_launch_flags(rest, &end)) {
+    if (!flag.known) {
+      throw std::invalid_argument("unknown launch flag " + flag.words.front().toStdString() +
+                                  " in: " + command_line.toStdString());
     }
-    if (!word.startsWith("--")) break;
-    QString name = word.mid(2);
-    const qsizetype equals = name.indexOf('=');
-    const bool inline_value = equals >= 0;
-    if (inline_value) name.truncate(equals);
-    name.replace('-', '_');
-    const bool valued = launch_valued_flags().contains(name);
-    if (!valued && !launch_switches().contains(name)) {
-      throw std::invalid_argument("unknown launch flag " + word.toStdString() + " in: " + command_line.toStdString());
-    }
-    QString value;
-    if (valued && !inline_value) {
-      if (i + 1 >= words.size()) throw std::invalid_argument(word.toStdString() + " has no value");
-      value = words[++i];
-    } else if (inline_value) {
-      value = word.mid(word.indexOf('=') + 1);
-    }
-    if (name == "config_file") {
-      request.config_file = value;
-    } else if (name == "history") {
-      request.history = value;
+    if (flag.missing_value) throw std::invalid_argument(flag.words.front().toStdString() + " has no value");
+    if (flag.name == "config_file") {
+      request.config_file = flag.value;
+    } else if (flag.name == "history") {
+      request.history = flag.value;
     } else {
-      request.flags << "--" + name;
-      if (valued) request.flags << value;
+      request.flags << "--" + flag.name;
+      if (flag.valued) request.flags << flag.value;
     }
   }
+  const qsizetype i = 2 + end;
   if (i >= words.size()) throw std::invalid_argument("no program in: " + command_line.toStdString());
   request.program = words[i];
   request.arguments = words.mid(i + 1);

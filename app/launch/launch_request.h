@@ -7,11 +7,28 @@
 #include <QString>
 #include <QStringList>
 
+#include <vector>
+
 namespace spur::app {
 
 /// The flags `spur launch` (and so `spur test`) accepts, without dashes: with a value, and switches.
 const QSet<QString>& launch_valued_flags();
 const QSet<QString>& launch_switches();
+
+/// One `spur launch` flag as typed: its name (dashes made underscores, an "=value" taken off), its value (empty for
+/// a switch) and the words it took ({"--hosts", "a,b"} or {"--hosts=a,b"}).
+struct LaunchFlag {
+  QString name;
+  QString value;
+  QStringList words;
+  bool valued = false;         // one of launch_valued_flags()
+  bool known = false;          // valued, or one of launch_switches()
+  bool missing_value = false;  // valued, last word, no value
+};
+/// The flags at the start of `words`, up to the program: the first word that is not a flag, or the one after "--".
+/// `end` (when given): where the program starts. The one reading of a launch's flags (LaunchRequest::parse, the
+/// target file's merge).
+std::vector<LaunchFlag> split_launch_flags(const QStringList& words, qsizetype* end = nullptr);
 
 /// Words quoted for a POSIX shell only where needed ("a b" -> 'a b'): a command line for people to read and copy
 /// (the history's record, the Studio's fields, dry runs' summaries).

@@ -95,40 +95,6 @@ QString key_list(W where) {
   return names.join(", ");
 }
 
-// One flag of a command line: its name (underscores), its value (empty for a switch) and its words.
-struct Flag {
-  QString name;
-  QString value;
-  QStringList words;
-};
-
-std::vector<Flag> split_flags(const QStringList& words) {
-  std::vector<Flag> flags;
-  for (qsizetype i = 0; i < words.size(); ++i) {
-    const QString& word = words[i];
-    Flag flag;
-    flag.words << word;
-    if (!word.startsWith("--")) {
-      flags.push_back(flag);  // not a flag: kept as it is, in its place
-      continue;
-    }
-    QString name = word.mid(2);
-    const qsizetype equals = name.indexOf('=');
-    if (equals >= 0) {
-      flag.value = name.mid(equals + 1);
-      name.truncate(equals);
-    }
-    name.replace('-', '_');
-    flag.name = name;
-    if (equals < 0 && launch_valued_flags().contains(name) && i + 1 < words.size()) {
-      flag.value = words[++i];
-      flag.words << flag.value;
-    }
-    flags.push_back(flag);
-  }
-  return flags;
-}
-
 QString env_name(const QString& assignment) { return assignment.section('=', 0, 0); }
 
 }  // namespace
@@ -314,12 +280,12 @@ QString LaunchTarget::to_yaml(const QString& config_path) const {
   // The variables go under one key, where the first of them is among the flags (so that the file reads back in the
   // flags' order).
   std::vector<std::pair<QString, QString>> env;
-  for (const auto& flag : split_flags(flags)) {
+  for (const auto& flag : split_launch_flags(flags)) {
     if (flag.name == "env")
       env.emplace_back(env_name(flag.value), flag.value.contains('=') ? flag.value.section('=', 1) : QString());
   }
   bool env_written = false;
-  for (const auto& flag : split_flags(flags)) {
+  for (const auto& flag : split_launch_flags(flags)) {
     const Key* key = find_key(flag.name);
     if (!key) continue;  // not a setting the file holds (a run's name): the caller's own
     if (key->kind == Kind::Map) {
@@ -375,7 +341,7 @@ void LaunchTarget::save_for(const QString& config_path) const {
 QString LaunchTarget::describe() const {
   QString value_of_host_list;
   QString hostfile, nodes = "1", tasks = "1", partition;
-  for (const auto& flag : split_flags(flags)) {
+  for (const auto& flag : split_launch_flags(flags)) {
     if (flag.name == "hosts") value_of_host_list = flag.value;
     if (flag.name == "hostfile") hostfile = flag.value;
     if (flag.name == "nodes") nodes = flag.value;
@@ -398,7 +364,7 @@ QString LaunchTarget::describe() const {
 }
 
 QStringList merge_launch_flags(const LaunchTarget& target, const QStringList& given) {
-  const auto mine = split_flags(given);
+  const auto mine = split_launch_flags(given);
   QSet<QString> named, variables;
   for (const auto& flag : mine) {
     named.insert(flag.name);
@@ -407,7 +373,7 @@ QStringList merge_launch_flags(const LaunchTarget& target, const QStringList& gi
   const bool other_hosts = named.contains("hosts") || named.contains("hostfile");
   const bool other_slurm = named.contains("slurm");
   QStringList merged;
-  for (const auto& flag : split_flags(target.launch_flags())) {
+  for (const auto& flag : split_launch_flags(target.launch_flags())) {
     if (flag.name == "env" ? variables.contains(env_name(flag.value)) : named.contains(flag.name)) continue;
     if (other_hosts && (slurm_group().contains(flag.name) || ssh_group().contains(flag.name))) continue;
     if (other_slurm && ssh_group().contains(flag.name)) continue;

@@ -194,20 +194,7 @@ void SetupAnswers::take_launch(const LaunchRequest& request) {
 }
 
 void SetupAnswers::take_target(const LaunchTarget& target) {
-  switch (target.where) {
-    case LaunchTarget::Where::Ssh:
-      where = Where::Ssh;
-      break;
-    case LaunchTarget::Where::Slurm:
-      where = Where::Slurm;
-      break;
-    case LaunchTarget::Where::SageMaker:
-      where = Where::SageMaker;
-      break;
-    case LaunchTarget::Where::Local:
-      where = Where::Local;
-      break;
-  }
+  where = target.where;
   take_flags(target.launch_flags());
 }
 
@@ -261,14 +248,10 @@ void SetupAnswers::take_flags(const QStringList& flags) {
 
 LaunchTarget SetupAnswers::target() const {
   LaunchTarget target;
+  target.where = where;
   QStringList& flags = target.flags;
-  if (where == Where::Ssh) {
-    target.where = LaunchTarget::Where::Ssh;
-    if (!hosts.isEmpty()) flags << "--hosts" << hosts.join(',');
-  }
-  if (where == Where::SageMaker) target.where = LaunchTarget::Where::SageMaker;
+  if (where == Where::Ssh && !hosts.isEmpty()) flags << "--hosts" << hosts.join(',');
   if (where == Where::Slurm) {
-    target.where = LaunchTarget::Where::Slurm;
     SlurmRequest settings = slurm;
     settings.nodes = std::max(1, num_machines);
     settings.ntasks_per_node = std::max(1, processes_per_machine);

@@ -34,7 +34,7 @@ struct DetectedHardware {
 };
 
 struct SetupAnswers {
-  enum class Where { Local, Ssh, SageMaker, Slurm };
+  using Where = LaunchTarget::Where;  // this machine, SSH hosts, a Slurm job, SageMaker
   Where where = Where::Local;
   // Local, SSH and Slurm.
   std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU (SageMaker: NO, DATA_PARALLEL)

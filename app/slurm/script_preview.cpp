@@ -68,7 +68,12 @@ void SlurmScriptPreview::ask(const LaunchRequest& request, const QString& config
     timed_out_ = true;
     process->kill();
   });
-  process_->start(spur_, dry.spur_arguments());
+  // The run's --env values go in the dry run's environment, not its argument list (which anyone here can read).
+  QStringList arguments = dry.spur_arguments();
+  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+  move_env_values(arguments, environment);
+  process_->setProcessEnvironment(environment);
+  process_->start(spur_, arguments);
 }
 
 void SlurmScriptPreview::finish() {

@@ -109,6 +109,22 @@ class LaunchTest : public QObject {
     QVERIFY(self->find(") ") != std::string::npos);
   }
 
+  // A process the Studio starts with a run's --env values (the detached launcher, the Slurm script preview's dry
+  // run) carries the names in its argument list and the values in its environment; the program's own arguments
+  // after "--" are left as they are.
+  void env_values_leave_the_argument_list() {
+    QStringList arguments{"launch",  "--env", "TOKEN=s3cret", "--env=SEED=7", "--env", "HOME",
+                          "--slurm", "--",    "prog",         "--env",        "A=b"};
+    QProcessEnvironment environment;
+    spur::app::move_env_values(arguments, environment);
+    QCOMPARE(arguments, (QStringList{"launch", "--env", "TOKEN", "--env=SEED", "--env", "HOME", "--slurm", "--", "prog",
+                                     "--env", "A=b"}));
+    QCOMPARE(environment.value("TOKEN"), QString("s3cret"));
+    QCOMPARE(environment.value("SEED"), QString("7"));
+    QVERIFY(!environment.contains("A"));
+    QVERIFY(!environment.contains("HOME"));
+  }
+
   // The Studio's command lines: written quoted for a shell, read back the same (relaunch reads the history's).
   void launch_requests_round_trip_data() {
     QTest::addColumn<QString>("directory");

@@ -683,8 +683,9 @@ void SetupWizard::update_visibility() {
 void SetupWizard::update_summary() {
   if (currentId() != SummaryPage) return;
   try {
+    const auto now = answers();
     yaml_->setPlainText(QString::fromStdString(config().to_yaml()));
-    const auto target = answers().target();
+    const auto target = now.target();
     target_yaml_->setPlainText(target.empty() ? QString()
                                               : "# " + app::LaunchTarget::path_for(config_path()) + "\n" +
                                                     target.to_yaml(config_path()));
@@ -697,7 +698,7 @@ void SetupWizard::update_summary() {
     if (slurm_->isChecked()) {
       sbatch_script_->setPlainText(tr("Asking spur launch --dry_run for the script..."));
       // The preview's configuration is a temporary copy, with no target file beside it: the flags say it all.
-      auto full = answers().launch_request(config_path(), /*with_target=*/true);
+      auto full = now.launch_request(config_path(), /*with_target=*/true);
       if (full.program.isEmpty()) full.program = "PROGRAM";
       preview_->ask(full, yaml_->toPlainText());
     }
