@@ -391,6 +391,14 @@ app::SupervisorOptions record_options(const Arguments& args, const QStringList& 
   options.stream_key = stream_key;
   if (args.has("no_history") || args.has("dry_run")) return options;
   if (const auto history = args.value("history")) options.history_path = history->toStdString();
+  std::string path = options.history_path;
+  if (path.empty()) path = qEnvironmentVariable("SPUR_HISTORY").toStdString();
+  if (QString::fromStdString(path).startsWith("ssh://", Qt::CaseInsensitive)) {
+    throw UsageError("spur launch records into a history on this machine, not " + QString::fromStdString(path) +
+                     " (SPUR_HISTORY or --history): give a file here, or launch on that machine (ssh HOST spur "
+                     "launch ...) and read its history with spur runs --history " +
+                     QString::fromStdString(path));
+  }
   history::Run run;
   take_run_flags(args, run);
   if (run.name.empty()) run.name = default_name.toStdString();

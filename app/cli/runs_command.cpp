@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `spur runs`: the run history from the command line: list, show, export, config, logs (--follow), rename, rm,
 // tag, note, import (TensorBoard event files), summarise; each through app::RunService, as the Studio's. Reads while
-// runs write; `--history F` picks another database than SPUR_HISTORY or the default.
+// runs write; `--history F` picks another database than SPUR_HISTORY or the default, and
+// `--history ssh://[user@]host[:port]/path` one on another machine. `serve --stdio` is that machine's end.
 #include <signal.h>
 #include <unistd.h>
+
+#include <QCoreApplication>
+#include <QDir>
 
 #include <QDateTime>
 #include <QFileInfo>
@@ -24,6 +28,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "launch/launch_request.h"
+#include "runs/history_server.h"
 #include "runs/run_service.h"
 #include "runs/run_status.h"
 #include "slurm/slurm_job.h"
@@ -33,6 +38,9 @@ namespace {
 
 const char* kUsage =
     "usage: spur runs <action> [--history F]\n"
+    "  F: a history file, or ssh://[user@]host[:port]/path for one on another machine (through ssh and spur\n"
+    "     there; /~/... is in the remote home, no path its default history); with --ssh_config FILE (ssh -F) and\n"
+    "     --remote_spur PATH (default: spur on its PATH, or $SPUR_REMOTE_SPUR)\n"
     "  list [--json]                           every run: id, name, status, progress, start, duration, exit code\n"
     "       [--status S] [--tag T] [--project P] [--since WHEN] [--limit N] [--offset M]\n"
     "                                          only those runs; WHEN: 2026-12-01, 2026-12-01T09:30 or an age\n"
@@ -52,7 +60,9 @@ const char* kUsage =
     "                                          unless --again\n"
     "  summarise [--check]                     build the summaries plots read (a history from an older Spur\n"
     "                                          gains them once; the Studio does this by itself); --check: also\n"
-    "                                          rebuild any that disagree with their points\n";
+    "                                          rebuild any that disagree with their points\n"
+    "  serve --stdio                           answer a remote history's calls on standard input and output\n"
+    "                                          (what ssh://HOST/PATH starts on HOST; not for people)\n";
 
 int64_t run_id(const Arguments& args, int index) {
   if (args.positional().size() <= index) throw UsageError("which run? give its ID (spur runs list)");
@@ -268,24 +278,49 @@ int import_runs(app::RunService& service, const Arguments& args, QTextStream& ou
   return failed ? 1 : 0;
 }
 
+// `spur runs serve --stdio`: this machine's history for a client on another (app/runs/history_server.h). Standard
+// output carries only the protocol: anything else this process would print there goes to standard error.
+int serve(std::string path, const Arguments& args) {
+  if (!args.has("stdio")) throw UsageError("spur runs serve --stdio [--history F] (what ssh://HOST/F starts)");
+  const QString given = QString::fromStdString(path);
+  if (given.startsWith("ssh://", Qt::CaseInsensitive)) {
+    throw UsageError("serve answers for a history on this machine, not " + given);
+  }
+  if (given == "~" || given.startsWith("~/")) path = (QDir::homePath() + given.mid(1)).toStdString();
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone is a failed write, not a signal
+  const int protocol_out = ::dup(STDOUT_FILENO);
+  if (protocol_out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    throw app::RunServiceError("cannot set up standard output for serve");
+  }
+  app::RunService service(path);
+  app::HistoryServer server(service, QCoreApplication::applicationVersion());
+  const int code = app::serve(server, STDIN_FILENO, protocol_out);
+  ::close(protocol_out);
+  return code;
+}
+
 }  // namespace
 
 int runs_command(const QStringList& arguments) {
   QTextStream out(stdout);
   QTextStream err(stderr);
   try {
-    const Arguments args(
-        arguments,
-        {"history", "format", "metrics", "output", "rank", "project", "status", "tag", "since", "limit", "offset"},
-        {"json", "follow", "remove", "force", "help", "slurm", "again", "check"});
+    const Arguments args(arguments,
+                         {"history", "format", "metrics", "output", "rank", "project", "status", "tag", "since",
+                          "limit", "offset", "ssh_config", "remote_spur"},
+                         {"json", "follow", "remove", "force", "help", "slurm", "again", "check", "stdio"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;
       return args.has("help") ? 0 : 2;
     }
-    const std::string path =
-        args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
+    std::string path = args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
     const QString action = args.positional().front();
-    app::RunService service(path);
+    if (action == "serve") return serve(path, args);
+    app::RemoteOptions remote;
+    remote.ssh_config = args.value("ssh_config").value_or(QString());
+    remote.remote_spur = args.value("remote_spur").value_or(qEnvironmentVariable("SPUR_REMOTE_SPUR"));
+    remote.notice = [&err](const QString& text) { err << "spur runs: " << text << "\n" << Qt::flush; };
+    app::RunService service(path, remote);
     if (action == "import") return import_runs(service, args, out, err);
     if (action == "summarise" || action == "summarize") {
       const int64_t built = service.summarise(

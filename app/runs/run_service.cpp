@@ -17,6 +17,7 @@
 #include <spur/history/writer.h>
 
 #include "config/run_config.h"
+#include "runs/history_protocol.h"
 #include <spur/core/metrics_csv.h>
 #include "runs/run_status.h"
 
@@ -55,11 +56,27 @@ QJsonObject run_json(const history::Run& run) {
                      {"params", QJsonDocument::fromJson(QByteArray::fromStdString(run.params)).object()}};
 }
 
-RunService::RunService(std::string history_path) : path_(std::move(history_path)) {}
+RunService::RunService(std::string history_path, RemoteOptions remote) : path_(std::move(history_path)) {
+  if (auto address = HistoryAddress::parse(QString::fromStdString(path_))) {
+    remote_ = std::make_unique<RemoteHistory>(std::move(*address), std::move(remote));
+  }
+}
 
-bool RunService::exists() const { return reader_ || QFileInfo::exists(QString::fromStdString(path_)); }
+RunService::~RunService() = default;
 
-bool RunService::read_only() const { return exists() && !history::Database::writable(path_); }
+QJsonValue RunService::ask(const QString& call, const QJsonObject& arguments, RemoteHistory::Retry retry) const {
+  return remote_->call(call, arguments, retry);
+}
+
+bool RunService::exists() const {
+  if (remote_) return ask("state").toObject().value("exists").toBool();
+  return reader_ || QFileInfo::exists(QString::fromStdString(path_));
+}
+
+bool RunService::read_only() const {
+  if (remote_) return ask("state").toObject().value("read_only").toBool();
+  return exists() && !history::Database::writable(path_);
+}
 
 void RunService::refuse_if_read_only() const {
   if (read_only()) {
@@ -137,22 +154,33 @@ QString RunService::default_history_path() { return QString::fromStdString(histo
 std::vector<history::Run> RunService::runs() const { return runs(history::RunFilter{}); }
 
 std::vector<history::Run> RunService::runs(const history::RunFilter& filter) const {
+  if (remote_) return protocol::decode_runs(ask("runs", {{"filter", protocol::encode(filter)}}));
   return exists() ? reader().runs(filter) : std::vector<history::Run>();
 }
 
 int64_t RunService::count_runs(const history::RunFilter& filter) const {
+  if (remote_) return protocol::to_integer(ask("count_runs", {{"filter", protocol::encode(filter)}}), "the count");
   return exists() ? reader().count_runs(filter) : 0;
 }
 
-std::optional<history::Run> RunService::find(int64_t id) const { return exists() ? reader().run(id) : std::nullopt; }
+std::optional<history::Run> RunService::find(int64_t id) const {
+  if (remote_) {
+    const auto run = ask("find", {{"run", static_cast<qint64>(id)}});
+    if (run.isNull()) return std::nullopt;
+    return protocol::decode_run(run);
+  }
+  return exists() ? reader().run(id) : std::nullopt;
+}
 
 history::Run RunService::run(int64_t id) const {
   auto run = find(id);
+  if (!run && remote_) refuse(QString("no run %1 in %2").arg(id).arg(QString::fromStdString(path_)));
   if (!run) refuse(no_run(id, path_));
   return *run;
 }
 
 std::vector<MetricBrief> RunService::metric_briefs(int64_t id) const {
+  if (remote_) return protocol::decode_briefs(ask("metric_briefs", {{"run", static_cast<qint64>(id)}}));
   if (!exists()) return {};
   auto& history = reader();
   const auto last = history.last_points(id);
@@ -180,14 +208,33 @@ std::vector<MetricBrief> RunService::metric_briefs(int64_t id) const {
 }
 
 std::vector<history::Event> RunService::events(int64_t id) const {
+  if (remote_) return protocol::decode_events(ask("events", {{"run", static_cast<qint64>(id)}}));
   return exists() ? reader().events(id) : std::vector<history::Event>();
 }
 
 std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after, std::optional<int> rank) const {
+  if (remote_) {
+    // The serve answers a page at a time; asked again from the last line until a page comes back short.
+    std::vector<history::ConsoleLine> lines;
+    for (;;) {
+      QJsonObject arguments{{"run", static_cast<qint64>(id)}, {"after", static_cast<qint64>(after)}};
+      if (rank) arguments.insert("rank", *rank);
+      auto page = protocol::decode_console(ask("console", arguments));
+      if (page.empty()) return lines;
+      for (const auto& line : page) {
+        if (line.id <= after) throw history::HistoryError(path_ + ": the console's lines came back out of order");
+        after = line.id;
+      }
+      const bool short_page = page.size() < 5000;
+      lines.insert(lines.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
+      if (short_page) return lines;
+    }
+  }
   return exists() ? reader().console(id, after, rank) : std::vector<history::ConsoleLine>();
 }
 
 int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progress, bool check_all) {
+  if (remote_) return protocol::to_integer(ask("summarise", {{"check", check_all}}), "the count");
   if (!exists()) refuse("no run history at " + QString::fromStdString(path_) + " yet (nothing to summarise)");
   refuse_if_read_only();
   return history::HistoryWriter(path_).build_summaries(progress, check_all);
@@ -195,22 +242,39 @@ int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progr
 
 void RunService::rename(int64_t id, const QString& name) {
   if (name.trimmed().isEmpty()) refuse("a run needs a name");
+  if (remote_) {
+    ask("rename", {{"run", static_cast<qint64>(id)}, {"name", name}});
+    return;
+  }
   auto writer = change(id);
   writer->set_names(id, "", name.trimmed().toStdString());
 }
 
 void RunService::tag(int64_t id, const QString& tag, bool remove) {
   if (tag.trimmed().isEmpty()) refuse("a tag cannot be empty");
+  if (remote_) {
+    ask("tag", {{"run", static_cast<qint64>(id)}, {"tag", tag}, {"remove", remove}});
+    return;
+  }
   auto writer = change(id);
   remove ? writer->remove_tag(id, tag.trimmed().toStdString()) : writer->add_tag(id, tag.trimmed().toStdString());
 }
 
 void RunService::set_notes(int64_t id, const QString& notes) {
+  if (remote_) {
+    ask("notes", {{"run", static_cast<qint64>(id)}, {"notes", notes}});
+    return;
+  }
   auto writer = change(id);
   writer->set_notes(id, notes.toStdString());
 }
 
 void RunService::remove(int64_t id, bool force) {
+  if (remote_) {
+    // Decided there (whether its launcher is alive is that machine's to see); never asked twice.
+    ask("remove", {{"run", static_cast<qint64>(id)}, {"force", force}}, RemoteHistory::Retry::no);
+    return;
+  }
   const auto existing = run(id);
   refuse_if_read_only();
   const auto status = effective_status(existing);
@@ -237,6 +301,13 @@ void RunService::remove(int64_t id, bool force) {
 }
 
 QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QStringList& keys) const {
+  if (remote_) {
+    const auto text = ask("export", {{"run", static_cast<qint64>(id)},
+                                     {"format", format == ExportFormat::csv ? "csv" : "json"},
+                                     {"keys", QJsonArray::fromStringList(keys)}});
+    if (!text.isString()) throw history::HistoryError(path_ + ": the export came back as something else than text");
+    return text.toString().toUtf8();
+  }
   const auto found = run(id);
   auto& reader = this->reader();
   const auto known = reader.metric_keys(id);
@@ -271,6 +342,7 @@ QByteArray RunService::export_metrics(int64_t id, ExportFormat format, const QSt
 }
 
 void RunService::refuse_history_file(const QString& file) const {
+  if (remote_) return;  // it is on another machine
   // Never over the history itself or its journal files (issue 12: `--output "$SPUR_HISTORY"` replaced a 16-run
   // history with 523 bytes), whatever name or link leads there.
   const QFileInfo target(file);
@@ -302,6 +374,12 @@ void RunService::export_metrics(int64_t id, ExportFormat format, const QString& 
 }
 
 QString RunService::config(int64_t id) const {
+  if (remote_) {
+    const auto text = ask("config", {{"run", static_cast<qint64>(id)}});
+    if (!text.isString())
+      throw history::HistoryError(path_ + ": the configuration came back as something else than text");
+    return text.toString();
+  }
   const auto found = run(id);
   if (found.config.empty()) refuse(QString("run %1 was not started by spur launch: it has no configuration").arg(id));
   return QString::fromStdString(found.config);
@@ -319,6 +397,10 @@ void RunService::export_config(int64_t id, const QString& file) const {
 
 std::vector<ImportedRun> RunService::import_tensorboard(const QString& path, const TensorBoardImportOptions& options,
                                                         const std::function<void(const ImportedRun&)>& done) {
+  if (remote_) {
+    refuse(QString("%1 is on another machine: import there (ssh %2 spur runs import PATH)")
+               .arg(QString::fromStdString(path_), remote_->address().destination()));
+  }
   refuse_if_read_only();
   try {
     return app::import_tensorboard(path_, path, options, done);

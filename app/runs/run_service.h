@@ -13,6 +13,10 @@
 //         the order they were first logged.
 //   JSON  {"run": run_json(run), "metrics": {key: [[step, value, wall_time], ...]}}
 //
+// A history named ssh://[user@]host[:port]/path is on another machine: every call above goes to
+// `spur runs serve --stdio` there over SSH (remote_history.h) and is answered by that machine's RunService, the same
+// rules applied there; only import_tensorboard is refused (run it on that machine).
+//
 // Threads: each change opens the history for writing, does its work and closes it; reads share one read-only
 // connection, opened at the first read and kept for the object's life (`spur runs logs --follow` polls through
 // it). Calls may block (another process holding the history, a long import). Any thread, one call at a time per
@@ -37,6 +41,7 @@
 #include <spur/history/records.h>
 
 #include "launch/launch_request.h"
+#include "runs/remote_history.h"
 #include "runs/tensorboard_import.h"
 
 namespace spur::history {
@@ -66,10 +71,16 @@ struct MetricBrief {
 
 class RunService {
  public:
-  explicit RunService(std::string history_path);
+  /// `history_path`: a file, or ssh://[user@]host[:port]/path for one on another machine (RunServiceError when
+  /// that address is malformed), reached with `remote`'s settings.
+  explicit RunService(std::string history_path, RemoteOptions remote = {});
+  ~RunService();
   /// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db.
   static QString default_history_path();
+  /// The path, or the ssh:// address, as given.
   const std::string& history_path() const { return path_; }
+  /// Whether the history is on another machine (an ssh:// address).
+  bool remote() const { return remote_ != nullptr; }
   /// Whether the history exists (on one not made yet, reads find nothing and changes are refused).
   bool exists() const;
   /// Whether it exists and this process cannot write it (read-only storage, another user's history): it reads as
@@ -79,7 +90,7 @@ class RunService {
   /// Every run, oldest first; none when the history does not exist yet.
   std::vector<history::Run> runs() const;
   /// The runs `filter` picks (statuses as recorded, tag, project, since, order, limit and offset); none when the
-  /// history does not exist yet.
+  /// history does not exist yet. A remote history's come without their configuration (run() and find() have it).
   std::vector<history::Run> runs(const history::RunFilter& filter) const;
   /// How many runs `filter` picks, its limit and offset aside.
   int64_t count_runs(const history::RunFilter& filter) const;
@@ -141,8 +152,12 @@ class RunService {
   /// RunServiceError when `file` is the history or one of its journal files, whatever name or link leads there.
   void refuse_history_file(const QString& file) const;
 
+  QJsonValue ask(const QString& call, const QJsonObject& arguments = {},
+                 RemoteHistory::Retry retry = RemoteHistory::Retry::yes) const;
+
   std::string path_;
   mutable std::unique_ptr<history::HistoryReader> reader_;  // the reads' connection, opened at the first
+  mutable std::unique_ptr<RemoteHistory> remote_;           // set for an ssh:// history
 };
 
 }  // namespace spur::app

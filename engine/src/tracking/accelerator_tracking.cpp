@@ -85,6 +85,12 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
           continue;
         }
       }
+      if (path.rfind("ssh://", 0) == 0) {
+        // `spur runs` reads a history on another machine; a program records into one on its own (said once).
+        std::cerr << "spur: warning: this run is not recorded in the run history: " << path
+                  << " is on another machine (SPUR_HISTORY=ssh://... is for spur runs); unset it here\n";
+        continue;
+      }
       trackers.push_back(make_sqlite_tracker(path));
     } else if (name == "stream") {
       trackers.push_back(make_stream_tracker());

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// A history on another machine (ssh://HOST/PATH) through a real sshd on a loopback port: `spur runs` answers the
+// same over SSH as on the file itself, changes made over SSH land there, `logs --follow` survives its serve being
+// killed (reconnecting, nothing lost or repeated), and every way a remote can be wrong (unreachable, refused key,
+// no Spur, an older Spur, another protocol, garbage, a missing history) is a clear message that changes nothing.
+#include <signal.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
+
+#include <cmath>
+#include <limits>
+
+#include <spur/history/writer.h>
+
+#include "launch/run_recorder.h"
+#include "rank_group.h"
+#include "runs/history_protocol.h"
+#include "runs/history_server.h"
+#include "runs/remote_history.h"
+#include "runs/run_service.h"
+#include "sshd_rig.h"
+#include "test_main.h"
+
+namespace {
+
+using spur::history::ConsoleLine;
+using spur::history::HistoryWriter;
+
+// Two finished runs (one with a NaN among its points, a non-ASCII console line) and their configuration.
+void fill_history(const QString& path) {
+  HistoryWriter writer(path.toStdString());
+  const double t = 1796500000;
+  for (int i = 1; i <= 2; ++i) {
+    spur::history::Run run;
+    run.name = i == 1 ? "alpha" : "beta, with ünïcode";
+    run.project = "remote";
+    run.status = "finished";
+    run.created = t + i;
+    run.started = t + i;
+    run.ended = t + i + 90;
+    run.exit_code = 0;
+    run.params = R"({"lr":0.1,"batch":64})";
+    run.config = "compute_environment: LOCAL_MACHINE\nnum_processes: 2\n";
+    run.command = "cd /tmp && spur launch prog --epochs 1";
+    run.tags = {"baseline"};
+    const auto id = writer.create_run(run);
+    writer.append_metrics(id, {{"train/loss", {{0, 2.5, t}, {1, std::nan(""), t + 1}, {2, 1.25, t + 2}}},
+                               {"eval/accuracy", {{2, 0.875, t + 2}}}});
+    writer.append_console({ConsoleLine{0, id, "vm", 0, "stdout", t + 1, "époque 1: loss 2.5"},
+                           ConsoleLine{0, id, "vm", -1, "stderr", t + 2, "spur launch: done"}});
+  }
+}
+
+}  // namespace
+
+class RemoteHistoryTest : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<spur::test::ThrowawaySshd> sshd_;
+
+  QString address(const QString& path, const QString& host = "machine1") const { return "ssh://" + host + path; }
+  spur::test::RankResult spur(const QStringList& arguments, const QString& remote_spur = SPUR_CLI) const {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.remove("SPUR_HISTORY");
+    QStringList args = arguments;
+    args << "--ssh_config" << sshd_->client_config() << "--remote_spur" << remote_spur;
+    return spur::test::run_process(SPUR_CLI, args, env, 60000);
+  }
+  QString local(const QStringList& arguments) const {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.remove("SPUR_HISTORY");
+    return spur::test::run_process(SPUR_CLI, arguments, env, 60000).output;
+  }
+  static QString script(const QTemporaryDir& dir, const QString& name, const QString& body) {
+    QString path = dir.filePath(name);
+    QFile file(path);
+    file.open(QIODevice::WriteOnly);
+    file.write(("#!/bin/sh\n" + body + "\n").toUtf8());
+    file.close();
+    file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    return path;
+  }
+
+ private slots:
+  void initTestCase() {
+    sshd_ = std::make_unique<spur::test::ThrowawaySshd>();
+    if (!sshd_->problem().isEmpty()) QFAIL(qPrintable("no sshd for the test: " + sshd_->problem()));
+  }
+  void cleanupTestCase() { sshd_.reset(); }
+
+  void addresses_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("destination");
+    QTest::addColumn<int>("port");
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<QString>("error");
+    QTest::newRow("host and path") << "ssh://gpu1/data/h.db"
+                                   << "gpu1" << 0 << "/data/h.db"
+                                   << "";
+    QTest::newRow("user, port") << "ssh://ana@gpu1.lab:2222/h.db"
+                                << "ana@gpu1.lab" << 2222 << "/h.db"
+                                << "";
+    QTest::newRow("home") << "ssh://gpu1/~/runs/h.db"
+                          << "gpu1" << 0 << "~/runs/h.db"
+                          << "";
+    QTest::newRow("default history") << "ssh://gpu1"
+                                     << "gpu1" << 0 << ""
+                                     << "";
+    QTest::newRow("ipv6") << "ssh://[::1]:22/h.db"
+                          << "::1" << 22 << "/h.db"
+                          << "";
+    QTest::newRow("space in path") << "ssh://gpu1/my%20runs/h.db"
+                                   << "gpu1" << 0 << "/my runs/h.db"
+                                   << "";
+    QTest::newRow("no host") << "ssh:///h.db"
+                             << "" << 0 << ""
+                             << "no host";
+    QTest::newRow("option as host") << "ssh://-oProxyCommand=x/h.db"
+                                    << "" << 0 << ""
+                                    << "hostname";
+    QTest::newRow("password") << "ssh://ana:secret@gpu1/h.db"
+                              << "" << 0 << ""
+                              << "password";
+    QTest::newRow("query") << "ssh://gpu1/h.db?x=1"
+                           << "" << 0 << ""
+                           << "no meaning";
+  }
+  void addresses() {
+    QFETCH(QString, text);
+    QFETCH(QString, destination);
+    QFETCH(int, port);
+    QFETCH(QString, path);
+    QFETCH(QString, error);
+    try {
+      const auto address = spur::app::HistoryAddress::parse(text);
+      QVERIFY2(error.isEmpty(), "accepted");
+      QVERIFY(address);
+      QCOMPARE(address->destination(), destination);
+      QCOMPARE(address->port, port);
+      QCOMPARE(address->path, path);
+      QCOMPARE(spur::app::HistoryAddress::parse(address->text())->path, path);  // written back, read again
+    } catch (const spur::app::RunServiceError& e) {
+      QVERIFY2(!error.isEmpty() && QString(e.what()).contains(error) && QString(e.what()).contains(text), e.what());
+    }
+    QVERIFY(!spur::app::HistoryAddress::parse("/data/h.db"));  // a file is not an address
+  }
+
+  // The wire format in-process: every read decodes to what the local service returns (NaN, non-ASCII), and what
+  // the serve cannot read is an error answer after which it goes on.
+  void serve_answers_as_the_local_service() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    fill_history(path);
+    spur::app::RunService service(path.toStdString());
+    spur::app::HistoryServer server(service, "test");
+    namespace protocol = spur::app::protocol;
+    const auto hello = protocol::decode_hello(server.hello());
+    QCOMPARE(hello.protocol, protocol::kVersion);
+    QVERIFY(hello.exists && !hello.read_only);
+    auto ask = [&](qint64 id, const QString& call, const QJsonObject& arguments) {
+      const auto answer =
+          protocol::decode_answer(server.answer(protocol::encode_request(id, call, arguments).trimmed()));
+      if (answer.id != id || !answer.error_kind.isEmpty()) {
+        throw std::runtime_error((answer.error_kind + ": " + answer.error_message).toStdString());
+      }
+      return answer.result;
+    };
+    spur::history::RunFilter filter;
+    filter.newest_first = true;
+    const auto runs = protocol::decode_runs(ask(1, "runs", {{"filter", protocol::encode(filter)}}));
+    const auto expected = service.runs(filter);
+    QCOMPARE(runs.size(), expected.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+      QCOMPARE(runs[i].id, expected[i].id);
+      QCOMPARE(runs[i].name, expected[i].name);
+      QCOMPARE(runs[i].tags, expected[i].tags);
+      QCOMPARE(runs[i].params, expected[i].params);
+      QCOMPARE(runs[i].ended, expected[i].ended);
+      QVERIFY(runs[i].config.empty());  // lists go without
+    }
+    const auto one = protocol::decode_run(ask(2, "find", {{"run", 1}}));
+    QCOMPARE(one.config, service.run(1).config);
+    QVERIFY(ask(3, "find", {{"run", 99}}).isNull());
+    const auto briefs = protocol::decode_briefs(ask(4, "metric_briefs", {{"run", 1}}));
+    const auto local_briefs = service.metric_briefs(1);
+    QCOMPARE(briefs.size(), local_briefs.size());
+    for (size_t i = 0; i < briefs.size(); ++i) {
+      QCOMPARE(briefs[i].key, local_briefs[i].key);
+      QCOMPARE(briefs[i].points, local_briefs[i].points);
+      QCOMPARE(briefs[i].min, local_briefs[i].min);
+    }
+    const auto lines = protocol::decode_console(ask(5, "console", {{"run", 1}, {"after", 0}}));
+    QCOMPARE(lines.size(), size_t{2});
+    QCOMPARE(QString::fromStdString(lines[0].text), QString("époque 1: loss 2.5"));
+    QCOMPARE(ask(6, "export", {{"run", 1}, {"format", "csv"}, {"keys", QJsonArray()}}).toString().toUtf8(),
+             service.export_metrics(1, spur::app::ExportFormat::csv));
+    QCOMPARE(protocol::to_integer(ask(7, "count_runs", {{"filter", protocol::encode(filter)}}), "count"), 2);
+    // Failures are answers, and the serve goes on.
+    for (const QByteArray& wrong : {QByteArray("not json"), QByteArray(R"({"id":8,"call":"nonsense"})"),
+                                    QByteArray(R"({"id":9,"call":"find","run":"one"})"),
+                                    QByteArray(R"({"id":10,"call":"rename","run":99,"name":"x"})")}) {
+      const auto answer = protocol::decode_answer(server.answer(wrong));
+      QVERIFY2(!answer.error_kind.isEmpty(), wrong.constData());
+    }
+    QCOMPARE(protocol::decode_answer(server.answer(R"({"id":10,"call":"rename","run":99,"name":"x"})")).error_kind,
+             QString("run"));
+    QCOMPARE(ask(11, "state", {}).toObject().value("exists").toBool(), true);
+  }
+
+  // What a person types on one machine works the same on the other's history, and changes land there.
+  void the_cli_answers_the_same_over_ssh() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    fill_history(path);
+    const QString remote = address(path);
+    for (const QStringList& command :
+         {QStringList{"list"}, QStringList{"list", "--json"}, QStringList{"list", "--tag", "baseline", "--limit", "1"},
+          QStringList{"show", "2"}, QStringList{"export", "1", "--format", "csv"},
+          QStringList{"export", "2", "--format", "json", "--metrics", "train/loss"}, QStringList{"config", "1"},
+          QStringList{"logs", "2"}, QStringList{"logs", "1", "--rank", "0"}}) {
+      const auto over_ssh = spur(QStringList{"runs"} + command + QStringList{"--history", remote});
+      QVERIFY2(over_ssh.exit_code == 0, qPrintable(command.join(' ') + ": " + over_ssh.output));
+      QCOMPARE(over_ssh.output, local(QStringList{"runs"} + command + QStringList{"--history", path}));
+    }
+    for (const QStringList& change : {QStringList{"rename", "1", "first"}, QStringList{"tag", "1", "remote-tag"},
+                                      QStringList{"note", "1", "set over ssh"}, QStringList{"rm", "2"}}) {
+      const auto result = spur(QStringList{"runs"} + change + QStringList{"--history", remote});
+      QVERIFY2(result.exit_code == 0, qPrintable(change.join(' ') + ": " + result.output));
+    }
+    spur::app::RunService here(path.toStdString());
+    const auto run = here.run(1);
+    QCOMPARE(run.name, std::string("first"));
+    QCOMPARE(run.notes, std::string("set over ssh"));
+    QVERIFY(std::find(run.tags.begin(), run.tags.end(), "remote-tag") != run.tags.end());
+    QVERIFY(!here.find(2));
+    // What is refused there is refused the same, naming the machine; import belongs on that machine.
+    const auto missing = spur({"runs", "show", "7", "--history", remote});
+    QVERIFY2(missing.exit_code == 2 && missing.output.contains("no run 7 in " + remote), qPrintable(missing.output));
+    const auto empty_name = spur({"runs", "tag", "1", " ", "--history", remote});
+    QVERIFY2(empty_name.exit_code == 2 && empty_name.output.contains("a tag cannot be empty"),
+             qPrintable(empty_name.output));
+    const auto import = spur({"runs", "import", dir.path(), "--history", remote});
+    QVERIFY2(import.exit_code != 0 && import.output.contains("import there"), qPrintable(import.output));
+  }
+
+  // The serve killed under `logs --follow`: it says it reconnects, and every line arrives once, in order.
+  void follow_resumes_after_the_connection_drops() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    QProcess owner;  // the running run's "launcher", alive on this machine until the run ends
+    owner.start("sleep", {"300"});
+    QVERIFY(owner.waitForStarted());
+    int64_t id = 0;
+    {
+      HistoryWriter writer(path.toStdString());
+      spur::history::Run run;
+      run.name = "live";
+      run.status = "running";
+      run.created = spur::history::now_seconds();
+      run.started = run.created;
+      run.pid = owner.processId();
+      run.host = spur::app::local_host_name().toStdString();
+      id = writer.create_run(run);
+    }
+    auto append = [&](int from, int to) {
+      HistoryWriter writer(path.toStdString());
+      std::vector<ConsoleLine> lines;
+      for (int i = from; i <= to; ++i) {
+        lines.push_back({0, id, "vm", 0, "stdout", spur::history::now_seconds(), "line " + std::to_string(i)});
+      }
+      writer.append_console(lines);
+    };
+    append(1, 3);
+    QProcess follow;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.remove("SPUR_HISTORY");
+    follow.setProcessEnvironment(env);
+    follow.start(SPUR_CLI, {"runs", "logs", QString::number(id), "--follow", "--history", address(path), "--ssh_config",
+                            sshd_->client_config(), "--remote_spur", SPUR_CLI});
+    QVERIFY(follow.waitForStarted());
+    QByteArray out, err;
+    auto wait_for = [&](const QByteArray& text, QByteArray& stream) {
+      QElapsedTimer timer;
+      timer.start();
+      while (!stream.contains(text) && timer.elapsed() < 30000 && follow.state() == QProcess::Running) {
+        follow.waitForReadyRead(200);
+        out += follow.readAllStandardOutput();
+        err += follow.readAllStandardError();
+      }
+      return stream.contains(text);
+    };
+    QVERIFY2(wait_for("line 3", out), out + err);
+    // Kill the serve on the "remote" side (by its own command line, which names this test's history only).
+    QProcess::execute("pkill", {"-KILL", "-f", "runs serve --stdio --history " + path});
+    append(4, 6);
+    QVERIFY2(wait_for("reconnected", err), out + err);
+    QVERIFY2(wait_for("line 6", out), out + err);
+    owner.kill();  // the launcher dies: the run is over for its machine, and follow ends
+    owner.waitForFinished();
+    QVERIFY2(follow.waitForFinished(30000), out + err);
+    out += follow.readAllStandardOutput();
+    err += follow.readAllStandardError();
+    QCOMPARE(follow.exitCode(), 0);
+    QVERIFY2(err.contains("lost the connection to " + address(path).toUtf8()) && err.contains("reconnecting"), err);
+    for (int i = 1; i <= 6; ++i) QVERIFY2(out.count("line " + QByteArray::number(i) + "\n") == 1, out);
+    QVERIFY(out.indexOf("line 3") < out.indexOf("line 4"));
+  }
+
+  void bad_remotes_say_what_is_wrong_data() {
+    QTest::addColumn<QString>("host");
+    QTest::addColumn<QString>("serve");  // a script standing in for spur there; empty: the real one
+    QTest::addColumn<QString>("message");
+    QTest::newRow("unreachable") << "closed"
+                                 << ""
+                                 << "cannot reach closed over SSH";
+    QTest::newRow("refused key") << "locked"
+                                 << ""
+                                 << "Permission denied";
+    QTest::newRow("no spur") << "machine1"
+                             << "-"
+                             << "has no";
+    QTest::newRow("older spur") << "machine1"
+                                << "echo \"spur runs: unknown action 'serve'\" >&2; exit 2"
+                                << "older than this one";
+    QTest::newRow("another protocol") << "machine1"
+                                      << R"(echo '{"spur":"serve","protocol":99,"version":"9.9"}'; cat >/dev/null)"
+                                      << "runs Spur 9.9, which speaks history protocol 99";
+    QTest::newRow("garbage") << "machine1"
+                             << R"(echo '{"spur":"serve","protocol":1,"version":"x"}'; read l; echo '{"id":[]}')"
+                             << "not Spur's history protocol";
+    QTest::newRow("greeting, then gone") << "machine1"
+                                         << "echo 'Welcome to the cluster'; exit 0"
+                                         << "Welcome to the cluster";
+  }
+  // Each a message naming the machine and what to do, a failing exit code, and nothing written.
+  void bad_remotes_say_what_is_wrong() {
+    QFETCH(QString, host);
+    QFETCH(QString, serve);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const QString remote_spur = serve.isEmpty() ? QString(SPUR_CLI)
+                                : serve == "-"  ? dir.filePath("no-such-spur")
+                                                : script(dir, "spur", serve);
+    QElapsedTimer timer;
+    timer.start();
+    const auto result = spur({"runs", "list", "--history", address(path, host)}, remote_spur);
+    QVERIFY2(result.exit_code == 1 && result.output.contains(message), qPrintable(result.output));
+    QVERIFY2(timer.elapsed() < 30000, "not within the connect timeout");
+    QVERIFY(!QFile::exists(path));
+  }
+
+  // A history that is not there yet reads as empty (as a local one), and is not made by reading it.
+  void a_missing_remote_history_reads_empty() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("not-yet.db");
+    const auto list = spur({"runs", "list", "--history", address(path)});
+    QVERIFY2(list.exit_code == 0 && list.output.contains("no run history at " + address(path) + " yet"),
+             qPrintable(list.output));
+    const auto show = spur({"runs", "show", "1", "--history", address(path)});
+    QVERIFY2(show.exit_code == 2 && show.output.contains("no run 1 in " + address(path)), qPrintable(show.output));
+    QVERIFY(!QFile::exists(path));
+  }
+
+  // SPUR_HISTORY=ssh://... is for reading: spur launch refuses it up front, naming it, rather than making a file
+  // called "ssh:".
+  void launch_refuses_a_remote_history() {
+    QTemporaryDir dir;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", "ssh://machine1/" + dir.filePath("h.db"));
+    auto launch = QStringList{"launch", "--cpu", "--num_processes", "1", SPUR_LAUNCH_RIG};
+    const auto result = spur::test::run_process(SPUR_CLI, launch, env, 60000);
+    QVERIFY2(result.exit_code == 2 && result.output.contains("not ssh://machine1/") &&
+                 result.output.contains("records into a history on this machine"),
+             qPrintable(result.output));
+    QVERIFY(QDir(dir.path()).isEmpty());
+    QVERIFY(!QFile::exists("ssh:"));
+  }
+};
+
+SPUR_TEST_CLASS(RemoteHistoryTest)
+#include "remote_history_test.moc"
