@@ -324,4 +324,125 @@ std::vector<history::ConsoleLine> decode_console(const QJsonValue& value) {
   return lines;
 }
 
+namespace {
+
+QJsonArray encode_point(const history::Point& point) {
+  return QJsonArray{static_cast<qint64>(point.step), number(point.value), number(point.wall)};
+}
+
+history::Point decode_point(const QJsonValue& value) {
+  const auto array = array_of(value, "a point");
+  if (array.size() != 3) bad("a point is not [step, value, wall]");
+  return {to_integer(array[0], "a point's step"), to_double(array[1], "a point's value"),
+          to_double(array[2], "a point's wall")};
+}
+
+}  // namespace
+
+QJsonArray encode(const std::vector<history::Point>& points) {
+  QJsonArray array;
+  for (const auto& point : points) array.append(encode_point(point));
+  return array;
+}
+
+std::vector<history::Point> decode_points(const QJsonValue& value) {
+  std::vector<history::Point> points;
+  const auto array = array_of(value, "the points");
+  points.reserve(static_cast<size_t>(array.size()));
+  for (const auto& point : array) points.push_back(decode_point(point));
+  return points;
+}
+
+QJsonObject encode(const std::map<std::string, history::Point>& last_points) {
+  QJsonObject object;
+  for (const auto& [key, point] : last_points) object.insert(QString::fromStdString(key), encode_point(point));
+  return object;
+}
+
+std::map<std::string, history::Point> decode_last_points(const QJsonValue& value) {
+  std::map<std::string, history::Point> points;
+  const auto object = object_of(value, "the last points");
+  for (auto it = object.begin(); it != object.end(); ++it) points[it.key().toStdString()] = decode_point(it.value());
+  return points;
+}
+
+QJsonObject encode(const history::SeriesCursor& cursor) {
+  return QJsonObject{{"chunk", static_cast<qint64>(cursor.chunk_id)},
+                     {"points", static_cast<qint64>(cursor.points_in_chunk)}};
+}
+
+history::SeriesCursor decode_cursor(const QJsonValue& value) {
+  const auto object = object_of(value, "the cursor");
+  return {to_integer(object.value("chunk"), "the cursor's chunk"),
+          to_integer(object.value("points"), "the cursor's points")};
+}
+
+QJsonObject encode(const history::SeriesRange& range) {
+  return QJsonObject{{"lo", number(range.lo)},
+                     {"hi", number(range.hi)},
+                     {"by_wall", range.by_wall},
+                     {"width", static_cast<qint64>(range.width)}};
+}
+
+history::SeriesRange decode_range(const QJsonValue& value) {
+  const auto object = object_of(value, "the range");
+  history::SeriesRange range;
+  range.lo = to_double(object.value("lo"), "the range's lo");
+  range.hi = to_double(object.value("hi"), "the range's hi");
+  range.by_wall = object.value("by_wall").toBool();
+  range.width = to_integer(object.value("width"), "the range's width");
+  if (range.width < 1 || range.width > 1'000'000) bad("the range's width is not between 1 and 1,000,000");
+  return range;
+}
+
+QJsonObject encode(const history::SeriesSummary& summary) {
+  QJsonArray buckets;
+  for (const auto& b : summary.buckets) {
+    buckets.append(QJsonArray{static_cast<qint64>(b.count), static_cast<qint64>(b.step_lo),
+                              static_cast<qint64>(b.step_hi), number(b.wall_lo), number(b.wall_hi), number(b.min),
+                              number(b.max), number(b.first), number(b.last), number(b.sum),
+                              static_cast<qint64>(b.finite)});
+  }
+  return QJsonObject{{"buckets", buckets},
+                     {"points_per_bucket", static_cast<qint64>(summary.points_per_bucket)},
+                     {"level", summary.level},
+                     {"summarised", summary.summarised},
+                     {"total_points", static_cast<qint64>(summary.total_points)},
+                     {"first_wall", number(summary.first_wall)},
+                     {"end_chunk", static_cast<qint64>(summary.end_chunk_id)},
+                     {"end_points", static_cast<qint64>(summary.end_chunk_points)}};
+}
+
+history::SeriesSummary decode_summary(const QJsonValue& value) {
+  const auto object = object_of(value, "the summary");
+  history::SeriesSummary summary;
+  for (const auto& item : array_of(object.value("buckets"), "the buckets")) {
+    const auto b = array_of(item, "a bucket");
+    if (b.size() != 11) bad("a bucket does not have 11 fields");
+    history::Bucket bucket;
+    bucket.count = to_integer(b[0], "a bucket's count");
+    bucket.step_lo = to_integer(b[1], "a bucket's step_lo");
+    bucket.step_hi = to_integer(b[2], "a bucket's step_hi");
+    bucket.wall_lo = to_double(b[3], "a bucket's wall_lo");
+    bucket.wall_hi = to_double(b[4], "a bucket's wall_hi");
+    bucket.min = to_double(b[5], "a bucket's min");
+    bucket.max = to_double(b[6], "a bucket's max");
+    bucket.first = to_double(b[7], "a bucket's first");
+    bucket.last = to_double(b[8], "a bucket's last");
+    bucket.sum = to_double(b[9], "a bucket's sum");
+    bucket.finite = to_integer(b[10], "a bucket's finite");
+    if (bucket.count < 1 || bucket.finite < 0 || bucket.finite > bucket.count) bad("a bucket's counts do not add up");
+    summary.buckets.push_back(bucket);
+  }
+  summary.points_per_bucket = to_integer(object.value("points_per_bucket"), "points_per_bucket");
+  summary.level = static_cast<int>(std::clamp<qint64>(to_integer(object.value("level"), "level"), 0, 64));
+  summary.summarised = object.value("summarised").toBool();
+  summary.total_points = to_integer(object.value("total_points"), "total_points");
+  summary.first_wall = to_double(object.value("first_wall"), "first_wall");
+  summary.end_chunk_id = to_integer(object.value("end_chunk"), "end_chunk");
+  summary.end_chunk_points = to_integer(object.value("end_points"), "end_points");
+  if (summary.points_per_bucket < 1) bad("points_per_bucket is not positive");
+  return summary;
+}
+
 }  // namespace spur::app::protocol

@@ -16,6 +16,13 @@
 //   config {run}                           YAML text         export {run, format: csv|json, keys}  text
 //   summarise {check}                      integer           rename {run, name}, tag {run, tag, remove},
 //   notes {run, notes}, remove {run, force}                  null
+// and the Studio's periodic reads:
+//   data_version                           integer           metric_keys {run}           [key...]
+//   last_points {run}                      {key: point}      series {run, key, cursor?}  {points, cursor}
+//   summary {run, key, range}              summary           rebuild_summaries {run, key}  bool
+// A point is [step, value, wall]; a cursor {chunk, points}; a range {lo, hi, by_wall, width}; a summary
+// {buckets: [[count, step_lo, step_hi, wall_lo, wall_hi, min, max, first, last, sum, finite]...],
+// points_per_bucket, level, summarised, total_points, first_wall, end_chunk, end_points}.
 // A run's status is the one its own machine sees (effective_status there: a run whose launcher died there is
 // "failed"). Numbers: integers as JSON integers; a double that is not finite as the string "nan", "inf" or "-inf".
 // The decoders throw ProtocolError naming what was wrong: whatever a broken or hostile serve sends, the client
@@ -28,7 +35,9 @@
 #include <QJsonValue>
 #include <QString>
 
+#include <map>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <spur/history/reader.h>
@@ -93,6 +102,17 @@ QJsonArray encode(const std::vector<history::Event>& events);
 std::vector<history::Event> decode_events(const QJsonValue& value);
 QJsonArray encode(const std::vector<history::ConsoleLine>& lines);
 std::vector<history::ConsoleLine> decode_console(const QJsonValue& value);
+
+QJsonArray encode(const std::vector<history::Point>& points);
+std::vector<history::Point> decode_points(const QJsonValue& value);
+QJsonObject encode(const std::map<std::string, history::Point>& last_points);
+std::map<std::string, history::Point> decode_last_points(const QJsonValue& value);
+QJsonObject encode(const history::SeriesCursor& cursor);
+history::SeriesCursor decode_cursor(const QJsonValue& value);
+QJsonObject encode(const history::SeriesRange& range);
+history::SeriesRange decode_range(const QJsonValue& value);
+QJsonObject encode(const history::SeriesSummary& summary);
+history::SeriesSummary decode_summary(const QJsonValue& value);
 
 }  // namespace protocol
 }  // namespace spur::app

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -95,6 +96,29 @@ QByteArray HistoryServer::answer(const QByteArray& line) {
       for (const auto& key : request.value("keys").toArray()) keys << key.toString();
       result = QString::fromUtf8(
           service_.export_metrics(run_of(request), format == "csv" ? ExportFormat::csv : ExportFormat::json, keys));
+    } else if (call == "data_version") {
+      service_.check_schema();
+      result = static_cast<qint64>(service_.exists() ? service_.data_version() : 0);
+    } else if (call == "metric_keys") {
+      QJsonArray keys;
+      for (const auto& key : service_.metric_keys(run_of(request))) keys.append(QString::fromStdString(key));
+      result = keys;
+    } else if (call == "last_points") {
+      result = protocol::encode(service_.last_points(run_of(request)));
+    } else if (call == "series") {
+      const std::string key = text_of(request, "key").toStdString();
+      if (request.contains("cursor")) {
+        auto cursor = protocol::decode_cursor(request.value("cursor"));
+        const auto points = service_.series(run_of(request), key, &cursor);
+        result = QJsonObject{{"points", protocol::encode(points)}, {"cursor", protocol::encode(cursor)}};
+      } else {
+        result = QJsonObject{{"points", protocol::encode(service_.series(run_of(request), key))}};
+      }
+    } else if (call == "summary") {
+      result = protocol::encode(service_.summary(run_of(request), text_of(request, "key").toStdString(),
+                                                 protocol::decode_range(request.value("range"))));
+    } else if (call == "rebuild_summaries") {
+      result = service_.rebuild_summaries(run_of(request), text_of(request, "key").toStdString());
     } else if (call == "summarise") {
       result = static_cast<qint64>(service_.summarise({}, request.value("check").toBool()));
     } else if (call == "rename") {

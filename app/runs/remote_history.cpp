@@ -59,6 +59,14 @@ QString HistoryAddress::text() const {
   return text;
 }
 
+RemoteOptions RemoteOptions::from_environment(bool interactive) {
+  RemoteOptions options;
+  options.ssh_config = qEnvironmentVariable("SPUR_SSH_CONFIG");
+  options.remote_spur = qEnvironmentVariable("SPUR_REMOTE_SPUR");
+  options.batch_mode = !interactive && qEnvironmentVariableIsEmpty("SSH_ASKPASS");
+  return options;
+}
+
 RemoteHistory::RemoteHistory(HistoryAddress address, RemoteOptions options)
     : address_(std::move(address)), options_(std::move(options)) {}
 
@@ -191,6 +199,7 @@ void RemoteHistory::connect() {
                         .arg(protocol::kVersion));
       }
       remote_path_ = hello.history;
+      ++connections_;
       return;
     } catch (const protocol::ProtocolError& e) {
       disconnect();

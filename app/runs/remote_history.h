@@ -59,6 +59,10 @@ struct RemoteOptions {
   int reconnect_attempts = 5;
   /// Told "lost the connection ...; reconnecting" and "reconnected" (the CLI prints them, the Studio shows them).
   std::function<void(const QString&)> notice;
+
+  /// The defaults with what the environment says: SPUR_SSH_CONFIG (ssh_config), SPUR_REMOTE_SPUR (remote_spur);
+  /// batch_mode when SSH_ASKPASS is not set and `interactive` is false (a window has no terminal to prompt on).
+  static RemoteOptions from_environment(bool interactive);
 };
 
 class RemoteHistory {
@@ -72,6 +76,8 @@ class RemoteHistory {
   /// The history's path on that machine, from the serve's hello (connects when not yet connected).
   QString remote_path();
 
+  /// How many connections have been made (1 after the first; each reconnection adds one).
+  qint64 connections() const { return connections_; }
   /// Whether a call may be asked again after the connection dropped mid-call.
   enum class Retry { yes, no };
   /// Asks the call `name` with `arguments` and returns its result (history_protocol.h), connecting first when needed.
@@ -94,6 +100,7 @@ class RemoteHistory {
   QString remote_path_;
   QByteArray stderr_;
   qint64 next_id_ = 1;
+  qint64 connections_ = 0;
 };
 
 }  // namespace spur::app

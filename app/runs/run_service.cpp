@@ -233,6 +233,63 @@ std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after,
   return exists() ? reader().console(id, after, rank) : std::vector<history::ConsoleLine>();
 }
 
+int64_t RunService::data_version() const {
+  if (remote_) {
+    // A new connection is a new reader there: its versions start again, so the connection's number goes in front.
+    return (remote_->connections() << 40) + protocol::to_integer(ask("data_version"), "the data version");
+  }
+  return reader().data_version();
+}
+
+void RunService::check_schema() const {
+  if (remote_) return;  // the serve checks its own at every data_version
+  reader().check_schema();
+}
+
+std::vector<std::string> RunService::metric_keys(int64_t id) const {
+  if (remote_) {
+    std::vector<std::string> keys;
+    const auto value = ask("metric_keys", {{"run", static_cast<qint64>(id)}});
+    if (!value.isArray()) throw history::HistoryError(path_ + ": the metric keys came back as something else");
+    for (const auto& key : value.toArray()) keys.push_back(key.toString().toStdString());
+    return keys;
+  }
+  return reader().metric_keys(id);
+}
+
+std::map<std::string, history::Point> RunService::last_points(int64_t id) const {
+  if (remote_) return protocol::decode_last_points(ask("last_points", {{"run", static_cast<qint64>(id)}}));
+  return reader().last_points(id);
+}
+
+std::vector<history::Point> RunService::series(int64_t id, const std::string& key,
+                                               history::SeriesCursor* cursor) const {
+  if (remote_) {
+    QJsonObject arguments{{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}};
+    if (cursor) arguments.insert("cursor", protocol::encode(*cursor));
+    const auto answer = ask("series", arguments);
+    if (cursor) *cursor = protocol::decode_cursor(answer.toObject().value("cursor"));
+    return protocol::decode_points(answer.toObject().value("points"));
+  }
+  return reader().series(id, key, cursor);
+}
+
+history::SeriesSummary RunService::summary(int64_t id, const std::string& key, const history::SeriesRange& range) const {
+  if (remote_) {
+    return protocol::decode_summary(ask(
+        "summary", {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}, {"range", protocol::encode(range)}}));
+  }
+  return reader().summary(id, key, range);
+}
+
+bool RunService::rebuild_summaries(int64_t id, const std::string& key) {
+  if (remote_) {
+    return ask("rebuild_summaries", {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}}).toBool();
+  }
+  refuse_if_read_only();
+  return history::HistoryWriter(path_).rebuild_summaries(id, key);
+}
+
 int64_t RunService::summarise(const std::function<bool(int64_t, int64_t)>& progress, bool check_all) {
   if (remote_) return protocol::to_integer(ask("summarise", {{"check", check_all}}), "the count");
   if (!exists()) refuse("no run history at " + QString::fromStdString(path_) + " yet (nothing to summarise)");

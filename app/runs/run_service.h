@@ -31,6 +31,7 @@
 #include <QStringList>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -106,6 +107,23 @@ class RunService {
   /// The run's console lines after line `after` (an id from an earlier answer; 0: from the start), oldest first;
   /// `rank` only (-1: the launcher's own lines) when given.
   std::vector<history::ConsoleLine> console(int64_t id, int64_t after = 0, std::optional<int> rank = {}) const;
+  // The Studio's periodic reads (app/studio's readers), here or over SSH; each on a history that exists.
+  /// Changes whenever another connection commits to the history (SQLite's data_version; over SSH also each time the
+  /// connection is made again): a poller that sees the same value as last time has nothing new to read.
+  int64_t data_version() const;
+  /// HistoryError when another process has since moved the history to a newer schema (a service kept across polls
+  /// checks this first).
+  void check_schema() const;
+  /// The run's metric keys, in the order first logged.
+  std::vector<std::string> metric_keys(int64_t id) const;
+  /// Every series' latest point (the runs table's final values).
+  std::map<std::string, history::Point> last_points(int64_t id) const;
+  /// The series' points; with a cursor, only those after it (and it advances).
+  std::vector<history::Point> series(int64_t id, const std::string& key, history::SeriesCursor* cursor = nullptr) const;
+  /// The series over a range at a width (history::HistoryReader::summary): bounded work and size however long.
+  history::SeriesSummary summary(int64_t id, const std::string& key, const history::SeriesRange& range = {}) const;
+  /// Rebuilds one series' summaries (one a read found wrong); whether anything was rebuilt.
+  bool rebuild_summaries(int64_t id, const std::string& key);
   /// Builds the summaries plots read where a series lacks them (a history from an older Spur), and with
   /// `check_all` rebuilds any that disagree with their points; `progress(done, total)` returning false stops
   /// between series. How many series were built. RunServiceError when there is no history.

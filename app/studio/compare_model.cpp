@@ -13,7 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <spur/history/reader.h>
+#include "runs/run_service.h"
 
 #include "runs/run_status.h"
 
@@ -66,11 +66,12 @@ CompareReader::CompareReader(std::string history_path) : path_(std::move(history
 
 CompareSnapshot CompareReader::read(const QList<qint64>& runs) const {
   CompareSnapshot snapshot;
-  if (runs.isEmpty() || !QFileInfo::exists(QString::fromStdString(path_))) return snapshot;
+  if (runs.isEmpty()) return snapshot;
   try {
-    history::HistoryReader reader(path_);
+    const RunService reader(path_, RemoteOptions::from_environment(false));
+    if (!reader.exists()) return snapshot;
     for (const qint64 id : runs) {
-      auto record = reader.run(id);
+      auto record = reader.find(id);
       if (!record) continue;
       ComparedRun compared;
       compared.run = *record;

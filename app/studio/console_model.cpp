@@ -4,7 +4,7 @@
 
 #include <QFileInfo>
 
-#include <spur/history/reader.h>
+#include "runs/run_service.h"
 
 namespace spur::app {
 
@@ -80,18 +80,19 @@ ConsoleSource::~ConsoleSource() = default;
 ConsoleBatch ConsoleSource::read(const ConsoleQuery& query) {
   ConsoleBatch batch;
   batch.query = query;
-  if (query.run == 0 || !QFileInfo::exists(path_)) return batch;
+  if (query.run == 0) return batch;
   try {
-    if (!reader_) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
-    reader_->check_schema();
-    batch.record = reader_->run(query.run);
+    if (!service_) service_ = std::make_unique<RunService>(path_.toStdString(), RemoteOptions::from_environment(false));
+    if (!service_->exists()) return batch;
+    service_->check_schema();
+    batch.record = service_->find(query.run);
     const auto& known = query.known;
     batch.record_changed =
         !known != !batch.record ||
         (batch.record && (batch.record->status != known->status || batch.record->exit_code != known->exit_code));
     if (batch.record_changed && batch.record &&
         (batch.record->status == "failed" || batch.record->status == "stopped")) {
-      const auto events = reader_->events(query.run);
+      const auto events = service_->events(query.run);
       // The newest event that says why (backwards by index: clang-tidy's clang 14 cannot read libstdc++ 12's
       // std::ranges::reverse_view).
       for (std::size_t i = events.size(); i-- > 0;) {
@@ -101,9 +102,9 @@ ConsoleBatch ConsoleSource::read(const ConsoleQuery& query) {
         }
       }
     }
-    batch.lines = reader_->console(query.run, query.after, query.rank);
+    batch.lines = service_->console(query.run, query.after, query.rank);
   } catch (const std::exception& e) {
-    reader_.reset();  // opened again at the next read
+    service_.reset();  // opened again at the next read
     batch.error = QString::fromUtf8(e.what());
   }
   return batch;

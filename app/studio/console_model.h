@@ -13,11 +13,10 @@
 
 #include <spur/history/records.h>
 
-namespace spur::history {
-class HistoryReader;
-}
 
 namespace spur::app {
+
+class RunService;
 
 /// What a console fetch asks of the history: lines of `run` after `after` (for `rank`), and the run's record.
 struct ConsoleQuery {
@@ -47,7 +46,7 @@ class ConsoleSource {
 
  private:
   QString path_;
-  std::unique_ptr<history::HistoryReader> reader_;
+  std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h)
 };
 
 class ConsoleModel : public QAbstractListModel {

@@ -13,6 +13,7 @@
 
 #include "studio/baseline.h"
 #include "studio/compare_model.h"
+#include "runs/run_service.h"
 #include "runs/run_status.h"
 
 namespace spur::app {
@@ -186,10 +187,14 @@ RunsReader::~RunsReader() = default;
 RunsSnapshot RunsReader::read() {
   RunsSnapshot snapshot;
   try {
-    if (!reader_ && QFileInfo::exists(path_)) reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
-    if (!reader_) return snapshot;  // no history yet: no runs
-    reader_->check_schema();
-    snapshot.read_only = reader_->read_only();
+    if (!service_) {
+      auto options = RemoteOptions::from_environment(false);
+      options.notice = notice_;
+      service_ = std::make_unique<RunService>(path_.toStdString(), options);
+    }
+    if (!service_->exists()) return snapshot;  // no history yet: no runs
+    service_->check_schema();
+    snapshot.read_only = service_->read_only();
     // The oldest run shown: the newest page at first, a page further back each fetch_more().
     snapshot.fetched_more = more_;
     if (from_id_ < 0 || (more_ && from_id_ > 0)) {
@@ -198,15 +203,15 @@ RunsSnapshot RunsReader::read() {
       page.limit = 1;
       page.offset = page_ - 1;
       if (from_id_ > 0) page.before_id = from_id_;
-      const auto oldest = reader_->runs(page);
+      const auto oldest = service_->runs(page);
       from_id_ = oldest.empty() ? 0 : oldest.front().id;
     }
     more_ = false;
     if (include_ > 0 && from_id_ > include_) from_id_ = include_;
     history::RunFilter shown;
     shown.from_id = from_id_;
-    snapshot.runs = reader_->runs(shown);
-    snapshot.total_runs = reader_->count_runs();
+    snapshot.runs = service_->runs(shown);
+    snapshot.total_runs = service_->count_runs(history::RunFilter{});
     snapshot.statuses.reserve(snapshot.runs.size());
     std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
     for (const auto& run : snapshot.runs) {
@@ -216,13 +221,13 @@ RunsSnapshot RunsReader::read() {
       // run may log at a step it already reached (validation at the same step): read it always.
       if (run.status == "running" || seen == last_read_.end() || seen->second.first != run.last_step ||
           seen->second.second != run.status) {
-        snapshot.last_points[run.id] = reader_->last_points(run.id);
+        snapshot.last_points[run.id] = service_->last_points(run.id);
       }
       seen_now[run.id] = {run.last_step, run.status};
     }
     last_read_ = std::move(seen_now);
   } catch (const std::exception& e) {
-    reader_.reset();
+    service_.reset();
     last_read_.clear();  // the next good read reads every run's values again
     more_ = false;
     snapshot = RunsSnapshot();
@@ -235,6 +240,7 @@ RunsSnapshot RunsReader::read() {
 
 RunsReaderWorker::RunsReaderWorker(QString history_path) : reader_(std::move(history_path)) {
   qRegisterMetaType<spur::app::RunsSnapshot>();
+  reader_.set_notice([this](const QString& text) { emit notice(text); });
 }
 
 void RunsReaderWorker::read() { emit snapshot(reader_.read()); }

@@ -19,11 +19,9 @@
 
 #include <spur/history/records.h>
 
-namespace spur::history {
-class HistoryReader;
-}
-
 namespace spur::app {
+
+class RunService;
 
 /// One read of the history for the runs table: every run (by id, ascending), its effective status (which looks at
 /// /proc, so it is read here and not per paint), and the latest values of the runs that logged or changed since
@@ -54,14 +52,17 @@ class RunsReader {
   void fetch_more();
   /// Every read from now on holds the run `id` and all newer ones (runs asked for by ID, older than the first page).
   void include(int64_t id);
+  /// Told when a remote history's connection drops and is made again (RemoteOptions::notice).
+  void set_notice(std::function<void(const QString&)> notice) { notice_ = std::move(notice); }
 
  private:
   QString path_;
+  std::function<void(const QString&)> notice_;
   int64_t page_;
   int64_t from_id_ = -1;  // the oldest run read (-1: nothing read yet; 0: every run)
   int64_t include_ = 0;   // include(): read at least from this run on (0: no such wish)
   bool more_ = false;     // fetch_more() asked for another page
-  std::unique_ptr<history::HistoryReader> reader_;
+  std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h)
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
 };
 
@@ -81,6 +82,8 @@ class RunsReaderWorker : public QObject {
 
  signals:
   void snapshot(const spur::app::RunsSnapshot& snapshot);
+  /// A remote history's connection: "lost the connection ...; reconnecting", "reconnected to ...".
+  void notice(const QString& text);
 
  private:
   RunsReader reader_;

@@ -6,12 +6,16 @@
 
 #include <algorithm>
 
+#include "runs/run_service.h"
+
 namespace spur::app {
 
 SeriesLoader::SeriesLoader(QString history_path) : path_(std::move(history_path)) {
   qRegisterMetaType<QVector<spur::app::SeriesDelta>>();
   qRegisterMetaType<spur::app::SeriesView>();
 }
+
+SeriesLoader::~SeriesLoader() = default;
 
 void SeriesLoader::set_runs(const QList<qint64>& runs) {
   runs_ = std::set<qint64>(runs.begin(), runs.end());
@@ -28,7 +32,7 @@ SeriesDelta SeriesLoader::read(qint64 run, const std::string& key, Line& line, c
   range.hi = view.hi;
   range.by_wall = view.by_wall;
   range.width = width;
-  const auto summary = reader_->summary(run, key, range);
+  const auto summary = service_->summary(run, key, range);
   if (!summary.summarised && summary.total_points > 0 && untrusted_.insert({run, key}).second) {
     emit untrusted(run, QString::fromStdString(key));
   }
@@ -65,16 +69,14 @@ SeriesDelta SeriesLoader::read(qint64 run, const std::string& key, Line& line, c
 void SeriesLoader::poll() {
   QVector<SeriesDelta> deltas;
   try {
-    if (!reader_) {
-      if (!QFileInfo::exists(path_)) return;
-      reader_ = std::make_unique<history::HistoryReader>(path_.toStdString());
-    }
+    if (!service_) service_ = std::make_unique<RunService>(path_.toStdString(), RemoteOptions::from_environment(false));
+    if (!service_->exists()) return;
     // Nothing committed since the last poll: only lines not read yet, or read for another view, need reading.
-    const int64_t version = reader_->data_version();
+    const int64_t version = service_->data_version();
     const bool changed = version != data_version_;
     data_version_ = version;
     for (const qint64 run : runs_) {
-      for (const auto& key : reader_->metric_keys(run)) {
+      for (const auto& key : service_->metric_keys(run)) {
         const QString name = QString::fromStdString(key);
         const auto found = views_.constFind(name);
         const SeriesView view = found == views_.constEnd() ? SeriesView{} : found->first;
@@ -90,7 +92,7 @@ void SeriesLoader::poll() {
         }
         if (!changed) continue;
         history::SeriesCursor cursor = line.cursor;
-        const auto points = reader_->series(run, key, &cursor);
+        const auto points = service_->series(run, key, &cursor);
         if (points.empty()) continue;
         const bool in_view =
             view.whole() || (view.by_wall ? points.front().wall : double(points.front().step)) <= view.hi;
@@ -121,7 +123,7 @@ void SeriesLoader::poll() {
     }
   } catch (const std::exception& e) {
     // What was read before the error is sent (those lines' cursors moved on); the rest is read again next time.
-    reader_.reset();
+    service_.reset();
     data_version_ = -1;
     if (!deltas.isEmpty()) emit loaded(deltas);
     emit failed(QString::fromUtf8(e.what()));

@@ -21,6 +21,8 @@
 
 namespace spur::app {
 
+class RunService;
+
 /// Points (or buckets) of one metric of one run.
 struct SeriesDelta {
   qint64 run = 0;
@@ -56,6 +58,7 @@ class SeriesLoader : public QObject {
   static constexpr int kMinLinePoints = 64;
 
   explicit SeriesLoader(QString history_path);
+  ~SeriesLoader() override;
 
  public slots:
   /// Which runs to follow; points of runs no longer listed stop coming, newly listed runs start from their
@@ -84,7 +87,7 @@ class SeriesLoader : public QObject {
   SeriesDelta read(qint64 run, const std::string& key, Line& line, const SeriesView& view, int width);
 
   QString path_;
-  std::unique_ptr<history::HistoryReader> reader_;
+  std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h); made at the first poll
   std::set<qint64> runs_;
   std::map<std::pair<qint64, std::string>, Line> lines_;
   std::set<std::pair<qint64, std::string>> untrusted_;    // said once

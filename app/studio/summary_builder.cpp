@@ -4,17 +4,17 @@
 
 #include <QFileInfo>
 
-#include <spur/history/writer.h>
+#include "runs/run_service.h"
 
 namespace spur::app {
 
 SummaryBuilder::SummaryBuilder(QString history_path) : path_(std::move(history_path)) {}
 
 void SummaryBuilder::build() {
-  if (!QFileInfo::exists(path_)) return;
   try {
-    history::HistoryWriter writer(path_.toStdString());
-    const auto built = writer.build_summaries(
+    RunService service(path_.toStdString(), RemoteOptions::from_environment(false));
+    if (!service.exists() || service.read_only()) return;
+    const auto built = service.summarise(
         [this](int64_t done, int64_t total) {
           if (total > 0) emit progress(done, total);
           return !stop_.load();
@@ -27,10 +27,11 @@ void SummaryBuilder::build() {
 }
 
 void SummaryBuilder::rebuild(qint64 run, const QString& key) {
-  if (!QFileInfo::exists(path_) || stop_) return;
+  if (stop_) return;
   try {
-    history::HistoryWriter writer(path_.toStdString());
-    if (writer.rebuild_summaries(run, key.toStdString())) emit finished(1, {});
+    RunService service(path_.toStdString(), RemoteOptions::from_environment(false));
+    if (!service.exists() || service.read_only()) return;
+    if (service.rebuild_summaries(run, key.toStdString())) emit finished(1, {});
   } catch (const std::exception& e) {
     emit finished(0, QString::fromUtf8(e.what()));
   }
