@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QScopeGuard>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTemporaryDir>
@@ -26,6 +27,9 @@
 #include "runs/remote_history.h"
 #include "runs/run_service.h"
 #include "sshd_rig.h"
+#include "studio/console_model.h"
+#include "studio/runs_model.h"
+#include "studio/series_loader.h"
 #include "test_main.h"
 
 namespace {
@@ -313,6 +317,72 @@ class RemoteHistoryTest : public QObject {
     QVERIFY2(err.contains("lost the connection to " + address(path).toUtf8()) && err.contains("reconnecting"), err);
     for (int i = 1; i <= 6; ++i) QVERIFY2(out.count("line " + QByteArray::number(i) + "\n") == 1, out);
     QVERIFY(out.indexOf("line 3") < out.indexOf("line 4"));
+  }
+
+  // The Studio's readers (the runs table's, the plots', the console's) on ssh://HOST/PATH while `spur launch` runs
+  // a 2-rank training there, headless: the run is seen running with its loss growing, then finished with every
+  // point and console line that the history holds.
+  void the_studio_readers_watch_a_run_there_live() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    qputenv("SPUR_SSH_CONFIG", sshd_->client_config().toUtf8());
+    qputenv("SPUR_REMOTE_SPUR", SPUR_CLI);
+    auto restore = qScopeGuard([] {
+      qunsetenv("SPUR_SSH_CONFIG");
+      qunsetenv("SPUR_REMOTE_SPUR");
+    });
+    QProcess launch;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SPUR_HISTORY", path);
+    launch.setProcessEnvironment(env);
+    launch.setProcessChannelMode(QProcess::MergedChannels);
+    launch.start(SPUR_CLI, {"launch", "--num_processes", "2", "--run_name", "there", SPUR_EXAMPLE_MLP, "--epochs",
+                            "150", "--log_every", "2"});
+    QVERIFY(launch.waitForStarted());
+    auto stop = qScopeGuard([&] {
+      if (launch.state() != QProcess::NotRunning) {
+        launch.kill();
+        launch.waitForFinished();
+      }
+    });
+    spur::app::RunsReader runs(address(path));
+    spur::app::SeriesLoader loader(address(path));
+    qint64 loss_points = 0;
+    connect(&loader, &spur::app::SeriesLoader::loaded, this, [&](const QVector<spur::app::SeriesDelta>& deltas) {
+      for (const auto& delta : deltas) {
+        if (delta.key == "loss") loss_points = delta.total_points;
+      }
+    });
+    std::vector<qint64> seen_while_running;  // the loss's points at each read while the run ran
+    int64_t id = 0;
+    while (!launch.waitForFinished(300)) {
+      const auto snapshot = runs.read();
+      QVERIFY2(snapshot.error.isEmpty(), qPrintable(snapshot.error));
+      if (snapshot.runs.empty()) continue;
+      id = snapshot.runs.back().id;
+      if (snapshot.statuses.back() != "running") continue;
+      loader.set_runs({id});
+      loader.poll();
+      seen_while_running.push_back(loss_points);
+    }
+    QVERIFY2(launch.exitCode() == 0, launch.readAll().constData());
+    QVERIFY2(seen_while_running.size() >= 3 && seen_while_running.back() > seen_while_running.front(),
+             qPrintable(QString("loss points seen while running: %1 reads, %2 to %3")
+                            .arg(seen_while_running.size())
+                            .arg(seen_while_running.empty() ? -1 : seen_while_running.front())
+                            .arg(seen_while_running.empty() ? -1 : seen_while_running.back())));
+    const auto last = runs.read();
+    QCOMPARE(last.statuses.back(), QString("finished"));
+    loader.poll();
+    spur::app::RunService here(path.toStdString());
+    QCOMPARE(loss_points, here.summary(id, "loss").total_points);
+    spur::app::ConsoleSource console(address(path));
+    spur::app::ConsoleQuery query;
+    query.run = id;
+    const auto batch = console.read(query);
+    QVERIFY2(batch.error.isEmpty(), qPrintable(batch.error));
+    QCOMPARE(batch.lines.size(), here.console(id).size());
+    QVERIFY(batch.record && batch.record->name == "there");
   }
 
   void bad_remotes_say_what_is_wrong_data() {
