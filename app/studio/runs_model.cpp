@@ -194,7 +194,22 @@ RunsSnapshot RunsReader::read() {
     }
     if (!service_->exists()) return snapshot;  // no history yet: no runs
     service_->check_schema();
-    snapshot.read_only = service_->read_only();
+    // Nothing committed since the last read: nothing to read again. A status can change without a commit (a
+    // launcher that died is "failed"), so a whole read at least every 2 s; over SSH at most one a second (each
+    // reads every shown run's record).
+    const int64_t version = service_->data_version();
+    const bool asked = more_ || include_ != included_;
+    if (!asked && last_whole_.isValid() &&
+        ((version == version_ && last_whole_.elapsed() < 2000) || (service_->remote() && last_whole_.elapsed() < 1000))) {
+      snapshot.unchanged = true;
+      snapshot.read_only = read_only_;
+      snapshot.total_runs = total_;
+      return snapshot;
+    }
+    version_ = version;
+    included_ = include_;
+    last_whole_.start();
+    snapshot.read_only = read_only_ = service_->read_only();
     // The oldest run shown: the newest page at first, a page further back each fetch_more().
     snapshot.fetched_more = more_;
     if (from_id_ < 0 || (more_ && from_id_ > 0)) {
@@ -211,7 +226,7 @@ RunsSnapshot RunsReader::read() {
     history::RunFilter shown;
     shown.from_id = from_id_;
     snapshot.runs = service_->runs(shown);
-    snapshot.total_runs = service_->count_runs(history::RunFilter{});
+    snapshot.total_runs = total_ = service_->count_runs(history::RunFilter{});
     snapshot.statuses.reserve(snapshot.runs.size());
     std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
     for (const auto& run : snapshot.runs) {
@@ -228,6 +243,8 @@ RunsSnapshot RunsReader::read() {
     last_read_ = std::move(seen_now);
   } catch (const std::exception& e) {
     service_.reset();
+    version_ = -1;
+    last_whole_.invalidate();
     last_read_.clear();  // the next good read reads every run's values again
     more_ = false;
     snapshot = RunsSnapshot();
@@ -276,6 +293,7 @@ bool RunsModel::apply(const RunsSnapshot& snapshot) {
     return false;
   }
   error_.clear();
+  if (snapshot.unchanged) return true;
   if (snapshot.fetched_more) fetching_ = false;
   // Views (and QAbstractItemModelTester) may ask canFetchMore() from inside the row signals below: the total is
   // set once the rows are, so a page is never asked for mid-merge.

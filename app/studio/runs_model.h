@@ -17,6 +17,8 @@
 #include <memory>
 #include <vector>
 
+#include <QElapsedTimer>
+
 #include <spur/history/records.h>
 
 namespace spur::app {
@@ -34,6 +36,9 @@ struct RunsSnapshot {
   bool fetched_more = false;  // this read served a fetch_more() (the model may ask for the next page)
   QString error;              // not empty: the read failed and the rest is empty
   bool read_only = false;     // this user cannot write the history (read-only storage, another user's)
+  /// Nothing was committed since the last read (and it was less than 2 s ago; over SSH, also any read less than
+  /// 1 s after the last): runs and last_points are empty and the table stays as it is.
+  bool unchanged = false;
 };
 
 /// Reads RunsSnapshots, keeping what it read last so that each read fetches only what changed. Runs come in pages,
@@ -63,6 +68,11 @@ class RunsReader {
   int64_t include_ = 0;   // include(): read at least from this run on (0: no such wish)
   bool more_ = false;     // fetch_more() asked for another page
   std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h)
+  int64_t version_ = -1;                  // the history's data_version at the last whole read
+  int64_t included_ = 0;                  // include_ at the last whole read
+  int64_t total_ = 0;                     // total_runs at the last whole read
+  bool read_only_ = false;                // read_only at the last whole read
+  QElapsedTimer last_whole_;              // since the last whole read
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
 };
 

@@ -371,7 +371,9 @@ class RemoteHistoryTest : public QObject {
                             .arg(seen_while_running.size())
                             .arg(seen_while_running.empty() ? -1 : seen_while_running.front())
                             .arg(seen_while_running.empty() ? -1 : seen_while_running.back())));
-    const auto last = runs.read();
+    spur::app::RunsSnapshot last;
+    for (int i = 0; i < 50 && last.runs.empty(); ++i, QThread::msleep(100)) last = runs.read();  // a whole read
+    QVERIFY(!last.runs.empty());
     QCOMPARE(last.statuses.back(), QString("finished"));
     loader.poll();
     spur::app::RunService here(path.toStdString());

@@ -272,6 +272,33 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.row_of(5), -1);
   }
 
+  // A read with nothing committed since the last reads nothing again (the table stays as it is), a commit makes
+  // the next read whole, and a status that changes without a commit (a launcher that died) is still seen within
+  // 2 s.
+  void a_read_with_nothing_committed_reads_nothing_again() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    spur::history::Run run;
+    run.status = "finished";
+    writer.create_run(run);
+    spur::app::RunsReader reader(path);
+    const auto first = reader.read();
+    QVERIFY(!first.unchanged && first.runs.size() == 1);
+    const auto second = reader.read();
+    QVERIFY(second.unchanged && second.runs.empty() && second.total_runs == 1);
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    QVERIFY(model.apply(second));  // kept as it is
+    QCOMPARE(model.rowCount(), 1);
+    writer.create_run(run);
+    const auto third = reader.read();
+    QVERIFY(!third.unchanged && third.runs.size() == 2);
+    QTest::qWait(2100);
+    QVERIFY(!reader.read().unchanged);
+  }
+
   // A summarised bucket's mean smooths as its points would (exactly, when they are equal).
   void smoothing_a_bucket_counts_its_points() {
     spur::app::Smoother points(0.9), buckets(0.9);

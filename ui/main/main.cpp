@@ -11,6 +11,8 @@
 #include "setup/setup_answers.h"
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
+#include "main/open_history_dialog.h"
+#include "runs/remote_history.h"
 #include "main/theme.h"
 #include "compare/compare_view.h"
 #include "runs/run_service.h"
@@ -22,8 +24,8 @@ namespace {
 
 struct Options {
   QCommandLineOption history{"history",
-                             "The run history database (default: $SPUR_HISTORY, else "
-                             "$XDG_DATA_HOME/spur/history.db).",
+                             "The run history database: a file, or ssh://[user@]host[:port]/path for one on "
+                             "another machine (default: $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db).",
                              "file"};
   QCommandLineOption runs{"runs", "Runs to show first, by ID (default: the newest).", "1,2,..."};
   QCommandLineOption compare{"compare", "Open on the Compare tab (the runs of --runs side by side)."};
@@ -86,6 +88,16 @@ int main(int argc, char** argv) {
     }
     path = workspace.history;
     std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
+  }
+  try {
+    spur::app::HistoryAddress::parse(path);  // an ssh:// address that cannot be one is said before any window
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spur-studio: --history: %s\n", e.what());
+    return 2;
+  }
+  if (parser.isSet(history)) {
+    QSettings settings;
+    spur::studio::remember_history(settings, path);  // File > Open history offers it again
   }
   spur::studio::MainWindow window(path);
   QList<qint64> ids;

@@ -29,6 +29,7 @@
 #include "config/run_config.h"
 #include "launch/launch_request.h"
 #include "main/main_window.h"
+#include "main/open_history_dialog.h"
 #include "main/run_notifier.h"
 #include "main/runs_columns.h"
 #include "main/theme.h"
@@ -46,6 +47,7 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
       search_(search),
       columns_(columns),
       path_(std::move(history_path)),
+      remote_(path_.startsWith("ssh://", Qt::CaseInsensitive)),
       current_run_(std::move(current_run)) {
   auto* toolbar = window_->addToolBar(tr("Main"));
   toolbar->setObjectName("toolbar");
@@ -61,6 +63,14 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
   toolbar->addAction(launch_);
   toolbar->addAction(stop_);
   toolbar->addAction(relaunch_);
+  if (remote_) {
+    // A run starts on the machine whose history records it: there, with spur launch (or a Studio opened there).
+    const QString why = tr("This history is on another machine: launch there (spur launch), and watch it here");
+    for (auto* action : {launch_, relaunch_, stop_, import_}) {
+      action->setEnabled(false);
+      action->setToolTip(why);
+    }
+  }
 }
 
 QAction* MainMenus::add(QMenu* menu, const QString& text, const QKeySequence& keys, std::function<void()> slot,
@@ -96,12 +106,27 @@ void MainMenus::build_file_menu() {
     if (!chosen.isEmpty()) when_hardware_known([this, chosen] { run_wizard(make_wizard(chosen)); });
   });
   open_->setIcon(style->standardIcon(QStyle::SP_DialogOpenButton));
+  auto* open_history = add(file, tr("Open &history..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), [this] {
+    QSettings settings;
+    auto* dialog = new OpenHistoryDialog(recent_histories(settings), window_);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &QDialog::accepted, this, [dialog] {
+      QSettings settings;
+      remember_history(settings, dialog->location());
+      // A window of its own: this one keeps watching its history (a local one and a cluster's side by side).
+      auto* other = new MainWindow(dialog->location());
+      other->setAttribute(Qt::WA_DeleteOnClose);
+      other->show();
+    });
+    dialog->open();
+  });
+  open_history->setObjectName("open_history");
   file->addSeparator();
-  editing_ << add(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
+  editing_ << (import_ = add(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
     const QString chosen = QFileDialog::getExistingDirectory(
         window_, tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
     if (!chosen.isEmpty()) report(window_->import_tensorboard(chosen));
-  });
+  }));
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { window_->close(); });
 }
@@ -327,12 +352,12 @@ void MainMenus::update(qint64 run) {
   const auto* runs = window_->runs();
   const int row = run ? runs->row_of(run) : -1;
   const QString status = row >= 0 ? runs->status(row) : QString();
-  stop_->setEnabled(status == "running" || status == "queued");
-  relaunch_->setEnabled(row >= 0 && !runs->run(row).config.empty() && !runs->run(row).command.empty());
+  stop_->setEnabled(!remote_ && (status == "running" || status == "queued"));
+  relaunch_->setEnabled(!remote_ && row >= 0 && !runs->run(row).config.empty() && !runs->run(row).command.empty());
 }
 
 void MainMenus::set_editable(bool editable) {
-  for (auto* action : editing_) action->setEnabled(editable);
+  for (auto* action : editing_) action->setEnabled(editable && !(remote_ && action == import_));
 }
 
 }  // namespace spur::studio

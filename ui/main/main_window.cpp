@@ -43,6 +43,7 @@
 #include "main/run_overview.h"
 #include "main/runs_colours.h"
 #include "main/runs_columns.h"
+#include "runs/remote_history.h"
 #include "runs/run_status.h"
 #include "studio/compare_model.h"
 #include "studio/pending_launches.h"
@@ -52,9 +53,26 @@
 
 namespace spur::studio {
 
+namespace {
+
+// The window's title: the history's name ("~/runs/history.db", "gpu1:/data/history.db"), then the application's.
+QString history_title(const QString& path, bool read_only) {
+  QString name = path;
+  if (const auto address = app::HistoryAddress::parse(path)) {
+    name = address->destination() + ":" + (address->path.isEmpty() ? QObject::tr("default history") : address->path);
+  } else if (const QString home = QDir::homePath(); path.startsWith(home + "/")) {
+    name = "~" + path.mid(home.size());
+  }
+  return read_only ? QObject::tr("%1 (read-only) - Spur Studio").arg(name) : QObject::tr("%1 - Spur Studio").arg(name);
+}
+
+}  // namespace
+
 MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     : QMainWindow(parent),
-      path_(QFileInfo(history_path).absoluteFilePath()),
+      // A history on another machine (ssh://...) is named as given; a file by its whole path.
+      path_(history_path.startsWith("ssh://", Qt::CaseInsensitive) ? history_path
+                                                                    : QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
       notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
       colours_(new RunsColours(this)),
@@ -70,7 +88,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       compare_reader_(new app::CompareReaderWorker(path_)),
       actions_(new app::RunActions(path_, this)),
       pending_(path_, QDir(data_directory()).filePath("launches")) {
-  setWindowTitle(tr("Spur Studio"));
+  setWindowTitle(history_title(path_, false));
   setObjectName("main_window");
   build_table();
   build_panes();
@@ -164,6 +182,9 @@ void MainWindow::start_readers() {
   runs_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, runs_reader_, &QObject::deleteLater);
   connect(runs_reader_, &app::RunsReaderWorker::snapshot, this, &MainWindow::apply_snapshot);
+  // A remote history's connection dropping and coming back (its reads resume from where they were).
+  connect(runs_reader_, &app::RunsReaderWorker::notice, this,
+          [this](const QString& text) { statusBar()->showMessage(text, 20000); });
   // Scrolling to the end of the table fetches the next page of older runs (10,000 runs open as fast as 500).
   connect(runs_, &app::RunsModel::more_wanted, this, [this] {
     QMetaObject::invokeMethod(runs_reader_, &app::RunsReaderWorker::fetch_more, Qt::QueuedConnection);
@@ -298,7 +319,7 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   if (snapshot.error.isEmpty() && snapshot.read_only != read_only_) {
     // A history this user can only read (read-only storage, a colleague's): shown, not changed.
     read_only_ = snapshot.read_only;
-    setWindowTitle(read_only_ ? tr("Spur Studio (read-only history)") : tr("Spur Studio"));
+    setWindowTitle(history_title(path_, read_only_));
     if (read_only_) {
       statusBar()->showMessage(
           tr("The history %1 is read-only here: runs can be watched and compared, not renamed, tagged, deleted or "
