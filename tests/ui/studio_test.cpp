@@ -5,6 +5,7 @@
 #include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QLineEdit>
@@ -51,6 +52,7 @@
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
 #include "main/main_window.h"
+#include "main/open_history_dialog.h"
 #include "main/run_notifier.h"
 #include "main/run_overview.h"
 #include "main/theme.h"
@@ -147,6 +149,56 @@ class StudioTest : public QObject {
     QVERIFY(label && label->isVisible());
     QVERIFY2(label->text().contains("mode 0640, readable by others") && label->text().contains("chmod 600 " + path),
              qPrintable(label->text()));
+  }
+
+  // Issue 35: a history on another machine opens in a window named after it; nothing launches into it from here
+  // (Launch, Stop, Relaunch and Import are off), and a machine that cannot be reached is said in the status bar,
+  // the window responsive.
+  void a_remote_history_is_watched_not_launched_into() {
+    spur::studio::MainWindow window("ssh://nosuchhost.invalid/data/history.db");
+    window.show();
+    QVERIFY2(window.windowTitle().startsWith("nosuchhost.invalid:/data/history.db"), qPrintable(window.windowTitle()));
+    for (auto* action : window.findChildren<QAction*>()) {
+      const QString text = action->text().remove('&');
+      if (text.startsWith("Launch") || text == "Stop" || text == "Relaunch" || text.startsWith("Import TensorBoard")) {
+        QVERIFY2(!action->isEnabled(), qPrintable(text));
+      }
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(window.statusBar()->currentMessage().contains("cannot reach nosuchhost.invalid"), 20000);
+  }
+
+  void open_history_says_what_is_wrong_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("problem");
+    QTest::newRow("nothing yet") << "" << "";
+    QTest::newRow("a new file") << QDir::tempPath() + "/new-history.db" << "";
+    QTest::newRow("remote") << "ssh://ana@gpu1:2222/~/runs/history.db" << "";
+    QTest::newRow("remote default") << "ssh://gpu1" << "";
+    QTest::newRow("a folder") << QDir::tempPath() << "is a folder";
+    QTest::newRow("no folder") << "/no/such/folder/history.db" << "there is no folder /no/such/folder";
+    QTest::newRow("no host") << "ssh:///data/history.db" << "no host";
+    QTest::newRow("a password") << "ssh://ana:pw@gpu1/h.db" << "password";
+  }
+  void open_history_says_what_is_wrong() {
+    QFETCH(QString, text);
+    QFETCH(QString, problem);
+    const QString said = spur::studio::OpenHistoryDialog::problem(text);
+    QVERIFY2(problem.isEmpty() ? said.isEmpty() : said.contains(problem), qPrintable(said));
+    spur::studio::OpenHistoryDialog dialog({text});
+    QCOMPARE(dialog.findChild<QLabel*>("history_problem")->text(), said);
+  }
+
+  // The recent histories: newest first, each once, at most 10.
+  void open_history_remembers_ten() {
+    QTemporaryDir dir;
+    QSettings settings(dir.filePath("recent.ini"), QSettings::IniFormat);
+    for (int i = 0; i < 12; ++i) spur::studio::remember_history(settings, QString("ssh://gpu%1/h.db").arg(i));
+    spur::studio::remember_history(settings, "ssh://gpu5/h.db");
+    const auto recent = spur::studio::recent_histories(settings);
+    QCOMPARE(recent.size(), 10);
+    QCOMPARE(recent.front(), QString("ssh://gpu5/h.db"));
+    QCOMPARE(recent.count("ssh://gpu5/h.db"), 1);
+    QCOMPARE(recent[1], QString("ssh://gpu11/h.db"));
   }
 
   // Issue 31 (2): a history this user cannot write is shown, says so, and offers no change (rename, tag, notes,
