@@ -39,8 +39,8 @@ namespace {
 const char* kUsage =
     "usage: spur runs <action> [--history F]\n"
     "  F: a history file, or ssh://[user@]host[:port]/path for one on another machine (through ssh and spur\n"
-    "     there; /~/... is in the remote home, no path its default history); with --ssh_config FILE (ssh -F) and\n"
-    "     --remote_spur PATH (default: spur on its PATH, or $SPUR_REMOTE_SPUR)\n"
+    "     there; /~/... is in the remote home, no path its default history); with --ssh_config FILE (ssh -F;\n"
+    "     default $SPUR_SSH_CONFIG) and --remote_spur PATH (default $SPUR_REMOTE_SPUR, else spur on its PATH)\n"
     "  list [--json]                           every run: id, name, status, progress, start, duration, exit code\n"
     "       [--status S] [--tag T] [--project P] [--since WHEN] [--limit N] [--offset M]\n"
     "                                          only those runs; WHEN: 2026-12-01, 2026-12-01T09:30 or an age\n"
@@ -316,9 +316,9 @@ int runs_command(const QStringList& arguments) {
     std::string path = args.value("history") ? args.value("history")->toStdString() : history::default_history_path();
     const QString action = args.positional().front();
     if (action == "serve") return serve(path, args);
-    app::RemoteOptions remote;
-    remote.ssh_config = args.value("ssh_config").value_or(QString());
-    remote.remote_spur = args.value("remote_spur").value_or(qEnvironmentVariable("SPUR_REMOTE_SPUR"));
+    app::RemoteOptions remote = app::RemoteOptions::from_environment(true);  // ssh may ask on the terminal
+    remote.ssh_config = args.value("ssh_config").value_or(remote.ssh_config);
+    remote.remote_spur = args.value("remote_spur").value_or(remote.remote_spur);
     remote.notice = [&err](const QString& text) { err << "spur runs: " << text << "\n" << Qt::flush; };
     app::RunService service(path, remote);
     if (action == "import") return import_runs(service, args, out, err);

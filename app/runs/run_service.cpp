@@ -274,10 +274,12 @@ std::vector<history::Point> RunService::series(int64_t id, const std::string& ke
   return reader().series(id, key, cursor);
 }
 
-history::SeriesSummary RunService::summary(int64_t id, const std::string& key, const history::SeriesRange& range) const {
+history::SeriesSummary RunService::summary(int64_t id, const std::string& key,
+                                           const history::SeriesRange& range) const {
   if (remote_) {
     return protocol::decode_summary(ask(
-        "summary", {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}, {"range", protocol::encode(range)}}));
+        "summary",
+        {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}, {"range", protocol::encode(range)}}));
   }
   return reader().summary(id, key, range);
 }

@@ -13,7 +13,6 @@
 
 #include <spur/history/records.h>
 
-
 namespace spur::app {
 
 class RunService;

@@ -200,7 +200,8 @@ RunsSnapshot RunsReader::read() {
     const int64_t version = service_->data_version();
     const bool asked = more_ || include_ != included_;
     if (!asked && last_whole_.isValid() &&
-        ((version == version_ && last_whole_.elapsed() < 2000) || (service_->remote() && last_whole_.elapsed() < 1000))) {
+        ((version == version_ && last_whole_.elapsed() < 2000) ||
+         (service_->remote() && last_whole_.elapsed() < 1000))) {
       snapshot.unchanged = true;
       snapshot.read_only = read_only_;
       snapshot.total_runs = total_;

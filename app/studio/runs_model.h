@@ -64,15 +64,15 @@ class RunsReader {
   QString path_;
   std::function<void(const QString&)> notice_;
   int64_t page_;
-  int64_t from_id_ = -1;  // the oldest run read (-1: nothing read yet; 0: every run)
-  int64_t include_ = 0;   // include(): read at least from this run on (0: no such wish)
-  bool more_ = false;     // fetch_more() asked for another page
+  int64_t from_id_ = -1;                 // the oldest run read (-1: nothing read yet; 0: every run)
+  int64_t include_ = 0;                  // include(): read at least from this run on (0: no such wish)
+  bool more_ = false;                    // fetch_more() asked for another page
   std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h)
-  int64_t version_ = -1;                  // the history's data_version at the last whole read
-  int64_t included_ = 0;                  // include_ at the last whole read
-  int64_t total_ = 0;                     // total_runs at the last whole read
-  bool read_only_ = false;                // read_only at the last whole read
-  QElapsedTimer last_whole_;              // since the last whole read
+  int64_t version_ = -1;                 // the history's data_version at the last whole read
+  int64_t included_ = 0;                 // include_ at the last whole read
+  int64_t total_ = 0;                    // total_runs at the last whole read
+  bool read_only_ = false;               // read_only at the last whole read
+  QElapsedTimer last_whole_;             // since the last whole read
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
 };
 

@@ -170,14 +170,21 @@ class StudioTest : public QObject {
   void open_history_says_what_is_wrong_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("problem");
-    QTest::newRow("nothing yet") << "" << "";
-    QTest::newRow("a new file") << QDir::tempPath() + "/new-history.db" << "";
-    QTest::newRow("remote") << "ssh://ana@gpu1:2222/~/runs/history.db" << "";
-    QTest::newRow("remote default") << "ssh://gpu1" << "";
+    QTest::newRow("nothing yet") << ""
+                                 << "";
+    QTest::newRow("a new file") << QDir::tempPath() + "/new-history.db"
+                                << "";
+    QTest::newRow("remote") << "ssh://ana@gpu1:2222/~/runs/history.db"
+                            << "";
+    QTest::newRow("remote default") << "ssh://gpu1"
+                                    << "";
     QTest::newRow("a folder") << QDir::tempPath() << "is a folder";
-    QTest::newRow("no folder") << "/no/such/folder/history.db" << "there is no folder /no/such/folder";
-    QTest::newRow("no host") << "ssh:///data/history.db" << "no host";
-    QTest::newRow("a password") << "ssh://ana:pw@gpu1/h.db" << "password";
+    QTest::newRow("no folder") << "/no/such/folder/history.db"
+                               << "there is no folder /no/such/folder";
+    QTest::newRow("no host") << "ssh:///data/history.db"
+                             << "no host";
+    QTest::newRow("a password") << "ssh://ana:pw@gpu1/h.db"
+                                << "password";
   }
   void open_history_says_what_is_wrong() {
     QFETCH(QString, text);

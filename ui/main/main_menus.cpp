@@ -123,10 +123,11 @@ void MainMenus::build_file_menu() {
   open_history->setObjectName("open_history");
   file->addSeparator();
   editing_ << (import_ = add(file, tr("&Import TensorBoard runs..."), QKeySequence(Qt::CTRL | Qt::Key_I), [this] {
-    const QString chosen = QFileDialog::getExistingDirectory(
-        window_, tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
-    if (!chosen.isEmpty()) report(window_->import_tensorboard(chosen));
-  }));
+                 const QString chosen = QFileDialog::getExistingDirectory(
+                     window_,
+                     tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
+                 if (!chosen.isEmpty()) report(window_->import_tensorboard(chosen));
+               }));
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { window_->close(); });
 }

@@ -72,7 +72,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     : QMainWindow(parent),
       // A history on another machine (ssh://...) is named as given; a file by its whole path.
       path_(history_path.startsWith("ssh://", Qt::CaseInsensitive) ? history_path
-                                                                    : QFileInfo(history_path).absoluteFilePath()),
+                                                                   : QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
       notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
       colours_(new RunsColours(this)),

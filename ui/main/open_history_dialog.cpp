@@ -76,7 +76,7 @@ OpenHistoryDialog::OpenHistoryDialog(const QStringList& recent, QWidget* parent)
 }
 
 QString OpenHistoryDialog::location() const {
-  const QString text = location_->currentText().trimmed();
+  QString text = location_->currentText().trimmed();
   if (text.isEmpty() || text.startsWith("ssh://", Qt::CaseInsensitive)) return text;
   QString path = text;
   if (path == "~" || path.startsWith("~/")) path = QDir::homePath() + path.mid(1);
