@@ -26,6 +26,9 @@ class Arguments;
 int config_command(const QStringList& arguments);
 /// `spur launch [flags] PROGRAM [ARGS...]`: this machine's ranks of a run, supervised.
 int launch_command(const QStringList& given);
+/// `spur launch --on HOST ...` (cli/launch_on.cpp): `arguments` as given, `config_path` the configuration in effect
+/// (empty: none).
+int launch_on(const QStringList& arguments, const std::string& config_path);
 /// `spur test [launch flags]`: spur-check launched as `spur launch` would launch a program; says whether it works.
 int test_command(const QStringList& arguments);
 /// `spur sagemaker follow|stop|describe JOB`: a SageMaker training job submitted earlier.

@@ -74,6 +74,9 @@ const char* kUsage =
     "  system/ series; 0: off; default 1)\n"
     "  --interactive (rank 0 reads this terminal's input, for a debugger or a prompt; by default every rank's\n"
     "  standard input is /dev/null)\n"
+    "on another machine: --on [user@]host[:port] [--on_dir D] [--detach]: the launch starts there detached (it\n"
+    "  outlives this command and the SSH connection; the configuration travels as a file) and is followed through\n"
+    "  that machine's history (Ctrl-C stops the run, twice leaves it running); with --slurm, submits from there\n"
     "several machines over SSH: --hosts a,b | --hostfile F (lines 'host slots=N'), [--ssh_config F]\n"
     "  [--remote_spur PATH] [--connect_timeout S]: one `spur launch --machine_rank i` per host\n"
     "a SageMaker configuration submits a training job and follows its logs (Ctrl-C stops it):\n"
@@ -144,6 +147,8 @@ int launch_command(const QStringList& given) {
     const std::string path = probe.value("config_file") ? probe.value("config_file")->toStdString()
                              : probe.has("no_config")   ? std::string()
                                                         : app::config_in_effect();
+    // --on HOST: the whole launch happens there (detached), this command follows it (cli/launch_on.cpp).
+    if (!container && probe.value("on") && !probe.has("help")) return launch_on(arguments, path);
     std::optional<app::LaunchTarget> target;
     QString target_path;
     if (!container && !probe.has("help") && !path.empty()) {

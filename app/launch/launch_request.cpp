@@ -50,7 +50,9 @@ const QSet<QString>& launch_valued_flags() {
                                    "history",
                                    "zero_stage",
                                    "fsdp_sharding_strategy",
-                                   "fsdp_reshard_after_forward"};
+                                   "fsdp_reshard_after_forward",
+                                   "on",
+                                   "on_dir"};
   return flags;
 }
 

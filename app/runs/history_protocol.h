@@ -15,7 +15,7 @@
 //   events {run}                           [event...]        console {run, after, rank?, limit}  [line...]
 //   config {run}                           YAML text         export {run, format: csv|json, keys}  text
 //   summarise {check}                      integer           rename {run, name}, tag {run, tag, remove},
-//   notes {run, notes}, remove {run, force}                  null
+//   notes {run, notes}, remove {run, force}, stop {run}      null
 // and the Studio's periodic reads:
 //   data_version                           integer           metric_keys {run}           [key...]
 //   last_points {run}                      {key: point}      series {run, key, cursor?}  {points, cursor}

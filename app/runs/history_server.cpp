@@ -127,6 +127,8 @@ QByteArray HistoryServer::answer(const QByteArray& line) {
       service_.tag(run_of(request), text_of(request, "tag"), request.value("remove").toBool());
     } else if (call == "notes") {
       service_.set_notes(run_of(request), text_of(request, "notes"));
+    } else if (call == "stop") {
+      service_.stop(run_of(request));
     } else if (call == "remove") {
       service_.remove(run_of(request), request.value("force").toBool());
     } else {

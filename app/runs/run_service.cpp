@@ -328,6 +328,14 @@ void RunService::set_notes(int64_t id, const QString& notes) {
   writer->set_notes(id, notes.toStdString());
 }
 
+void RunService::stop(int64_t id) {
+  if (remote_) {
+    ask("stop", {{"run", static_cast<qint64>(id)}}, RemoteHistory::Retry::yes);  // a second SIGTERM is harmless
+    return;
+  }
+  if (const QString why = stop_run(run(id)); !why.isEmpty()) refuse(why);
+}
+
 void RunService::remove(int64_t id, bool force) {
   if (remote_) {
     // Decided there (whether its launcher is alive is that machine's to see); never asked twice.

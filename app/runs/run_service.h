@@ -133,6 +133,9 @@ class RunService {
   /// Adds (or with `remove`, removes) a tag, trimmed; an empty tag is refused.
   void tag(int64_t id, const QString& tag, bool remove = false);
   void set_notes(int64_t id, const QString& notes);
+  /// Asks the run's launcher to stop it (SIGTERM, on the machine it runs on: over SSH, that machine's serve
+  /// signals it); RunServiceError saying why not (not running, launched on another machine, its launcher gone).
+  void stop(int64_t id);
   /// Deletes the run and everything recorded for it. A queued or running run is refused (its recorder would write
   /// it back without its configuration) unless `force` (a run whose launcher died on another machine).
   void remove(int64_t id, bool force = false);

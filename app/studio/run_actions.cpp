@@ -34,7 +34,7 @@ QFuture<QString> RunActions::post(std::function<void(RunService&)> work) {
       [promise, work = std::move(work), path = path_.toStdString()] {
         QString error;
         try {
-          RunService service(path);
+          RunService service(path, RemoteOptions::from_environment(false));
           work(service);
         } catch (const std::exception& e) {
           error = QString::fromUtf8(e.what());
@@ -59,6 +59,10 @@ QFuture<QString> RunActions::tag(qint64 run, const QString& tag, bool remove) {
 
 QFuture<QString> RunActions::set_notes(qint64 run, const QString& notes) {
   return post([run, notes](RunService& service) { service.set_notes(run, notes); });
+}
+
+QFuture<QString> RunActions::stop(qint64 run) {
+  return post([run](RunService& service) { service.stop(run); });
 }
 
 QFuture<QString> RunActions::remove(qint64 run) {

@@ -31,6 +31,8 @@ class RunActions : public QObject {
   QFuture<QString> rename(qint64 run, const QString& name);
   QFuture<QString> tag(qint64 run, const QString& tag, bool remove = false);
   QFuture<QString> set_notes(qint64 run, const QString& notes);
+  /// RunService::stop: on a history over SSH, that machine signals the run's launcher.
+  QFuture<QString> stop(qint64 run);
   /// Not while the run runs (RunService::remove).
   QFuture<QString> remove(qint64 run);
   /// Every metric of the run in the one CSV layout, into `file` (whole or not at all; never over the history).

@@ -28,6 +28,7 @@
 #include "runs/run_service.h"
 #include "sshd_rig.h"
 #include "studio/console_model.h"
+#include "studio/run_actions.h"
 #include "studio/runs_model.h"
 #include "studio/series_loader.h"
 #include "test_main.h"
@@ -385,6 +386,107 @@ class RemoteHistoryTest : public QObject {
     QVERIFY2(batch.error.isEmpty(), qPrintable(batch.error));
     QCOMPARE(batch.lines.size(), here.console(id).size());
     QVERIFY(batch.record && batch.record->name == "there");
+  }
+
+  // spur launch --on: the configuration travels as a file, the ranks run there detached, recording into that
+  // machine's history, and this side prints their console and ends with the run's exit code.
+  void launch_on_runs_there_and_follows_it() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("there.db");
+    const QString config = dir.filePath("two.yaml");
+    QFile file(config);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n");
+    file.close();
+    const auto result = spur::test::run_process(
+        SPUR_CLI,
+        {"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur", SPUR_CLI, "--history",
+         history, "--config_file", config, "--run_name", "far", SPUR_LAUNCH_RIG, "it's"},
+        QProcessEnvironment::systemEnvironment(), 120000);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("[rank1] hello from rank 1 of 2") && result.output.contains("argument: it's") &&
+                 result.output.contains("finished on machine1 (exit code 0)"),
+             qPrintable(result.output));
+    spur::app::RunService there(history.toStdString());
+    const auto run = there.run(1);
+    QCOMPARE(run.name, std::string("far"));
+    QCOMPARE(run.status, std::string("finished"));
+    QVERIFY2(QString::fromStdString(run.config).contains("num_processes: 2"), run.config.c_str());
+    QVERIFY2(!QString::fromStdString(run.command).contains(config), run.command.c_str());  // a copy there
+    // A launch that fails there says why, with its exit code.
+    const auto missing = spur::test::run_process(SPUR_CLI,
+                                                 {"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(),
+                                                  "--remote_spur", SPUR_CLI, "--history", history, "/no/such/program"},
+                                                 QProcessEnvironment::systemEnvironment(), 60000);
+    QVERIFY2(missing.exit_code == 2 && missing.output.contains("cannot run '/no/such/program'"),
+             qPrintable(missing.output));
+    const auto secret =
+        spur::test::run_process(SPUR_CLI, {"launch", "--on", "machine1", "--env", "TOKEN=abc", SPUR_LAUNCH_RIG},
+                                QProcessEnvironment::systemEnvironment(), 60000);
+    QVERIFY2(secret.exit_code != 0 && secret.output.contains("--env TOKEN=...: values do not travel"),
+             qPrintable(secret.output));
+  }
+
+  // The desktop's side of a --on launch dies (a laptop closed): the run goes on there, and is found again and
+  // followed to its end; Ctrl-C on another --on launch stops its run there.
+  void launch_on_outlives_this_side_and_stops_on_ctrl_c() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("there.db");
+    auto start = [&](QProcess& launch, const QString& name) {
+      launch.setProcessChannelMode(QProcess::MergedChannels);
+      launch.start(SPUR_CLI,
+                   QStringList{"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur",
+                               SPUR_CLI, "--history", history, "--num_processes", "2", "--run_name", name} +
+                       (name == "detached" ? QStringList{"--detach"} : QStringList{}) +
+                       QStringList{SPUR_EXAMPLE_MLP, "--epochs", "150", "--log_every", "2"});
+      QByteArray output;
+      QElapsedTimer timer;
+      timer.start();
+      while (!output.contains("[rank0] step") && timer.elapsed() < 60000 && launch.state() != QProcess::NotRunning) {
+        launch.waitForReadyRead(200);
+        output += launch.readAll();
+      }
+      return output;
+    };
+    QProcess first;
+    const auto began = start(first, "outlives");
+    QVERIFY2(began.contains("runs on machine1, detached"), began.constData());
+    ::kill(static_cast<pid_t>(first.processId()), SIGKILL);  // this side gone, its SSH connections with it
+    first.waitForFinished();
+    const auto follow =
+        spur({"runs", "logs", "1", "--follow", "--history", address(history)}, SPUR_CLI);  // found again, to its end
+    QVERIFY2(follow.exit_code == 0 && follow.output.contains("epoch 150 accuracy"), qPrintable(follow.output));
+    QCOMPARE(spur::app::RunService(history.toStdString()).run(1).status, std::string("finished"));
+
+    QProcess second;
+    const auto second_began = start(second, "stopped");
+    QVERIFY2(second_began.contains("runs on machine1, detached"), second_began.constData());
+    ::kill(static_cast<pid_t>(second.processId()), SIGINT);
+    QVERIFY(second.waitForFinished(60000));
+    const QByteArray said = second_began + second.readAll();
+    QVERIFY2(said.contains("stopping run 2 on machine1") && second.exitCode() != 0, said.constData());
+    QCOMPARE(spur::app::RunService(history.toStdString()).run(2).status, std::string("stopped"));
+
+    // --detach: back at once; the Studio's Stop (RunActions) on that history stops it through that machine.
+    QProcess third;
+    const auto third_began = start(third, "detached");
+    QVERIFY(third.state() == QProcess::NotRunning || third.waitForFinished(60000));
+    const QByteArray third_said = third_began + third.readAll();
+    QVERIFY2(third.exitCode() == 0 && third_said.contains("runs on machine1, detached") &&
+                 !third_said.contains("[rank0] step"),
+             third_said.constData());
+    qputenv("SPUR_SSH_CONFIG", sshd_->client_config().toUtf8());
+    qputenv("SPUR_REMOTE_SPUR", SPUR_CLI);
+    auto restore = qScopeGuard([] {
+      qunsetenv("SPUR_SSH_CONFIG");
+      qunsetenv("SPUR_REMOTE_SPUR");
+    });
+    spur::app::RunActions actions(address(history));
+    auto stopped = actions.stop(3);
+    stopped.waitForFinished();
+    QCOMPARE(stopped.result(), QString());
+    QTRY_COMPARE_WITH_TIMEOUT(spur::app::RunService(history.toStdString()).run(3).status, std::string("stopped"),
+                              30000);
   }
 
   void bad_remotes_say_what_is_wrong_data() {

@@ -65,8 +65,8 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
   toolbar->addAction(relaunch_);
   if (remote_) {
     // A run starts on the machine whose history records it: there, with spur launch (or a Studio opened there).
-    const QString why = tr("This history is on another machine: launch there (spur launch), and watch it here");
-    for (auto* action : {launch_, relaunch_, stop_, import_}) {
+    const QString why = tr("This history is on another machine: launch there (spur launch --on), and watch it here");
+    for (auto* action : {launch_, relaunch_, import_}) {
       action->setEnabled(false);
       action->setToolTip(why);
     }
@@ -353,7 +353,7 @@ void MainMenus::update(qint64 run) {
   const auto* runs = window_->runs();
   const int row = run ? runs->row_of(run) : -1;
   const QString status = row >= 0 ? runs->status(row) : QString();
-  stop_->setEnabled(!remote_ && (status == "running" || status == "queued"));
+  stop_->setEnabled(status == "running" || status == "queued");
   relaunch_->setEnabled(!remote_ && row >= 0 && !runs->run(row).config.empty() && !runs->run(row).command.empty());
 }
 

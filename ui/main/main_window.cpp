@@ -529,6 +529,11 @@ void MainWindow::settle_launches() {
 QString MainWindow::stop_run(qint64 run) {
   const int row = runs_->row_of(run);
   if (row < 0) return tr("No run %1.").arg(run);
+  if (path_.startsWith("ssh://", Qt::CaseInsensitive)) {
+    // Its launcher is on that machine: the serve there signals it (the answer comes later, as the actions' do).
+    report_when_done(acted(actions_->stop(run)));
+    return {};
+  }
   return app::stop_run(runs_->run(row));
 }
 
