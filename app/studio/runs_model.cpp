@@ -186,6 +186,14 @@ RunsReader::~RunsReader() = default;
 
 RunsSnapshot RunsReader::read() {
   RunsSnapshot snapshot;
+  // A history over SSH that could not be read is tried again after 2 s, not at every refresh (a machine that cannot
+  // be reached would otherwise start ssh four times a second).
+  if (!failed_.isEmpty() && failure_.isValid() && failure_.elapsed() < 2000) {
+    snapshot.error = failed_;
+    snapshot.fetched_more = true;
+    return snapshot;
+  }
+  failed_.clear();
   try {
     if (!service_) {
       auto options = RemoteOptions::from_environment(false);
@@ -252,6 +260,10 @@ RunsSnapshot RunsReader::read() {
     snapshot.error = QString::fromUtf8(e.what());
     snapshot.fetched_more = true;  // asked again after the error
     if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
+    if (path_.startsWith("ssh://", Qt::CaseInsensitive)) {
+      failed_ = snapshot.error;
+      failure_.start();
+    }
   }
   return snapshot;
 }

@@ -73,6 +73,8 @@ class RunsReader {
   int64_t total_ = 0;                    // total_runs at the last whole read
   bool read_only_ = false;               // read_only at the last whole read
   QElapsedTimer last_whole_;             // since the last whole read
+  QString failed_;                       // a remote history's last error, said again until failure_ is 2 s old
+  QElapsedTimer failure_;
   std::map<int64_t, std::pair<int64_t, std::string>> last_read_;  // (last step, status) when last read
 };
 

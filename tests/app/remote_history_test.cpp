@@ -338,7 +338,7 @@ class RemoteHistoryTest : public QObject {
     launch.setProcessEnvironment(env);
     launch.setProcessChannelMode(QProcess::MergedChannels);
     launch.start(SPUR_CLI, {"launch", "--num_processes", "2", "--run_name", "there", SPUR_EXAMPLE_MLP, "--epochs",
-                            "150", "--log_every", "2"});
+                            "100", "--log_every", "2"});
     QVERIFY(launch.waitForStarted());
     auto stop = qScopeGuard([&] {
       if (launch.state() != QProcess::NotRunning) {
@@ -438,7 +438,7 @@ class RemoteHistoryTest : public QObject {
                    QStringList{"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur",
                                SPUR_CLI, "--history", history, "--num_processes", "2", "--run_name", name} +
                        (name == "detached" ? QStringList{"--detach"} : QStringList{}) +
-                       QStringList{SPUR_EXAMPLE_MLP, "--epochs", "150", "--log_every", "2"});
+                       QStringList{SPUR_EXAMPLE_MLP, "--epochs", "80", "--log_every", "2"});
       QByteArray output;
       QElapsedTimer timer;
       timer.start();
@@ -455,7 +455,7 @@ class RemoteHistoryTest : public QObject {
     first.waitForFinished();
     const auto follow =
         spur({"runs", "logs", "1", "--follow", "--history", address(history)}, SPUR_CLI);  // found again, to its end
-    QVERIFY2(follow.exit_code == 0 && follow.output.contains("epoch 150 accuracy"), qPrintable(follow.output));
+    QVERIFY2(follow.exit_code == 0 && follow.output.contains("epoch 80 accuracy"), qPrintable(follow.output));
     QCOMPARE(spur::app::RunService(history.toStdString()).run(1).status, std::string("finished"));
 
     QProcess second;

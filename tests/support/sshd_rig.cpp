@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -92,6 +94,8 @@ ThrowawaySshd::ThrowawaySshd() : dir_(QDir::tempPath() + "/spur-sshd-XXXXXX") {
                                       .arg(closed));
     sshd_ = std::make_unique<QProcess>();
     sshd_->setProcessChannelMode(QProcess::MergedChannels);
+    // A test that crashes never runs the destructor: sshd then goes with the test's process (SIGTERM to its PID).
+    sshd_->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     sshd_->start("/usr/sbin/sshd", {"-D", "-e", "-f", d + "/sshd_config"});
     if (!sshd_->waitForStarted(10000)) {
       problem_ = "cannot start sshd: " + sshd_->errorString();
