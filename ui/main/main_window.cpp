@@ -96,7 +96,10 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   start_readers();
   start_summaries();
   start_imports();
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { selection_changed(); });
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    selection_changed();
+    update_actions();
+  });
   connect(table_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] { update_actions(); });
   build_actions();
   restore_settings();
@@ -444,7 +447,10 @@ RunOverview* MainWindow::show_overview(qint64 run) {
 }
 
 qint64 MainWindow::current_run() const {
-  const auto index = table_->currentIndex();
+  // The run under the cursor; else the first selected (runs selected by --runs or show_runs have no cursor yet).
+  auto index = table_->currentIndex();
+  if (!index.isValid() && table_->selectionModel()->hasSelection())
+    index = table_->selectionModel()->selectedRows().value(0);
   return index.isValid() ? runs_->run(shown_->mapToSource(index).row()).id : 0;
 }
 
