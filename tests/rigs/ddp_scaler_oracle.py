@@ -67,6 +67,9 @@ def rank_main(rank, port, steps, poisoned):
         if rank == 0:
             print(json.dumps({"step": step, "scale": scale, "skipped_a": skipped[0], "skipped_b": skipped[1],
                               "lr_a": opt_a.param_groups[0]["lr"], "lr_b": opt_b.param_groups[0]["lr"]}), flush=True)
+    # Both ranks at the end before Gloo is torn down: a rank tearing down while the other still sends crashed once
+    # in CI ("terminate called without an active exception" in torch's own process, 2026-12-06).
+    dist.barrier()
     dist.destroy_process_group()
 
 
