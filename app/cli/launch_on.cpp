@@ -144,20 +144,20 @@ int launch_on(const QStringList& arguments, const std::string& config_path) {
         err << "spur launch: " << e.what() << "\n";
       }
     }
-    const auto record = service.find(run->id);
-    for (const auto& line : service.console(run->id, after)) {
-      after = line.id;
-      QString label = line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher");
-      out << "[" << label << "] " << QString::fromStdString(line.text) << "\n";
-    }
-    out.flush();
-    const QString status = record ? app::effective_status(*record) : QString("failed");
-    if (status != "running" && status != "queued") {
+    // The console's new lines; once more after the run has ended (what it printed last).
+    auto print_new_lines = [&] {
       for (const auto& line : service.console(run->id, after)) {
+        after = line.id;
         out << "[" << (line.rank >= 0 ? QString("rank%1").arg(line.rank) : QString("launcher")) << "] "
             << QString::fromStdString(line.text) << "\n";
       }
       out.flush();
+    };
+    const auto record = service.find(run->id);
+    print_new_lines();
+    const QString status = record ? app::effective_status(*record) : QString("failed");
+    if (status != "running" && status != "queued") {
+      print_new_lines();
       ::sigaction(SIGINT, &previous_int, nullptr);
       ::sigaction(SIGTERM, &previous_term, nullptr);
       const int code = status == "finished" ? 0 : record && record->exit_code ? *record->exit_code : 1;
