@@ -6,7 +6,12 @@
 // launcher exits non-zero naming the host that no longer answers. A two-node Slurm cluster over the same hosts
 // (slurmctld and a slurmd per namespace, tests/rigs/slurm_rig.sh) runs `spur launch --slurm` across them: the
 // example trains, and a rank failing on the second node is reported with its own exit code while srun stops
-// the first node's launcher (143).
+// the first node's launcher (143). A third host without Slurm is the desktop (issue 35): it launches a saved Slurm
+// configuration through the login node h0 (`spur launch --on h0`), the Studio's readers on it watch the run in h0's
+// history live over SSH, the desktop's cable is pulled and its launcher killed (a laptop closed) while the job goes
+// on, and with the cable back the desktop reattaches and follows the run to its end.
+#include <signal.h>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -14,9 +19,14 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QScopeGuard>
 #include <QThread>
 
 #include "rank_group.h"
+#include "runs/run_service.h"
+#include "setup/setup_answers.h"
+#include "studio/runs_model.h"
+#include "studio/series_loader.h"
 #include "test_main.h"
 
 class MultiHostTest : public QObject {
@@ -25,7 +35,7 @@ class MultiHostTest : public QObject {
  private:
   QTemporaryDir rig_;
   QStringList addresses_;
-  QStringList namespaces_;  // the bridge's, then h0, h1
+  QStringList namespaces_;  // the bridge's, then h0, h1 and h2 (the desktop: no Slurm, not in --hosts)
   bool started_ = false;
 
   QString rig() const { return QStringLiteral(SPUR_RIGS_DIR "/netns_rig.sh"); }
@@ -77,7 +87,7 @@ class MultiHostTest : public QObject {
     QString problem;
     explicit Slurm(const QString& netns) {
       QProcess start;
-      start.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", dir.path(), netns});
+      start.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", dir.path(), netns, "2"});  // h0 and h1
       if (!start.waitForFinished(90000)) {
         start.terminate();  // the rig stops what it started when signalled
         start.waitForFinished(30000);
@@ -116,7 +126,7 @@ class MultiHostTest : public QObject {
   void initTestCase() {
     QProcess start;
     started_ = true;  // whatever happens next, cleanupTestCase deletes what the rig made
-    start.start("bash", {rig(), "start", rig_.path(), "2"});
+    start.start("bash", {rig(), "start", rig_.path(), "3"});
     QVERIFY(start.waitForFinished(120000));
     QVERIFY2(start.exitCode() == 0,
              qPrintable("no network namespaces for the test: " + QString::fromUtf8(start.readAllStandardError())));
@@ -125,7 +135,7 @@ class MultiHostTest : public QObject {
     QVERIFY(addresses.open(QIODevice::ReadOnly) && namespaces.open(QIODevice::ReadOnly));
     addresses_ = QString::fromUtf8(addresses.readAll()).split('\n', Qt::SkipEmptyParts);
     namespaces_ = QString::fromUtf8(namespaces.readAll()).split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(addresses_.size(), 2);
+    QCOMPARE(addresses_.size(), 3);
   }
   void cleanupTestCase() {
     if (started_) QProcess::execute("bash", {rig(), "stop", rig_.path()});
@@ -159,6 +169,121 @@ class MultiHostTest : public QObject {
         "/node-h0.exit");
     QVERIFY2(h0_code.open(QIODevice::ReadOnly), qPrintable(h0_code.fileName()));
     QCOMPARE(h0_code.readAll().trimmed(), QByteArray("143"));  // srun's SIGTERM to the survivor: not the cause
+  }
+
+  void a_desktop_launches_through_the_login_node_and_reattaches() {
+    const Slurm slurm(rig_.path());
+    QVERIFY2(slurm.problem.isEmpty(), qPrintable("no two-node Slurm: " + slurm.problem));
+    // The login node's spur finds its Slurm as a cluster's module would set it up.
+    const QString login_spur = rig_.path() + "/login-spur";
+    QFile wrapper(login_spur);
+    QVERIFY(wrapper.open(QIODevice::WriteOnly));
+    wrapper.write(QString("#!/bin/sh\nexport SLURM_CONF='%1'\nexec '%2' \"$@\"\n").arg(slurm.conf, SPUR_CLI).toUtf8());
+    wrapper.close();
+    wrapper.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    // The desktop's configuration, saved as the Studio's wizard saves it: a Slurm job of 2 nodes x 1 task.
+    spur::app::SetupAnswers answers;
+    answers.where = spur::app::SetupAnswers::Where::Slurm;
+    answers.use_cpu = true;
+    answers.num_machines = 2;
+    answers.processes_per_machine = 1;
+    answers.slurm.time = "10";
+    answers.slurm.directory = rig_.path() + "/jobs";
+    answers.environment = {{"GLOO_SOCKET_IFNAME", "eth0"}};
+    const QString config = rig_.path() + "/desktop/slurm.yaml";
+    QVERIFY(QDir().mkpath(rig_.path() + "/desktop"));
+    answers.target().save_for(config);
+    answers.to_config(config.toStdString()).save(config.toStdString());
+    const QString history = rig_.path() + "/login/history.db";  // h0's history
+    QVERIFY(QDir().mkpath(rig_.path() + "/login"));
+
+    // The desktop (h2) launches; nothing on it knows Slurm.
+    QProcess desktop;
+    desktop.setProcessChannelMode(QProcess::MergedChannels);
+    desktop.start("bash", {rig(), "exec", rig_.path(), "2", SPUR_CLI, "launch", "--on", "h0", "--ssh_config",
+                           rig_.path() + "/ssh_config", "--remote_spur", login_spur, "--history", history,
+                           "--config_file", config, "--run_name", "from the desktop", SPUR_EXAMPLE_MLP, "--epochs",
+                           "60", "--log_every", "2"});
+    QVERIFY(desktop.waitForStarted());
+    auto stop_desktop = qScopeGuard([&] {
+      if (desktop.state() != QProcess::NotRunning) {
+        desktop.kill();
+        desktop.waitForFinished();
+      }
+    });
+    QByteArray said;
+    QVERIFY2(spur::test::read_until(desktop, said, "[rank0] step 4/", 180000), said.constData());
+    QVERIFY2(said.contains("runs on h0, detached"), said.constData());
+
+    // The Studio's readers on the desktop (this process, its SSH through h2's link) watch h0's history.
+    QFile rig_ssh(rig_.path() + "/ssh_config");
+    QFile desktop_ssh(rig_.path() + "/desktop/ssh_config");
+    QVERIFY(rig_ssh.open(QIODevice::ReadOnly) && desktop_ssh.open(QIODevice::WriteOnly));
+    desktop_ssh.write(QString("Host h0\n  ProxyCommand ip netns exec %1 python3 %2/delay_relay.py %h %p 0 /dev/null\n")
+                          .arg(namespaces_.value(3), SPUR_RIGS_DIR)
+                          .toUtf8() +
+                      rig_ssh.readAll());
+    desktop_ssh.close();
+    qputenv("SPUR_SSH_CONFIG", desktop_ssh.fileName().toUtf8());
+    qputenv("SPUR_REMOTE_SPUR", login_spur.toUtf8());
+    auto restore = qScopeGuard([] {
+      qunsetenv("SPUR_SSH_CONFIG");
+      qunsetenv("SPUR_REMOTE_SPUR");
+    });
+    const QString address = "ssh://h0" + history;
+    spur::app::RunsReader runs(address);
+    spur::app::SeriesLoader loader(address);
+    qint64 loss_points = 0;
+    connect(&loader, &spur::app::SeriesLoader::loaded, this, [&](const QVector<spur::app::SeriesDelta>& deltas) {
+      for (const auto& delta : deltas) {
+        if (delta.key == "loss") loss_points = delta.total_points;
+      }
+    });
+    auto watch = [&] {
+      const auto snapshot = runs.read();
+      if (!snapshot.error.isEmpty() || snapshot.runs.empty()) return QString("error: " + snapshot.error);
+      loader.set_runs({snapshot.runs.back().id});
+      loader.poll();
+      return snapshot.statuses.back();
+    };
+    QString status = watch();
+    QCOMPARE(status, QString("running"));
+    const qint64 first_seen = loss_points;
+    QElapsedTimer timer;
+    timer.start();
+    while (loss_points == first_seen && timer.elapsed() < 60000) {
+      QThread::msleep(500);
+      status = watch();
+    }
+    QVERIFY2(loss_points > first_seen && status == "running",
+             qPrintable(QString("%1 loss points, then %2 (%3)").arg(first_seen).arg(loss_points).arg(status)));
+
+    // The laptop closes: its cable pulled, its launcher gone. The job goes on at the login node's Slurm.
+    QProcess::execute("bash", {rig(), "cut", rig_.path(), "2"});
+    ::kill(static_cast<pid_t>(desktop.processId()), SIGKILL);
+    desktop.waitForFinished();
+    QThread::sleep(3);
+    const auto queue =
+        spur::test::run_process("bash", {rig(), "exec", rig_.path(), "0", "env", "SLURM_CONF=" + slurm.conf, "squeue",
+                                         "-h", "-o", "%T"},
+                                QProcessEnvironment::systemEnvironment(), 30000);
+    QVERIFY2(queue.output.contains("RUNNING"), qPrintable(queue.output));
+    QProcess::execute("bash", {rig(), "join", rig_.path(), "2"});
+
+    // Back: the desktop follows the run again to its end, and the readers see it finished with every point.
+    const auto followed = spur::test::run_process(
+        "bash",
+        {rig(), "exec", rig_.path(), "2", SPUR_CLI, "runs", "logs", "1", "--follow", "--history", address,
+         "--ssh_config", rig_.path() + "/ssh_config", "--remote_spur", login_spur},
+        QProcessEnvironment::systemEnvironment(), 240000);
+    QVERIFY2(followed.exit_code == 0 && followed.output.contains("epoch 60 accuracy"), qPrintable(followed.output));
+    timer.restart();
+    while ((status = watch()) != "finished" && timer.elapsed() < 60000) QThread::msleep(500);
+    QCOMPARE(status, QString("finished"));
+    spur::app::RunService login(history.toStdString());
+    QCOMPARE(loss_points, login.summary(1, "loss").total_points);
+    QCOMPARE(login.run(1).name, std::string("from the desktop"));
+    QVERIFY2(QString::fromStdString(login.run(1).config).contains("num_machines: 2"), login.run(1).config.c_str());
   }
 
   // The example trains over both hosts: rank 1 on h1 reaches the store and rank 0's Gloo pair only through the

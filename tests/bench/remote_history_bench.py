@@ -21,45 +21,7 @@ import sys
 import tempfile
 import time
 
-RELAY = r'''
-import os, selectors, socket, sys, time, collections
-host, port, delay, count_file = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) / 1000, sys.argv[4]
-sock = socket.create_connection((host, port))
-sel = selectors.DefaultSelector()
-sel.register(0, selectors.EVENT_READ, "up")
-sel.register(sock, selectors.EVENT_READ, "down")
-queues = {"up": collections.deque(), "down": collections.deque()}
-counts = open(count_file, "a", buffering=1)  # a line per chunk: ssh ends its ProxyCommand with a signal
-open_ends = 2
-while open_ends or queues["up"] or queues["down"]:
-    now = time.monotonic()
-    due = [q[0][0] for q in queues.values() if q]
-    timeout = max(0.0, min(due) - now) if due else None
-    for key, _ in sel.select(timeout if open_ends else (timeout or 0)):
-        data = os.read(0, 65536) if key.data == "up" else sock.recv(65536)
-        if not data:
-            sel.unregister(key.fileobj)
-            open_ends -= 1
-            queues[key.data].append((time.monotonic() + delay, b""))
-            continue
-        queues[key.data].append((time.monotonic() + delay, data))
-    now = time.monotonic()
-    for direction, queue in queues.items():
-        while queue and queue[0][0] <= now:
-            _, data = queue.popleft()
-            if direction == "up":
-                if data:
-                    sock.sendall(data)
-                else:
-                    sock.shutdown(socket.SHUT_WR)
-            elif data:
-                counts.write(f"{len(data)}\n")
-                os.write(1, data)
-            else:
-                open_ends = 0
-    if not open_ends and not any(queues.values()):
-        break
-'''
+RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rigs", "delay_relay.py")
 
 
 def free_port():
@@ -90,14 +52,12 @@ def main():
                     f"AuthorizedKeysFile {work}/authorized_keys\nPermitRootLogin prohibit-password\n"
                     "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
                     f"PidFile {work}/sshd.pid\n")
-        with open(f"{work}/relay.py", "w") as f:
-            f.write(RELAY)
         count_file = f"{work}/bytes"
         with open(f"{work}/ssh_config", "w") as f:
             f.write(f"Host far\n  HostName 127.0.0.1\n  Port {port}\n  User {os.environ.get('USER', 'root')}\n"
                     f"  IdentityFile {work}/user_key\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n"
                     f"  StrictHostKeyChecking no\n  LogLevel ERROR\n"
-                    f"  ProxyCommand {sys.executable} {work}/relay.py %h %p {args.delay_ms} {count_file}\n")
+                    f"  ProxyCommand {sys.executable} {RELAY} %h %p {args.delay_ms} {count_file}\n")
         os.makedirs("/run/sshd", exist_ok=True)
         sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", f"{work}/sshd_config"],
                                 stderr=subprocess.DEVNULL)

@@ -6,10 +6,11 @@
 #                                DIR/addresses (one per line) and DIR/namespaces; prints the namespace prefix
 #   netns_rig.sh exec DIR I CMD  runs CMD in host I's namespace
 #   netns_rig.sh cut DIR I       takes host I's link down (its cable pulled)
+#   netns_rig.sh join DIR I      brings host I's link up again (the cable back)
 #   netns_rig.sh stop DIR        kills every process left in the namespaces, deletes them (also after a failure)
 # The recipe is ../shared/reference/launch.md's. Inside a namespace nothing else listens, so sshd takes port 22.
 set -euo pipefail
-action=${1:?start, exec, cut or stop}
+action=${1:?start, exec, cut, join or stop}
 dir=$(cd "${2:?the rig directory}" && pwd)
 
 namespaces() { cat "$dir/namespaces" 2>/dev/null || true; }
@@ -25,8 +26,9 @@ case "$action" in
   stop) stop; exit 0 ;;
   exec) index=${3:?host index}; shift 3; exec ip netns exec "$(sed -n "$((index + 2))p" "$dir/namespaces")" "$@" ;;
   cut) ip -n "$(sed -n "$((${3:?host index} + 2))p" "$dir/namespaces")" link set eth0 down; exit 0 ;;
+  join) ip -n "$(sed -n "$((${3:?host index} + 2))p" "$dir/namespaces")" link set eth0 up; exit 0 ;;
   start) ;;
-  *) echo "usage: netns_rig.sh start|exec|cut|stop DIR ..." >&2; exit 2 ;;
+  *) echo "usage: netns_rig.sh start|exec|cut|join|stop DIR ..." >&2; exit 2 ;;
 esac
 
 count=${3:?how many hosts}

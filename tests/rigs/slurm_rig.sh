@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # A throwaway Slurm cluster for tests (Debian slurm-wlm + munge, as root), everything in DIR:
 #   slurm_rig.sh start DIR            one node (this machine): munged, slurmctld and slurmd on free ports
-#   slurm_rig.sh start DIR NETNS_DIR  one node per host of a tests/rigs/netns_rig.sh rig: slurmctld and each
+#   slurm_rig.sh start DIR NETNS_DIR [N]  one node per host of a tests/rigs/netns_rig.sh rig (its first N hosts
+#                                     when given; the others are machines without Slurm): slurmctld and each
 #                                     slurmd in their host's namespaces (own address and host name), munged here
 #   slurm_rig.sh stop DIR             stops the daemons by their PID files
 # `start` prints DIR/slurm.conf once every node is idle. Clients use it with SLURM_CONF=DIR/slurm.conf (with a
@@ -11,6 +12,7 @@ set -euo pipefail
 action=${1:?start or stop}
 dir=$(cd "${2:?the rig directory}" && pwd)
 netns=${3:-}
+node_count=${4:-0}
 
 stop() {
   for pidfile in "$dir"/slurmd*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
@@ -29,7 +31,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 case "$action" in
   stop) stop; exit 0 ;;
   start) ;;
-  *) echo "usage: slurm_rig.sh start|stop DIR [NETNS_DIR]" >&2; exit 2 ;;
+  *) echo "usage: slurm_rig.sh start|stop DIR [NETNS_DIR [N]]" >&2; exit 2 ;;
 esac
 
 for tool in munged slurmctld slurmd sbatch; do
@@ -55,7 +57,10 @@ cp "$dir/munge/munged.pid" "$dir/munged.pid"
 names=() addresses=()
 if [ -n "$netns" ]; then
   i=0
-  while read -r address; do names+=("h$i"); addresses+=("$address"); i=$((i + 1)); done < "$netns/addresses"
+  while read -r address; do
+    if [ "$node_count" -gt 0 ] && [ "$i" -ge "$node_count" ]; then break; fi
+    names+=("h$i"); addresses+=("$address"); i=$((i + 1))
+  done < "$netns/addresses"
   # Inside a namespace nothing else listens: fixed ports cannot collide.
   ctld_port=6817 slurmd_port=6818
 else
