@@ -398,6 +398,10 @@ history::SeriesRange decode_range(const QJsonValue& value) {
 QJsonObject encode(const history::SeriesSummary& summary) {
   QJsonArray buckets;
   for (const auto& b : summary.buckets) {
+    if (b.count == 1) {  // a point: its 3 numbers say the bucket's 11 (history::Bucket::of)
+      buckets.append(QJsonArray{static_cast<qint64>(b.step_lo), number(b.first), number(b.wall_lo)});
+      continue;
+    }
     buckets.append(QJsonArray{static_cast<qint64>(b.count), static_cast<qint64>(b.step_lo),
                               static_cast<qint64>(b.step_hi), number(b.wall_lo), number(b.wall_hi), number(b.min),
                               number(b.max), number(b.first), number(b.last), number(b.sum),
@@ -418,7 +422,13 @@ history::SeriesSummary decode_summary(const QJsonValue& value) {
   history::SeriesSummary summary;
   for (const auto& item : array_of(object.value("buckets"), "the buckets")) {
     const auto b = array_of(item, "a bucket");
-    if (b.size() != 11) bad("a bucket does not have 11 fields");
+    if (b.size() == 3) {
+      summary.buckets.push_back(
+          history::Bucket::of({to_integer(b[0], "a point's step"), to_double(b[1], "a point's value"),
+                               to_double(b[2], "a point's wall time")}));
+      continue;
+    }
+    if (b.size() != 11) bad("a bucket has neither 3 fields (a point) nor 11");
     history::Bucket bucket;
     bucket.count = to_integer(b[0], "a bucket's count");
     bucket.step_lo = to_integer(b[1], "a bucket's step_lo");

@@ -5,6 +5,8 @@
 //   serve -> client, first:  {"spur":"serve","protocol":1,"version":"0.3.0","history":PATH,"exists":B,"read_only":B}
 //   client -> serve:         {"id":N,"call":NAME,...its arguments}
 //   serve -> client:         {"id":N,"result":VALUE}   or   {"id":N,"error":{"kind":K,"message":TEXT}}
+// The serve answers in the order asked, so a client may write many requests before reading (RemoteHistory::
+// call_all: the Studio's poll of hundreds of runs is one round trip).
 // Error kinds: "run" (what was asked is wrong: no such run, a running run's delete; RunServiceError), "history"
 // (the history cannot be read or written), "busy" (another process held it past the busy timeout: the same call
 // may succeed later), "protocol" (a request this serve cannot read, or a call it does not know).
@@ -22,7 +24,8 @@
 //   summary {run, key, range}              summary           rebuild_summaries {run, key}  bool
 // A point is [step, value, wall]; a cursor {chunk, points}; a range {lo, hi, by_wall, width}; a summary
 // {buckets: [[count, step_lo, step_hi, wall_lo, wall_hi, min, max, first, last, sum, finite]...],
-// points_per_bucket, level, summarised, total_points, first_wall, end_chunk, end_points}.
+// points_per_bucket, level, summarised, total_points, first_wall, end_chunk, end_points}, where a bucket of one point
+// is that point, [step, value, wall] (history::Bucket::of: a summary at raw resolution costs a point's bytes).
 // A run's status is the one its own machine sees (effective_status there: a run whose launcher died there is
 // "failed"). Numbers: integers as JSON integers; a double that is not finite as the string "nan", "inf" or "-inf".
 // The decoders throw ProtocolError naming what was wrong: whatever a broken or hostile serve sends, the client

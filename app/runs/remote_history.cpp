@@ -123,7 +123,10 @@ void RemoteHistory::connect() {
        << "-o" << QString("ConnectTimeout=%1").arg(options_.connect_timeout) << "-o"
        << "ServerAliveInterval=15"
        << "-o"
-       << "ServerAliveCountMax=3";
+       << "ServerAliveCountMax=3"
+       // Answers are JSON text (numbers written out): zlib makes them a third or less on a slow link.
+       << "-o"
+       << "Compression=yes";
   if (options_.batch_mode)
     args << "-o"
          << "BatchMode=yes";
@@ -213,53 +216,70 @@ QString RemoteHistory::remote_path() {
   return remote_path_;
 }
 
-bool RemoteHistory::attempt(const QByteArray& request, qint64 id, QJsonValue& result, QString& why, bool& sent) {
+bool RemoteHistory::attempt(const QByteArray& requests, qint64 first_id, std::vector<QJsonValue>& results, QString& why,
+                            bool& sent) {
   sent = false;
   if (!ssh_ || ssh_->state() != QProcess::Running) connect();
-  if (ssh_->write(request) != request.size() || !ssh_->waitForBytesWritten(options_.answer_timeout * 1000)) {
+  // Written whole before any answer is read: QProcess reads the answers into its buffer while it writes, so a
+  // serve answering early never blocks on a full pipe.
+  if (ssh_->write(requests) != requests.size() || !ssh_->waitForBytesWritten(options_.answer_timeout * 1000)) {
     why = "it could not be written to";
     return false;
   }
   sent = true;
-  const auto line = read_line(options_.answer_timeout * 1000);
-  if (!line) {
-    if (ssh_->state() == QProcess::NotRunning) {
-      const QString tail = stderr_tail();
-      why = tail.isEmpty() ? QString("the connection closed") : tail;
-      return false;
+  std::optional<protocol::Answer> failed;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto line = read_line(options_.answer_timeout * 1000);
+    if (!line) {
+      if (ssh_->state() == QProcess::NotRunning) {
+        const QString tail = stderr_tail();
+        why = tail.isEmpty() ? QString("the connection closed") : tail;
+        return false;
+      }
+      disconnect();
+      unreachable(QString("%1 did not answer within %2 s").arg(where()).arg(options_.answer_timeout));
     }
-    disconnect();
-    unreachable(QString("%1 did not answer within %2 s").arg(where()).arg(options_.answer_timeout));
+    protocol::Answer answer;
+    try {
+      answer = protocol::decode_answer(*line);
+      if (answer.id != first_id + static_cast<qint64>(i)) throw protocol::ProtocolError("it answered another request");
+    } catch (const protocol::ProtocolError& e) {
+      disconnect();
+      unreachable(QString("%1 answered what is not Spur's history protocol: %2").arg(where(), e.what()));
+    }
+    if (!answer.error_kind.isEmpty() && !failed) failed = answer;
+    results[i] = answer.result;
   }
-  protocol::Answer answer;
-  try {
-    answer = protocol::decode_answer(*line);
-    if (answer.id != id) throw protocol::ProtocolError("it answered another request");
-  } catch (const protocol::ProtocolError& e) {
-    disconnect();
-    unreachable(QString("%1 answered what is not Spur's history protocol: %2").arg(where(), e.what()));
-  }
-  if (answer.error_kind.isEmpty()) {
-    result = answer.result;
-    return true;
-  }
-  const QString message = address_.destination() + ": " + answer.error_message;
-  if (answer.error_kind == "run") throw RunServiceError(message.toStdString());
-  throw history::HistoryError(message.toStdString(), answer.error_kind == "busy");
+  if (!failed) return true;
+  const QString message = address_.destination() + ": " + failed->error_message;
+  if (failed->error_kind == "run") throw RunServiceError(message.toStdString());
+  throw history::HistoryError(message.toStdString(), failed->error_kind == "busy");
 }
 
 QJsonValue RemoteHistory::call(const QString& name, const QJsonObject& arguments, Retry retry) {
   const qint64 id = next_id_++;
-  const QByteArray request = protocol::encode_request(id, name, arguments);
+  return exchange(name, protocol::encode_request(id, name, arguments), id, 1, retry).front();
+}
+
+std::vector<QJsonValue> RemoteHistory::call_all(const QString& name, const std::vector<QJsonObject>& arguments) {
+  if (arguments.empty()) return {};
+  const qint64 first_id = next_id_;
+  QByteArray requests;
+  for (const auto& each : arguments) requests += protocol::encode_request(next_id_++, name, each);
+  return exchange(name, requests, first_id, arguments.size(), Retry::yes);
+}
+
+std::vector<QJsonValue> RemoteHistory::exchange(const QString& name, const QByteArray& requests, qint64 first_id,
+                                                size_t count, Retry retry) {
   bool was_connected = ssh_ != nullptr;
   for (int attempt_number = 0;; ++attempt_number) {
-    QJsonValue result;
+    std::vector<QJsonValue> results(count);
     QString why;
     bool sent = false;
     try {
-      if (attempt(request, id, result, why, sent)) {
+      if (attempt(requests, first_id, results, why, sent)) {
         if (attempt_number > 0 && options_.notice) options_.notice("reconnected to " + where());
-        return result;
+        return results;
       }
     } catch (const history::HistoryError& e) {
       // Reaching it again failed: tried again while attempts are left, once it had been reached.

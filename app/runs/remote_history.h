@@ -82,13 +82,21 @@ class RemoteHistory {
   enum class Retry { yes, no };
   /// Asks the call `name` with `arguments` and returns its result (history_protocol.h), connecting first when needed.
   QJsonValue call(const QString& name, const QJsonObject& arguments = {}, Retry retry = Retry::yes);
+  /// Asks `name` once for each of `arguments`, every request written before the first answer is read (the serve
+  /// answers in order): one round trip for all of them. The results in the same order; when some answer is an
+  /// error, every answer is read and the first error thrown. For reads: after a dropped connection all are asked
+  /// again.
+  std::vector<QJsonValue> call_all(const QString& name, const std::vector<QJsonObject>& arguments);
 
  private:
   /// Starts ssh and reads the hello; HistoryError naming why not (unreachable, no Spur there, another protocol).
   void connect();
   void disconnect();
+  /// The requests written, then their answers read (ids first_id, first_id + 1, ...), with reconnection.
+  std::vector<QJsonValue> exchange(const QString& name, const QByteArray& requests, qint64 first_id, size_t count,
+                                   Retry retry);
   /// One attempt: false when the connection dropped (`why` says how); throws for every other failure.
-  bool attempt(const QByteArray& request, qint64 id, QJsonValue& result, QString& why, bool& sent);
+  bool attempt(const QByteArray& requests, qint64 first_id, std::vector<QJsonValue>& results, QString& why, bool& sent);
   /// A line from the serve's output within `timeout_ms`; nullopt when the process ended or the time ran out.
   std::optional<QByteArray> read_line(int timeout_ms);
   QString stderr_tail();

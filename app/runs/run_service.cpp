@@ -246,28 +246,43 @@ void RunService::check_schema() const {
   reader().check_schema();
 }
 
+namespace {
+
+QJsonObject run_argument(int64_t id) { return {{"run", static_cast<qint64>(id)}}; }
+
+QJsonObject series_arguments(int64_t id, const std::string& key, const history::SeriesCursor* cursor) {
+  QJsonObject arguments{{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}};
+  if (cursor) arguments.insert("cursor", protocol::encode(*cursor));
+  return arguments;
+}
+
+QJsonObject summary_arguments(int64_t id, const std::string& key, const history::SeriesRange& range) {
+  return {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}, {"range", protocol::encode(range)}};
+}
+
+std::vector<std::string> decode_keys(const QJsonValue& value, const std::string& path) {
+  if (!value.isArray()) throw history::HistoryError(path + ": the metric keys came back as something else");
+  std::vector<std::string> keys;
+  for (const auto& key : value.toArray()) keys.push_back(key.toString().toStdString());
+  return keys;
+}
+
+}  // namespace
+
 std::vector<std::string> RunService::metric_keys(int64_t id) const {
-  if (remote_) {
-    std::vector<std::string> keys;
-    const auto value = ask("metric_keys", {{"run", static_cast<qint64>(id)}});
-    if (!value.isArray()) throw history::HistoryError(path_ + ": the metric keys came back as something else");
-    for (const auto& key : value.toArray()) keys.push_back(key.toString().toStdString());
-    return keys;
-  }
+  if (remote_) return decode_keys(ask("metric_keys", run_argument(id)), path_);
   return reader().metric_keys(id);
 }
 
 std::map<std::string, history::Point> RunService::last_points(int64_t id) const {
-  if (remote_) return protocol::decode_last_points(ask("last_points", {{"run", static_cast<qint64>(id)}}));
+  if (remote_) return protocol::decode_last_points(ask("last_points", run_argument(id)));
   return reader().last_points(id);
 }
 
 std::vector<history::Point> RunService::series(int64_t id, const std::string& key,
                                                history::SeriesCursor* cursor) const {
   if (remote_) {
-    QJsonObject arguments{{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}};
-    if (cursor) arguments.insert("cursor", protocol::encode(*cursor));
-    const auto answer = ask("series", arguments);
+    const auto answer = ask("series", series_arguments(id, key, cursor));
     if (cursor) *cursor = protocol::decode_cursor(answer.toObject().value("cursor"));
     return protocol::decode_points(answer.toObject().value("points"));
   }
@@ -276,12 +291,66 @@ std::vector<history::Point> RunService::series(int64_t id, const std::string& ke
 
 history::SeriesSummary RunService::summary(int64_t id, const std::string& key,
                                            const history::SeriesRange& range) const {
-  if (remote_) {
-    return protocol::decode_summary(ask(
-        "summary",
-        {{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}, {"range", protocol::encode(range)}}));
-  }
+  if (remote_) return protocol::decode_summary(ask("summary", summary_arguments(id, key, range)));
   return reader().summary(id, key, range);
+}
+
+std::vector<std::vector<std::string>> RunService::metric_keys(const std::vector<int64_t>& ids) const {
+  std::vector<std::vector<std::string>> out;
+  out.reserve(ids.size());
+  if (remote_) {
+    std::vector<QJsonObject> arguments;
+    for (const int64_t id : ids) arguments.push_back(run_argument(id));
+    for (const auto& answer : remote_->call_all("metric_keys", arguments)) out.push_back(decode_keys(answer, path_));
+    return out;
+  }
+  for (const int64_t id : ids) out.push_back(reader().metric_keys(id));
+  return out;
+}
+
+std::vector<std::map<std::string, history::Point>> RunService::last_points(const std::vector<int64_t>& ids) const {
+  std::vector<std::map<std::string, history::Point>> out;
+  out.reserve(ids.size());
+  if (remote_) {
+    std::vector<QJsonObject> arguments;
+    for (const int64_t id : ids) arguments.push_back(run_argument(id));
+    for (const auto& answer : remote_->call_all("last_points", arguments)) {
+      out.push_back(protocol::decode_last_points(answer));
+    }
+    return out;
+  }
+  for (const int64_t id : ids) out.push_back(reader().last_points(id));
+  return out;
+}
+
+std::vector<std::vector<history::Point>> RunService::series(std::vector<SeriesRead>& reads) const {
+  std::vector<std::vector<history::Point>> out;
+  out.reserve(reads.size());
+  if (remote_) {
+    std::vector<QJsonObject> arguments;
+    for (const auto& read : reads) arguments.push_back(series_arguments(read.run, read.key, &read.cursor));
+    const auto answers = remote_->call_all("series", arguments);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      reads[i].cursor = protocol::decode_cursor(answers[i].toObject().value("cursor"));
+      out.push_back(protocol::decode_points(answers[i].toObject().value("points")));
+    }
+    return out;
+  }
+  for (auto& read : reads) out.push_back(reader().series(read.run, read.key, &read.cursor));
+  return out;
+}
+
+std::vector<history::SeriesSummary> RunService::summaries(const std::vector<SummaryRead>& reads) const {
+  std::vector<history::SeriesSummary> out;
+  out.reserve(reads.size());
+  if (remote_) {
+    std::vector<QJsonObject> arguments;
+    for (const auto& read : reads) arguments.push_back(summary_arguments(read.run, read.key, read.range));
+    for (const auto& answer : remote_->call_all("summary", arguments)) out.push_back(protocol::decode_summary(answer));
+    return out;
+  }
+  for (const auto& read : reads) out.push_back(reader().summary(read.run, read.key, read.range));
+  return out;
 }
 
 bool RunService::rebuild_summaries(int64_t id, const std::string& key) {

@@ -122,6 +122,22 @@ class RunService {
   std::vector<history::Point> series(int64_t id, const std::string& key, history::SeriesCursor* cursor = nullptr) const;
   /// The series over a range at a width (history::HistoryReader::summary): bounded work and size however long.
   history::SeriesSummary summary(int64_t id, const std::string& key, const history::SeriesRange& range = {}) const;
+  // The same reads for many runs or series at once, in the order asked: over SSH all in one round trip (the
+  // Studio's pollers read hundreds of runs on each poll), here one after the other.
+  std::vector<std::vector<std::string>> metric_keys(const std::vector<int64_t>& ids) const;
+  std::vector<std::map<std::string, history::Point>> last_points(const std::vector<int64_t>& ids) const;
+  struct SeriesRead {
+    int64_t run = 0;
+    std::string key;
+    history::SeriesCursor cursor;  // where to start; advanced past what was read
+  };
+  std::vector<std::vector<history::Point>> series(std::vector<SeriesRead>& reads) const;
+  struct SummaryRead {
+    int64_t run = 0;
+    std::string key;
+    history::SeriesRange range;
+  };
+  std::vector<history::SeriesSummary> summaries(const std::vector<SummaryRead>& reads) const;
   /// Rebuilds one series' summaries (one a read found wrong); whether anything was rebuilt.
   bool rebuild_summaries(int64_t id, const std::string& key);
   /// Builds the summaries plots read where a series lacks them (a history from an older Spur), and with

@@ -238,6 +238,7 @@ RunsSnapshot RunsReader::read() {
     snapshot.total_runs = total_ = service_->count_runs(history::RunFilter{});
     snapshot.statuses.reserve(snapshot.runs.size());
     std::map<int64_t, std::pair<int64_t, std::string>> seen_now;
+    std::vector<int64_t> changed;
     for (const auto& run : snapshot.runs) {
       snapshot.statuses.push_back(effective_status(run));
       const auto seen = last_read_.find(run.id);
@@ -245,10 +246,12 @@ RunsSnapshot RunsReader::read() {
       // run may log at a step it already reached (validation at the same step): read it always.
       if (run.status == "running" || seen == last_read_.end() || seen->second.first != run.last_step ||
           seen->second.second != run.status) {
-        snapshot.last_points[run.id] = service_->last_points(run.id);
+        changed.push_back(run.id);
       }
       seen_now[run.id] = {run.last_step, run.status};
     }
+    auto values = service_->last_points(changed);  // over SSH: one round trip for every run
+    for (size_t i = 0; i < changed.size(); ++i) snapshot.last_points[changed[i]] = std::move(values[i]);
     last_read_ = std::move(seen_now);
   } catch (const std::exception& e) {
     service_.reset();

@@ -55,6 +55,9 @@ class SeriesLoader : public QObject {
  public:
   /// Buckets (or points) of one plot, over all its lines: each line gets its share, at least kMinLinePoints.
   static constexpr int kPlotPoints = 200000;
+  /// The same over SSH, where the link and not the screen sets the cost: 500 lines of 64-128 buckets each (about
+  /// 2 MB of answers), a few lines still at the plot's full width.
+  static constexpr int kRemotePlotPoints = 50000;
   static constexpr int kMinLinePoints = 64;
 
   explicit SeriesLoader(QString history_path);
@@ -84,12 +87,14 @@ class SeriesLoader : public QObject {
     qint64 points = 0;        // what the line holds
     quint64 view_serial = 0;  // the view it was read for
   };
-  SeriesDelta read(qint64 run, const std::string& key, Line& line, const SeriesView& view, int width);
+  /// The line as `summary` has it (read whole: replacing what the plot held).
+  SeriesDelta whole(qint64 run, const std::string& key, Line& line, const history::SeriesSummary& summary);
 
   QString path_;
   std::unique_ptr<RunService> service_;  // here or over SSH (run_service.h); made at the first poll
   std::set<qint64> runs_;
   std::map<std::pair<qint64, std::string>, Line> lines_;
+  std::map<qint64, std::vector<std::string>> keys_;       // each run's metric keys, until the next commit
   std::set<std::pair<qint64, std::string>> untrusted_;    // said once
   QHash<QString, std::pair<SeriesView, quint64>> views_;  // per metric: its view and a serial that changes with it
   quint64 next_serial_ = 1;

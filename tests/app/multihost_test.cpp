@@ -200,10 +200,29 @@ class MultiHostTest : public QObject {
     // The desktop (h2) launches; nothing on it knows Slurm.
     QProcess desktop;
     desktop.setProcessChannelMode(QProcess::MergedChannels);
-    desktop.start("bash", {rig(), "exec", rig_.path(), "2", SPUR_CLI, "launch", "--on", "h0", "--ssh_config",
-                           rig_.path() + "/ssh_config", "--remote_spur", login_spur, "--history", history,
-                           "--config_file", config, "--run_name", "from the desktop", SPUR_EXAMPLE_MLP, "--epochs",
-                           "60", "--log_every", "2"});
+    desktop.start("bash", {rig(),
+                           "exec",
+                           rig_.path(),
+                           "2",
+                           SPUR_CLI,
+                           "launch",
+                           "--on",
+                           "h0",
+                           "--ssh_config",
+                           rig_.path() + "/ssh_config",
+                           "--remote_spur",
+                           login_spur,
+                           "--history",
+                           history,
+                           "--config_file",
+                           config,
+                           "--run_name",
+                           "from the desktop",
+                           SPUR_EXAMPLE_MLP,
+                           "--epochs",
+                           "60",
+                           "--log_every",
+                           "2"});
     QVERIFY(desktop.waitForStarted());
     auto stop_desktop = qScopeGuard([&] {
       if (desktop.state() != QProcess::NotRunning) {
@@ -263,10 +282,9 @@ class MultiHostTest : public QObject {
     ::kill(static_cast<pid_t>(desktop.processId()), SIGKILL);
     desktop.waitForFinished();
     QThread::sleep(3);
-    const auto queue =
-        spur::test::run_process("bash", {rig(), "exec", rig_.path(), "0", "env", "SLURM_CONF=" + slurm.conf, "squeue",
-                                         "-h", "-o", "%T"},
-                                QProcessEnvironment::systemEnvironment(), 30000);
+    const auto queue = spur::test::run_process(
+        "bash", {rig(), "exec", rig_.path(), "0", "env", "SLURM_CONF=" + slurm.conf, "squeue", "-h", "-o", "%T"},
+        QProcessEnvironment::systemEnvironment(), 30000);
     QVERIFY2(queue.output.contains("RUNNING"), qPrintable(queue.output));
     QProcess::execute("bash", {rig(), "join", rig_.path(), "2"});
 

@@ -221,6 +221,78 @@ class RemoteHistoryTest : public QObject {
     QCOMPARE(ask(11, "state", {}).toObject().value("exists").toBool(), true);
   }
 
+  // The Studio's pollers ask for many runs and series at once (one round trip over SSH): each answer equals the
+  // local one, bucket for bucket (a bucket of one point travels as the point: its NaN, its sum of 0 for NaN), an
+  // error answer in the middle of a batch is thrown after the whole batch was read, and the next call is answered.
+  void batched_reads_over_ssh_equal_the_local_ones() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    fill_history(path);
+    spur::app::RunService here(path.toStdString());
+    spur::app::RemoteOptions options;
+    options.ssh_config = sshd_->client_config();
+    options.remote_spur = SPUR_CLI;
+    options.batch_mode = true;
+    spur::app::RunService there(address(path).toStdString(), options);
+    const std::vector<int64_t> runs{2, 1, 99};
+    QCOMPARE(there.metric_keys(runs), here.metric_keys(runs));
+    const auto points_there = there.last_points(runs);
+    const auto points_here = here.last_points(runs);
+    QCOMPARE(points_there.size(), size_t{3});
+    for (size_t i = 0; i < runs.size(); ++i) {
+      QCOMPARE(points_there[i].size(), points_here[i].size());
+      for (const auto& [key, point] : points_here[i]) QCOMPARE(points_there[i].at(key).step, point.step);
+    }
+    auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+    std::vector<spur::app::RunService::SummaryRead> reads;
+    for (const int64_t run : {1, 2}) {
+      for (const int64_t width : {1000, 1}) {  // raw (buckets of one point, one of them NaN), then one bucket
+        spur::history::SeriesRange range;
+        range.width = width;
+        reads.push_back({run, "train/loss", range});
+      }
+    }
+    const auto summaries_there = there.summaries(reads);
+    const auto summaries_here = here.summaries(reads);
+    QCOMPARE(summaries_there.size(), reads.size());
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const auto& a = summaries_there[i];
+      const auto& b = summaries_here[i];
+      QCOMPARE(a.points_per_bucket, b.points_per_bucket);
+      QCOMPARE(a.total_points, b.total_points);
+      QCOMPARE(a.buckets.size(), b.buckets.size());
+      for (size_t k = 0; k < a.buckets.size(); ++k) {
+        const auto& x = a.buckets[k];
+        const auto& y = b.buckets[k];
+        QVERIFY2(x.count == y.count && x.step_lo == y.step_lo && x.step_hi == y.step_hi && x.finite == y.finite &&
+                     same(x.wall_lo, y.wall_lo) && same(x.wall_hi, y.wall_hi) && same(x.min, y.min) &&
+                     same(x.max, y.max) && same(x.first, y.first) && same(x.last, y.last) && same(x.sum, y.sum),
+                 qPrintable(QString("summary %1, bucket %2").arg(i).arg(k)));
+      }
+    }
+    QCOMPARE(summaries_here[0].buckets.size(), size_t{3});  // the raw case had its NaN point to carry
+    QVERIFY(std::isnan(summaries_there[0].buckets[1].first) && summaries_there[0].buckets[1].finite == 0);
+    std::vector<spur::app::RunService::SeriesRead> follow_there{{1, "train/loss", {}}, {2, "eval/accuracy", {}}};
+    auto follow_here = follow_there;
+    const auto series_there = there.series(follow_there);
+    const auto series_here = here.series(follow_here);
+    for (size_t i = 0; i < follow_there.size(); ++i) {
+      QCOMPARE(series_there[i].size(), series_here[i].size());
+      QCOMPARE(follow_there[i].cursor.chunk_id, follow_here[i].cursor.chunk_id);
+      QCOMPARE(follow_there[i].cursor.points_in_chunk, follow_here[i].cursor.points_in_chunk);
+    }
+    QVERIFY(there.series(follow_there)[0].empty());  // from the advanced cursors: nothing new
+    // An error answer mid-batch: thrown once all three were read; the connection stays in step.
+    spur::app::RemoteHistory remote(*spur::app::HistoryAddress::parse(address(path)), options);
+    QVERIFY_THROWS_EXCEPTION(
+        std::exception,
+        remote.call_all("find", {QJsonObject{{"run", 1}}, QJsonObject{{"run", "one"}}, QJsonObject{{"run", 2}}}));
+    const auto after = remote.call_all("find", {QJsonObject{{"run", 2}}, QJsonObject{{"run", 1}}});
+    QCOMPARE(after[0].toObject().value("id").toInteger(), 2);
+    QCOMPARE(after[1].toObject().value("id").toInteger(), 1);
+    QCOMPARE(remote.connections(), 1);
+  }
+
   // What a person types on one machine works the same on the other's history, and changes land there.
   void the_cli_answers_the_same_over_ssh() {
     QTemporaryDir dir;

@@ -7,9 +7,11 @@ trip by default: this kernel has no netem) and counts the bytes the serve sends.
 POINTS points each (tests/rigs/history_rig). Measured, median of REPEATS: `spur runs list` (every run, as a table),
 `spur runs show ID` (one run in brief, from its summaries), `spur runs export ID --format csv`, the bare
 `ssh HOST true` through the relay (what any connection costs), the bytes the serve sent for each, and the serve's
-peak memory (GNU time around it).
+peak memory (GNU time around it). With --studio-bench, then Spur Studio (offscreen) on the same history through the
+same link (tests/bench/studio_remote_bench.cpp): the runs table's first paint, 100 and 500 runs selected until drawn
+with the bytes each cost, and a live run's points (one a second) from commit to screen.
 Usage: remote_history_bench.py --spur build/app/spur --rig build/tests/spur_history_rig [--runs 1000]
-       [--points 1000] [--delay_ms 10] [--repeats 5]
+       [--points 1000] [--delay_ms 10] [--repeats 5] [--studio-bench build/tests/bench/studio_remote_bench]
 """
 import argparse
 import os
@@ -38,6 +40,7 @@ def main():
     parser.add_argument("--points", type=int, default=1000)
     parser.add_argument("--delay_ms", type=float, default=10)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--studio-bench", help="path to studio_remote_bench (the Studio over the same link)")
     args = parser.parse_args()
     spur = os.path.abspath(args.spur)
     work = tempfile.mkdtemp(prefix="spur-remote-bench-")
@@ -69,7 +72,7 @@ def main():
         started = time.perf_counter()
         for i in range(args.runs):
             subprocess.run([args.rig, history, f"run-{i}", str(args.points), str(args.points)], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, env=dict(os.environ, SPUR_RIG_NOISY="1"))
         print(f"history: {args.runs} runs x {args.points} points in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
         time.sleep(0.5)
@@ -109,6 +112,19 @@ def main():
             print(f"| {label} | {over * 1000:.0f} ms | {'' if sent is None else f'{sent / 1024:.0f} KiB'} | "
                   f"{'' if local is None else f'{local * 1000:.0f} ms'} |")
         print(f"\nserve's peak memory (max RSS over every session): {peak / 1024:.1f} MiB")
+        if args.studio_bench:
+            # The Studio's own figures, its serve's memory appended to the same file.
+            open(f"{work}/rss", "w").close()
+            out = subprocess.run([os.path.abspath(args.studio_bench), remote, history, os.path.abspath(args.rig),
+                                  count_file, str(args.points)], env=env, stdout=subprocess.PIPE, text=True)
+            print(out.stdout, end="")
+            time.sleep(1)  # the serves end as the Studio's connections close
+            with open(f"{work}/rss") as f:
+                peaks = [int(line) for line in f if line.strip().isdigit()]
+            if peaks:
+                print(f"the Studio's serve: peak memory {max(peaks) / 1024:.1f} MiB over {len(peaks)} session(s)")
+            if out.returncode != 0:
+                sys.exit(f"studio_remote_bench exited {out.returncode}")
     finally:
         if sshd:
             sshd.terminate()

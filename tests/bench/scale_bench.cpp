@@ -35,6 +35,7 @@
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
 #include "studio/runs_model.h"
+#include "studio_bench_support.h"
 
 #ifdef SPUR_BENCH_BEFORE
 #define REPRESENTED(plot, id) (plot)->point_count(id)
@@ -49,6 +50,8 @@
 
 namespace {
 
+using spur::bench::resident_kib;
+using spur::bench::wait;
 using spur::history::HistoryWriter;
 using spur::history::MetricAppend;
 using spur::history::Point;
@@ -147,33 +150,6 @@ double run_cli_ms(const QString& spur, const QStringList& args, const QString& h
     if (bytes) *bytes = process.readAllStandardOutput().size();
   }
   return median(times);
-}
-
-qint64 resident_kib() {
-  QFile status("/proc/self/status");
-  if (!status.open(QIODevice::ReadOnly)) return 0;
-  for (const auto& line : status.readAll().split('\n')) {
-    if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').front().toLongLong();
-  }
-  return 0;
-}
-
-// Runs the event loop (sleeping between events, as the Studio does: a busy loop here would take a core from the
-// reader thread) until `done` or `ms` pass; checked every millisecond.
-bool wait(const std::function<bool()>& done, int ms) {
-  if (done()) return true;
-  QElapsedTimer clock;
-  clock.start();
-  QEventLoop loop;
-  QTimer check;
-  bool ok = false;
-  QObject::connect(&check, &QTimer::timeout, [&] {
-    if (done()) ok = true;
-    if (ok || clock.elapsed() > ms) loop.quit();
-  });
-  check.start(1);
-  loop.exec();
-  return ok;
 }
 
 int studio(const QString& history, qint64 points) {

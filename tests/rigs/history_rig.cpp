@@ -4,10 +4,14 @@
 // first and "flushed K" after each commit. With SYSTEM_RANKS > 0 it also writes, once a second of its own wall
 // clock, what the launcher samples for that many ranks and one GPU, under the launcher's keys
 // (system/rankR/cpu_percent and rss_mib, system/gpu0/utilization_percent, memory_mib and power_w; steps in seconds
-// since the start), each in the commit it falls in, as the launcher's recorder does.
+// since the start), each in the commit it falls in, as the launcher's recorder does. With SPUR_RIG_NOISY=1 in the
+// environment the values are a training loss's instead of i (a decaying curve with noise: every digit of a double
+// used, as real metrics are; the benchmarks of bytes sent use it).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 #include <thread>
@@ -29,11 +33,17 @@ int main(int argc, char** argv) try {
   const long long pause = argc >= 6 ? std::atoll(argv[5]) : 0;
   const int system_ranks = argc == 7 ? std::atoi(argv[6]) : 0;
   const double start = spur::history::now_seconds();
+  const char* noisy_env = std::getenv("SPUR_RIG_NOISY");
+  const bool noisy = noisy_env && std::string(noisy_env) == "1";
+  std::mt19937 random(static_cast<unsigned>(id));
+  std::normal_distribution<double> noise(0.0, 0.05);
   long long seconds_sampled = 0;
   for (long long done = 0; done < points;) {
     std::vector<spur::history::MetricAppend> appends{{"x", {}}};
     for (long long i = 0; i < batch && done < points; ++i, ++done) {
-      appends.front().points.push_back({done, static_cast<double>(done), spur::history::now_seconds()});
+      const double value =
+          noisy ? 2.5 * std::exp(-static_cast<double>(done) / 300.0) + 0.1 + noise(random) : static_cast<double>(done);
+      appends.front().points.push_back({done, value, spur::history::now_seconds()});
     }
     const double now = spur::history::now_seconds();
     if (system_ranks > 0 && now - start >= static_cast<double>(seconds_sampled)) {

@@ -49,21 +49,8 @@ inline void merge_bucket(Bucket& into, const Bucket& later) {
   into.count += later.count;
 }
 
-/// One point as a bucket of count 1 (its value is min, max, first, last and, when finite, the sum).
-inline Bucket point_bucket(const Point& p) {
-  const bool finite = std::isfinite(p.value);
-  Bucket b;
-  b.count = 1;
-  b.step_lo = b.step_hi = p.step;
-  b.wall_lo = b.wall_hi = p.wall;
-  b.min = b.max = b.first = b.last = p.value;
-  b.sum = finite ? p.value : 0;
-  b.finite = finite ? 1 : 0;
-  return b;
-}
-
 /// Adds one point to a bucket: the merge of a one-point bucket, so the two cannot drift apart.
-inline void add_point(Bucket& b, const Point& p) { merge_bucket(b, point_bucket(p)); }
+inline void add_point(Bucket& b, const Point& p) { merge_bucket(b, Bucket::of(p)); }
 
 /// Points in order -> buckets of `size` points (the last may hold fewer).
 inline std::vector<Bucket> bucket_points(const Point* points, size_t n, int64_t size) {

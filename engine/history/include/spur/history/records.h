@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -63,6 +64,19 @@ struct Bucket {
   double sum = 0;      // of the finite values
   int64_t finite = 0;  // how many values are finite
   double mean() const { return finite ? sum / static_cast<double>(finite) : std::numeric_limits<double>::quiet_NaN(); }
+  /// One point as a bucket of count 1 (its value is min, max, first, last and, when finite, the sum): every bucket
+  /// of one point is this one.
+  static Bucket of(const Point& p) {
+    const bool is_finite = std::isfinite(p.value);
+    Bucket b;
+    b.count = 1;
+    b.step_lo = b.step_hi = p.step;
+    b.wall_lo = b.wall_hi = p.wall;
+    b.min = b.max = b.first = b.last = p.value;
+    b.sum = is_finite ? p.value : 0;
+    b.finite = is_finite ? 1 : 0;
+    return b;
+  }
 };
 
 /// What part of a series to read, and how finely: the x range [lo, hi] (steps, or wall times in seconds since the

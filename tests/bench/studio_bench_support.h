@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// What the Studio's benchmarks share (scale_bench, studio_remote_bench): waiting on the event loop as the Studio
+// itself runs, and this process's resident memory. Header-only; the GUI thread only.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QFile>
+#include <QTimer>
+
+#include <functional>
+
+namespace spur::bench {
+
+// Runs the event loop (sleeping between events, as the Studio does: a busy loop here would take a core from the
+// reader thread) until `done` or `ms` pass; checked every millisecond.
+inline bool wait(const std::function<bool()>& done, int ms) {
+  if (done()) return true;
+  QElapsedTimer clock;
+  clock.start();
+  QEventLoop loop;
+  QTimer check;
+  bool ok = false;
+  QObject::connect(&check, &QTimer::timeout, [&] {
+    if (done()) ok = true;
+    if (ok || clock.elapsed() > ms) loop.quit();
+  });
+  check.start(1);
+  loop.exec();
+  return ok;
+}
+
+inline qint64 resident_kib() {
+  QFile status("/proc/self/status");
+  if (!status.open(QIODevice::ReadOnly)) return 0;
+  for (const auto& line : status.readAll().split('\n')) {
+    if (line.startsWith("VmRSS:")) return line.mid(6).trimmed().split(' ').front().toLongLong();
+  }
+  return 0;
+}
+
+}  // namespace spur::bench
