@@ -63,7 +63,8 @@ RemoteOptions RemoteOptions::from_environment(bool interactive) {
   RemoteOptions options;
   options.ssh_config = qEnvironmentVariable("SPUR_SSH_CONFIG");
   options.remote_spur = qEnvironmentVariable("SPUR_REMOTE_SPUR");
-  options.batch_mode = !interactive && qEnvironmentVariableIsEmpty("SSH_ASKPASS");
+  options.askpass = !interactive && !qEnvironmentVariableIsEmpty("SSH_ASKPASS");
+  options.batch_mode = !interactive && !options.askpass;
   return options;
 }
 
@@ -140,6 +141,11 @@ void RemoteHistory::connect() {
   args << "--" << address_.destination() << command;
 
   ssh_ = std::make_unique<QProcess>();
+  if (options_.askpass) {
+    auto environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("SSH_ASKPASS_REQUIRE", "force");
+    ssh_->setProcessEnvironment(environment);
+  }
   ssh_->setProgram(options_.ssh);
   ssh_->setArguments(args);
   ssh_->start();

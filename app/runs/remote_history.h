@@ -55,13 +55,18 @@ struct RemoteOptions {
   /// Never prompt for a password or passphrase (BatchMode): for callers without a terminal and without
   /// SSH_ASKPASS. Default: false (ssh prompts on the terminal, or through SSH_ASKPASS when it is set).
   bool batch_mode = false;
+  /// Prompts (a key's passphrase, a password, an unknown host key) go to the program SSH_ASKPASS names, even where
+  /// a terminal exists (SSH_ASKPASS_REQUIRE=force): for a window, whose terminal, if any, nobody watches.
+  /// Default: false.
+  bool askpass = false;
   /// Connections made again before a call gives up. Default: 5 (waits of 1, 2, 4, 8 and 16 s between).
   int reconnect_attempts = 5;
   /// Told "lost the connection ...; reconnecting" and "reconnected" (the CLI prints them, the Studio shows them).
   std::function<void(const QString&)> notice;
 
   /// The defaults with what the environment says: SPUR_SSH_CONFIG (ssh_config), SPUR_REMOTE_SPUR (remote_spur);
-  /// batch_mode when SSH_ASKPASS is not set and `interactive` is false (a window has no terminal to prompt on).
+  /// when `interactive` is false (a window has no terminal to prompt on), askpass when SSH_ASKPASS is set, else
+  /// batch_mode.
   static RemoteOptions from_environment(bool interactive);
 };
 

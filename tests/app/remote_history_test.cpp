@@ -606,6 +606,51 @@ class RemoteHistoryTest : public QObject {
   }
 
   // A history that is not there yet reads as empty (as a local one), and is not made by reading it.
+  // A key with a passphrase, in a window (no terminal to prompt on): asked through SSH_ASKPASS (forced, so also
+  // where the Studio was started from a terminal), which answers it; a wrong answer is a refusal in seconds, naming
+  // the machine; without SSH_ASKPASS nothing is asked (BatchMode) and the refusal is as quick.
+  void a_passphrase_is_asked_through_askpass() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    fill_history(path);
+    const QString asked = dir.filePath("asked");
+    const QString right =
+        script(dir, "right", QString("echo \"$1\" >> '%1'\necho '%2'").arg(asked, spur::test::kGuardedPassphrase));
+    const QString wrong = script(dir, "wrong", QString("echo \"$1\" >> '%1'\necho 'not it'").arg(asked));
+    qputenv("SPUR_SSH_CONFIG", sshd_->client_config().toUtf8());
+    qputenv("SPUR_REMOTE_SPUR", SPUR_CLI);
+    auto restore = qScopeGuard([] {
+      qunsetenv("SPUR_SSH_CONFIG");
+      qunsetenv("SPUR_REMOTE_SPUR");
+      qunsetenv("SSH_ASKPASS");
+    });
+    const QString guarded = address(path, "guarded");
+    qputenv("SSH_ASKPASS", right.toUtf8());
+    QVERIFY(spur::app::RemoteOptions::from_environment(false).askpass);
+    QVERIFY(!spur::app::RemoteOptions::from_environment(true).askpass);  // the command line prompts on its terminal
+    spur::app::RunsReader reader(guarded);
+    const auto snapshot = reader.read();
+    QVERIFY2(snapshot.error.isEmpty(), qPrintable(snapshot.error));
+    QCOMPARE(snapshot.runs.size(), size_t{2});
+    QFile prompts(asked);
+    QVERIFY(prompts.open(QIODevice::ReadOnly));
+    QVERIFY2(prompts.readAll().contains("guarded_key"), "the passphrase was not asked through SSH_ASKPASS");
+    for (const bool with_askpass : {true, false}) {
+      if (with_askpass) {
+        qputenv("SSH_ASKPASS", wrong.toUtf8());
+      } else {
+        qunsetenv("SSH_ASKPASS");
+      }
+      QElapsedTimer timer;
+      timer.start();
+      spur::app::RunsReader refused(guarded);
+      const auto failed = refused.read();
+      QVERIFY2(failed.error.contains("cannot reach guarded over SSH") && failed.error.contains("Permission denied"),
+               qPrintable(failed.error));
+      QVERIFY2(timer.elapsed() < 30000, qPrintable(QString("%1 ms").arg(timer.elapsed())));
+    }
+  }
+
   void a_missing_remote_history_reads_empty() {
     QTemporaryDir dir;
     const QString path = dir.filePath("not-yet.db");

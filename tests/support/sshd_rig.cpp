@@ -53,9 +53,17 @@ ThrowawaySshd::ThrowawaySshd() : dir_(QDir::tempPath() + "/spur-sshd-XXXXXX") {
   if (!run("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", d + "/host_key"}) ||
       !run("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", d + "/user_key"}) ||
       !run("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", d + "/other_key"}) ||
-      !QFile::copy(d + "/user_key.pub", d + "/authorized_keys")) {
+      !run("ssh-keygen", {"-q", "-t", "ed25519", "-N", kGuardedPassphrase, "-f", d + "/guarded_key"})) {
     if (problem_.isEmpty()) problem_ = "cannot prepare the keys";
     return;
+  }
+  {
+    QFile user(d + "/user_key.pub"), guarded(d + "/guarded_key.pub");
+    if (!user.open(QIODevice::ReadOnly) || !guarded.open(QIODevice::ReadOnly) ||
+        !write_file(d + "/authorized_keys", QString::fromUtf8(user.readAll() + guarded.readAll()))) {
+      problem_ = "cannot write authorized_keys";
+      return;
+    }
   }
   // The "closed" host's port is a socket bound and held without listening (connections are refused), so it can
   // never be sshd's port, and sshd's own port is tried again if another process took it first (issue 12, defect
@@ -87,7 +95,8 @@ ThrowawaySshd::ThrowawaySshd() : dir_(QDir::tempPath() + "/spur-sshd-XXXXXX") {
                                .arg(user);
     write_file(d + "/ssh_config", QString("Host machine1 machine2\n  Port %1\n  IdentityFile %2/user_key\n%3"
                                           "Host locked\n  Port %1\n  IdentityFile %2/other_key\n%3"
-                                          "Host closed\n  Port %4\n  IdentityFile %2/user_key\n%3")
+                                          "Host closed\n  Port %4\n  IdentityFile %2/user_key\n%3"
+                                          "Host guarded\n  Port %1\n  IdentityFile %2/guarded_key\n%3")
                                       .arg(port_)
                                       .arg(d)
                                       .arg(common)

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A throw-away OpenSSH server on a loopback port the OS chose, with its own host and user keys, and an ssh
-// client config naming "machines" on it (machine1, machine2), one with the wrong key (locked) and one on a
-// closed port (closed). Stopped by PID when the object goes away, also on failure, and when the test's process dies
-// without it going away (a crash: the kernel's parent-death signal).
+// client config naming "machines" on it (machine1, machine2), one with the wrong key (locked), one whose key has
+// a passphrase (guarded: kGuardedPassphrase) and one on a closed port (closed). Stopped by PID when the object goes
+// away, also on failure, and when the test's process dies without it going away (a crash: the kernel's parent-death
+// signal).
 #pragma once
 
 #include <QProcess>
@@ -12,6 +13,8 @@
 #include <memory>
 
 namespace spur::test {
+
+inline constexpr const char* kGuardedPassphrase = "open sesame";
 
 class ThrowawaySshd {
  public:
