@@ -2,11 +2,18 @@
 // A history on another machine over SSH; see remote_history.h.
 #include "runs/remote_history.h"
 
+#include <unistd.h>
+
 #include <QCoreApplication>
+#include <QCryptographicHash>
 #include <QDeadlineTimer>
+#include <QDir>
+#include <QFile>
 #include <QProcess>
 #include <QThread>
 #include <QUrl>
+
+#include <mutex>
 
 #include <spur/history/records.h>
 
@@ -65,6 +72,7 @@ RemoteOptions RemoteOptions::from_environment(bool interactive) {
   options.remote_spur = qEnvironmentVariable("SPUR_REMOTE_SPUR");
   options.askpass = !interactive && !qEnvironmentVariableIsEmpty("SSH_ASKPASS");
   options.batch_mode = !interactive && !options.askpass;
+  options.share_connection = !interactive;
   return options;
 }
 
@@ -131,6 +139,30 @@ void RemoteHistory::connect() {
   if (options_.batch_mode)
     args << "-o"
          << "BatchMode=yes";
+  // One connection made at a time in this process: with a shared connection the first one made is the one the
+  // others use (asked for a passphrase once).
+  static std::mutex connecting;
+  std::unique_lock<std::mutex> one_at_a_time(connecting, std::defer_lock);
+  if (options_.share_connection) {
+    one_at_a_time.lock();
+    const QString folder = QDir::temp().filePath(QString("spur-ssh-%1").arg(::getuid()));
+    if (QDir().mkpath(folder) &&
+        QFile::setPermissions(folder, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner)) {
+      // Per process and per name the machine was given by (two aliases of one machine may use different keys or
+      // configurations: OpenSSH's %C alone would let one use the other's connection).
+      const QByteArray given = (address_.destination() + '\n' + options_.ssh_config).toUtf8();
+      const QString name =
+          QString("%1-%2-")
+              .arg(QCoreApplication::applicationPid())
+              .arg(QString::fromLatin1(QCryptographicHash::hash(given, QCryptographicHash::Sha1).toHex().left(8)));
+      args << "-o"
+           << "ControlMaster=auto"
+           << "-o"
+           << "ControlPath=" + folder + "/" + name + "%C"
+           << "-o"
+           << "ControlPersist=10";
+    }
+  }
   if (address_.port > 0) args << "-p" << QString::number(address_.port);
   QString serve = " runs serve --stdio";
   if (!address_.path.isEmpty()) serve += " --history " + shell_word(address_.path);

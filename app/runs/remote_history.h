@@ -59,6 +59,11 @@ struct RemoteOptions {
   /// a terminal exists (SSH_ASKPASS_REQUIRE=force): for a window, whose terminal, if any, nobody watches.
   /// Default: false.
   bool askpass = false;
+  /// This process's connections to the same machine (by the name it was given) share one SSH connection (OpenSSH's
+  /// ControlMaster, its socket in a private folder of the temporary directory, kept 10 s after the last use): a
+  /// window's readers are asked for a passphrase once, and each reader after the first connects without a new
+  /// handshake. Default: false.
+  bool share_connection = false;
   /// Connections made again before a call gives up. Default: 5 (waits of 1, 2, 4, 8 and 16 s between).
   int reconnect_attempts = 5;
   /// Told "lost the connection ...; reconnecting" and "reconnected" (the CLI prints them, the Studio shows them).
@@ -66,7 +71,7 @@ struct RemoteOptions {
 
   /// The defaults with what the environment says: SPUR_SSH_CONFIG (ssh_config), SPUR_REMOTE_SPUR (remote_spur);
   /// when `interactive` is false (a window has no terminal to prompt on), askpass when SSH_ASKPASS is set, else
-  /// batch_mode.
+  /// batch_mode, and share_connection.
   static RemoteOptions from_environment(bool interactive);
 };
 

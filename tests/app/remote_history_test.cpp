@@ -607,8 +607,9 @@ class RemoteHistoryTest : public QObject {
 
   // A history that is not there yet reads as empty (as a local one), and is not made by reading it.
   // A key with a passphrase, in a window (no terminal to prompt on): asked through SSH_ASKPASS (forced, so also
-  // where the Studio was started from a terminal), which answers it; a wrong answer is a refusal in seconds, naming
-  // the machine; without SSH_ASKPASS nothing is asked (BatchMode) and the refusal is as quick.
+  // where the Studio was started from a terminal), which answers it, once for all of the window's readers (one
+  // shared connection); a wrong answer is a refusal in seconds, naming the machine; without SSH_ASKPASS nothing is
+  // asked (BatchMode) and the refusal is as quick.
   void a_passphrase_is_asked_through_askpass() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
@@ -632,9 +633,18 @@ class RemoteHistoryTest : public QObject {
     const auto snapshot = reader.read();
     QVERIFY2(snapshot.error.isEmpty(), qPrintable(snapshot.error));
     QCOMPARE(snapshot.runs.size(), size_t{2});
+    spur::app::RunsReader second(guarded);  // another of the window's readers: through the same connection
+    QVERIFY2(second.read().error.isEmpty(), "the second reader did not connect");
     QFile prompts(asked);
     QVERIFY(prompts.open(QIODevice::ReadOnly));
-    QVERIFY2(prompts.readAll().contains("guarded_key"), "the passphrase was not asked through SSH_ASKPASS");
+    const QByteArray said = prompts.readAll();
+    QVERIFY2(said.contains("guarded_key"), "the passphrase was not asked through SSH_ASKPASS");
+    QCOMPARE(said.count('\n'), 1);  // asked once for both
+    // The connection made is this process's for that machine for 10 s more (share_connection): the refusals
+    // below go through a configuration of their own, as another window's would.
+    const QString other = dir.filePath("other_config");
+    QVERIFY(QFile::copy(sshd_->client_config(), other));
+    qputenv("SPUR_SSH_CONFIG", other.toUtf8());
     for (const bool with_askpass : {true, false}) {
       if (with_askpass) {
         qputenv("SSH_ASKPASS", wrong.toUtf8());

@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QLineEdit>
 #include <QListView>
 #include <QMenu>
@@ -49,6 +50,8 @@
 #include "dashboard/dashboard.h"
 #include "studio/console_model.h"
 #include "dashboard/metric_plot.h"
+#include "main/askpass.h"
+#include "runs/remote_history.h"
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
 #include "main/main_window.h"
@@ -206,6 +209,59 @@ class StudioTest : public QObject {
     QCOMPARE(recent.front(), QString("ssh://gpu5/h.db"));
     QCOMPARE(recent.count("ssh://gpu5/h.db"), 1);
     QCOMPARE(recent[1], QString("ssh://gpu11/h.db"));
+  }
+
+  // ssh's questions as the Studio's dialog (askpass.h): a passphrase typed hidden, a host key's yes/no in the
+  // clear, Cancel as no answer; the Studio offers itself only to a user without an SSH_ASKPASS of their own.
+  void askpass_asks_in_a_dialog_data() {
+    QTest::addColumn<QString>("prompt");
+    QTest::addColumn<bool>("hidden");
+    QTest::addColumn<bool>("accept");
+    QTest::newRow("passphrase") << "Enter passphrase for key '/home/me/.ssh/id_ed25519': " << true << true;
+    QTest::newRow("password") << "me@gpu1's password: " << true << true;
+    QTest::newRow("host key") << "Are you sure you want to continue connecting (yes/no/[fingerprint])? " << false
+                              << true;
+    QTest::newRow("cancelled") << "Enter passphrase for key 'k': " << true << false;
+  }
+  void askpass_asks_in_a_dialog() {
+    QFETCH(QString, prompt);
+    QFETCH(bool, hidden);
+    QFETCH(bool, accept);
+    bool seen = false;
+    QTimer::singleShot(0, this, [&] {
+      auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget());
+      if (!dialog) return;
+      seen = dialog->objectName() == "askpass" && dialog->labelText() == prompt.trimmed() &&
+             dialog->textEchoMode() == (hidden ? QLineEdit::Password : QLineEdit::Normal);
+      dialog->setTextValue("open sesame");
+      if (accept) {
+        dialog->accept();
+      } else {
+        dialog->reject();
+      }
+    });
+    const auto answer = spur::studio::ask(prompt);
+    QVERIFY(seen);
+    QCOMPARE(answer.has_value(), accept);
+    if (accept) QCOMPARE(*answer, QString("open sesame"));
+  }
+  void the_studio_offers_itself_as_askpass() {
+    const QByteArray before = qgetenv("SSH_ASKPASS");
+    auto restore = qScopeGuard([&] {
+      qputenv("SSH_ASKPASS", before);
+      qunsetenv("SPUR_STUDIO_ASKPASS");
+    });
+    qunsetenv("SSH_ASKPASS");
+    spur::studio::offer_askpass("/opt/spur/bin/spur-studio");
+    QCOMPARE(qgetenv("SSH_ASKPASS"), QByteArray("/opt/spur/bin/spur-studio"));
+    QVERIFY(spur::app::RemoteOptions::from_environment(false).askpass);  // its histories over SSH ask through it
+    char name[] = "spur-studio", prompt[] = "Enter passphrase for key 'k': ";
+    char* argv[] = {name, prompt};
+    QVERIFY(spur::studio::started_as_askpass(2, argv));
+    QVERIFY(!spur::studio::started_as_askpass(1, argv));
+    qputenv("SSH_ASKPASS", "/usr/bin/ksshaskpass");  // the user's own is kept
+    spur::studio::offer_askpass("/opt/spur/bin/spur-studio");
+    QCOMPARE(qgetenv("SSH_ASKPASS"), QByteArray("/usr/bin/ksshaskpass"));
   }
 
   // Issue 31 (2): a history this user cannot write is shown, says so, and offers no change (rename, tag, notes,

@@ -9,6 +9,7 @@
 #include <QStandardPaths>
 
 #include "setup/setup_answers.h"
+#include "main/askpass.h"
 #include "main/demo_workspace.h"
 #include "main/main_window.h"
 #include "main/open_history_dialog.h"
@@ -44,6 +45,8 @@ struct Options {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Started by ssh for a passphrase, a password or a host key's yes/no (askpass.h): a dialog, nothing else.
+  if (spur::studio::started_as_askpass(argc, argv)) return spur::studio::askpass_main(argc, argv);
   const Options options;
   // --version and --help are answered without a display, as a command-line tool's are.
   for (int i = 1; i < argc; ++i) {
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
   const auto& runs = options.runs;
   const auto& demo = options.demo;
   parser.process(app);
+  // ssh's questions for histories on other machines, and for launches over SSH, come up as this Studio's dialogs.
+  spur::studio::offer_askpass(QCoreApplication::applicationFilePath());
   // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
   spur::app::DetectedHardware::start();
   spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
