@@ -250,6 +250,15 @@ namespace {
 
 QJsonObject run_argument(int64_t id) { return {{"run", static_cast<qint64>(id)}}; }
 
+// One call's arguments for each item of a batch.
+template <typename Item, typename Arguments>
+std::vector<QJsonObject> each(const std::vector<Item>& items, Arguments arguments) {
+  std::vector<QJsonObject> out;
+  out.reserve(items.size());
+  for (const auto& item : items) out.push_back(arguments(item));
+  return out;
+}
+
 QJsonObject series_arguments(int64_t id, const std::string& key, const history::SeriesCursor* cursor) {
   QJsonObject arguments{{"run", static_cast<qint64>(id)}, {"key", QString::fromStdString(key)}};
   if (cursor) arguments.insert("cursor", protocol::encode(*cursor));
@@ -299,9 +308,9 @@ std::vector<std::vector<std::string>> RunService::metric_keys(const std::vector<
   std::vector<std::vector<std::string>> out;
   out.reserve(ids.size());
   if (remote_) {
-    std::vector<QJsonObject> arguments;
-    for (const int64_t id : ids) arguments.push_back(run_argument(id));
-    for (const auto& answer : remote_->call_all("metric_keys", arguments)) out.push_back(decode_keys(answer, path_));
+    for (const auto& answer : remote_->call_all("metric_keys", each(ids, run_argument))) {
+      out.push_back(decode_keys(answer, path_));
+    }
     return out;
   }
   for (const int64_t id : ids) out.push_back(reader().metric_keys(id));
@@ -312,9 +321,7 @@ std::vector<std::map<std::string, history::Point>> RunService::last_points(const
   std::vector<std::map<std::string, history::Point>> out;
   out.reserve(ids.size());
   if (remote_) {
-    std::vector<QJsonObject> arguments;
-    for (const int64_t id : ids) arguments.push_back(run_argument(id));
-    for (const auto& answer : remote_->call_all("last_points", arguments)) {
+    for (const auto& answer : remote_->call_all("last_points", each(ids, run_argument))) {
       out.push_back(protocol::decode_last_points(answer));
     }
     return out;
@@ -327,9 +334,9 @@ std::vector<std::vector<history::Point>> RunService::series(std::vector<SeriesRe
   std::vector<std::vector<history::Point>> out;
   out.reserve(reads.size());
   if (remote_) {
-    std::vector<QJsonObject> arguments;
-    for (const auto& read : reads) arguments.push_back(series_arguments(read.run, read.key, &read.cursor));
-    const auto answers = remote_->call_all("series", arguments);
+    const auto answers = remote_->call_all("series", each(reads, [](const SeriesRead& read) {
+                                             return series_arguments(read.run, read.key, &read.cursor);
+                                           }));
     for (size_t i = 0; i < reads.size(); ++i) {
       reads[i].cursor = protocol::decode_cursor(answers[i].toObject().value("cursor"));
       out.push_back(protocol::decode_points(answers[i].toObject().value("points")));
@@ -344,8 +351,8 @@ std::vector<history::SeriesSummary> RunService::summaries(const std::vector<Summ
   std::vector<history::SeriesSummary> out;
   out.reserve(reads.size());
   if (remote_) {
-    std::vector<QJsonObject> arguments;
-    for (const auto& read : reads) arguments.push_back(summary_arguments(read.run, read.key, read.range));
+    const auto arguments =
+        each(reads, [](const SummaryRead& read) { return summary_arguments(read.run, read.key, read.range); });
     for (const auto& answer : remote_->call_all("summary", arguments)) out.push_back(protocol::decode_summary(answer));
     return out;
   }

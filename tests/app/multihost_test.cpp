@@ -87,7 +87,8 @@ class MultiHostTest : public QObject {
     QString problem;
     explicit Slurm(const QString& netns) {
       QProcess start;
-      start.start("bash", {SPUR_RIGS_DIR "/slurm_rig.sh", "start", dir.path(), netns, "2"});  // h0 and h1
+      const QString rig = SPUR_RIGS_DIR "/slurm_rig.sh";
+      start.start("bash", {rig, "start", dir.path(), netns, "2"});  // h0 and h1
       if (!start.waitForFinished(90000)) {
         start.terminate();  // the rig stops what it started when signalled
         start.waitForFinished(30000);
