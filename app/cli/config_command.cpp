@@ -128,6 +128,8 @@ app::SetupAnswers questionnaire() {
       a.slurm.extra = app::split_slurm_args(text("More sbatch options (e.g. --exclusive)", app::check_slurm_options));
       a.slurm.directory = QString::fromStdString(
           q.ask("Folder for the jobs' files, seen by every node", "spur-slurm", check(app::check_slurm_directory)));
+      a.launch_on = text("Submit from (a login node you reach over SSH, like login1; empty: this machine)",
+                         app::check_launch_machine);
     }
     if (gpus) a.gpu_ids = q.ask("Which GPUs (all, or numbers like 0,1)?", "all", check(app::check_gpu_ids));
     a.mixed_precision = q.choose("Mixed precision", {"no", "fp16", "bf16"}, gpus ? "bf16" : "no");

@@ -147,13 +147,17 @@ int launch_command(const QStringList& given) {
     const std::string path = probe.value("config_file") ? probe.value("config_file")->toStdString()
                              : probe.has("no_config")   ? std::string()
                                                         : app::config_in_effect();
-    // --on HOST: the whole launch happens there (detached), this command follows it (cli/launch_on.cpp).
-    if (!container && probe.value("on") && !probe.has("help")) return launch_on(arguments, path);
     std::optional<app::LaunchTarget> target;
     QString target_path;
+    if (!container && !probe.has("help") && !path.empty())
+      target = app::LaunchTarget::load_for(QString::fromStdString(path));
+    // --on HOST (or the target file's on:): the whole launch happens there (detached), this command follows it
+    // (cli/launch_on.cpp).
+    if (!container && !probe.has("help") && (probe.value("on") || (target && target->value("on")))) {
+      return launch_on(arguments, path);
+    }
     if (!container && !probe.has("help") && !path.empty()) {
       const QString file = QString::fromStdString(path);
-      target = app::LaunchTarget::load_for(file);
       if (target) {
         target_path = app::LaunchTarget::path_for(file);
         const QStringList& program = probe.positional();

@@ -8,7 +8,6 @@
 
 #include <QDir>
 #include <QFile>
-#include <QFileInfo>
 #include <QTextStream>
 #include <QThread>
 
@@ -42,18 +41,29 @@ int launch_on(const QStringList& arguments, const std::string& config_path) {
   QTextStream err(stderr);
   const Arguments args(arguments, app::launch_valued_flags(), app::launch_switches(), /*stop_at_positional=*/true);
   app::RemoteLaunchRequest request;
-  app::parse_on(*args.value("on"), request.destination, request.port);
-  request.ssh_config = args.value("ssh_config").value_or(QString());
-  request.remote_spur = args.value("remote_spur").value_or(QString());
-  request.connect_timeout = static_cast<int>(args.integer("connect_timeout", 1, 3600).value_or(10));
-  request.directory_required = args.value("on_dir").has_value();
-  request.directory = args.value("on_dir").value_or(QDir::currentPath());
+  // The machine and its folder: the command line's, else the target file's (on:, on_dir:). The target file travels
+  // without them (there, the launch is that machine's own).
+  std::optional<QString> on = args.value("on");
+  std::optional<QString> on_dir = args.value("on_dir");
   if (!config_path.empty()) {
     const QString config = QString::fromStdString(config_path);
     request.config = file_bytes(config);
-    const QString target = app::LaunchTarget::path_for(config);
-    if (QFileInfo::exists(target)) request.target = file_bytes(target);
+    if (auto target = app::LaunchTarget::load_for(config)) {
+      if (!on) on = target->value("on");
+      if (!on_dir) on_dir = target->value("on_dir");
+      target->remove({"on", "on_dir"});
+      if (!target->empty()) request.target = target->to_yaml(config).toUtf8();
+    }
   }
+  if (!on) throw UsageError("--on: no machine to launch on");
+  app::parse_on(*on, request.destination, request.port);
+  // As for a history there (ssh://): SPUR_SSH_CONFIG and SPUR_REMOTE_SPUR when the flags are not given.
+  const auto environment = app::RemoteOptions::from_environment(true);
+  request.ssh_config = args.value("ssh_config").value_or(environment.ssh_config);
+  request.remote_spur = args.value("remote_spur").value_or(environment.remote_spur);
+  request.connect_timeout = static_cast<int>(args.integer("connect_timeout", 1, 3600).value_or(10));
+  request.directory_required = on_dir.has_value();
+  request.directory = on_dir.value_or(QDir::currentPath());
   // What the launcher there gets: every flag but those that are this side's (where to, how to connect, the
   // configuration, which travels as a file, and --detach, which is this command's to honour).
   static const QSet<QString> here{"on", "on_dir", "ssh_config", "config_file", "detach"};
@@ -103,11 +113,15 @@ int launch_on(const QStringList& arguments, const std::string& config_path) {
   }
   const QString follow = QString("spur runs logs %1 --follow --history %2").arg(run ? run->id : 0).arg(address.text());
   if (!run) {
+    if (started.ended && started.exit_code == 0) {  // a launch that records nothing: --dry_run, --no_history
+      out << started.output << "\n";
+      return 0;
+    }
     if (started.ended) {
       err << "spur launch: the launch on " << request.destination << " failed (exit code " << started.exit_code
           << "):\n"
           << started.output << "\n";
-      return started.exit_code == 0 ? 1 : started.exit_code;
+      return started.exit_code;
     }
     err << "spur launch: the launcher on " << request.destination << " (pid " << started.pid
         << ") has recorded no run within 30 s; its output is in " << started.folder << "/launch.log there\n";

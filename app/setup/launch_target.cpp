@@ -56,6 +56,9 @@ const std::vector<Key>& keys() {
       {"poll_interval", Kind::Count, 1, {W::SageMaker}, nullptr},
       {"aws_endpoint_url", Kind::Text, 0, {W::SageMaker}, nullptr},
       {"detach", Kind::Switch, 0, {W::SageMaker, W::Slurm}, nullptr},
+      // Where `spur launch` itself runs (spur launch --on): a login node, a workstation reached over SSH
+      {"on", Kind::Text, 0, {W::Local, W::Ssh, W::Slurm}, check_launch_machine},
+      {"on_dir", Kind::Text, 0, {W::Local, W::Ssh, W::Slurm}, nullptr},
       // Every target
       {"env", Kind::Map, 0, {}, nullptr},
       {"gradient_accumulation_steps", Kind::Count, 1, {}, nullptr},
@@ -272,6 +275,21 @@ QStringList LaunchTarget::launch_flags() const {
   QStringList all;
   if (where == W::Slurm) all << "--slurm";
   return all + flags;
+}
+
+std::optional<QString> LaunchTarget::value(const QString& name) const {
+  for (const auto& flag : split_launch_flags(flags)) {
+    if (flag.name == name) return flag.value;
+  }
+  return std::nullopt;
+}
+
+void LaunchTarget::remove(const QSet<QString>& names) {
+  QStringList kept;
+  for (const auto& flag : split_launch_flags(flags)) {
+    if (!names.contains(flag.name)) kept << flag.words;
+  }
+  flags = kept;
 }
 
 QString LaunchTarget::to_yaml(const QString& config_path) const {

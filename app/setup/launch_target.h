@@ -11,6 +11,8 @@
 //   nodes: 2                   # Slurm: nodes, ntasks_per_node, partition, time, account, qos, gres, slurm_args,
 //   partition: gpu             #   slurm_dir, job_name
 //   hosts: [gpu1, gpu2]        # SSH: hosts (a list or "a,b"), hostfile, ssh_config, remote_spur, connect_timeout
+//   on: login1                 # this machine, SSH, Slurm: the machine spur launch runs on, detached ([user@]host
+//                              #   [:port], spur launch --on; a laptop submitting through a login node), on_dir
 //   env: {NCCL_DEBUG: INFO}    # every target: env (a value-less name takes the launching shell's value),
 //   max_restarts: 1            #   gradient_accumulation_steps, max_restarts, hang_timeout, grace_period,
 //                              #   system_metrics_interval, num_cpu_threads_per_process
@@ -20,6 +22,7 @@
 // over the same key in the file; --hosts, --hostfile or --slurm on the command line replace the file's target.
 #pragma once
 
+#include <QSet>
 #include <QString>
 #include <QStringList>
 
@@ -49,6 +52,10 @@ struct LaunchTarget {
   void save_for(const QString& config_path) const;
   /// Nothing beyond a local launch with spur launch's defaults.
   bool empty() const { return where == Where::Local && flags.isEmpty(); }
+  /// A flag's value among `flags` ("on" -> "login1"), when there.
+  std::optional<QString> value(const QString& name) const;
+  /// `flags` without those named (e.g. {"on", "on_dir"}: the copy that travels to the machine it names).
+  void remove(const QSet<QString>& names);
   /// The flags to launch with: --slurm for a Slurm target, then `flags`.
   QStringList launch_flags() const;
   /// One line for people: "SSH to gpu1, gpu2", "a Slurm job: 2 node(s) x 4 task(s), partition gpu", ...

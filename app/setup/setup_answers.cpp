@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "launch/launch_plan.h"
+#include "launch/remote_launch.h"
 #include <spur/core/torch_features.h>
 
 namespace spur::app {
@@ -204,6 +205,7 @@ void SetupAnswers::take_flags(const QStringList& flags) {
   max_restarts = 0;
   hang_timeout = 0;
   slurm = SlurmRequest{};
+  launch_on.clear();
   if (flags.contains("--slurm")) where = Where::Slurm;  // a switch: before the valued flags that need it
   for (qsizetype i = 0; i + 1 < flags.size(); ++i) {
     const QString& flag = flags[i];
@@ -229,6 +231,8 @@ void SetupAnswers::take_flags(const QStringList& flags) {
       slurm.extra = split_slurm_args(value);
     } else if (flag == "--slurm_dir") {
       slurm.directory = value;
+    } else if (flag == "--on") {
+      launch_on = value;
     } else if (flag == "--job_name" && where == Where::Slurm) {
       slurm.job_name = value;
     } else if (flag == "--env") {
@@ -264,6 +268,7 @@ LaunchTarget SetupAnswers::target() const {
   for (const auto& [name, value] : environment) flags << "--env" << name + "=" + value;
   if (where != Where::SageMaker && max_restarts > 0) flags << "--max_restarts" << QString::number(max_restarts);
   if (where != Where::SageMaker && hang_timeout > 0) flags << "--hang_timeout" << QString::number(hang_timeout);
+  if (where != Where::SageMaker && !launch_on.trimmed().isEmpty()) flags << "--on" << launch_on.trimmed();
   return target;
 }
 
@@ -408,6 +413,18 @@ QString check_slurm_time(const QString& time) {
 
 QString check_slurm_gres(const QString& gres) {
   return slurm_problem([&](SlurmRequest& r) { r.gres = gres.trimmed(); }).replace("--gres ", "");
+}
+
+QString check_launch_machine(const QString& machine) {
+  if (machine.trimmed().isEmpty()) return {};
+  try {
+    QString destination;
+    int port = 0;
+    parse_on(machine.trimmed(), destination, port);
+    return {};
+  } catch (const LaunchError& e) {
+    return QString::fromUtf8(e.what());
+  }
 }
 
 QString check_slurm_directory(const QString& directory) {

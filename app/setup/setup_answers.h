@@ -71,6 +71,9 @@ struct SetupAnswers {
   int hang_timeout = 0;
   // The run's name in the history (--run_name; empty: the launcher names it).
   QString run_name;
+  // The machine `spur launch` runs on, [user@]host[:port] (--on, in the target file; empty: this one): a login node
+  // that submits the Slurm job, a machine the SSH hosts are reached from. Not for SageMaker.
+  QString launch_on;
 
   /// Defaults for this machine: several CPU processes on a CPU-only machine, one per GPU otherwise.
   static SetupAnswers defaults(const DetectedHardware& hardware);
@@ -135,5 +138,7 @@ QString check_slurm_gres(const QString& gres);
 QString check_slurm_options(const QString& options);
 /// A folder for the jobs' files (--slurm_dir): one #SBATCH lines can carry (no space, quote, $ or %).
 QString check_slurm_directory(const QString& directory);
+/// The machine `spur launch` runs on (--on, the target file's on:): [user@]host[:port]; empty is fine (this one).
+QString check_launch_machine(const QString& machine);
 
 }  // namespace spur::app

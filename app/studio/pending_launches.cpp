@@ -5,6 +5,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 
 #include <algorithm>
 
@@ -21,7 +22,34 @@ QString last_lines(const QString& file, int count) {
   return lines.mid(std::max<qsizetype>(0, lines.size() - count)).join('\n');
 }
 
+// The run a `spur launch --on ...` said it started there (0: none said yet), and the history it is in.
+qint64 run_started_there(const QString& log, QString* history = nullptr) {
+  static const QRegularExpression said(
+      R"(^spur launch: run (\d+) \(.*\) runs on \S+, detached; follow it again with: .* --history (ssh://\S+))",
+      QRegularExpression::MultilineOption);
+  QFile in(log);
+  if (!in.open(QIODevice::ReadOnly)) return 0;
+  const auto match = said.match(QString::fromLocal8Bit(in.read(64 * 1024)));  // said early, before the console
+  if (!match.hasMatch()) return 0;
+  if (history) *history = match.captured(2);
+  return match.captured(1).toLongLong();
+}
+
 }  // namespace
+
+LaunchRequest launched_from_here(LaunchRequest request, const HistoryAddress& address, const RemoteOptions& options) {
+  QString on = address.destination();
+  if (address.port > 0) on += QString(":%1").arg(address.port);
+  QStringList flags{"--on", on};
+  if (!request.working_directory.isEmpty()) flags << "--on_dir" << request.working_directory;
+  if (!options.ssh_config.isEmpty()) flags << "--ssh_config" << options.ssh_config;
+  if (!options.remote_spur.isEmpty()) flags << "--remote_spur" << options.remote_spur;
+  flags << "--detach";
+  request.flags = flags + request.flags;
+  request.history = address.path;  // as that machine's serve is given it; empty: that machine's default
+  request.working_directory = QDir::homePath();
+  return request;
+}
 
 PendingLaunches::PendingLaunches(QString history, QString log_directory)
     : history_(std::move(history)), log_directory_(std::move(log_directory)) {}
@@ -44,13 +72,24 @@ std::vector<PendingLaunches::Outcome> PendingLaunches::settle(const std::vector<
     const auto found = std::find_if(runs.rbegin(), runs.rend(), [&](const history::Run& run) {
       return run.id > it->newest_before && run.pid == it->pid && QString::fromStdString(run.host) == here;
     });
-    if (found != runs.rend()) {
+    QString history;
+    const qint64 there = run_started_there(it->log, &history);
+    const bool into_this = history == history_ || HistoryAddress::parse(history_).has_value();
+    const bool there_shown =
+        there > 0 && std::any_of(runs.begin(), runs.end(), [&](const history::Run& run) { return run.id == there; });
+    if (found != runs.rend() || there_shown) {
       QFile::remove(it->log);  // from here on the history has the run's account
-      outcomes.push_back({found->id, it->command, {}});
+      outcomes.push_back({found != runs.rend() ? found->id : there, it->command, {}, {}});
       it = pending_.erase(it);
+    } else if (there > 0 && !into_this) {
+      // Started on another machine, into its history (its launcher here follows it, its log the console).
+      outcomes.push_back({there, it->command, {}, history});
+      it = pending_.erase(it);
+    } else if (there > 0) {
+      ++it;  // started there, into this history: shown once it is read again
     } else if (!process_alive(it->pid) && it->ended) {
       // Gone before recording a run: a bad configuration or program, said in its output.
-      outcomes.push_back({0, it->command, last_lines(it->log, 15)});
+      outcomes.push_back({0, it->command, last_lines(it->log, 15), {}});
       it = pending_.erase(it);
     } else {
       it->ended = !process_alive(it->pid);

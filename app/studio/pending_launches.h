@@ -15,8 +15,15 @@
 #include <spur/history/records.h>
 
 #include "launch/launch_request.h"
+#include "runs/remote_history.h"
 
 namespace spur::app {
+
+/// `request` (a run's relaunch: its program and folder are on the machine of the history at `address`) as this
+/// machine starts it: `spur launch --on HOST[:PORT] --on_dir DIR --history PATH --detach`, with `options`' ssh
+/// config and remote spur, run here in the home folder. The run is recorded there; its launcher here prints the
+/// run's id ("spur launch: run N (...) runs on HOST, detached"), which is how PendingLaunches settles it.
+LaunchRequest launched_from_here(LaunchRequest request, const HistoryAddress& address, const RemoteOptions& options);
 
 class PendingLaunches {
  public:
@@ -32,11 +39,15 @@ class PendingLaunches {
     qint64 run = 0;   // the run the launch recorded; 0: its launcher ended without one
     QString command;  // the launch's command line
     QString output;   // when it ended without a run: the last 15 lines of its output (empty: it said nothing)
+    QString there;    // a run started on another machine (a target file's on:): that machine's history, ssh://...
   };
   /// What became of the launches, given the runs now read (the new ones among them): each launch is reported once,
   /// when its run is among `runs` (created after the launch, by its launcher's pid, on this machine: pids are
-  /// reused) or when its launcher has ended without one: seen ended at two calls in a row, so that a run recorded
-  /// just before its launcher ended, after the runs of the first call were read, is found in the second's.
+  /// reused; for a launch on another machine, launched_from_here, the run its launcher named) or when its launcher
+  /// has ended without one: seen ended at two calls in a row, so that a run recorded just before its launcher
+  /// ended, after the runs of the first call were read, is found in the second's. A launch of a configuration
+  /// whose target file sends it to another machine (on:) records its run in that machine's history: reported as
+  /// soon as its launcher names it, with `there` (the caller opens that history).
   std::vector<Outcome> settle(const std::vector<history::Run>& runs);
   bool empty() const { return pending_.empty(); }
 

@@ -473,8 +473,9 @@ class ConfigTest : public QObject {
     spur.start(SPUR_CLI, {"config", "--config_file", path});
     QVERIFY(spur.waitForStarted());
     // Slurm, GPUs, 2 nodes, 4 tasks, partition gpu, a time limit Slurm does not take first (asked again), then
-    // 2:00:00, no account, no QOS, gpu:4, --exclusive, the default folder, all GPUs, bf16, 1 restart.
-    spur.write("slurm\nyes\n2\n4\ngpu\nsoon\n2:00:00\n\n\ngpu:4\n--exclusive\n\n\nbf16\n1\n");
+    // 2:00:00, no account, no QOS, gpu:4, --exclusive, the default folder, a login node like an option (asked
+    // again), then this machine, all GPUs, bf16, 1 restart.
+    spur.write("slurm\nyes\n2\n4\ngpu\nsoon\n2:00:00\n\n\ngpu:4\n--exclusive\n\n-oProxyCommand=x\n\n\nbf16\n1\n");
     spur.closeWriteChannel();
     QVERIFY(spur.waitForFinished(30000));
     const QString output = QString::fromUtf8(spur.readAll());
@@ -522,6 +523,10 @@ class ConfigTest : public QObject {
                               << "not YAML";
     QTest::newRow("a switch that is not") << "target: slurm\ndetach: maybe\n"
                                           << ":2: detach: 'maybe' is not";
+    QTest::newRow("a machine to launch on like an option") << "target: slurm\non: -oProxyCommand=x\n"
+                                                           << ":2: on: ";
+    QTest::newRow("launching SageMaker from elsewhere") << "target: sagemaker\non: login1\n"
+                                                        << ":2: on: not a setting of a sagemaker target";
   }
   void target_file_errors_name_file_line_and_key() {
     QFETCH(QString, text);

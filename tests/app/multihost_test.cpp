@@ -7,9 +7,9 @@
 // (slurmctld and a slurmd per namespace, tests/rigs/slurm_rig.sh) runs `spur launch --slurm` across them: the
 // example trains, and a rank failing on the second node is reported with its own exit code while srun stops
 // the first node's launcher (143). A third host without Slurm is the desktop (issue 35): it launches a saved Slurm
-// configuration through the login node h0 (`spur launch --on h0`), the Studio's readers on it watch the run in h0's
-// history live over SSH, the desktop's cable is pulled and its launcher killed (a laptop closed) while the job goes
-// on, and with the cable back the desktop reattaches and follows the run to its end.
+// configuration whose target file names the login node h0 (on: h0, as `spur launch --on h0`), the Studio's readers on
+// it watch the run in h0's history live over SSH, the desktop's cable is pulled and its launcher killed (a laptop
+// closed) while the job goes on, and with the cable back the desktop reattaches and follows the run to its end.
 #include <signal.h>
 
 #include <QDir>
@@ -191,6 +191,7 @@ class MultiHostTest : public QObject {
     answers.slurm.time = "10";
     answers.slurm.directory = rig_.path() + "/jobs";
     answers.environment = {{"GLOO_SOCKET_IFNAME", "eth0"}};
+    answers.launch_on = "h0";  // launched from the login node: the file says so
     const QString config = rig_.path() + "/desktop/slurm.yaml";
     QVERIFY(QDir().mkpath(rig_.path() + "/desktop"));
     answers.target().save_for(config);
@@ -207,8 +208,6 @@ class MultiHostTest : public QObject {
                            "2",
                            SPUR_CLI,
                            "launch",
-                           "--on",
-                           "h0",
                            "--ssh_config",
                            rig_.path() + "/ssh_config",
                            "--remote_spur",

@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QScopeGuard>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -26,8 +27,10 @@
 #include "runs/history_server.h"
 #include "runs/remote_history.h"
 #include "runs/run_service.h"
+#include "setup/launch_target.h"
 #include "sshd_rig.h"
 #include "studio/console_model.h"
+#include "studio/pending_launches.h"
 #include "studio/run_actions.h"
 #include "studio/runs_model.h"
 #include "studio/series_loader.h"
@@ -559,6 +562,105 @@ class RemoteHistoryTest : public QObject {
     QCOMPARE(stopped.result(), QString());
     QTRY_COMPARE_WITH_TIMEOUT(spur::app::RunService(history.toStdString()).run(3).status, std::string("stopped"),
                               30000);
+  }
+
+  // The Studio's Relaunch in a window on another machine's history: the run's configuration comes back over SSH,
+  // the new run starts there through `spur launch --on ... --detach` started here, is recorded there with the run
+  // it came from, and the pending launch settles on the run its launcher named.
+  void a_run_there_is_relaunched_from_here() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("there.db");
+    const QString config = dir.filePath("one.yaml");
+    QFile file(config);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
+    file.close();
+    const auto first =
+        spur::test::run_process(SPUR_CLI,
+                                {"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur",
+                                 SPUR_CLI, "--history", history, "--on_dir", dir.path(), "--config_file", config,
+                                 "--run_name", "first", SPUR_LAUNCH_RIG, "--lines", "2"},
+                                QProcessEnvironment::systemEnvironment(), 120000);
+    QVERIFY2(first.exit_code == 0, qPrintable(first.output));
+    spur::app::RemoteOptions options;
+    options.ssh_config = sshd_->client_config();
+    options.remote_spur = SPUR_CLI;
+    options.batch_mode = true;
+    const auto address = *spur::app::HistoryAddress::parse(this->address(history));
+    spur::app::RunService there(address.text().toStdString(), options);
+    const QString copy = dir.filePath("relaunch/run-1.yaml");
+    QVERIFY(QDir().mkpath(dir.filePath("relaunch")));
+    there.export_config(1, copy);  // what the Studio's actions do before it launches
+    const auto request = spur::app::launched_from_here(
+        spur::app::RunService::relaunch_request(there.run(1), copy, "again"), address, options);
+    QCOMPARE(request.flags.mid(0, 4), (QStringList{"--on", "machine1", "--on_dir", dir.path()}));
+    QVERIFY(QDir().mkpath(dir.filePath("logs")));
+    qputenv("SPUR_PROGRAM", SPUR_CLI);  // the Studio's own spur, found beside it when installed
+    auto restore = qScopeGuard([] { qunsetenv("SPUR_PROGRAM"); });
+    spur::app::PendingLaunches pending(address.text(), dir.filePath("logs"));
+    QCOMPARE(pending.launch(request, 1), QString());
+    std::vector<spur::app::PendingLaunches::Outcome> outcomes;
+    QElapsedTimer timer;
+    timer.start();
+    while (outcomes.empty() && timer.elapsed() < 90000) {
+      QThread::msleep(300);
+      spur::history::RunFilter all;
+      outcomes = pending.settle(there.runs(all));
+    }
+    QCOMPARE(outcomes.size(), size_t{1});
+    QVERIFY2(outcomes.front().run == 2, qPrintable(outcomes.front().output));
+    QTRY_COMPARE_WITH_TIMEOUT(spur::app::RunService(history.toStdString()).run(2).status, std::string("finished"),
+                              30000);
+    const auto again = spur::app::RunService(history.toStdString()).run(2);
+    QCOMPARE(again.name, std::string("again"));
+    QCOMPARE(again.parent, int64_t{1});
+    QVERIFY2(QString::fromStdString(again.config).contains("num_processes: 1"), again.config.c_str());
+  }
+
+  // The Studio's Launch of a configuration whose target file says where spur launch runs (on: machine1, a login
+  // node): the run is recorded in that machine's history, and the pending launch in this machine's window settles
+  // as soon as the launcher here names it, with that history to open (ssh://machine1/...).
+  void a_launch_from_a_file_naming_another_machine_settles_there() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("there.db");
+    const QString config = dir.filePath("run.yaml");
+    QFile file(config);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
+    file.close();
+    spur::app::LaunchTarget target;
+    target.flags = {"--on", "machine1", "--on_dir", dir.path()};
+    target.save_for(config);
+    spur::app::LaunchRequest request;
+    request.config_file = config;
+    request.program = SPUR_LAUNCH_RIG;
+    request.arguments = {"--lines", "2", "--sleep", "3"};
+    request.flags = {"--run_name", "from the file", "--history", history};  // --history: that machine's file
+    request.working_directory = dir.path();
+    auto environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("SPUR_SSH_CONFIG", sshd_->client_config());
+    environment.insert("SPUR_REMOTE_SPUR", SPUR_CLI);
+    environment.insert("SPUR_PROGRAM", SPUR_CLI);
+    qputenv("SPUR_PROGRAM", SPUR_CLI);
+    auto restore = qScopeGuard([] { qunsetenv("SPUR_PROGRAM"); });
+    QVERIFY(QDir().mkpath(dir.filePath("logs")));
+    const QString here = dir.filePath("here.db");  // this machine's window: the run is not in it
+    spur::app::PendingLaunches pending(here, dir.filePath("logs"));
+    QCOMPARE(pending.launch(request, 0, environment), QString());
+    std::vector<spur::app::PendingLaunches::Outcome> outcomes;
+    QElapsedTimer timer;
+    timer.start();
+    while (outcomes.empty() && timer.elapsed() < 60000) {
+      QThread::msleep(200);
+      outcomes = pending.settle({});
+    }
+    QCOMPARE(outcomes.size(), size_t{1});
+    QCOMPARE(outcomes.front().run, qint64{1});
+    QCOMPARE(outcomes.front().there, address(history));
+    QTRY_COMPARE_WITH_TIMEOUT(spur::app::RunService(history.toStdString()).run(1).status, std::string("finished"),
+                              30000);
+    QCOMPARE(spur::app::RunService(history.toStdString()).run(1).name, std::string("from the file"));
+    QVERIFY(!QFileInfo::exists(here));
   }
 
   void bad_remotes_say_what_is_wrong_data() {

@@ -312,6 +312,11 @@ class WizardTest : public QObject {
                                              << "--exclusive --nodes=4"
                                              << "--nodes is spur launch's to set"
                                              << "--exclusive --mem=0";
+    QTest::newRow("Slurm login node like an option") << "where_slurm"
+                                                     << "submit_from"
+                                                     << "-oProxyCommand=x"
+                                                     << "--on: "
+                                                     << "ana@login1:2222";
   }
 
   void bad_fields_keep_next_disabled() {
@@ -546,10 +551,11 @@ class WizardTest : public QObject {
   // A Slurm launch from the history comes back to its page with its settings.
   void a_slurm_launch_comes_back_with_its_settings() {
     QTemporaryDir dir;
-    QSettings().setValue("launch/last_command",
-                         "cd /tmp && spur launch --config_file c.yaml --slurm --nodes 3 --ntasks_per_node 4 "
-                         "--partition gpu --time 2:00:00 --account lab --qos high --gres gpu:4 --slurm_args "
-                         "'--exclusive --mem=0' --job_name spur-t --slurm_dir /shared/jobs --max_restarts 2 ./t x");
+    QSettings().setValue(
+        "launch/last_command",
+        "cd /tmp && spur launch --config_file c.yaml --slurm --nodes 3 --ntasks_per_node 4 "
+        "--partition gpu --time 2:00:00 --account lab --qos high --gres gpu:4 --slurm_args "
+        "'--exclusive --mem=0' --job_name spur-t --slurm_dir /shared/jobs --max_restarts 2 --on login1 ./t x");
     QSettings().remove("launch/last_config");
     spur::studio::MainWindow window(dir.filePath("history.db"));
     std::unique_ptr<SetupWizard> wizard(window.make_wizard());
@@ -562,6 +568,7 @@ class WizardTest : public QObject {
     QCOMPARE(wizard->findChild<QSpinBox*>("ntasks_per_node")->value(), 4);
     QCOMPARE(wizard->findChild<QLineEdit*>("partition")->text(), QString("gpu"));
     QCOMPARE(wizard->findChild<QLineEdit*>("slurm_args")->text(), QString("--exclusive --mem=0"));
+    QCOMPARE(wizard->findChild<QLineEdit*>("submit_from")->text(), QString("login1"));  // submitted from there
     const QStringList expected{"--slurm",
                                "--nodes",
                                "3",
@@ -584,7 +591,9 @@ class WizardTest : public QObject {
                                "--slurm_dir",
                                "/shared/jobs",
                                "--max_restarts",
-                               "2"};
+                               "2",
+                               "--on",
+                               "login1"};
     // They are saved in the target file beside the configuration; the launch itself names the file only.
     QCOMPARE(wizard->answers().target().launch_flags(), expected);
     QCOMPARE(wizard->launch_request().flags, QStringList{});

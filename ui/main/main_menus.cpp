@@ -64,9 +64,10 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
   toolbar->addAction(stop_);
   toolbar->addAction(relaunch_);
   if (remote_) {
-    // A run starts on the machine whose history records it: there, with spur launch (or a Studio opened there).
+    // A run starts on the machine whose history records it: there, with spur launch (or a Studio opened there). A
+    // run of it is relaunched there from here (spur launch --on).
     const QString why = tr("This history is on another machine: launch there (spur launch --on), and watch it here");
-    for (auto* action : {launch_, relaunch_, import_}) {
+    for (auto* action : {launch_, import_}) {
       action->setEnabled(false);
       action->setToolTip(why);
     }
@@ -155,6 +156,7 @@ void MainMenus::build_run_menu() {
       },
       true);
   stop_->setIcon(run_icon(RunIcon::stop));
+  stop_->setEnabled(false);  // until a running run is selected (update())
   relaunch_ = add(
       run_menu, tr("&Relaunch"), QKeySequence(Qt::CTRL | Qt::Key_R),
       [this] {
@@ -163,6 +165,7 @@ void MainMenus::build_run_menu() {
       true);
   relaunch_->setIcon(run_icon(RunIcon::relaunch));
   relaunch_->setObjectName("relaunch");
+  relaunch_->setEnabled(false);  // until a run that can be is selected (update())
   run_menu->addSeparator();
   editing_ << add(
       run_menu, tr("Re&name..."), QKeySequence(Qt::Key_F2),
@@ -354,7 +357,7 @@ void MainMenus::update(qint64 run) {
   const int row = run ? runs->row_of(run) : -1;
   const QString status = row >= 0 ? runs->status(row) : QString();
   stop_->setEnabled(status == "running" || status == "queued");
-  relaunch_->setEnabled(!remote_ && row >= 0 && !runs->run(row).config.empty() && !runs->run(row).command.empty());
+  relaunch_->setEnabled(row >= 0 && !runs->run(row).config.empty() && !runs->run(row).command.empty());
 }
 
 void MainMenus::set_editable(bool editable) {

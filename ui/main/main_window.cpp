@@ -38,6 +38,7 @@
 #include "main/history_summaries.h"
 #include "main/import_worker.h"
 #include "main/main_menus.h"
+#include "main/open_history_dialog.h"
 #include "main/relaunch_dialog.h"
 #include "main/run_notifier.h"
 #include "main/run_overview.h"
@@ -522,6 +523,20 @@ QString MainWindow::launch(const app::LaunchRequest& request) {
 void MainWindow::settle_launches() {
   if (pending_.empty()) return;
   for (const auto& outcome : pending_.settle(runs_->records())) {
+    if (!outcome.there.isEmpty()) {
+      // Its configuration launches it from another machine (a login node): the run is in that machine's history,
+      // watched in a window of its own, as File > Open history would open it.
+      QSettings settings;
+      remember_history(settings, outcome.there);
+      auto* other = new MainWindow(outcome.there);
+      other->setAttribute(Qt::WA_DeleteOnClose);
+      other->show_runs({outcome.run});
+      other->show();
+      statusBar()->showMessage(
+          tr("Run %1 started from another machine: watched in the window of %2").arg(outcome.run).arg(outcome.there),
+          15000);
+      continue;
+    }
     if (outcome.run > 0) {
       select_run(outcome.run);
       emit launched(outcome.run);
@@ -560,8 +575,13 @@ QFuture<QString> MainWindow::start_relaunch(qint64 run, const app::LaunchRequest
   // its owner's only as every configuration Spur writes; saved on the actions thread, then launched here.
   auto promise = std::make_shared<QPromise<QString>>();
   promise->start();
-  when_done(actions_->export_config(run, request.config_file), [this, promise, request](const QString& saved) {
-    promise->addResult(saved.isEmpty() ? launch(request) : saved);
+  // A run in a history on another machine is launched there again: through `spur launch --on` from here.
+  app::LaunchRequest started = request;
+  if (const auto address = app::HistoryAddress::parse(path_)) {
+    started = app::launched_from_here(request, *address, app::RemoteOptions::from_environment(false));
+  }
+  when_done(actions_->export_config(run, request.config_file), [this, promise, started](const QString& saved) {
+    promise->addResult(saved.isEmpty() ? launch(started) : saved);
     promise->finish();
   });
   return promise->future();

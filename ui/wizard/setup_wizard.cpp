@@ -278,7 +278,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   // --- Slurm ------------------------------------------------------------------------------------------------
   auto* slurm = new_page(tr("Slurm cluster"),
                          tr("One spur launch per node, started by srun. Slurm's commands (sbatch, squeue, scontrol, "
-                            "scancel) must work here, and Spur and the program be at the same path on the nodes."));
+                            "scancel) must work where the job is submitted (here, or the login node below), and "
+                            "Spur and the program be at the same path on the nodes."));
+  submit_from_ = line(slurm, "submit_from", tr("empty: this machine; or a login node over SSH, like login1"));
+  submit_from_->setToolTip(
+      tr("spur launch runs there, detached (spur launch --on): the job outlives this machine, "
+         "and its run is watched from here in that machine's history"));
   partition_ = line(slurm, "partition", tr("empty: the cluster's default partition"));
   nodes_ = spin(slurm, "nodes", 1, 100000);
   tasks_per_node_ = spin(slurm, "ntasks_per_node", 1, 4096);
@@ -289,6 +294,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   gres_ = line(slurm, "gres", tr("per node, like gpu:4; empty: none"));
   sbatch_options_ = line(slurm, "slurm_args", tr("more #SBATCH options, like --exclusive --mem=0"));
   job_folder_ = line(slurm, "slurm_dir", tr("empty: spur-slurm in the working directory; the nodes must see it"));
+  slurm->add(tr("Submit from:"), submit_from_, [this] { return app::check_launch_machine(submit_from_->text()); });
   slurm->add(tr("Partition:"), partition_, [this] { return app::check_slurm_partition(partition_->text()); });
   slurm->add(tr("Nodes:"), nodes_);
   slurm->add(tr("Processes per node:"), tasks_per_node_);
@@ -539,6 +545,7 @@ void SetupWizard::show_answers(const app::SetupAnswers& a) {
   gres_->setText(a.slurm.gres);
   sbatch_options_->setText(a.slurm.extra.join(' '));
   job_folder_->setText(a.slurm.directory);
+  submit_from_->setText(a.launch_on);
   inputs_->setText(QString::fromStdString(a.inputs_file));
   metrics_->setText(QString::fromStdString(a.metrics_file));
   use_cpu_->setChecked(a.use_cpu);
@@ -586,6 +593,7 @@ app::SetupAnswers SetupWizard::answers() const {
   a.slurm.gres = gres_->text().trimmed();
   a.slurm.extra = sbatch_options_->text().split(' ', Qt::SkipEmptyParts);
   a.slurm.directory = job_folder_->text().trimmed();
+  a.launch_on = submit_from_->text().trimmed();
   a.region = region_->text().trimmed().toStdString();
   a.iam_role_name = role_->text().trimmed().toStdString();
   a.profile = profile_->text().trimmed().toStdString();

@@ -84,6 +84,7 @@ class SetupWizard : public QWizard {
   // Slurm
   QPlainTextEdit* target_yaml_ = nullptr;
   QLineEdit *partition_, *time_limit_, *account_, *qos_, *gres_, *sbatch_options_, *job_folder_;
+  QLineEdit* submit_from_;  // the login node spur launch runs on (--on); empty: this machine
   QSpinBox *nodes_, *tasks_per_node_;
   // Training
   QCheckBox* use_cpu_;
