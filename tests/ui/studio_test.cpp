@@ -51,6 +51,8 @@
 #include "studio/console_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/askpass.h"
+#include "setup/launch_target.h"
+#include "sshd_rig.h"
 #include "runs/remote_history.h"
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
@@ -169,6 +171,55 @@ class StudioTest : public QObject {
       }
     }
     QTRY_VERIFY_WITH_TIMEOUT(window.statusBar()->currentMessage().contains("cannot reach nosuchhost.invalid"), 20000);
+  }
+
+  // Launch of a configuration whose target file submits from another machine (on: machine1, the wizard's Submit
+  // from): the run starts there, in that machine's history, and the Studio opens that history in a window of its
+  // own with the run selected (a real sshd on loopback is the other machine).
+  void a_launch_from_another_machine_opens_its_history() {
+    spur::test::ThrowawaySshd sshd;
+    QVERIFY2(sshd.problem().isEmpty(), qPrintable(sshd.problem()));
+    QTemporaryDir dir;
+    const QString config = dir.filePath("run.yaml");
+    QFile file(config);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
+    file.close();
+    spur::app::LaunchTarget target;
+    target.flags = {"--on", "machine1", "--on_dir", dir.path()};
+    target.save_for(config);
+    qputenv("SPUR_PROGRAM", SPUR_CLI);
+    qputenv("SPUR_SSH_CONFIG", sshd.client_config().toUtf8());
+    qputenv("SPUR_REMOTE_SPUR", SPUR_CLI);
+    auto restore = qScopeGuard([] {
+      qunsetenv("SPUR_SSH_CONFIG");
+      qunsetenv("SPUR_REMOTE_SPUR");
+    });
+    spur::studio::MainWindow window(dir.filePath("here.db"));
+    window.show();
+    spur::app::LaunchRequest request;
+    request.config_file = config;
+    request.program = SPUR_LAUNCH_RIG;
+    request.arguments = {"--lines", "2", "--sleep", "2"};
+    request.history = dir.filePath("there.db");  // that machine's file (default: its own history)
+    request.flags = {"--run_name", "submitted there"};
+    QCOMPARE(window.launch(request), QString());
+    spur::studio::MainWindow* other = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+          for (auto* widget : QApplication::topLevelWidgets()) {
+            auto* candidate = qobject_cast<spur::studio::MainWindow*>(widget);
+            if (candidate && candidate != &window && candidate->windowTitle().startsWith("machine1:"))
+              other = candidate;
+          }
+          return other != nullptr;
+        }(),
+        60000);
+    auto close_other = qScopeGuard([&] { delete other; });
+    QTRY_COMPARE_WITH_TIMEOUT(other->runs()->rowCount(), 1, 30000);
+    QCOMPARE(QString::fromStdString(other->runs()->run(0).name), QString("submitted there"));
+    QTRY_COMPARE_WITH_TIMEOUT(other->runs_view()->selectionModel()->selectedRows().size(), 1, 10000);
+    QCOMPARE(window.runs()->rowCount(), 0);  // nothing recorded here
   }
 
   void open_history_says_what_is_wrong_data() {
