@@ -29,7 +29,7 @@ qint64 run_started_there(const QString& log, QString* history = nullptr) {
       QRegularExpression::MultilineOption);
   QFile in(log);
   if (!in.open(QIODevice::ReadOnly)) return 0;
-  const auto match = said.match(QString::fromLocal8Bit(in.read(64 * 1024)));  // said early, before the console
+  const auto match = said.match(QString::fromLocal8Bit(in.read(qint64{64} * 1024)));  // said early, before the console
   if (!match.hasMatch()) return 0;
   if (history) *history = match.captured(2);
   return match.captured(1).toLongLong();
