@@ -26,6 +26,7 @@
 #include "launch/local_launcher.h"
 #include "launch/supervisor.h"
 #include "launch/ssh_fanout.h"
+#include "runs/remote_history.h"
 #include "sagemaker/aws_cli.h"
 #include "sagemaker/container.h"
 #include "setup/launch_target.h"
@@ -402,7 +403,7 @@ app::SupervisorOptions record_options(const Arguments& args, const QStringList& 
   if (const auto history = args.value("history")) options.history_path = history->toStdString();
   std::string path = options.history_path;
   if (path.empty()) path = qEnvironmentVariable("SPUR_HISTORY").toStdString();
-  if (QString::fromStdString(path).startsWith("ssh://", Qt::CaseInsensitive)) {
+  if (app::HistoryAddress::is_address(QString::fromStdString(path))) {
     throw UsageError("spur launch records into a history on this machine, not " + QString::fromStdString(path) +
                      " (SPUR_HISTORY or --history): give a file here, or launch on that machine (ssh HOST spur "
                      "launch ...) and read its history with spur runs --history " +

@@ -283,7 +283,7 @@ int import_runs(app::RunService& service, const Arguments& args, QTextStream& ou
 int serve(std::string path, const Arguments& args) {
   if (!args.has("stdio")) throw UsageError("spur runs serve --stdio [--history F] (what ssh://HOST/F starts)");
   const QString given = QString::fromStdString(path);
-  if (given.startsWith("ssh://", Qt::CaseInsensitive)) {
+  if (app::HistoryAddress::is_address(given)) {
     throw UsageError("serve answers for a history on this machine, not " + given);
   }
   if (given == "~" || given.startsWith("~/")) path = (QDir::homePath() + given.mid(1)).toStdString();

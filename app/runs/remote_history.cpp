@@ -30,7 +30,7 @@ namespace {
 }  // namespace
 
 std::optional<HistoryAddress> HistoryAddress::parse(const QString& location) {
-  if (!location.startsWith("ssh://", Qt::CaseInsensitive)) return std::nullopt;
+  if (!is_address(location)) return std::nullopt;
   const QUrl url(location, QUrl::StrictMode);
   auto wrong = [&](const QString& why) {
     throw RunServiceError(

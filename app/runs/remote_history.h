@@ -34,6 +34,8 @@ struct HistoryAddress {
   /// nullopt when `location` is not an ssh:// address (a local file); RunServiceError naming what is wrong with
   /// one that is (no host, a host ssh could read as an option, a port out of range).
   static std::optional<HistoryAddress> parse(const QString& location);
+  /// Whether `location` names a history on another machine (it starts with ssh://), the rest not judged yet.
+  static bool is_address(const QString& location) { return location.startsWith("ssh://", Qt::CaseInsensitive); }
   /// "[user@]host" as ssh is given it.
   QString destination() const;
   /// The address written back: ssh://user@host:port/path.

@@ -263,7 +263,7 @@ RunsSnapshot RunsReader::read() {
     snapshot.error = QString::fromUtf8(e.what());
     snapshot.fetched_more = true;  // asked again after the error
     if (snapshot.error.isEmpty()) snapshot.error = "the run history cannot be read";
-    if (path_.startsWith("ssh://", Qt::CaseInsensitive)) {
+    if (HistoryAddress::is_address(path_)) {
       failed_ = snapshot.error;
       failure_.start();
     }

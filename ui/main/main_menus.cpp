@@ -33,6 +33,7 @@
 #include "main/run_notifier.h"
 #include "main/runs_columns.h"
 #include "main/theme.h"
+#include "runs/remote_history.h"
 #include "setup/setup_answers.h"
 #include "studio/runs_model.h"
 #include "wizard/setup_wizard.h"
@@ -47,7 +48,7 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
       search_(search),
       columns_(columns),
       path_(std::move(history_path)),
-      remote_(path_.startsWith("ssh://", Qt::CaseInsensitive)),
+      remote_(app::HistoryAddress::is_address(path_)),
       current_run_(std::move(current_run)) {
   auto* toolbar = window_->addToolBar(tr("Main"));
   toolbar->setObjectName("toolbar");

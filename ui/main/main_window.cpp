@@ -72,8 +72,7 @@ QString history_title(const QString& path, bool read_only) {
 MainWindow::MainWindow(const QString& history_path, QWidget* parent)
     : QMainWindow(parent),
       // A history on another machine (ssh://...) is named as given; a file by its whole path.
-      path_(history_path.startsWith("ssh://", Qt::CaseInsensitive) ? history_path
-                                                                   : QFileInfo(history_path).absoluteFilePath()),
+      path_(app::HistoryAddress::is_address(history_path) ? history_path : QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
       notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
       colours_(new RunsColours(this)),
@@ -550,7 +549,7 @@ void MainWindow::settle_launches() {
 QString MainWindow::stop_run(qint64 run) {
   const int row = runs_->row_of(run);
   if (row < 0) return tr("No run %1.").arg(run);
-  if (path_.startsWith("ssh://", Qt::CaseInsensitive)) {
+  if (app::HistoryAddress::is_address(path_)) {
     // Its launcher is on that machine: the serve there signals it (the answer comes later, as the actions' do).
     report_when_done(acted(actions_->stop(run)));
     return {};

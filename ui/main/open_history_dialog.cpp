@@ -77,7 +77,7 @@ OpenHistoryDialog::OpenHistoryDialog(const QStringList& recent, QWidget* parent)
 
 QString OpenHistoryDialog::location() const {
   QString text = location_->currentText().trimmed();
-  if (text.isEmpty() || text.startsWith("ssh://", Qt::CaseInsensitive)) return text;
+  if (text.isEmpty() || app::HistoryAddress::is_address(text)) return text;
   QString path = text;
   if (path == "~" || path.startsWith("~/")) path = QDir::homePath() + path.mid(1);
   return QFileInfo(path).absoluteFilePath();
@@ -86,7 +86,7 @@ QString OpenHistoryDialog::location() const {
 QString OpenHistoryDialog::problem(const QString& text) {
   const QString trimmed = text.trimmed();
   if (trimmed.isEmpty()) return {};  // nothing typed yet: nothing to say
-  if (trimmed.startsWith("ssh://", Qt::CaseInsensitive)) {
+  if (app::HistoryAddress::is_address(trimmed)) {
     try {
       app::HistoryAddress::parse(trimmed);
     } catch (const std::exception& e) {
