@@ -88,6 +88,17 @@ class RemoteHistoryTest : public QObject {
     env.remove("SPUR_HISTORY");
     return spur::test::run_process(SPUR_CLI, arguments, env, 60000).output;
   }
+  // A configuration file in `dir`: one process or `processes` on the CPU.
+  static QString cpu_config(const QTemporaryDir& dir, const QString& name, int processes) {
+    QString path = dir.filePath(name);
+    QFile file(path);
+    file.open(QIODevice::WriteOnly);
+    file.write(QString("compute_environment: LOCAL_MACHINE\ndistributed_type: %1\nnum_processes: %2\nuse_cpu: true\n")
+                   .arg(processes > 1 ? "MULTI_CPU" : "'NO'")
+                   .arg(processes)
+                   .toUtf8());
+    return path;
+  }
   static QString script(const QTemporaryDir& dir, const QString& name, const QString& body) {
     QString path = dir.filePath(name);
     QFile file(path);
@@ -468,11 +479,7 @@ class RemoteHistoryTest : public QObject {
   void launch_on_runs_there_and_follows_it() {
     QTemporaryDir dir;
     const QString history = dir.filePath("there.db");
-    const QString config = dir.filePath("two.yaml");
-    QFile file(config);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n");
-    file.close();
+    const QString config = cpu_config(dir, "two.yaml", 2);
     const auto result = spur::test::run_process(
         SPUR_CLI,
         {"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur", SPUR_CLI, "--history",
@@ -570,11 +577,7 @@ class RemoteHistoryTest : public QObject {
   void a_run_there_is_relaunched_from_here() {
     QTemporaryDir dir;
     const QString history = dir.filePath("there.db");
-    const QString config = dir.filePath("one.yaml");
-    QFile file(config);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
-    file.close();
+    const QString config = cpu_config(dir, "one.yaml", 1);
     const auto first =
         spur::test::run_process(SPUR_CLI,
                                 {"launch", "--on", "machine1", "--ssh_config", sshd_->client_config(), "--remote_spur",
@@ -623,11 +626,7 @@ class RemoteHistoryTest : public QObject {
   void a_launch_from_a_file_naming_another_machine_settles_there() {
     QTemporaryDir dir;
     const QString history = dir.filePath("there.db");
-    const QString config = dir.filePath("run.yaml");
-    QFile file(config);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
-    file.close();
+    const QString config = cpu_config(dir, "run.yaml", 1);
     spur::app::LaunchTarget target;
     target.flags = {"--on", "machine1", "--on_dir", dir.path()};
     target.save_for(config);

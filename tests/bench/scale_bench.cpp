@@ -171,11 +171,7 @@ int studio(const QString& history, qint64 points) {
     wait([] { return false; }, 300);  // the deselection's removals done
     QList<qint64> ids;
     clock.restart();
-    QItemSelection selection;
-    for (int row = 0; row < n && row < model->rowCount(); ++row) {
-      selection.select(model->index(row, 0), model->index(row, 0));
-      ids << model->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong();
-    }
+    const QItemSelection selection = spur::bench::first_rows(*model, n, ids);
     table->selectionModel()->select(selection, QItemSelectionModel::Select | QItemSelectionModel::Rows);
     const bool loaded = wait(
         [&] {

@@ -3,12 +3,17 @@
 // itself runs, and this process's resident memory. Header-only; the GUI thread only.
 #pragma once
 
+#include <QAbstractItemModel>
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QFile>
+#include <QItemSelection>
+#include <QList>
 #include <QTimer>
 
 #include <functional>
+
+#include "studio/runs_model.h"
 
 namespace spur::bench {
 
@@ -28,6 +33,16 @@ inline bool wait(const std::function<bool()>& done, int ms) {
   check.start(1);
   loop.exec();
   return ok;
+}
+
+// The first `n` rows of a runs table (as sorted), as a selection of whole rows; their run ids in `ids`.
+inline QItemSelection first_rows(const QAbstractItemModel& model, int n, QList<qint64>& ids) {
+  QItemSelection selection;
+  for (int row = 0; row < n && row < model.rowCount(); ++row) {
+    selection.select(model.index(row, 0), model.index(row, 0));
+    ids << model.index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong();
+  }
+  return selection;
 }
 
 inline qint64 resident_kib() {

@@ -86,11 +86,7 @@ int main(int argc, char** argv) {
     table->clearSelection();
     wait([] { return false; }, 1500);  // the deselection's removals done
     QList<qint64> ids;
-    QItemSelection selection;
-    for (int row = 0; row < n && row < model->rowCount(); ++row) {
-      selection.select(model->index(row, 0), model->index(row, 0));
-      ids << model->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong();
-    }
+    const QItemSelection selection = spur::bench::first_rows(*model, n, ids);
     const qint64 before = bytes_sent(count_file);
     clock.restart();
     table->selectionModel()->select(selection, QItemSelectionModel::Select | QItemSelectionModel::Rows);
