@@ -58,13 +58,19 @@ python_environment() {
     say "Python environment ready: $venv"
     return
   fi
-  say "making the Python environment $venv (installer/python-requirements.txt: torch, accelerate, safetensors, tensorboard)"
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -r "$here/python-requirements.txt"
-  "$venv/bin/python" -c "import torch, accelerate, safetensors, tensorboard; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip install --quiet -r "$here/python-requirements.txt"; then
+    # An environment from an earlier requirements file: brought up to this one in place (the torch wheel, 4 GB,
+    # is not fetched again when its pin has not moved).
+    say "Python environment $venv brought up to installer/python-requirements.txt"
+  else
+    say "making the Python environment $venv (installer/python-requirements.txt: torch, accelerate, safetensors, tensorboard, mlflow)"
+    rm -rf "$venv"
+    mkdir -p "$cache"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -r "$here/python-requirements.txt"
+  fi
+  "$venv/bin/python" -c "import torch, accelerate, safetensors, tensorboard, mlflow; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
   echo "$want" > "$stamp"  # written last: a half-made environment is made again
 }
 

@@ -58,6 +58,9 @@ const char* kUsage =
     "  import PATH [--project P] [--again]     TensorBoard event files at or below PATH, one run per folder\n"
     "                                          (scalars, hparams, status); a run imported before is skipped\n"
     "                                          unless --again\n"
+    "  import mlflow://HOST:PORT[/EXPERIMENT] [--run RUN_ID] [--project P] [--again]\n"
+    "                                          an MLflow tracking server's runs (every point of every metric,\n"
+    "                                          parameters, status); mlflow+https:// for https\n"
     "  summarise [--check]                     build the summaries plots read (a history from an older Spur\n"
     "                                          gains them once; the Studio does this by itself); --check: also\n"
     "                                          rebuild any that disagree with their points\n"
@@ -265,15 +268,32 @@ int logs(const app::RunService& service, const history::Run& run, const Argument
 
 // `spur runs import PATH`: one line per run folder; 1 when any could not be imported.
 int import_runs(app::RunService& service, const Arguments& args, QTextStream& out, QTextStream& err) {
-  if (args.positional().size() != 2) throw UsageError("spur runs import PATH [--project P] [--again]");
-  app::TensorBoardImportOptions options;
-  options.project = args.value("project").value_or(QString());
-  options.again = args.has("again");
-  const auto runs = service.import_tensorboard(args.positional()[1], options, [&](const app::ImportedRun& run) {
+  if (args.positional().size() != 2) {
+    throw UsageError(
+        "spur runs import PATH [--project P] [--again], or spur runs import mlflow://HOST:PORT[/EXPERIMENT] "
+        "[--run RUN_ID] [--project P] [--again]");
+  }
+  const QString source = args.positional()[1];
+  const auto said = [&](const app::ImportedRun& run) {
     (run.error.isEmpty() && run.run != 0 ? out : err) << app::terminal_text(app::import_summary(run)) << "\n";
     out.flush();
     err.flush();
-  });
+  };
+  std::vector<app::ImportedRun> runs;
+  if (app::is_mlflow_address(source)) {
+    app::MlflowImportOptions options;
+    options.project = args.value("project").value_or(QString());
+    options.again = args.has("again");
+    if (const auto run = args.value("run")) options.run_ids = QStringList{*run};
+    runs = service.import_mlflow(source, options, said);
+    if (runs.empty()) out << source << ": no active runs\n";
+  } else {
+    if (args.value("run")) throw UsageError("--run RUN_ID is for an MLflow address (mlflow://HOST:PORT/...)");
+    app::TensorBoardImportOptions options;
+    options.project = args.value("project").value_or(QString());
+    options.again = args.has("again");
+    runs = service.import_tensorboard(source, options, said);
+  }
   const bool failed = std::any_of(runs.begin(), runs.end(), [](const auto& run) { return !run.error.isEmpty(); });
   return failed ? 1 : 0;
 }
@@ -307,7 +327,7 @@ int runs_command(const QStringList& arguments) {
   try {
     const Arguments args(arguments,
                          {"history", "format", "metrics", "output", "rank", "project", "status", "tag", "since",
-                          "limit", "offset", "ssh_config", "remote_spur"},
+                          "limit", "offset", "ssh_config", "remote_spur", "run"},
                          {"json", "follow", "remove", "force", "help", "slurm", "again", "check", "stdio"});
     if (args.has("help") || args.positional().isEmpty()) {
       out << kUsage;

@@ -79,7 +79,7 @@ void RunRecorder::Queue::take(Queue& from) {
 }
 
 RunRecorder::RunRecorder(const std::string& path, const history::Run& run, QTextStream& err, RunRecorderOptions options)
-    : path_(path), err_(err), options_(std::move(options)) {
+    : path_(path), command_(run.command), err_(err), options_(std::move(options)) {
   const auto deadline = std::chrono::steady_clock::now() + kCreateDeadline;
   bool said_waiting = false;
   for (auto backoff = 50ms;; backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1000ms)) {
@@ -123,6 +123,8 @@ QProcessEnvironment RunRecorder::environment() const {
   if (!recording()) return environment;
   environment.insert("SPUR_HISTORY", QString::fromStdString(path_));
   environment.insert("SPUR_RUN_ID", QString::number(run_id_));
+  // What a tracker elsewhere tags the run with (the mlflow tracker's spur.launch_command).
+  if (!command_.empty()) environment.insert("SPUR_LAUNCH_COMMAND", QString::fromStdString(command_));
   return environment;
 }
 

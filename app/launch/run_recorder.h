@@ -113,6 +113,7 @@ class RunRecorder {
   void write(Queue& queue, const std::optional<Final>& final);
 
   std::string path_;
+  std::string command_;  // the run's recorded command (secrets redacted): SPUR_LAUNCH_COMMAND for the ranks
   QTextStream& err_;
   RunRecorderOptions options_;
   std::unique_ptr<history::HistoryWriter> writer_;  // the writer thread's once it runs

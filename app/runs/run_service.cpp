@@ -552,4 +552,18 @@ std::vector<ImportedRun> RunService::import_tensorboard(const QString& path, con
   }
 }
 
+std::vector<ImportedRun> RunService::import_mlflow(const QString& address, const MlflowImportOptions& options,
+                                                   const std::function<void(const ImportedRun&)>& done) {
+  if (remote_) {
+    refuse(QString("%1 is on another machine: import there (ssh %2 spur runs import %3)")
+               .arg(QString::fromStdString(path_), remote_->address().destination(), address));
+  }
+  refuse_if_read_only();
+  try {
+    return app::import_mlflow(path_, address, options, done);
+  } catch (const std::invalid_argument& e) {
+    throw RunServiceError(e.what());
+  }
+}
+
 }  // namespace spur::app

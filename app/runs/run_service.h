@@ -15,7 +15,7 @@
 //
 // A history named ssh://[user@]host[:port]/path is on another machine: every call above goes to
 // `spur runs serve --stdio` there over SSH (remote_history.h) and is answered by that machine's RunService, the same
-// rules applied there; only import_tensorboard is refused (run it on that machine).
+// rules applied there; only the imports are refused (run them on that machine).
 //
 // Threads: each change opens the history for writing, does its work and closes it; reads share one read-only
 // connection, opened at the first read and kept for the object's life (`spur runs logs --follow` polls through
@@ -43,6 +43,7 @@
 
 #include "launch/launch_request.h"
 #include "runs/remote_history.h"
+#include "runs/mlflow_import.h"
 #include "runs/tensorboard_import.h"
 
 namespace spur::history {
@@ -168,6 +169,9 @@ class RunService {
   /// `spur runs import`; see tensorboard_import.h (std::invalid_argument is turned into RunServiceError).
   std::vector<ImportedRun> import_tensorboard(const QString& path, const TensorBoardImportOptions& options = {},
                                               const std::function<void(const ImportedRun&)>& done = {});
+  /// `spur runs import mlflow://...`; see mlflow_import.h (std::invalid_argument is turned into RunServiceError).
+  std::vector<ImportedRun> import_mlflow(const QString& address, const MlflowImportOptions& options = {},
+                                         const std::function<void(const ImportedRun&)>& done = {});
 
   /// The name for a run launched again from one named `name`: "name (2)", and "name (3)" from "name (2)"; the
   /// next number that is not one of `taken`.

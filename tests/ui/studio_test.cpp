@@ -34,6 +34,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QHeaderView>
@@ -1612,9 +1613,9 @@ class StudioTest : public QObject {
     QVERIFY2(written.exit_code == 0, qPrintable(written.output));
     spur::studio::MainWindow window(dir.filePath("history.db"));
     QSignalSpy imported(&window, &spur::studio::MainWindow::imported);
-    QCOMPARE(window.import_tensorboard(dir.filePath("logs")), QString());
+    QCOMPARE(window.import_runs(dir.filePath("logs")), QString());
     QVERIFY(window.importing());
-    QVERIFY(!window.import_tensorboard(dir.filePath("logs")).isEmpty());  // one at a time
+    QVERIFY(!window.import_runs(dir.filePath("logs")).isEmpty());  // one at a time
     QVERIFY(imported.wait(30000));
     QVERIFY(!window.importing());
     QCOMPARE(imported[0][2].toBool(), false);
@@ -1624,7 +1625,7 @@ class StudioTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!window.dashboard()->keys().isEmpty(), 5000);
 
     // The same again: skipped, nothing new. A damaged file: named, with its record.
-    QCOMPARE(window.import_tensorboard(dir.filePath("logs")), QString());
+    QCOMPARE(window.import_runs(dir.filePath("logs")), QString());
     QVERIFY(imported.wait(30000));
     QVERIFY2(imported[1][0].toStringList().join('\n').contains("already imported as run 1"),
              qPrintable(imported[1][0].toStringList().join('\n')));
@@ -1645,11 +1646,30 @@ class StudioTest : public QObject {
     QVERIFY(events.open(QIODevice::ReadWrite));
     events.resize(events.size() - 3);
     events.close();
-    QCOMPARE(window.import_tensorboard(dir.filePath("logs/torch")), QString());
+    QCOMPARE(window.import_runs(dir.filePath("logs/torch")), QString());
     QVERIFY(imported.wait(30000));
     QCOMPARE(imported[3][2].toBool(), true);
     QVERIFY2(window.last_error().contains(events.fileName() + ": record"), qPrintable(window.last_error()));
     QCOMPARE(window.runs()->rowCount(), 4);
+  }
+
+  // File > Import from MLflow goes through the same worker (the import itself is MlflowTest's, against a real
+  // server): a server that is not there is named, and nothing is imported.
+  void importing_from_an_mlflow_server_that_is_not_there_names_it() {
+    QTemporaryDir dir;
+    spur::studio::MainWindow window(dir.filePath("history.db"));
+    QVERIFY(window.findChild<QAction*>("import_mlflow") != nullptr);
+    QTcpServer probe;
+    QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
+    const QString address = QString("mlflow://127.0.0.1:%1/experiment").arg(probe.serverPort());
+    probe.close();
+    QSignalSpy imported(&window, &spur::studio::MainWindow::imported);
+    QCOMPARE(window.import_runs(address), QString());
+    QVERIFY(imported.wait(30000));
+    QCOMPARE(imported[0][2].toBool(), true);
+    QVERIFY(imported[0][1].value<QList<qint64>>().isEmpty());
+    QVERIFY2(window.last_error().contains(address) && window.last_error().contains("127.0.0.1"),
+             qPrintable(window.last_error()));
   }
 };
 

@@ -23,6 +23,9 @@
 
 #include <spur/spur.h>
 
+#include <spur/core/http.h>
+#include <spur/core/mlflow.h>
+
 #include "expect_error.h"
 #include "test_main.h"
 
@@ -330,6 +333,85 @@ class TrackingTest : public QObject {
     } catch (const spur::Error& e) {
       QVERIFY2(std::string(e.what()).find("unknown tracker 'wandb'") != std::string::npos, e.what());
     }
+  }
+
+  // An MLflow parameter's text is Python's str() of the value, as Accelerate's MLflowTracker logs it (the values
+  // printed by Python 3.11).
+  void mlflow_parameters_read_as_pythons_data() {
+    QTest::addColumn<QString>("json");
+    QTest::addColumn<QString>("python");
+    const std::pair<const char*, const char*> cases[] = {
+        {"0.003", "0.003"},
+        {"100.0", "100.0"},
+        {"1e-05", "1e-05"},
+        {"1e16", "1e+16"},
+        {"1e15", "1000000000000000.0"},
+        {"0.0001", "0.0001"},
+        {"123456789012345678.0", "1.2345678901234568e+17"},
+        {"-2.5", "-2.5"},
+        {"1.5e300", "1.5e+300"},
+        {"5e-324", "5e-324"},
+        {"0.30000000000000004", "0.30000000000000004"},
+        {"-0.0", "-0.0"},
+        {"0.00030000000000000003", "0.00030000000000000003"},
+        {"64", "64"},
+        {"true", "True"},
+        {"\"adamw\"", "adamw"},
+        {"[1, 2]", "[1, 2]"},
+    };
+    for (const auto& [json, python] : cases) QTest::newRow(json) << json << python;
+  }
+  void mlflow_parameters_read_as_pythons() {
+    QFETCH(QString, json);
+    QFETCH(QString, python);
+    QCOMPARE(QString::fromStdString(spur::mlflow::param_text(spur::json::parse(json.toStdString()))), python);
+  }
+
+  // MLflow's rule for metric and parameter names (mlflow/utils/validation.py): the tracker leaves out what the
+  // server would refuse, rather than losing a whole batch.
+  void mlflow_names_follow_mlflows_rule_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<bool>("valid");
+    QTest::newRow("plain") << "loss" << true;
+    QTest::newRow("sections") << "train/loss" << true;
+    QTest::newRow("punctuation") << "lr-group 0.max:x_y" << true;
+    QTest::newRow("letters") << QString::fromUtf8("pérte") << true;
+    QTest::newRow("empty") << "" << false;
+    QTest::newRow("at") << "loss@1" << false;
+    QTest::newRow("percent") << "acc%" << false;
+    QTest::newRow("double slash") << "a//b" << false;
+    QTest::newRow("leading slash") << "/a" << false;
+    QTest::newRow("trailing slash") << "a/" << false;
+    QTest::newRow("dot part") << "a/./b" << false;
+    QTest::newRow("dot dot") << "../a" << false;
+    QTest::newRow("251 characters") << QString(251, 'x') << false;
+    QTest::newRow("250 characters") << QString(250, 'x') << true;
+  }
+  void mlflow_names_follow_mlflows_rule() {
+    QFETCH(QString, key);
+    QFETCH(bool, valid);
+    QCOMPARE(spur::mlflow::valid_key(key.toStdString()), valid);
+  }
+
+  // Addresses in messages never show a password; MLFLOW_TRACKING_URI that is not a server is named.
+  void mlflow_addresses_are_checked_and_shown_without_credentials() {
+    QCOMPARE(spur::http::without_credentials("https://me:s3cret@host:5000/x@y"), std::string("https://host:5000/x@y"));
+    QCOMPARE(spur::http::without_credentials("http://host:5000"), std::string("http://host:5000"));
+    const auto error =
+        expect_error([] { spur::mlflow::server_from_environment("file:///tmp/mlruns", "MLFLOW_TRACKING_URI"); });
+    QVERIFY2(error.contains("MLFLOW_TRACKING_URI 'file:///tmp/mlruns': not a tracking server's http:// or https://"),
+             qPrintable(error));
+    const auto hidden = expect_error([] { spur::mlflow::server_from_environment("ftp://me:s3cret@h/", "uri"); });
+    QVERIFY2(!hidden.contains("s3cret"), qPrintable(hidden));
+    qputenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9");
+    spur::AcceleratorOptions options;
+    options.log_with = {"mlflow"};
+    spur::Accelerator accelerator(options);
+    qputenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "soon");
+    const auto timeout = expect_error([&] { accelerator.init_trackers("p", {}, {.trackers = {"none"}}); });
+    qunsetenv("MLFLOW_HTTP_REQUEST_TIMEOUT");
+    qunsetenv("MLFLOW_TRACKING_URI");
+    QVERIFY2(timeout.contains("MLFLOW_HTTP_REQUEST_TIMEOUT='soon'"), qPrintable(timeout));
   }
 
   void the_progress_bar_is_quiet_off_a_terminal() {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// TensorBoard imports for the Studio; see import_worker.h. The import runs on the worker's own thread and touches
-// no widget: each line and the outcome reach the GUI thread as queued calls on the worker.
+// TensorBoard and MLflow imports for the Studio; see import_worker.h. The import runs on the worker's own thread and
+// touches no widget: each line and the outcome reach the GUI thread as queued calls on the worker.
 #include "main/import_worker.h"
 
 #include <QAbstractButton>
@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "runs/run_service.h"
+#include "runs/mlflow_import.h"
 #include "runs/tensorboard_import.h"
 
 namespace spur::studio {
@@ -34,16 +35,29 @@ bool ImportWorker::start(const QStringList& paths, bool again, const QStringList
       options.again = again;
       options.only = only;
       options.cancelled = [this] { return cancelled_.load(); };
+      const auto report = [&](const app::ImportedRun& run) {
+        const QString line = app::import_summary(run, QString());
+        outcome.lines << line;
+        if (run.run) outcome.runs << run.run;
+        if (run.run == 0 && run.earlier > 0 && run.error.isEmpty()) outcome.skipped << run.directory;
+        if (!run.error.isEmpty()) outcome.failed = true;
+        QMetaObject::invokeMethod(
+            this, [this, line] { emit progress(line); }, Qt::QueuedConnection);
+      };
       for (const auto& path : paths) {
-        service.import_tensorboard(path, options, [&](const app::ImportedRun& run) {
-          const QString line = app::import_summary(run, QString());
-          outcome.lines << line;
-          if (run.run) outcome.runs << run.run;
-          if (run.run == 0 && run.earlier > 0 && run.error.isEmpty()) outcome.skipped << run.directory;
-          if (!run.error.isEmpty()) outcome.failed = true;
-          QMetaObject::invokeMethod(
-              this, [this, line] { emit progress(line); }, Qt::QueuedConnection);
-        });
+        if (app::is_mlflow_address(path)) {
+          app::MlflowImportOptions mlflow;
+          mlflow.again = again;
+          for (const auto& run : only) {
+            if (run.startsWith(path)) mlflow.run_ids << app::mlflow_run_id(run);
+          }
+          if (!only.isEmpty() && mlflow.run_ids.isEmpty()) continue;
+          mlflow.cancelled = options.cancelled;
+          const auto runs = service.import_mlflow(path, mlflow, report);
+          if (runs.empty()) outcome.lines << tr("%1: no active runs").arg(path);
+        } else {
+          service.import_tensorboard(path, options, report);
+        }
       }
     } catch (const std::exception& e) {
       outcome.lines << QString::fromUtf8(e.what());
@@ -71,8 +85,8 @@ void ask_import_again(QWidget* parent, const QStringList& folders, std::function
   // Window-modal (open(), not exec()): the dashboard keeps updating behind it. Nothing is imported twice unless
   // asked here; asked, the folders are imported from the same paths, so they keep their names and project.
   auto* box = new QMessageBox(
-      QMessageBox::Question, ImportWorker::tr("Import TensorBoard runs"),
-      ImportWorker::tr("%n run folder(s) were imported before (or changed since: a run still being written?), and "
+      QMessageBox::Question, ImportWorker::tr("Import runs"),
+      ImportWorker::tr("%n run(s) were imported before (or changed since: a run still being written?), and "
                        "were left as they are. Import them again, as new runs?",
                        nullptr, static_cast<int>(folders.size())),
       QMessageBox::NoButton, parent);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
-// ImportWorker: the Studio's TensorBoard imports (File > Import TensorBoard runs), one at a time, through
-// app::RunService (app/runs/tensorboard_import.h says what is imported and what is skipped); and the question that
-// offers to import again the run folders an import skipped as imported before.
+// ImportWorker: the Studio's imports (File > Import TensorBoard runs, File > Import from MLflow), one at a time,
+// through app::RunService (app/runs/tensorboard_import.h and mlflow_import.h say what is imported and what is
+// skipped); and the question that offers to import again the runs an import skipped as imported before.
 // Threads: start(), running(), stop() and the signals are the GUI thread's. Each import runs on a thread of its
 // own, which hands every line and the outcome back as queued calls on this object; the thread is joined before the
 // object goes. A run is written whole or not at all: stop() lets the run folder under way finish.
@@ -40,8 +40,9 @@ class ImportWorker : public QObject {
   /// stop().
   ~ImportWorker() override;
 
-  /// Starts importing the TensorBoard runs at or below `paths` (folders or event files); with `again`, run folders
-  /// imported before too; with `only`, those run folders alone. False, and nothing started, while one is running.
+  /// Starts importing the TensorBoard runs at or below `paths` (folders or event files) or at MLflow addresses
+  /// (mlflow://HOST:PORT[/EXPERIMENT]); with `again`, runs imported before too; with `only`, those runs alone (as
+  /// ImportOutcome::skipped names them). False, and nothing started, while one is running.
   bool start(const QStringList& paths, bool again, const QStringList& only = {});
   /// From start() until `finished` is emitted.
   bool running() const { return thread_ != nullptr; }

@@ -28,6 +28,7 @@
 
 #include "config/run_config.h"
 #include "launch/launch_request.h"
+#include "runs/mlflow_import.h"
 #include "main/main_window.h"
 #include "main/open_history_dialog.h"
 #include "main/run_notifier.h"
@@ -68,7 +69,7 @@ MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, R
     // A run starts on the machine whose history records it: there, with spur launch (or a Studio opened there). A
     // run of it is relaunched there from here (spur launch --on).
     const QString why = tr("This history is on another machine: launch there (spur launch --on), and watch it here");
-    for (auto* action : {launch_, import_}) {
+    for (auto* action : {launch_, import_, import_mlflow_}) {
       action->setEnabled(false);
       action->setToolTip(why);
     }
@@ -128,8 +129,30 @@ void MainMenus::build_file_menu() {
                  const QString chosen = QFileDialog::getExistingDirectory(
                      window_,
                      tr("Import TensorBoard runs: a log folder (every folder below it with event files is a run)"));
-                 if (!chosen.isEmpty()) report(window_->import_tensorboard(chosen));
+                 if (!chosen.isEmpty()) report(window_->import_runs(chosen));
                }));
+  editing_ << (import_mlflow_ = add(file, tr("Import from &MLflow..."), QKeySequence(), [this] {
+                 // The address asked for, as `spur runs import` takes it; the last one offered again.
+                 QSettings settings;
+                 bool ok = false;
+                 const QString address =
+                     QInputDialog::getText(window_, tr("Import from MLflow"),
+                                           tr("A tracking server's runs: mlflow://HOST:PORT for every experiment, "
+                                              "mlflow://HOST:PORT/EXPERIMENT for one (mlflow+https:// for https).\n"
+                                              "Credentials come from MLFLOW_TRACKING_TOKEN, or "
+                                              "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD."),
+                                           QLineEdit::Normal,
+                                           settings.value("import/mlflow", "mlflow://127.0.0.1:5000").toString(), &ok)
+                         .trimmed();
+                 if (!ok || address.isEmpty()) return;
+                 if (!app::is_mlflow_address(address)) {
+                   report(tr("%1: not an MLflow address (mlflow://HOST:PORT[/EXPERIMENT])").arg(address));
+                   return;
+                 }
+                 settings.setValue("import/mlflow", address);
+                 report(window_->import_runs(address));
+               }));
+  import_mlflow_->setObjectName("import_mlflow");
   file->addSeparator();
   add(file, tr("&Quit"), QKeySequence::Quit, [this] { window_->close(); });
 }
@@ -362,7 +385,9 @@ void MainMenus::update(qint64 run) {
 }
 
 void MainMenus::set_editable(bool editable) {
-  for (auto* action : editing_) action->setEnabled(editable && !(remote_ && action == import_));
+  for (auto* action : editing_) {
+    action->setEnabled(editable && !(remote_ && (action == import_ || action == import_mlflow_)));
+  }
 }
 
 }  // namespace spur::studio

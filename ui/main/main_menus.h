@@ -82,7 +82,7 @@ class MainMenus : public QObject {
   bool remote_ = false;  // the history is on another machine: watched, compared and edited, not launched into
   std::function<qint64()> current_run_;
   QAction *create_ = nullptr, *open_ = nullptr, *launch_ = nullptr;  // the toolbar's, with stop_ and relaunch_
-  QAction *stop_ = nullptr, *relaunch_ = nullptr, *import_ = nullptr;
+  QAction *stop_ = nullptr, *relaunch_ = nullptr, *import_ = nullptr, *import_mlflow_ = nullptr;
   QList<QAction*> editing_;  // rename, tag, notes, delete, import: off while the history is read-only
 };
 

@@ -247,15 +247,15 @@ MainWindow::~MainWindow() {
   importer_->stop();
 }
 
-QString MainWindow::import_tensorboard(const QString& path, bool again) {
-  return import_folders(QStringList{path}, again);
+QString MainWindow::import_runs(const QString& source, bool again) {
+  return import_folders(QStringList{source}, again);
 }
 
 bool MainWindow::importing() const { return importer_->running(); }
 
 QString MainWindow::import_folders(const QStringList& paths, bool again, const QStringList& only) {
   if (importer_->running()) return tr("An import is already running.");
-  statusBar()->showMessage(tr("Importing TensorBoard runs from %1...").arg(paths.join(", ")));
+  statusBar()->showMessage(tr("Importing runs from %1...").arg(paths.join(", ")));
   importer_->start(paths, again, only);
   return {};
 }

@@ -101,12 +101,13 @@ class MainWindow : public QMainWindow {
   /// action asks first, with the name to edit. The future's error is ready once the launcher has started (its
   /// configuration is saved on the actions thread first): wait for it with the event loop running.
   QFuture<QString> relaunch(qint64 run, const QString& name = {});
-  /// Imports the TensorBoard runs at or below `path` (a folder or an event file) on a worker thread, through
+  /// Imports the TensorBoard runs at or below `source` (a folder or an event file), or an MLflow server's
+  /// (mlflow://HOST:PORT[/EXPERIMENT]), on a worker thread, through
   /// app::RunService; progress shows in the status bar, and when it is done `imported` is emitted with one line
   /// per run folder and the new runs are selected as soon as the next read of the history has them. Returns an error at
   /// once when an import is running. Run folders imported before (or changed since) are left as they are, and a
   /// question box ("import_again") offers to import them again as new runs; `again` imports them without asking.
-  QString import_tensorboard(const QString& path, bool again = false);
+  QString import_runs(const QString& source, bool again = false);
   bool importing() const;
   /// The set-up wizard, from the last configuration used (or this machine's defaults).
   SetupWizard* make_wizard(const QString& open_file = {});

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Experiment tracking: Accelerator::init_trackers / log / end_training hand metrics to trackers (sqlite: the run
-// history; stream: lines on stdout for a launcher to ingest; tensorboard: event files; csv; or your own) through one
+// history; stream: lines on stdout for a launcher to ingest; tensorboard: event files; csv; mlflow: a tracking
+// server; or your own) through one
 // background writer.
 #pragma once
 
@@ -72,9 +73,18 @@ std::shared_ptr<Tracker> make_csv_tracker(std::string directory);
 /// and the run's config as the hparams plugin's hyperparameters (nested keys joined with "/"). Every batch is
 /// written whole, so a crash leaves a file TensorBoard reads up to the last batch; finish() syncs it to disk.
 std::shared_ptr<Tracker> make_tensorboard_tracker(std::string directory);
+/// An MLflow tracking server at `tracking_uri` (http:// or https://, what MLFLOW_TRACKING_URI holds), through its
+/// REST API: a run in the experiment MLFLOW_EXPERIMENT_NAME (else the project, else "Default"), or MLFLOW_RUN_ID's
+/// run continued; the config as parameters (flattened with "/"), tags (MLFLOW_TAGS, the program's command, the
+/// Spur run id and launch command), metrics 1,000 a batch from a thread of its own, and the end status. Credentials
+/// come from MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD, never stored. A server
+/// that is down is said once and retried; up to `max_backlog` values wait for it, and the end says how many never
+/// went. Texts are not sent (MLflow metrics are numbers). Throws spur::Error for an address that is not http(s).
+std::shared_ptr<Tracker> make_mlflow_tracker(const std::string& tracking_uri, std::size_t max_backlog = 1u << 20);
 
 struct TrackingOptions {
-  /// Built-in trackers by name: "sqlite", "stream", "csv", "tensorboard", "none". Empty: SPUR_TRACKERS
+  /// Built-in trackers by name: "sqlite", "stream", "csv", "tensorboard", "mlflow" (MLFLOW_TRACKING_URI's server),
+  /// "all" (tensorboard and csv, and mlflow when MLFLOW_TRACKING_URI is set), "none". Empty: SPUR_TRACKERS
   /// (comma-separated, set by the launcher), else "sqlite". AcceleratorOptions::log_with adds to these.
   std::vector<std::string> trackers;
   /// Your own trackers, in addition.

@@ -15,6 +15,8 @@
 #include <spur/error.h>
 #include <spur/history/records.h>
 
+#include <spur/core/mlflow.h>
+
 #include "accelerator_core.h"
 
 namespace spur {
@@ -53,22 +55,37 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
     names = split(chosen && *chosen ? chosen : "sqlite");
   }
   names.insert(names.end(), core.options.log_with.begin(), core.options.log_with.end());
-  // "all": every tracker that writes files, besides the history.
+  // "all": every tracker that writes files, besides the history, and MLflow when a server is named (as
+  // Accelerate's "all" takes the trackers that are available).
+  const char* mlflow_uri = std::getenv("MLFLOW_TRACKING_URI");
+  const bool has_mlflow = mlflow_uri && *mlflow_uri;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i] == "all") {
       names[i] = "tensorboard";
       names.insert(names.begin() + static_cast<std::ptrdiff_t>(i) + 1, "csv");
+      if (has_mlflow) names.insert(names.begin() + static_cast<std::ptrdiff_t>(i) + 2, "mlflow");
     }
   }
   // Every rank judges the names, so a typo is the same error everywhere, not only on the main process.
   std::vector<std::string> chosen;
   for (const auto& name : names) {
-    if (name != "sqlite" && name != "stream" && name != "csv" && name != "tensorboard" && name != "none") {
+    if (name != "sqlite" && name != "stream" && name != "csv" && name != "tensorboard" && name != "mlflow" &&
+        name != "none") {
       throw Error("unknown tracker '" + name +
                   "' (AcceleratorOptions::log_with, TrackingOptions::trackers or SPUR_TRACKERS): sqlite, stream, "
-                  "tensorboard, csv, all or none");
+                  "tensorboard, csv, mlflow, all or none");
+    }
+    if (name == "mlflow" && !has_mlflow) {
+      throw Error(
+          "the mlflow tracker needs MLFLOW_TRACKING_URI: the address of an MLflow tracking server, such as "
+          "http://127.0.0.1:5000 (start one with `mlflow server --port 5000`)");
     }
     if (name != "none" && std::find(chosen.begin(), chosen.end(), name) == chosen.end()) chosen.push_back(name);
+  }
+  // The server's address judged on every rank too (the same error everywhere).
+  mlflow::Server mlflow_server;
+  if (std::find(chosen.begin(), chosen.end(), "mlflow") != chosen.end()) {
+    mlflow_server = mlflow::server_from_environment(mlflow_uri, "MLFLOW_TRACKING_URI");
   }
   if (!options.all_processes && !core.state.is_main_process()) return;
 
@@ -102,6 +119,8 @@ void Accelerator::init_trackers(const std::string& project, json::Object config,
       if (options.all_processes && core.state.world_size > 1) directory += "/rank" + std::to_string(core.state.rank);
       ensure_writable_directory(directory, "the TensorBoard logging directory");
       trackers.push_back(make_tensorboard_tracker(directory));
+    } else if (name == "mlflow") {
+      trackers.push_back(make_mlflow_tracker(mlflow_server.url, options.max_backlog));
     }
   }
   for (auto& tracker : options.custom) trackers.push_back(tracker);
