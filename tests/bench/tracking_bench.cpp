@@ -16,6 +16,9 @@
 //                         (one rename on the training thread, the removal in the background) adds to it
 //   save_removing_first_ms  the same saves with the oldest removed on the training thread first (Accelerate's way)
 // `tracking_bench [--values N] [--points P]`
+// `tracking_bench --mlflow N` (MLFLOW_TRACKING_URI naming a running server; tests/bench/mlflow_bench.py) measures
+// only, over N values: log_ns_per_value (sqlite alone), log_mlflow_ns_per_value (sqlite and mlflow, log_with), and
+// mlflow_drain_values_per_s (from the first log to end_training() returning with every value taken by the server).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,12 +44,14 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t values = 2'000'000, points = 1'000'000;
+  int64_t values = 2'000'000, points = 1'000'000, mlflow = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--values") values = std::atoll(argv[i + 1]);
     if (flag == "--points") points = std::atoll(argv[i + 1]);
+    if (flag == "--mlflow") mlflow = std::atoll(argv[i + 1]);
   }
+  if (mlflow > 0) values = mlflow;
   const auto dir = std::filesystem::temp_directory_path() / ("spur-tracking-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "history.db").string();
@@ -81,6 +86,17 @@ int main(int argc, char** argv) {
     return std::pair{ns, static_cast<double>(values) / seconds_since(begin)};
   };
   const auto [log_ns, drain_rate] = measure({}, path);
+  if (mlflow > 0) {
+    spur::AcceleratorOptions with_mlflow;
+    with_mlflow.log_with = {"mlflow"};
+    const auto [mlflow_log_ns, mlflow_drain] = measure(with_mlflow, (dir / "history-mlflow.db").string());
+    if (!std::getenv("SPUR_BENCH_KEEP")) std::filesystem::remove_all(dir);
+    std::printf(
+        "{\"mlflow_values\": %lld, \"log_ns_per_value\": %.2f, \"log_mlflow_ns_per_value\": %.2f, "
+        "\"mlflow_drain_values_per_s\": %.0f}\n",
+        static_cast<long long>(values), log_ns, mlflow_log_ns, mlflow_drain);
+    return 0;
+  }
   // The same loop with TensorBoard event files written too (the training thread should not notice).
   spur::AcceleratorOptions with_tensorboard;
   with_tensorboard.project_config.logging_dir = (dir / "tensorboard").string();
