@@ -204,6 +204,20 @@ class MlflowTest : public QObject {
     QVERIFY(file.open(QIODevice::ReadOnly));
     QVERIFY(!file.readAll().contains("tok-3c1e9a"));
     QVERIFY(!QJsonDocument(run).toJson().contains("tok-3c1e9a"));
+
+    // MLFLOW_RUN_ID continues that run: one more epoch's points join it, and it ends FINISHED again. Its
+    // parameters stay (MLflow refuses changed ones: epochs 1 now), and that is said.
+    env.insert("MLFLOW_RUN_ID", run["run_id"].toString());
+    const auto continued = spur::test::run_process(SPUR_EXAMPLE_MLP, {"--epochs", "1", "--log_every", "1", "--lr", "0.003"},
+                                                   env, 120000);
+    QVERIFY2(continued.exit_code == 0 && continued.output.contains("keeps its earlier parameters") &&
+                 !continued.output.contains("not sent") && !continued.output.contains("cannot be reached"),
+             qPrintable(continued.output));
+    const auto after = mlflow_rig("read", server_->url(), "two ranks");
+    QCOMPARE(after.size(), 1);
+    QCOMPARE(after[0].toObject()["status"].toString(), QString("FINISHED"));
+    QCOMPARE(after[0].toObject()["params"].toObject()["epochs"].toString(), QString("2"));
+    QCOMPARE(after[0].toObject()["metrics"].toObject()["loss"].toArray().size(), metrics["loss"].toArray().size() + 64);
   }
 
   void mlflow_runs_are_imported_point_for_point() {
