@@ -208,8 +208,8 @@ class MlflowTest : public QObject {
     // MLFLOW_RUN_ID continues that run: one more epoch's points join it, and it ends FINISHED again. Its
     // parameters stay (MLflow refuses changed ones: epochs 1 now), and that is said.
     env.insert("MLFLOW_RUN_ID", run["run_id"].toString());
-    const auto continued = spur::test::run_process(SPUR_EXAMPLE_MLP, {"--epochs", "1", "--log_every", "1", "--lr", "0.003"},
-                                                   env, 120000);
+    const auto continued =
+        spur::test::run_process(SPUR_EXAMPLE_MLP, {"--epochs", "1", "--log_every", "1", "--lr", "0.003"}, env, 120000);
     QVERIFY2(continued.exit_code == 0 && continued.output.contains("keeps its earlier parameters") &&
                  !continued.output.contains("not sent") && !continued.output.contains("cannot be reached"),
              qPrintable(continued.output));
