@@ -283,7 +283,7 @@ class MlflowTest : public QObject {
     const auto run = spur::test::run_process(SPUR_EXAMPLE_MLP, {"--epochs", "1", "--log_every", "1"}, env, 120000);
     QVERIFY2(run.exit_code == 0, qPrintable(run.output));
     QCOMPARE(run.output.count("cannot be reached"), 1);
-    QVERIFY2(run.output.contains(QRegularExpression("(\\d+) of \\1 logged value\\(s\\) were not sent")),
+    QVERIFY2(run.output.contains(QRegularExpression(R"((\d+) of \1 logged value\(s\) were not sent)")),
              qPrintable(run.output));
     HistoryReader reader(history.toStdString());
     QCOMPARE(reader.series(reader.runs().at(0).id, "loss").size(), std::size_t{64});  // one epoch of 64 steps
@@ -329,14 +329,14 @@ class MlflowTest : public QObject {
     QVERIFY2(training.exitCode() == 0, qPrintable(output));
     QCOMPARE(output.count("cannot be reached"), 1);
     const auto said =
-        QRegularExpression("(\\d+) of (\\d+) logged value\\(s\\) were not sent, nor run \\w+.s status FINISHED")
+        QRegularExpression(R"((\d+) of (\d+) logged value\(s\) were not sent, nor run \w+.s status FINISHED)")
             .match(output);
     QVERIFY2(said.hasMatch() && said.captured(1).toLongLong() > 0 &&
                  said.captured(1).toLongLong() < said.captured(2).toLongLong(),
              qPrintable(output));
     // The history holds every point: 60 epochs of 64 steps.
     HistoryReader reader(history.toStdString());
-    QCOMPARE(reader.series(reader.runs().at(0).id, "loss").size(), std::size_t{60 * 64});
+    QCOMPARE(reader.series(reader.runs().at(0).id, "loss").size(), std::size_t{60} * 64);
   }
 };
 

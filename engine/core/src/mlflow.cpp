@@ -159,8 +159,8 @@ std::string param_text(const json::Value& value) {
       } else if (n <= exponent + 1) {
         out += digits + std::string(static_cast<std::size_t>(exponent + 1 - n), '0') + ".0";
       } else {
-        out += digits.substr(0, static_cast<std::size_t>(exponent + 1)) + "." +
-               digits.substr(static_cast<std::size_t>(exponent + 1));
+        const auto whole = static_cast<std::size_t>(exponent) + 1;
+        out += digits.substr(0, whole) + "." + digits.substr(whole);
       }
     } else {
       out += digits.substr(0, 1) + (n > 1 ? "." + digits.substr(1) : "") + "e" + (exponent < 0 ? "-" : "+");
@@ -264,7 +264,7 @@ std::vector<Experiment> Client::experiments() {
   std::vector<Experiment> out;
   std::string token;
   do {
-    std::string body = "{\"max_results\": 1000, \"view_type\": \"ACTIVE_ONLY\"";
+    std::string body = R"({"max_results": 1000, "view_type": "ACTIVE_ONLY")";
     if (!token.empty()) body += ", \"page_token\": " + quoted(token);
     const auto answer = post("experiments/search", body + "}");
     if (const auto* list = answer.find("experiments"); list && list->is_array()) {
@@ -281,7 +281,7 @@ std::string Client::create_run(const std::string& experiment_id, const std::stri
                      ", \"start_time\": " + std::to_string(start_time) + ", \"tags\": " + pairs(tags);
   if (!run_name.empty()) body += ", \"run_name\": " + quoted(run_name);
   const auto answer = post("runs/create", body + "}");
-  const auto id = run_info(answer.at("run", "runs/create's answer")).run_id;
+  auto id = run_info(answer.at("run", "runs/create's answer")).run_id;
   if (id.empty()) throw ServerError(server_.shown() + ": runs/create answered without a run id", 200, "");
   return id;
 }

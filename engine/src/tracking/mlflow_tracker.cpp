@@ -6,14 +6,11 @@
 // records (bounded: beyond max_backlog the oldest are dropped, counted) and the tracker's own sender thread posts
 // them, 1,000 a batch. A server that is down or refuses is said once, retried with a growing pause, and said again
 // when it answers; what it never took is counted at the end (it is in Spur's history all the same).
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -21,6 +18,8 @@
 
 #include <spur/error.h>
 #include <spur/tracking.h>
+
+#include "tracking/tracking_hub.h"
 
 #include <spur/core/http.h>
 #include <spur/core/mlflow.h>
@@ -50,16 +49,6 @@ void flatten(const json::Value& value, const std::string& name, std::vector<std:
   } else {
     out.emplace_back(name, mlflow::param_text(value));
   }
-}
-
-std::string program_command_line() {
-  std::ifstream file("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  for (auto& c : raw) {
-    if (c == '\0') c = ' ';
-  }
-  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-  return raw;
 }
 
 class MlflowTracker : public Tracker {
@@ -165,7 +154,7 @@ class MlflowTracker : public Tracker {
     std::string experiment = env("MLFLOW_EXPERIMENT_NAME");
     if (experiment.empty()) experiment = run_.project.empty() ? "Default" : run_.project;
     std::vector<std::pair<std::string, std::string>> tags;
-    const std::string command = program_command_line();
+    const std::string command = detail::own_command_line();
     if (!command.empty()) tags.emplace_back("mlflow.source.name", command.substr(0, mlflow::kMaxParamValue));
     tags.emplace_back("mlflow.source.type", "LOCAL");
     if (const auto user = env("USER"); !user.empty()) tags.emplace_back("mlflow.user", user);

@@ -2,7 +2,6 @@
 // The sqlite tracker: metrics straight into the run history. Under `spur launch` (SPUR_RUN_ID) it adds to the
 // launcher's run, which owns the status; alone, it makes a run of its own and ends it.
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -10,18 +9,10 @@
 #include <spur/history/writer.h>
 #include <spur/tracking.h>
 
+#include "tracking/tracking_hub.h"
+
 namespace spur {
 namespace {
-
-std::string own_command_line() {
-  std::ifstream file("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  for (auto& c : raw) {
-    if (c == '\0') c = ' ';
-  }
-  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-  return raw;
-}
 
 class SqliteTracker : public Tracker {
  public:
@@ -72,7 +63,7 @@ class SqliteTracker : public Tracker {
       history::Run run;
       run.project = info_.project;
       run.name = info_.name;
-      run.command = own_command_line();
+      run.command = detail::own_command_line();
       run.total_steps = info_.total_steps;
       run.params = params;
       run_ = writer_->create_run(run);

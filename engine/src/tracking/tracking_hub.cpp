@@ -5,12 +5,23 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
 #include <spur/history/records.h>
 
 namespace spur::detail {
+
+std::string own_command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (auto& c : raw) {
+    if (c == '\0') c = ' ';
+  }
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return raw;
+}
 
 TrackingHub::TrackingHub(TrackingRun run, std::vector<std::shared_ptr<Tracker>> trackers,
                          const TrackingOptions& options)

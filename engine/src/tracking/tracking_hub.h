@@ -16,6 +16,10 @@
 
 namespace spur::detail {
 
+/// This program's command line (/proc/self/cmdline, its arguments joined with spaces): what the trackers record as
+/// the run's command.
+std::string own_command_line();
+
 class TrackingHub {
  public:
   TrackingHub(TrackingRun run, std::vector<std::shared_ptr<Tracker>> trackers, const TrackingOptions& options);
