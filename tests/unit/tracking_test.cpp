@@ -10,12 +10,15 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <atomic>
 #include <cmath>
+#include <iostream>
 #include <mutex>
+#include <sstream>
 
 #include <thread>
 
@@ -282,8 +285,9 @@ class TrackingTest : public QObject {
     QVERIFY(read["session_end"].isNull());  // never ended
   }
 
-  // "all" selects every tracker that writes files (tensorboard and csv) besides the history's default.
-  void log_with_all_selects_every_file_tracker() {
+  // "all" selects every tracker that is available: those that write files (tensorboard and csv) besides the
+  // history's default, and mlflow when MLFLOW_TRACKING_URI names a server (as Accelerate's "all").
+  void log_with_all_selects_every_available_tracker() {
     QTemporaryDir dir;
     {
       spur::AcceleratorOptions options;
@@ -300,6 +304,31 @@ class TrackingTest : public QObject {
     }
     QCOMPARE(QDir(dir.filePath("logs/p")).entryList({"events.out.tfevents.*"}, QDir::Files).size(), 1);
     QVERIFY(QFile::exists(dir.filePath("csv/p/r/metrics.csv")));
+
+    // With MLFLOW_TRACKING_URI set, "all" takes the mlflow tracker too (a closed port here: it says so).
+    QTcpServer probe;
+    QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
+    const QString uri = QString("http://127.0.0.1:%1").arg(probe.serverPort());
+    probe.close();
+    qputenv("MLFLOW_TRACKING_URI", uri.toUtf8());
+    std::ostringstream said;
+    {
+      struct Restore {  // std::cerr and the environment back as they were, also when the Accelerator throws
+        std::streambuf* cerr;
+        ~Restore() {
+          std::cerr.rdbuf(cerr);
+          qunsetenv("MLFLOW_TRACKING_URI");
+        }
+      } restore{std::cerr.rdbuf(said.rdbuf())};
+      spur::AcceleratorOptions options;
+      options.project_config.logging_dir = dir.filePath("logs").toStdString();
+      options.log_with = {"all"};
+      spur::Accelerator accelerator(options);
+      accelerator.init_trackers("p", {}, {.trackers = {"none"}, .csv_directory = dir.filePath("csv").toStdString()});
+      accelerator.log({{"x", 1}}, 0);
+      accelerator.end_training();
+    }
+    QVERIFY2(QString::fromStdString(said.str()).contains("mlflow (" + uri + ") cannot be reached"), said.str().c_str());
   }
 
   // An unknown name in log_with, and a logging directory that cannot be made: errors naming the value or path.
