@@ -53,11 +53,34 @@ for file in "${changed[@]}"; do
   grep -q "\"file\": \"$PWD/$file\"" build/compile_commands.json && checked+=("$file")
 done
 echo "clang-tidy: ${#checked[@]} changed source file(s) since $base"
+# build/ precompiles headers with GCC (-include .../cmake_pch.hxx beside a GCC .gch), which clang cannot read: it
+# stopped at "not a valid precompiled PCH file" on every such file, and until issue 40 that error passed as clean.
+# clang-tidy reads a copy of the compile commands whose -include names a copy of the header with no .gch beside it,
+# so it parses the same headers as text.
+database=$(mktemp -d)
+trap 'rm -rf "$database"' EXIT
+python3 - build/compile_commands.json "$database" <<'PY'
+import json, os, shutil, sys
+entries, out = json.load(open(sys.argv[1])), sys.argv[2]
+copies = {}
+for entry in entries:
+    words = entry["command"].split(" ")
+    for i, word in enumerate(words):
+        if i and words[i - 1] == "-include" and word.endswith("/cmake_pch.hxx"):
+            if word not in copies:
+                copies[word] = os.path.join(out, "pch", str(len(copies)), "cmake_pch.hxx")
+                os.makedirs(os.path.dirname(copies[word]))
+                shutil.copyfile(word, copies[word])
+            words[i] = copies[word]
+    entry["command"] = " ".join(words)
+json.dump(entries, open(os.path.join(out, "compile_commands.json"), "w"))
+PY
 for file in "${checked[@]}"; do
   # clang-tidy exits non-zero on findings (warnings are errors here): keep its output apart from its status, or
-  # pipefail would make every finding look like a clean file (it did until issue 15).
-  report=$(clang-tidy -p build --quiet "$file" 2>/dev/null || true)
-  if grep -E -A3 "^$PWD/.*(warning|error):" <<<"$report"; then
+  # pipefail would make every finding look like a clean file (it did until issue 15). A file it could not parse
+  # ("error: ..." with no path, "Error while processing") fails too.
+  report=$(clang-tidy -p "$database" --quiet "$file" 2>&1 || true)
+  if grep -E -A3 "^$PWD/.*(warning|error):|^error:|^Error while processing" <<<"$report"; then
     status=1
   fi
 done
