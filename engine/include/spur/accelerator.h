@@ -360,7 +360,7 @@ class Accelerator {
   // --- tracking (spur/tracking.h) ----------------------------------------------------------------------------
   /// Starts recording this run's metrics: `project` and `config` (the program's parameters) are stored with it.
   /// Only the main process records unless options.all_processes.
-  void init_trackers(const std::string& project, json::Object config = {}, TrackingOptions options = {});
+  void init_trackers(const std::string& project, json::Object config = {}, const TrackingOptions& options = {});
   /// Records values at `step` (default: one more than the last log call's). Returns at once: the values are
   /// written in the background. A no-op on processes that do not record, and before init_trackers.
   void log(std::initializer_list<std::pair<std::string_view, LogValue>> values,

@@ -46,7 +46,7 @@ void ensure_writable_directory(const std::string& directory, const std::string& 
 
 LogValue::LogValue(const torch::Tensor& tensor) : value(tensor.item<double>()) {}
 
-void Accelerator::init_trackers(const std::string& project, json::Object config, TrackingOptions options) {
+void Accelerator::init_trackers(const std::string& project, json::Object config, const TrackingOptions& options) {
   auto& core = *core_;
   if (core.tracking) throw Error("init_trackers was already called");
   std::vector<std::string> names = options.trackers;

@@ -8,6 +8,7 @@
 // when it answers; what it never took is counted at the end (it is in Spur's history all the same).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -35,7 +36,7 @@ std::string env(const char* name) {
   return value ? value : "";
 }
 
-int64_t milliseconds(double wall) { return static_cast<int64_t>(wall * 1000.0 + 0.5); }
+int64_t milliseconds(double wall) { return std::llround(wall * 1000.0); }
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
