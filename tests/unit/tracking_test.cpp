@@ -10,7 +10,6 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
-#include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -30,6 +29,7 @@
 #include <spur/core/mlflow.h>
 
 #include "expect_error.h"
+#include "rank_group.h"
 #include "test_main.h"
 
 namespace {
@@ -306,10 +306,9 @@ class TrackingTest : public QObject {
     QVERIFY(QFile::exists(dir.filePath("csv/p/r/metrics.csv")));
 
     // With MLFLOW_TRACKING_URI set, "all" takes the mlflow tracker too (a closed port here: it says so).
-    QTcpServer probe;
-    QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
-    const QString uri = QString("http://127.0.0.1:%1").arg(probe.serverPort());
-    probe.close();
+    const int port = spur::test::free_port();
+    QVERIFY(port > 0);
+    const QString uri = QString("http://127.0.0.1:%1").arg(port);
     qputenv("MLFLOW_TRACKING_URI", uri.toUtf8());
     std::ostringstream said;
     {
