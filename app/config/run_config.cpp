@@ -45,7 +45,7 @@ class ConfigShape : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { node(mark, anchor, false, "", true); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
     throw ConfigError(name_ + ":" + std::to_string(mark.line + 1) +
-                      ": aliases (*name) are not accepted in a run configuration; write the value out");
+                      ": aliases (*name) are not accepted here; write the value out");
   }
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
@@ -73,7 +73,7 @@ class ConfigShape : public YAML::EventHandler {
             bool empty = false) {
     const std::string where = name_ + ":" + std::to_string(mark.line + 1) + ": ";
     if (anchor != YAML::NullAnchor) {
-      throw ConfigError(where + "anchors (&name) are not accepted in a run configuration; write the value out");
+      throw ConfigError(where + "anchors (&name) are not accepted here; write the value out");
     }
     // YAML's own tags (!!str, !!int...) only, as Accelerate's yaml.safe_load: a custom tag (`!false`) was read
     // as an empty string and written back changed (found by fuzz_config).
@@ -387,7 +387,7 @@ std::string read_small_file(const std::string& path, int64_t max_bytes, const st
   return bytes;
 }
 
-RunConfig RunConfig::parse(const std::string& yaml, const std::string& name) {
+YAML::Node load_yaml(const std::string& yaml, const std::string& name) {
   // Line breaks as YAML defines them: CR LF, CR and LF are all one LF (YAML 1.2, 5.4). yaml-cpp kept a CR before a
   // comma in a flow mapping as part of a plain value, which then read back without it (found by fuzz_config in
   // CI; PyYAML reads the value without the CR). Files saved with Windows line ends read as before.
@@ -424,6 +424,11 @@ RunConfig RunConfig::parse(const std::string& yaml, const std::string& name) {
   } catch (const YAML::ParserException& e) {
     throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML or JSON: " + e.msg);
   }
+  return root;
+}
+
+RunConfig RunConfig::parse(const std::string& yaml, const std::string& name) {
+  const YAML::Node root = load_yaml(yaml, name);
   if (!root.IsMap()) throw ConfigError(name + ": a configuration is a mapping of keys to values");
   RunConfig config;
   config.name_ = name;

@@ -86,6 +86,11 @@ class RunConfig {
 /// configuration (RunConfig::to_yaml) quotes it where YAML 1.1 (Accelerate's loader) would read another type.
 YAML::Node yaml_string(const std::string& text);
 
+/// The first YAML (or JSON) document of a small file Spur reads, `name` naming it in errors: line ends as YAML
+/// reads them, no control characters, no anchors, aliases or foreign tags, at most 64 levels deep (each refused by
+/// ConfigError "NAME:LINE: ...", as Accelerate's yaml.safe_load refuses or as a hostile file would cost).
+YAML::Node load_yaml(const std::string& yaml, const std::string& name);
+
 /// Reads a file Spur is handed (a configuration, a hostfile, Slurm settings): a regular file of at most
 /// `max_bytes`, checked before it is opened (a FIFO would block for ever, /dev/zero never ends). Throws ConfigError
 /// naming the path and what it was to be (`what`: "a configuration file", "a hostfile"...).
