@@ -51,6 +51,8 @@ app::SupervisorOptions record_options(const Arguments& args, const QStringList& 
 int slurm_command(const QStringList& arguments);
 /// `spur runs list|show|export|config|logs|rm|tag|note`: the run history.
 int runs_command(const QStringList& arguments);
+/// `spur sweep run|list|show|stop|resume`: many runs from one W&B sweep file.
+int sweep_command(const QStringList& arguments);
 /// `spur env`: what a bug report needs (versions, compiler, CPU/GPU, BLAS).
 int env_command(const QStringList& arguments);
 /// `spur shard-plan`: each rank's batches for a data set, by Accelerate's sharding rules.

@@ -17,6 +17,7 @@ int usage(QTextStream& out) {
          "  launch      run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
          "  test        check the configured setup: rendezvous, all-reduce, gather and a synchronised step\n"
          "  runs        the run history: list, show, export, config, logs, rm, tag, note\n"
+         "  sweep       many runs from one W&B sweep file: run FILE, list, show, stop, resume\n"
          "  sagemaker   follow, stop or describe a SageMaker training job: spur sagemaker follow JOB\n"
          "  slurm       follow, stop or describe a Slurm job of spur launch --slurm: spur slurm follow JOB\n"
          "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     if (command == "launch") return spur::cli::launch_command(arguments);
     if (command == "test") return spur::cli::test_command(arguments);
     if (command == "runs") return spur::cli::runs_command(arguments);
+    if (command == "sweep") return spur::cli::sweep_command(arguments);
     if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
     if (command == "slurm") return spur::cli::slurm_command(arguments);
     if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);

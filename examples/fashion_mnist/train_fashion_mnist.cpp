@@ -9,7 +9,8 @@
 // threads from spur::loader_generator(). AdamW, a warm-up then cosine schedule, gradient clipping; each epoch it
 // measures accuracy on the 10,000 test images (every image once, whatever the number of ranks) and saves a
 // checkpoint (output_dir/checkpoints/checkpoint_N, the newest --checkpoints_total_limit kept). Logs loss, accuracy,
-// learning rate and samples/s to the run history and to TensorBoard (output_dir/fashion-mnist).
+// learning rate and samples/s to the run history and to TensorBoard (output_dir/fashion-mnist). Flags also as
+// --name=value (a sweep's ${args}); under `spur sweep` output_dir defaults to fashion_mnist_output/sweep-ID/run-N.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +60,7 @@ Options parse(int argc, char** argv) {
       "--resume_from_checkpoint PATH|latest --checkpoints_total_limit N --max_steps N --log_every N --seed S "
       "--checksum";
   ExampleFlags flags(argc, argv, known);
+  bool output_given = false;
   while (flags.next()) {
     if (flags.is("--epochs")) o.epochs = flags.integer(1);
     else if (flags.is("--batch_size")) o.batch_size = flags.integer(1);
@@ -69,15 +71,18 @@ Options parse(int argc, char** argv) {
     else if (flags.is("--gradient_accumulation_steps")) o.accumulation = flags.integer(1);
     else if (flags.is("--mixed_precision")) o.precision = flags.value();
     else if (flags.is("--data_dir")) o.data_dir = flags.value();
-    else if (flags.is("--output_dir")) o.output_dir = flags.value();
-    else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
+    else if (flags.is("--output_dir")) {
+      o.output_dir = flags.value();
+      output_given = true;
+    } else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
     else if (flags.is("--checkpoints_total_limit")) o.keep = flags.integer(1);
     else if (flags.is("--max_steps")) o.max_steps = flags.integer(1);
     else if (flags.is("--log_every")) o.log_every = flags.integer(1);
     else if (flags.is("--seed")) o.seed = static_cast<uint64_t>(flags.integer(0));
-    else if (flags.is("--checksum")) o.checksum = true;
+    else if (flags.is("--checksum")) o.checksum = flags.on();
     else flags.unknown();
   }
+  if (!output_given) o.output_dir = run_output_folder(o.output_dir);
   return o;
 }
 

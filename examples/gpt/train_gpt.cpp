@@ -95,7 +95,7 @@ Options parse(int argc, char** argv) {
     else if (flags.is("--save_every")) o.save_every = flags.integer(1);
     else if (flags.is("--sample_bytes")) o.sample_bytes = flags.integer(0);
     else if (flags.is("--seed")) o.seed = static_cast<uint64_t>(flags.integer(0));
-    else if (flags.is("--checksum")) o.checksum = true;
+    else if (flags.is("--checksum")) o.checksum = flags.on();
     else flags.unknown();
   }
   if (o.n_embd % o.n_head != 0) {

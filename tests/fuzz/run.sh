@@ -23,7 +23,7 @@ else
 fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config hostfile stream_line json history_chunk launch_arguments safetensors_header safetensors_index history_answer
-                                 tensorboard_events checkpoint_state)
+                                 tensorboard_events checkpoint_state sweep)
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz
 mkdir -p build-fuzz/artifacts

@@ -12,7 +12,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # app/'s folders in floor order, bottom first: each is used only by the folders after it (and by ui/).
-APP_FLOORS = ["config", "launch", "slurm", "sagemaker", "setup", "runs", "studio", "cli"]
+APP_FLOORS = ["config", "launch", "slurm", "sagemaker", "setup", "runs", "sweep", "studio", "cli"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]', re.M)
 SOURCES = (".h", ".cpp")
 
