@@ -223,7 +223,7 @@ int sweep_command(const QStringList& arguments) {
     out << kUsage;
     return arguments.isEmpty() ? 2 : 0;
   }
-  const QString action = arguments.front();
+  const QString& action = arguments.front();
   const QStringList rest = arguments.mid(1);
   try {
     if (action == "run") return run(rest, out, err);

@@ -11,7 +11,7 @@ namespace spur::app {
 std::vector<int64_t> hyperband_bands(const Hyperband& config) {
   std::vector<int64_t> bands;
   if (config.max_iter) {
-    double band = static_cast<double>(*config.max_iter);
+    auto band = static_cast<double>(*config.max_iter);
     for (int i = 0; i < static_cast<int>(config.s); ++i) {
       band /= config.eta;
       if (band < 1) break;
@@ -19,7 +19,7 @@ std::vector<int64_t> hyperband_bands(const Hyperband& config) {
     }
     std::sort(bands.begin(), bands.end());
   } else if (config.min_iter) {
-    double band = static_cast<double>(*config.min_iter);
+    auto band = static_cast<double>(*config.min_iter);
     // W&B lists 100 bands; those past any run's length never apply.
     for (int i = 0; i < 100 && band < 1e15; ++i) {
       bands.push_back(static_cast<int64_t>(band));
@@ -43,6 +43,7 @@ std::vector<size_t> hyperband_stop(const std::vector<HyperbandRun>& runs, const 
     return h;
   };
   std::vector<std::vector<double>> histories;
+  histories.reserve(runs.size());
   for (const auto& run : runs) histories.push_back(oriented(run));
   std::vector<double> thresholds;
   for (const int64_t band : bands) {

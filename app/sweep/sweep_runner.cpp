@@ -409,14 +409,12 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
   loop.exec();
 
   const int finished = state.count("finished"), failed = state.count("failed"), early = state.count("early_terminated");
-  if (stopping) {
-    state.status = "stopped";
-  } else if (given_up || (finished + early == 0 && failed > 0)) {
+  if (!stopping && (given_up || (finished + early == 0 && failed > 0))) {
     state.status = "failed";
-  } else if (state.count("pending") == 0) {
+  } else if (!stopping && state.count("pending") == 0) {
     state.status = "finished";
   } else {
-    state.status = "stopped";
+    state.status = "stopped";  // by a signal, or runs left
   }
   state.pid = 0;
   save_sweep(state);

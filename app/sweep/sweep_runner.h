@@ -46,7 +46,7 @@ struct SweepState {
   std::vector<SweepRunState> runs;
 
   /// Counts of runs by status.
-  int count(const std::string& status) const;
+  int count(const std::string& which) const;
 };
 
 /// The folder of the sweep records: beside the run history ($SPUR_HISTORY's folder, else the default's).

@@ -99,7 +99,8 @@ struct FashionMnist {
     auto image = images[static_cast<int64_t>(index)].to(torch::kFloat).div_(255.0).sub_(kMean).div_(kStd).unsqueeze(0);
     if (augment) {
       auto random = torch::randint(0, 5, {3}, spur::loader_generator(), torch::kLong);
-      const int64_t dy = random[0].item<int64_t>(), dx = random[1].item<int64_t>();
+      const auto dy = random[0].item<int64_t>();
+      const auto dx = random[1].item<int64_t>();
       // Pad with the normalised value of a black pixel, then take the 28x28 window at (dy, dx).
       auto padded = torch::full({1, 32, 32}, -kMean / kStd);
       padded.narrow(1, 2, 28).narrow(2, 2, 28).copy_(image);
@@ -243,7 +244,7 @@ int main(int argc, char** argv) try {
       ++step;
       if (step % o.log_every == 0 || step == total) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
-        const double mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
+        const auto mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
         const double per_second = static_cast<double>(samples * accelerator.num_processes()) / seconds;
         const double lr = optimizer->param_groups()[0].options().get_lr();
         const double wait = 100.0 * waited / seconds;

@@ -243,7 +243,7 @@ int main(int argc, char** argv) try {
   // "latest": the newest checkpoint_N under output_dir/checkpoints.
   auto checkpoint_to_resume = [&]() -> std::string {
     if (o.resume != "latest") return o.resume;
-    const std::string latest = accelerator.latest_checkpoint();
+    std::string latest = accelerator.latest_checkpoint();
     if (latest.empty()) {
       throw spur::Error("--resume_from_checkpoint latest: no checkpoint under " + o.output_dir + "/checkpoints");
     }
@@ -322,7 +322,8 @@ int main(int argc, char** argv) try {
                     "nats per byte; model:", parameters, "parameters");
 
   // Mean loss over eval_batches validation batches (every rank its share, then averaged).
-  auto evaluate = [&]() {
+  // (The structured bindings by name: a lambda may not capture them implicitly before C++20's clang 16.)
+  auto evaluate = [&, &model = model, &valid = valid]() {
     torch::NoGradGuard no_grad;
     model->eval();
     double sum = 0;
@@ -362,7 +363,7 @@ int main(int argc, char** argv) try {
       counter.fill_(++step);
       if (step % o.log_every == 0 || step == o.max_steps) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
-        const double mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
+        const auto mean = accelerator.reduce(loss_sum / since_log, spur::Reduction::mean).item<double>();
         const double per_second = static_cast<double>(tokens * accelerator.num_processes()) / seconds;
         const double lr = optimizer->param_groups()[0].options().get_lr();
         const double wait = 100.0 * waited / seconds;

@@ -65,7 +65,7 @@ class SweepTest : public QObject {
     return spur::test::run_process(SPUR_CLI, arguments, env_, timeout_ms);
   }
   QString sweep_file(const QString& name, const QByteArray& body) {
-    const QString path = dir_.filePath(name);
+    QString path = dir_.filePath(name);
     write_file(path, "program: " SPUR_SWEEP_RIG "\n" + body);
     return path;
   }

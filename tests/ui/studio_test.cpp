@@ -57,6 +57,7 @@
 #include "runs/remote_history.h"
 #include "main/demo_workspace.h"
 #include "compare/compare_view.h"
+#include "hparams/hparams_view.h"
 #include "main/main_window.h"
 #include "main/open_history_dialog.h"
 #include "main/run_notifier.h"
@@ -1188,6 +1189,59 @@ class StudioTest : public QObject {
         spur::test::done(window.export_metrics(id, path)).contains("is the run history"));  // never over the history
     QCOMPARE(spur::test::done(window.delete_run(id)), QString());
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 0, 5000);
+  }
+
+  // The Hyperparameters tab: the selected runs' varying parameters against their final metrics, read with the
+  // Compare tab's read; dragging along an axis with the mouse brushes it and selects those runs in its table; a
+  // click on the axis clears the brush; the best run by the first metric is named.
+  void the_hyperparameters_tab_brushes_runs_with_the_mouse() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    {
+      spur::history::HistoryWriter history(path.toStdString());
+      const double lrs[] = {0.0001, 0.001, 0.01, 0.1};
+      for (int i = 0; i < 4; ++i) {
+        spur::history::Run run;
+        run.name = "sweep-" + std::to_string(i + 1);
+        run.status = "finished";
+        run.params = "{\"lr\": " + std::to_string(lrs[i]) + ", \"epochs\": 3}";
+        const int64_t id = history.create_run(run);
+        history.append_metrics(id, {{"loss", {{1, 1.0 - 0.2 * i, 0}}}});
+      }
+    }
+    spur::studio::MainWindow window(path);
+    window.resize(1200, 800);
+    window.show();
+    window.show_runs({1, 2, 3, 4});
+    window.show_hparams();
+    auto* view = window.hparams();
+    auto* model = view->model();
+    QTRY_COMPARE_WITH_TIMEOUT(model->rowCount(), 4, 5000);
+    QCOMPARE(model->headerData(1, Qt::Horizontal).toString(), QString("lr"));  // epochs is the same: left out
+    QCOMPARE(model->headerData(2, Qt::Horizontal).toString(), QString("loss"));
+    QCOMPARE(model->best_row(), 3);
+    QVERIFY2(view->findChild<QLabel*>("hparams_summary")->text().contains("best loss: sweep-4 (0.4)"),
+             qPrintable(view->findChild<QLabel*>("hparams_summary")->text()));
+    auto* plot = view->plot();
+    QTRY_VERIFY(plot->isVisible() && plot->height() > 100);
+    // Drag along lr's axis over its upper half: lr 1e-2.5 and above (runs 3 and 4, on a log scale).
+    const int x = plot->axis_x(0);
+    const int top = plot->top(), bottom = plot->bottom();
+    QTest::mousePress(plot, Qt::LeftButton, {}, QPoint(x, top - 2));
+    QMouseEvent move(QEvent::MouseMove, QPointF(x, (top + bottom) / 2 + 4),
+                     plot->mapToGlobal(QPointF(x, (top + bottom) / 2 + 4)), Qt::NoButton, Qt::LeftButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+    QTest::mouseRelease(plot, Qt::LeftButton, {}, QPoint(x, (top + bottom) / 2 + 4));
+    QCOMPARE(model->brushed_runs(), (QList<qint64>{3, 4}));
+    QCOMPARE(view->table()->selectionModel()->selectedRows().size(), 2);
+    QVERIFY(view->findChild<QLabel*>("hparams_summary")->text().contains("2 within the brushes"));
+    // A click on the axis clears its brush.
+    QTest::mouseClick(plot, Qt::LeftButton, {}, QPoint(x, (top + bottom) / 2));
+    QCOMPARE(model->brushed_runs().size(), 4);
+    QCOMPARE(view->table()->selectionModel()->selectedRows().size(), 0);
+    const QImage image = plot->grab().toImage();
+    QVERIFY(!image.isNull());
   }
 
   // The Compare tab: the selected runs side by side, read on the reader thread when the tab is shown, with a

@@ -32,6 +32,7 @@
 #include <memory>
 
 #include "compare/compare_view.h"
+#include "hparams/hparams_view.h"
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
 #include "launch/detached_launch.h"
@@ -82,6 +83,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       dashboard_(new Dashboard(this)),
       console_(new ConsoleView(path_, this)),
       compare_(new CompareView(this)),
+      hparams_(new HParamsView(this)),
       timer_(new QTimer(this)),
       loader_(new app::SeriesLoader(path_)),
       runs_reader_(new app::RunsReaderWorker(path_)),
@@ -150,10 +152,11 @@ void MainWindow::build_panes() {
   tabs->addTab(dashboard_, tr("&Metrics"));
   tabs->addTab(console_, tr("&Console"));
   tabs->addTab(compare_, tr("Com&pare"));
+  tabs->addTab(hparams_, tr("&Hyperparameters"));
   connect(compare_->model(), &QAbstractItemModel::headerDataChanged, this, [this] { follow_baseline(); });
   connect(compare_->model(), &QAbstractItemModel::modelReset, this, [this] { follow_baseline(); });
   connect(tabs, &QTabWidget::currentChanged, this, [this] {
-    if (tabs_->currentWidget() == compare_) ask_compare();
+    if (tabs_->currentWidget() == compare_ || tabs_->currentWidget() == hparams_) ask_compare();
   });
   splitter->addWidget(tabs);
   splitter->setStretchFactor(1, 3);
@@ -200,6 +203,7 @@ void MainWindow::start_readers() {
     for (const auto& run : snapshot.runs) ids << run.run.id;
     if (snapshot.error.isEmpty() && ids != compared_) return;
     compare_->set_snapshot(snapshot);
+    hparams_->set_snapshot(snapshot);
   });
   connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
   // A zoom reads the plot's lines again for the range shown, finer (the GUI thread never reads the history).
@@ -368,7 +372,8 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   console_->refresh();
   update_actions();
   // While the Compare tab shows a running run, its values follow (once a second: a compare read scans series).
-  if (tabs_->currentWidget() == compare_ && QDateTime::currentMSecsSinceEpoch() - compare_asked_ms_ >= 1000) {
+  if ((tabs_->currentWidget() == compare_ || tabs_->currentWidget() == hparams_) &&
+      QDateTime::currentMSecsSinceEpoch() - compare_asked_ms_ >= 1000) {
     bool running = false;
     for (const qint64 id : compared_) {
       const int row = runs_->row_of(id);
@@ -411,7 +416,8 @@ void MainWindow::selection_changed() {
   QMetaObject::invokeMethod(
       loader_, [loader = loader_, ids] { loader->set_runs(ids); }, Qt::QueuedConnection);
   QMetaObject::invokeMethod(loader_, &app::SeriesLoader::poll, Qt::QueuedConnection);
-  if (tabs_->currentWidget() == compare_) ask_compare();  // else when the tab is shown: a compare read scans series
+  if (tabs_->currentWidget() == compare_ || tabs_->currentWidget() == hparams_)
+    ask_compare();  // else when the tab is shown: a compare read scans series
   update_actions();
 }
 
@@ -424,6 +430,8 @@ void MainWindow::ask_compare() {
 }
 
 void MainWindow::show_compare() { tabs_->setCurrentWidget(compare_); }
+
+void MainWindow::show_hparams() { tabs_->setCurrentWidget(hparams_); }
 
 void MainWindow::filter_runs(const QString& text) {
   shown_->setFilterFixedString(text);

@@ -43,6 +43,7 @@ struct SetupAnswers;
 namespace spur::studio {
 
 class CompareView;
+class HParamsView;
 class ConsoleView;
 class Dashboard;
 class HistorySummaries;
@@ -71,6 +72,9 @@ class MainWindow : public QMainWindow {
   /// The selected runs side by side (the Compare tab), read on the reader thread when the selection changes and,
   /// while the tab is shown, as running runs log.
   CompareView* compare() const { return compare_; }
+  HParamsView* hparams() const { return hparams_; }
+  /// Shows the Hyperparameters tab (the selected runs' parameters against their metrics).
+  void show_hparams();
   /// Brings the Compare tab to the front.
   void show_compare();
   /// Announces runs that end while the window is not focused (View > Notify when runs end).
@@ -201,6 +205,7 @@ class MainWindow : public QMainWindow {
   Dashboard* dashboard_;
   ConsoleView* console_;
   CompareView* compare_;
+  HParamsView* hparams_;
   class QTabWidget* tabs_ = nullptr;
   QTimer* timer_;
   QThread reader_thread_;
