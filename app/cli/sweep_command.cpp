@@ -49,7 +49,7 @@ int run(const QStringList& arguments, QTextStream& out, QTextStream& err) {
   const auto spec = app::SweepSpec::read(args.positional().front().toStdString());
   const int parallel = static_cast<int>(args.integer("parallel", 1, 256).value_or(1));
   const auto seed = static_cast<uint64_t>(args.integer("seed", 0, std::numeric_limits<qint64>::max()).value_or(0));
-  const auto points = spec.points(args.integer("count", 1, 1000000), seed);
+  const auto points = spec.points(args.integer("count", 1, 100000), seed);
   if (args.has("dry_run")) {
     int i = 0;
     for (const auto& point : points) {
@@ -82,8 +82,10 @@ int run(const QStringList& arguments, QTextStream& out, QTextStream& err) {
   return app::run_sweep(state, spec, QCoreApplication::applicationFilePath(), out, err);
 }
 
-int list(QTextStream& out) {
-  const auto sweeps = app::list_sweeps();
+int list(QTextStream& out, QTextStream& err) {
+  std::vector<std::string> problems;
+  const auto sweeps = app::list_sweeps(&problems);
+  for (const auto& problem : problems) err << "spur sweep list: left out: " << QString::fromStdString(problem) << "\n";
   if (sweeps.empty()) {
     out << "no sweeps yet (spur sweep run FILE starts one)\n";
     return 0;
@@ -227,7 +229,7 @@ int sweep_command(const QStringList& arguments) {
   const QStringList rest = arguments.mid(1);
   try {
     if (action == "run") return run(rest, out, err);
-    if (action == "list") return list(out);
+    if (action == "list") return list(out, err);
     if (action == "show" || action == "stop" || action == "resume") {
       if (rest.size() != 1) throw UsageError("spur sweep " + action + " takes a sweep id (spur sweep list)");
       const std::string id = rest.front().toStdString();
@@ -242,6 +244,9 @@ int sweep_command(const QStringList& arguments) {
   } catch (const UsageError& e) {
     err << "spur sweep: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    err << "spur sweep " << action << ": " << e.what() << "\n";
+    return 1;
   }
 }
 

@@ -52,8 +52,9 @@ QVariant HParamsModel::data(const QModelIndex& index, int role) const {
     return c.text;
   }
   if (role == SortRole) {
+    // One kind per column: numbers on a numeric axis, text on a category axis (mixed, sorting would be undefined).
     if (!c.present) return QVariant();
-    if (c.number) return *c.number;
+    if (axes_[static_cast<size_t>(index.column() - 1)].numeric && c.number) return *c.number;
     return c.text;
   }
   if (role == Qt::TextAlignmentRole && c.number) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
@@ -256,11 +257,10 @@ void HParamsModel::clear_brushes() {
 }
 
 bool HParamsModel::brushed(int row) const {
-  for (const auto& [axis, range] : brushes_) {
-    const auto p = position(row, axis);
-    if (!p || *p < range.first - 1e-9 || *p > range.second + 1e-9) return false;
-  }
-  return true;
+  return std::ranges::all_of(brushes_, [&](const auto& brush) {
+    const auto p = position(row, brush.first);
+    return p && *p >= brush.second.first - 1e-9 && *p <= brush.second.second + 1e-9;
+  });
 }
 
 QList<qint64> HParamsModel::brushed_runs() const {

@@ -9,7 +9,9 @@
 #include <QDateTime>
 #include <QDir>
 #include <QEventLoop>
+#include <QFile>
 #include <QFileInfo>
+#include <QLockFile>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QSysInfo>
@@ -71,6 +73,7 @@ json::Value state_json(const SweepState& s) {
                       {"launch_flags", flags},
                       {"status", s.status},
                       {"pid", s.pid},
+                      {"pid_start", s.pid_start},
                       {"host", s.host},
                       {"created", s.created},
                       {"runs", runs}};
@@ -92,6 +95,7 @@ SweepState state_from(const json::Value& v, const std::string& path) {
     }
     s.status = v.at("status").as_string("status");
     s.pid = v.at("pid").as_int("pid");
+    if (const auto* start = v.find("pid_start")) s.pid_start = start->as_int("pid_start");
     s.host = v.at("host").as_string("host");
     s.created = v.at("created").as_double("created");
     for (const auto& r : v.at("runs").as_array("runs")) {
@@ -114,6 +118,17 @@ SweepState state_from(const json::Value& v, const std::string& path) {
 std::string record_path(const std::string& id) { return sweeps_folder() + "/" + id + ".json"; }
 
 std::string this_host() { return QSysInfo::machineHostName().toStdString(); }
+
+// A process's start time in clock ticks since boot (/proc/PID/stat's 22nd field); 0 when it is gone.
+int64_t process_start(int64_t pid) {
+  QFile stat(QString("/proc/%1/stat").arg(pid));
+  if (pid <= 0 || !stat.open(QIODevice::ReadOnly)) return 0;
+  const QByteArray text = stat.readAll();
+  const auto close = text.lastIndexOf(')');  // after the command's name, which may hold spaces
+  if (close < 0) return 0;
+  const QList<QByteArray> fields = text.mid(close + 2).split(' ');
+  return fields.size() > 19 ? fields[19].toLongLong() : 0;  // field 22 is the 20th after the name
+}
 
 // The sweep's parameters in the run's recorded parameters, where the program did not record them itself.
 void record_params(int64_t run_id, const SweepPoint& point) {
@@ -151,8 +166,8 @@ std::string sweeps_folder() {
 void save_sweep(const SweepState& state) {
   try {
     write_private_file(record_path(state.id), json::write(state_json(state)) + "\n");
-  } catch (const ConfigError& e) {
-    throw SweepError(e.what());
+  } catch (const std::exception& e) {
+    throw SweepError(record_path(state.id) + ": cannot write the sweep's record: " + e.what());
   }
 }
 
@@ -185,11 +200,15 @@ SweepState load_sweep(const std::string& id) {
   }
 }
 
-std::vector<SweepState> list_sweeps() {
+std::vector<SweepState> list_sweeps(std::vector<std::string>* problems) {
   std::vector<SweepState> out;
   const QDir folder(QString::fromStdString(sweeps_folder()));
   for (const QString& name : folder.entryList({"*.json"}, QDir::Files)) {
-    out.push_back(load_sweep(name.chopped(5).toStdString()));
+    try {
+      out.push_back(load_sweep(name.chopped(5).toStdString()));
+    } catch (const SweepError& e) {
+      if (problems) problems->emplace_back(e.what());
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created > b.created; });
   return out;
@@ -204,15 +223,29 @@ std::string new_sweep_id() {
 }
 
 bool controller_alive(const SweepState& state) {
-  return state.pid > 0 && state.host == this_host() && ::kill(static_cast<pid_t>(state.pid), 0) == 0;
+  return state.pid > 0 && state.host == this_host() && ::kill(static_cast<pid_t>(state.pid), 0) == 0 &&
+         (state.pid_start == 0 || process_start(state.pid) == state.pid_start);
 }
 
 int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_program, QTextStream& out,
               QTextStream& err) {
+  // One controller per sweep: two `resume`s at once would launch the same runs twice.
+  QDir().mkpath(QString::fromStdString(sweeps_folder()));
+  QLockFile lock(QString::fromStdString(sweeps_folder() + "/" + state.id + ".lock"));
+  lock.setStaleLockTime(0);  // a lock whose process is gone is taken over
+  if (!lock.tryLock(0)) {
+    qint64 holder = 0;
+    QString host, application;
+    lock.getLockInfo(&holder, &host, &application);
+    throw SweepError("sweep " + state.id + " is being run by another spur sweep (pid " + std::to_string(holder) +
+                     "): stop it first (spur sweep stop " + state.id + ")");
+  }
   SignalCounter counter;
   const int signals_before = SignalCounter::count();
+  int signals_seen = signals_before;
   state.status = "running";
   state.pid = ::getpid();
+  state.pid_start = process_start(state.pid);
   state.host = this_host();
   save_sweep(state);
 
@@ -268,10 +301,11 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
     out.flush();
     process->start();
     if (!process->waitForStarted(10000)) {
-      err << "spur sweep: cannot start " << spur_program << ": " << process->errorString() << "\n";
-      run.status = "failed";
-      ++failed_now;
-      save_sweep(state);
+      // Not the run's fault: it stays pending for `resume`, and the sweep stops launching.
+      err << "spur sweep " << QString::fromStdString(state.id) << ": cannot start " << spur_program << ": "
+          << process->errorString() << "; stopping (spur sweep resume " << QString::fromStdString(state.id)
+          << " launches the rest)\n";
+      given_up = true;
       return;
     }
     run.status = "running";
@@ -296,10 +330,7 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
       filter.tag = "sweep:" + state.id;
       for (const auto& run : reader.runs(filter)) {
         for (const auto& a : active) {
-          if (state.runs[a.run].run_id == 0 && run.pid == a.pid) {
-            state.runs[a.run].run_id = run.id;
-            record_params(run.id, state.runs[a.run].point);
-          }
+          if (state.runs[a.run].run_id == 0 && run.pid == a.pid) state.runs[a.run].run_id = run.id;
         }
       }
     } catch (const std::exception&) {
@@ -338,9 +369,9 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
         out.flush();
         run.status = "early_terminated";
         ::kill(static_cast<pid_t>(a.pid), SIGINT);
+        save_sweep(state);
       }
     }
-    save_sweep(state);
   };
 
   auto reap = [&] {
@@ -372,8 +403,18 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
     }
   };
 
-  tick = [&] {
+  auto step = [&] {
+    // Runs that ended are reaped first: a signal sent below must not reach a pid that is free again.
+    for (auto& a : active) a.process->waitForFinished(0);
+    reap();
+    if (stopping && SignalCounter::count() != signals_seen) {
+      // A second Ctrl-C: the runs' launchers get SIGTERM (each stops its ranks at once).
+      signals_seen = SignalCounter::count();
+      err << "spur sweep " << QString::fromStdString(state.id) << ": stopping the runs now (SIGTERM)\n";
+      for (const auto& a : active) ::kill(static_cast<pid_t>(a.pid), SIGTERM);
+    }
     if (!stopping && SignalCounter::count() != signals_before) {
+      signals_seen = SignalCounter::count();
       stopping = true;
       err << "spur sweep " << QString::fromStdString(state.id) << ": stopping (" << signal_name(SignalCounter::last())
           << "): the runs started are stopped, the rest wait for spur sweep resume " << QString::fromStdString(state.id)
@@ -381,8 +422,6 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
       err.flush();
       for (const auto& a : active) ::kill(static_cast<pid_t>(a.pid), SIGINT);
     }
-    for (auto& a : active) a.process->waitForFinished(0);
-    reap();
     if (++ticks % kHyperbandEveryTicks == 0) {
       find_run_ids();
       hyperband();
@@ -401,6 +440,21 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
     }
     if (active.empty() && (stopping || given_up || !pending())) loop.quit();
   };
+  // Nothing may escape the event loop (Qt does not carry exceptions through it): a failure stops the sweep as a
+  // signal does, and is said.
+  tick = [&] {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      err << "spur sweep " << QString::fromStdString(state.id) << ": " << e.what() << "; stopping\n";
+      err.flush();
+      if (!stopping) {
+        stopping = true;
+        for (const auto& a : active) ::kill(static_cast<pid_t>(a.pid), SIGINT);
+      }
+      if (active.empty()) loop.quit();
+    }
+  };
 
   QTimer timer;
   QObject::connect(&timer, &QTimer::timeout, &loop, tick);
@@ -409,7 +463,7 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
   loop.exec();
 
   const int finished = state.count("finished"), failed = state.count("failed"), early = state.count("early_terminated");
-  if (!stopping && (given_up || (finished + early == 0 && failed > 0))) {
+  if (!stopping && finished + early == 0 && (given_up || failed > 0)) {
     state.status = "failed";
   } else if (!stopping && state.count("pending") == 0) {
     state.status = "finished";
@@ -424,7 +478,8 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
       << QString::fromStdString(state.id) << ")\n";
   out.flush();
   if (stopping) return 130;
-  return finished + early > 0 ? 0 : (failed > 0 ? 1 : 0);
+  // Given up (its first runs all failed, or `spur` would not start), or nothing but failures: 1.
+  return given_up || (finished + early == 0 && failed > 0) ? 1 : 0;
 }
 
 }  // namespace spur::app

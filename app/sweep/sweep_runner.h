@@ -41,6 +41,7 @@ struct SweepState {
   QStringList launch_flags;        // given to every `spur launch` before the command
   std::string status = "running";  // running, finished, stopped, failed
   int64_t pid = 0;                 // the controller, while running
+  int64_t pid_start = 0;           // its start time (/proc/PID/stat): a pid used again is not taken for it
   std::string host;                // the machine it runs on
   double created = 0;
   std::vector<SweepRunState> runs;
@@ -55,16 +56,17 @@ std::string sweeps_folder();
 void save_sweep(const SweepState& state);
 /// The record of sweep `id` (or the only one whose id starts with it). SweepError when there is none.
 SweepState load_sweep(const std::string& id);
-/// Every record, newest first.
-std::vector<SweepState> list_sweeps();
+/// Every record, newest first; a record that cannot be read is left out and said in `problems`.
+std::vector<SweepState> list_sweeps(std::vector<std::string>* problems = nullptr);
 /// A new sweep id.
 std::string new_sweep_id();
-/// Whether the controller recorded in `state` is alive on this machine.
+/// Whether the controller recorded in `state` is alive on this machine (the same process: its pid and start time).
 bool controller_alive(const SweepState& state);
 
-/// Runs the sweep's pending runs: `spur_program` is the `spur` to launch them with. Returns the exit status: 0 when
-/// some run finished, 1 when every run failed (or the first three did, as W&B's agent stops), 130 when stopped by a
-/// signal.
+/// Runs the sweep's pending runs: `spur_program` is the `spur` to launch them with. One controller per sweep (a lock
+/// file beside its record; SweepError when another holds it). Returns the exit status: 0 when some run finished, 1
+/// when every run failed (or the first three did, as W&B's agent stops), 130 when stopped by a signal (a second
+/// signal sends the runs SIGTERM).
 int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_program, QTextStream& out,
               QTextStream& err);
 

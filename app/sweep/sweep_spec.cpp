@@ -18,6 +18,7 @@
 #include <spur/core/mlflow.h>
 
 #include "config/run_config.h"
+#include "sweep/hyperband.h"
 
 namespace spur::app {
 namespace {
@@ -135,7 +136,8 @@ class Reader {
         return v;
       }
     }
-    if (const auto v = number_of(node)) return *v;
+    // A finite number; "inf" and "nan" stay text, as PyYAML reads them (and as a command line passes them on).
+    if (const auto v = number_of(node); v && std::isfinite(*v)) return *v;
     return s;
   }
 
@@ -229,6 +231,7 @@ SweepParameter read_parameter(const Reader& r, const std::string& name, const YA
     if (p.min > p.max) {
       r.fail(min, "parameter " + name + ": min " + min.Scalar() + " is above max " + max.Scalar());
     }
+    p.integer_bounds = r.is_integer_text(min) && r.is_integer_text(max);
     if (d == "int_uniform") {
       if (!r.is_integer_text(min) || !r.is_integer_text(max)) {
         r.fail(min, "parameter " + name + ": int_uniform needs integer min and max");
@@ -257,6 +260,25 @@ SweepParameter read_parameter(const Reader& r, const std::string& name, const YA
 }
 
 double uniform01(std::mt19937_64& random) { return std::generate_canonical<double, 53>(random); }
+
+double standard_normal(std::mt19937_64& random) {
+  const double u1 = uniform01(random), u2 = uniform01(random);
+  return std::sqrt(-2 * std::log(1 - u1)) * std::cos(2 * M_PI * u2);
+}
+
+// Gamma(alpha, 1) by Marsaglia and Tsang's method, from this generator's uniforms alone.
+double gamma_draw(double alpha, std::mt19937_64& random) {
+  if (alpha < 1) return gamma_draw(alpha + 1, random) * std::pow(1 - uniform01(random), 1 / alpha);
+  const double d = alpha - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+  for (int tries = 0; tries < 1000; ++tries) {
+    const double x = standard_normal(random);
+    const double v = std::pow(1 + c * x, 3);
+    if (v <= 0) continue;
+    const double u = uniform01(random);
+    if (u < 1 - 0.0331 * x * x * x * x || std::log(u) < 0.5 * x * x + d * (1 - v + std::log(v))) return d * v;
+  }
+  return d;  // not reached in practice (each try is accepted with probability above 0.95)
+}
 
 json::Value quantised(double v, const SweepParameter& p) {
   const double r = std::round(v / p.q) * p.q;
@@ -303,16 +325,55 @@ json::Value draw(const SweepParameter& p, std::mt19937_64& random) {
     if (d == "log_normal") return std::exp(v);
     return quantised(std::exp(v), p);
   }
-  // beta: X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b).
-  std::gamma_distribution<double> ga(p.a, 1.0), gb(p.b, 1.0);
-  const double x = ga(random), y = gb(random);
+  // beta: X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b) (gamma_draw() above: the same numbers on every library).
+  const double x = gamma_draw(p.a, random), y = gamma_draw(p.b, random);
   const double v = x / (x + y);
   return d == "beta" ? json::Value(v) : quantised(v, p);
 }
 
 }  // namespace
 
-std::string sweep_value_text(const json::Value& value) { return mlflow::param_text(value); }
+namespace {
+
+// Python's repr() of a value inside a list or dict: 'text' (in double quotes when it holds a ' and no "), None,
+// True/False, numbers as str() writes them.
+std::string python_repr(const json::Value& value) {
+  if (value.is_null()) return "None";
+  if (value.is_string()) {
+    const std::string& s = value.as_string();
+    const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+    std::string out(1, quote);
+    for (const char c : s) {
+      if (c == '\\' || c == quote) out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    return out + quote;
+  }
+  if (value.is_array()) {
+    std::string out = "[";
+    for (const auto& item : value.as_array()) out += (out.size() > 1 ? ", " : "") + python_repr(item);
+    return out + "]";
+  }
+  if (value.is_object()) {
+    std::string out = "{";
+    for (const auto& [key, item] : value.as_object()) {
+      out += (out.size() > 1 ? ", " : "") + python_repr(json::Value(key)) + ": " + python_repr(item);
+    }
+    return out + "}";
+  }
+  return mlflow::param_text(value);
+}
+
+}  // namespace
+
+std::string sweep_value_text(const json::Value& value) {
+  // str(): text as it is; everything else as repr (None, [1, 'a'], {'k': 0.1}).
+  return value.is_string() ? value.as_string() : python_repr(value);
+}
 
 std::vector<json::Value> SweepParameter::grid_values(const std::string& file) const {
   const std::string& d = distribution;
@@ -329,15 +390,16 @@ std::vector<json::Value> SweepParameter::grid_values(const std::string& file) co
     return out;
   }
   if (d == "q_uniform") {
-    // numpy.arange(min, max, q): ceil((max - min) / q) values, max left out.
+    // numpy.arange(min, max, q): ceil((max - min) / q) values, the i-th min + i * ((min + q) - min) (numpy's own
+    // step), max left out; integers when min, max and q are all written as integers.
     const double count = std::ceil((max - min) / q);
     if (!(count <= static_cast<double>(kMaxGridPoints))) throw too_many();
     const auto n = static_cast<int64_t>(count);
-    const bool integers = integer_q && std::floor(min) == min && std::floor(max) == max && std::abs(min) < 0x1p53 &&
-                          std::abs(max) < 0x1p53;
+    const bool integers = integer_q && integer_bounds && std::abs(min) < 0x1p53 && std::abs(max) < 0x1p53;
+    const double step = (min + q) - min;
     std::vector<json::Value> out;
     for (int64_t i = 0; i < n; ++i) {
-      const double v = min + static_cast<double>(i) * q;
+      const double v = min + static_cast<double>(i) * step;
       out.push_back(integers ? json::Value(static_cast<int64_t>(v)) : json::Value(v));
     }
     return out;
@@ -447,7 +509,13 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& file) {
     }
     if (type != "hyperband") r.fail(*n, "early_terminate: type: hyperband is the one W&B has");
     if (!h.max_iter && !h.min_iter) r.fail(*n, "early_terminate: give min_iter:, or max_iter: and s:");
-    if (h.max_iter && !h.min_iter && h.s <= 0) r.fail(*n, "early_terminate: max_iter: needs s: (above 0)");
+    // W&B takes max_iter (with s) when both are given.
+    if (h.max_iter && h.s < 1) r.fail(*n, "early_terminate: max_iter: needs s: (1 or more bands)");
+    try {
+      (void)hyperband_bands(h);
+    } catch (const SweepError& e) {
+      r.fail(*n, e.what());
+    }
     if (spec.metric_name.empty()) r.fail(*n, "early_terminate needs a metric: (name: and goal:) to compare runs by");
     spec.early_terminate = h;
   }
@@ -490,8 +558,13 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& file) {
       r.fail(lines[i], "command: uses ${program} but program: is missing");
     if (word.starts_with("${args")) args = true;
   }
-  if (spec.program.empty() && spec.command.front().starts_with("${")) {
-    r.fail(root, "program: is missing (the training program each run launches)");
+  // The first word that is not ${env} or ${interpreter} is what runs: ${program} (checked above) or a word of the
+  // user's own (W&B's [${env}, python, train.py, ${args}] needs no program:).
+  const auto first = std::find_if(spec.command.begin(), spec.command.end(),
+                                  [](const std::string& w) { return w != "${env}" && w != "${interpreter}"; });
+  if (first == spec.command.end() || first->starts_with("${args")) {
+    r.fail(first == spec.command.end() ? 0 : lines[static_cast<size_t>(first - spec.command.begin())],
+           "command: names no program to run (program: and ${program}, or the program's own words)");
   }
   // A parameter swept and also written into the command line by hand.
   if (args) {
@@ -524,7 +597,24 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& file) {
 
 std::vector<SweepPoint> SweepSpec::grid() const {
   std::vector<std::vector<json::Value>> axes;
-  for (const auto& p : parameters) axes.push_back(p.grid_values(file));
+  for (const auto& p : parameters) {
+    // A value given twice is one point, as W&B's controller counts them (by YAML text, 1.0 being 1): in the place
+    // of its first, with the value of its last (W&B looks values up by their hash, the last one written winning).
+    std::vector<json::Value> unique;
+    std::map<std::string, size_t> seen;
+    for (const auto& v : p.grid_values(file)) {
+      const bool whole = v.is_number() && !v.is_int() && std::floor(v.as_double()) == v.as_double() &&
+                         std::abs(v.as_double()) < 0x1p53;
+      const std::string key = whole ? std::to_string(static_cast<int64_t>(v.as_double())) : json::write(v);
+      if (const auto it = seen.find(key); it != seen.end()) {
+        unique[it->second] = v;
+      } else {
+        seen.emplace(key, unique.size());
+        unique.push_back(v);
+      }
+    }
+    axes.push_back(std::move(unique));
+  }
   std::vector<SweepPoint> out;
   std::vector<size_t> at(axes.size(), 0);
   while (true) {
@@ -545,7 +635,14 @@ std::vector<SweepPoint> SweepSpec::random(int64_t count, uint64_t seed) const {
   std::vector<SweepPoint> out;
   for (int64_t n = 0; n < count; ++n) {
     SweepPoint point;
-    for (const auto& p : parameters) point.emplace_back(p.name, draw(p, generator));
+    for (const auto& p : parameters) {
+      json::Value v = draw(p, generator);
+      if (v.is_number() && !std::isfinite(v.as_double())) {
+        throw SweepError(file + ":" + std::to_string(p.line) + ": parameter " + p.name + " (" + p.distribution +
+                         ") drew a value that is not finite (exp() of its range overflows): narrow min and max");
+      }
+      point.emplace_back(p.name, std::move(v));
+    }
     out.push_back(std::move(point));
   }
   return out;

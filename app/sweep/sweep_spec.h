@@ -94,8 +94,8 @@ struct SweepSpec {
   std::vector<std::string> command_for(const SweepPoint& point) const;
 };
 
-/// A value as W&B's agent puts it on a command line: Python's str() (strings as they are, True/False, integers,
-/// floats in their shortest round-trip form).
+/// A value as W&B's agent puts it on a command line: Python's str() (strings as they are, True/False, None,
+/// integers, floats in their shortest round-trip form, lists and dicts as Python writes them: [1, 'a']).
 std::string sweep_value_text(const json::Value& value);
 
 }  // namespace spur::app

@@ -71,6 +71,7 @@ Options parse(int argc, char** argv) {
       "--mixed_precision no|fp16|bf16 --output_dir DIR --resume_from_checkpoint PATH|latest --sample PROMPT "
       "--eval_every N --eval_batches N --log_every N --save_every N --sample_bytes N --seed S --checksum";
   ExampleFlags flags(argc, argv, known);
+  bool output_given = false;
   while (flags.next()) {
     if (flags.is("--data")) o.data = flags.value();
     else if (flags.is("--max_steps")) o.max_steps = flags.integer(1);
@@ -86,8 +87,10 @@ Options parse(int argc, char** argv) {
     else if (flags.is("--warmup")) o.warmup = flags.integer(0);
     else if (flags.is("--gradient_accumulation_steps")) o.accumulation = flags.integer(1);
     else if (flags.is("--mixed_precision")) o.precision = flags.value();
-    else if (flags.is("--output_dir")) o.output_dir = flags.value();
-    else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
+    else if (flags.is("--output_dir")) {
+      o.output_dir = flags.value();
+      output_given = true;
+    } else if (flags.is("--resume_from_checkpoint")) o.resume = flags.value();
     else if (flags.is("--sample")) o.sample = flags.value();
     else if (flags.is("--eval_every")) o.eval_every = flags.integer(1);
     else if (flags.is("--eval_batches")) o.eval_batches = flags.integer(1);
@@ -103,6 +106,7 @@ Options parse(int argc, char** argv) {
                       std::to_string(o.n_head));
   }
   if (o.warmup > o.max_steps) o.warmup = o.max_steps;
+  if (!output_given) o.output_dir = run_output_folder(o.output_dir);  // each sweep run its own folder
   return o;
 }
 

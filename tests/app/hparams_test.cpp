@@ -21,7 +21,8 @@ using spur::app::ComparedRun;
 using spur::app::CompareSnapshot;
 using spur::app::HParamsModel;
 
-ComparedRun run(qint64 id, const char* name, std::map<QString, QString> params, std::map<QString, double> metrics) {
+ComparedRun run(qint64 id, const char* name, std::map<QString, QString> params,
+                const std::map<QString, double>& metrics) {
   ComparedRun r;
   r.run.id = id;
   r.run.name = name;
@@ -41,6 +42,12 @@ CompareSnapshot sweep() {
                        {{"loss", 0.3}, {"accuracy", 0.85}, {"system/cpu", 50}}));
   s.runs.push_back(run(4, "d", {{"lr", "0.1"}, {"opt", "\"sgd\""}, {"epochs", "5"}}, {{"loss", 0.7}}));
   return s;
+}
+
+// Run i's recorded parameters (outside the test class: moc loses a class holding a raw string with braces).
+std::string sweep_params(int i) {
+  return R"({"lr": )" + std::to_string(0.001 * (i + 1)) + R"(, "optimizer": {"name": ")" + (i % 2 ? "adam" : "sgd") +
+         R"("}})";
 }
 
 QStringList headers(const HParamsModel& model) {
@@ -160,8 +167,7 @@ class HParamsTest : public QObject {
         spur::history::Run r;
         r.name = "sweep-" + std::to_string(i + 1);
         r.status = "finished";
-        r.params = "{\"lr\": " + std::to_string(0.001 * (i + 1)) + ", \"optimizer\": {\"name\": \"" +
-                   (i % 2 ? "adam" : "sgd") + "\"}}";
+        r.params = sweep_params(i);
         const int64_t id = writer.create_run(r);
         writer.append_metrics(id, {{"loss", {{0, 1.0, 1.0}, {1, 1.0 / (i + 1), 2.0}}}});
         ids << id;

@@ -41,7 +41,7 @@ json::Value fixtures() {
   return json::parse(file.readAll().toStdString());
 }
 
-// Numbers compare as numbers (W&B's 0.0 and Spur's 0 for a q_uniform grid are both what --q=0 reads).
+// The same value and the same kind: an integer is not a float (--q=0 and --q=0.0 are different command lines).
 bool same_value(const json::Value& a, const json::Value& b) {
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double() && a.is_int() == b.is_int();
   return json::write(a) == json::write(b);
@@ -161,7 +161,14 @@ parameters:
     for (size_t i = 0; i < a.size(); ++i) {
       for (size_t k = 0; k < a[i].size(); ++k) QVERIFY(same_value(a[i][k].second, b[i][k].second));
     }
-    QVERIFY(json::write(a[0][2].second) != json::write(c[0][2].second));  // another seed, other draws
+    std::string first_a, first_c;  // another seed, other draws (the first 100 runs' values, written out)
+    for (size_t i = 0; i < 100; ++i) {
+      for (size_t k = 0; k < a[i].size(); ++k) {
+        first_a += json::write(a[i][k].second) + ",";
+        first_c += json::write(c[i][k].second) + ",";
+      }
+    }
+    QVERIFY(first_a != first_c);
     double log_sum = 0, w_sum = 0, w_sq = 0;
     int adam = 0;
     std::set<int64_t> layers, batch;
@@ -224,6 +231,26 @@ parameters:
     QCOMPARE(later[5], std::string("--lr=1e-05"));
     QVERIFY(std::find(later.begin() + 10, later.begin() + 13, std::string("--amp")) == later.begin() + 13);
     QCOMPARE(spec.command_for(points[5])[5], std::string("--lr=100.0"));
+
+    // W&B's own form without program:, lists and None as Python writes them, a duplicate value run once, "inf" as
+    // text.
+    const auto own = SweepSpec::parse(R"(method: grid
+command:
+  - ${env}
+  - python3
+  - train.py
+  - ${args}
+parameters:
+  layers: {values: [[64, "a"], null]}
+  clip: {values: [inf, 1, 1.0]}
+)",
+                                      "own.yaml");
+    const auto grid = own.grid();
+    QCOMPARE(grid.size(), size_t(4));  // clip: inf, 1.0 (1 and 1.0 are one point); layers: two
+    QCOMPARE(own.command_for(grid[0]),
+             (std::vector<std::string>{"python3", "train.py", "--clip=inf", "--layers=[64, 'a']"}));
+    QCOMPARE(own.command_for(grid[1])[3], std::string("--layers=None"));
+    QCOMPARE(own.command_for(grid[2])[2], std::string("--clip=1.0"));
   }
 
   void examples_take_name_equals_value() {
@@ -308,6 +335,20 @@ parameters:
         << "needs a metric";
     QTest::newRow("not YAML") << QByteArray("method: grid\nparameters: {a: [1,\n") << ":"
                               << "not valid YAML";
+    QTest::newRow("hyperband without a band")
+        << QByteArray(
+               "method: grid\nmetric: {name: loss}\nearly_terminate: {type: hyperband, max_iter: 2, s: 1}\n"
+               "parameters: {a: {value: 1}}\n")
+        << ":3:"
+        << "no band";
+    QTest::newRow("a draw that overflows")
+        << QByteArray("method: random\nrun_cap: 3\nparameters:\n  a: {distribution: log_uniform, min: 1, max: 1000}\n")
+        << ":4:"
+        << "not finite";
+    QTest::newRow("no program") << QByteArray(
+                                       "method: grid\ncommand:\n  - ${env}\n  - ${args}\nparameters: {a: {value: 1}}\n")
+                                << ":4:"
+                                << "names no program";
   }
   void bad_files_name_file_and_line() {
     QFETCH(QByteArray, text);
@@ -372,13 +413,14 @@ parameters:
   void a_failed_run_does_not_stop_the_sweep() {
     const QString file = sweep_file("fail.yaml", R"(method: grid
 parameters:
-  fail: {values: [false, true, false]}
+  fail: {values: [false, true]}
+  lr: {values: [0.1, 0.2]}
   steps: {value: 2}
 )");
     const auto result = spur({"sweep", "run", file});
     QCOMPARE(result.exit_code, 0);
-    QVERIFY2(result.output.contains("run 2 failed (exit 1); the sweep goes on"), qPrintable(result.output));
-    QVERIFY2(result.output.contains("2 finished, 0 stopped early, 1 failed"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("run 3 failed (exit 1); the sweep goes on"), qPrintable(result.output));
+    QVERIFY2(result.output.contains("2 finished, 0 stopped early, 2 failed"), qPrintable(result.output));
 
     const QString all = sweep_file("all-fail.yaml", R"(method: grid
 parameters:

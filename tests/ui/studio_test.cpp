@@ -1227,12 +1227,12 @@ class StudioTest : public QObject {
     // Drag along lr's axis over its upper half: lr 1e-2.5 and above (runs 3 and 4, on a log scale).
     const int x = plot->axis_x(0);
     const int top = plot->top(), bottom = plot->bottom();
+    const int below_middle = (top + bottom) / 2 + 4;
     QTest::mousePress(plot, Qt::LeftButton, {}, QPoint(x, top - 2));
-    QMouseEvent move(QEvent::MouseMove, QPointF(x, (top + bottom) / 2 + 4),
-                     plot->mapToGlobal(QPointF(x, (top + bottom) / 2 + 4)), Qt::NoButton, Qt::LeftButton,
-                     Qt::NoModifier);
+    QMouseEvent move(QEvent::MouseMove, QPointF(x, below_middle), plot->mapToGlobal(QPointF(x, below_middle)),
+                     Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
     QApplication::sendEvent(plot, &move);
-    QTest::mouseRelease(plot, Qt::LeftButton, {}, QPoint(x, (top + bottom) / 2 + 4));
+    QTest::mouseRelease(plot, Qt::LeftButton, {}, QPoint(x, below_middle));
     QCOMPARE(model->brushed_runs(), (QList<qint64>{3, 4}));
     QCOMPARE(view->table()->selectionModel()->selectedRows().size(), 2);
     QVERIFY(view->findChild<QLabel*>("hparams_summary")->text().contains("2 within the brushes"));

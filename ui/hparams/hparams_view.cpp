@@ -307,7 +307,11 @@ void HParamsView::brushed(const QList<qint64>& runs) {
     }
   }
   summary_->setText(text);
-  // The brushed runs are selected in the table (all of them unselected when nothing is brushed).
+  // The brushed runs are selected in the table; the table's selection is the user's own when nothing is brushed
+  // (and is cleared once, when the last brush goes).
+  const bool brushing = !model_->brushes().empty();
+  if (!brushing && !had_brushes_) return;
+  had_brushes_ = brushing;
   auto* proxy = static_cast<QSortFilterProxyModel*>(table_->model());
   QItemSelection selection;
   if (!model_->brushes().empty()) {

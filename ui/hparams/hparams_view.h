@@ -67,6 +67,7 @@ class HParamsView : public QWidget {
   QToolButton* clear_;
   QLabel* summary_;
   QLabel* empty_;
+  bool had_brushes_ = false;  // the last brushed() selected the brushed runs
 };
 
 }  // namespace spur::studio
