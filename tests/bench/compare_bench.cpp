@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
       run.status = "finished";
       run.config =
           "distributed_type: MULTI_CPU\nnum_processes: " + std::to_string(1 + i % 4) + "\nmixed_precision: no\n";
-      run.params = "{\"lr\": " + std::to_string(0.001 * (i + 1)) +
-                   ", \"batch_size\": " + std::to_string(32 << (i % 3)) + ", \"optimizer\": \"" +
-                   (i % 2 ? "adam" : "sgd") + "\", \"dropout\": " + std::to_string(0.1 * (i % 5)) + "}";
+      run.params = R"({"lr": )" + std::to_string(0.001 * (i + 1)) + R"(, "batch_size": )" +
+                   std::to_string(32 << (i % 3)) + R"(, "optimizer": ")" + (i % 2 ? "adam" : "sgd") +
+                   R"(", "dropout": )" + std::to_string(0.1 * (i % 5)) + "}";
       const int64_t id = writer.create_run(run);
       std::vector<spur::history::MetricAppend> metrics;
       for (int m = 0; m < 10; ++m) {
