@@ -13,6 +13,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "launch/secrets.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 
@@ -124,7 +125,8 @@ int show(const std::string& id, QTextStream& out) {
       << (s.method == "random" ? ", seed " + QString::number(s.seed) : "") << ", " << s.parallel << " at a time\n"
       << "status    "
       << QString::fromStdString(s.status == "running" && !app::controller_alive(s) ? "stopped" : s.status) << "\n";
-  if (!s.launch_flags.isEmpty()) out << "launch    " << s.launch_flags.join(' ') << "\n";
+  // A secret given as --env NAME=VALUE is not printed (the record keeps it, 0600, for resume).
+  if (!s.launch_flags.isEmpty()) out << "launch    " << app::redact_secrets(s.launch_flags).join(' ') << "\n";
   if (!spec.metric_name.empty()) {
     out << "metric    " << QString::fromStdString(spec.metric_name) << " (" << QString::fromStdString(spec.metric_goal)
         << ")\n";

@@ -278,13 +278,28 @@ int run_sweep(SweepState& state, const SweepSpec& spec, const QString& spur_prog
                          QString::fromStdString("sweep:" + state.id),
                          "--tag",
                          QString::fromStdString("sweep_name:" + state.name)};
-    words << state.launch_flags;
+    // `--env NAME=VALUE` reaches each run as `--env NAME` with the value in its environment (spur launch reads it
+    // there): a value, perhaps a token, is never in a child's argument list for other users to see.
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    for (qsizetype i = 0; i < state.launch_flags.size(); ++i) {
+      QString flag = state.launch_flags[i], assignment;
+      if (flag == "--env" && i + 1 < state.launch_flags.size()) {
+        assignment = state.launch_flags[++i];
+      } else if (flag.startsWith("--env=")) {
+        assignment = flag.mid(6);
+      } else {
+        words << flag;
+        continue;
+      }
+      const auto eq = assignment.indexOf('=');
+      if (eq > 0) environment.insert(assignment.left(eq), assignment.mid(eq + 1));
+      words << "--env" << (eq > 0 ? assignment.left(eq) : assignment);
+    }
     for (const auto& word : spec.command_for(run.point)) words << QString::fromStdString(word);
     auto process = std::make_unique<QProcess>();
     process->setProgram(spur_program);
     process->setArguments(words);
     process->setProcessChannelMode(QProcess::ForwardedChannels);
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     environment.insert("SPUR_SWEEP_ID", QString::fromStdString(state.id));
     environment.insert("SPUR_SWEEP_RUN", QString::number(run.index));
     process->setProcessEnvironment(environment);

@@ -31,6 +31,7 @@
 #include "dashboard/dashboard.h"
 #include "dashboard/metric_plot.h"
 #include "main/main_window.h"
+#include "screens.h"
 #include "main/run_overview.h"
 #include "main/theme.h"
 #include "studio/runs_model.h"
@@ -41,15 +42,9 @@
 
 namespace {
 
-QString out_dir;
+using spur::screens::out_dir;
 
-void shoot(const QString& name) {
-  QTest::qWait(600);  // let the window paint
-  const QString file = QDir(out_dir).filePath(name);
-  if (QProcess::execute("import", {"-window", "root", file}) != 0)
-    std::fprintf(stderr, "import failed: %s\n", qPrintable(file));
-  std::fprintf(stderr, "wrote %s\n", qPrintable(file));
-}
+void shoot(const QString& name) { spur::screens::shoot(name); }
 
 int train(const QString& spur, const QString& history, const QString& directory, const QString& name,
           const QStringList& program) {
@@ -88,9 +83,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: studio_screens SPUR TRAIN_FASHION_MNIST OUT_DIR (under xvfb-run)\n");
     return 2;
   }
-  QApplication::setOrganizationName("Spur");
-  QApplication::setApplicationName("Spur Studio Screens");
-  QStandardPaths::setTestModeEnabled(true);  // its settings never touch the user's
+  spur::screens::name_application();
   const QString spur = argv[1], example = argv[2];
   out_dir = argv[3];
   qputenv("SPUR_PROGRAM", spur.toUtf8());

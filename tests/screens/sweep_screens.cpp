@@ -19,21 +19,15 @@
 
 #include "hparams/hparams_view.h"
 #include "main/main_window.h"
+#include "screens.h"
 #include "main/theme.h"
 #include "studio/runs_model.h"
 
 namespace {
 
-QString out_dir;
+using spur::screens::out_dir;
 
-void shoot(const QString& name) {
-  QTest::qWait(800);  // let the window paint
-  const QString file = QDir(out_dir).filePath(name);
-  if (QProcess::execute("import", {"-window", "root", file}) != 0) {
-    std::fprintf(stderr, "import failed: %s\n", qPrintable(file));
-  }
-  std::fprintf(stderr, "wrote %s\n", qPrintable(file));
-}
+void shoot(const QString& name) { spur::screens::shoot(name, 800); }
 
 }  // namespace
 
@@ -43,9 +37,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: sweep_screens SPUR TRAIN_FASHION_MNIST OUT_DIR (under xvfb-run)\n");
     return 2;
   }
-  QApplication::setOrganizationName("Spur");
-  QApplication::setApplicationName("Spur Studio Screens");
-  QStandardPaths::setTestModeEnabled(true);  // its settings never touch the user's
+  spur::screens::name_application();
   const QString spur = argv[1], example = argv[2];
   out_dir = argv[3];
   QTemporaryDir dir;
