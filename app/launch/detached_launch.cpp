@@ -53,15 +53,11 @@ void move_env_values(QStringList& arguments, QProcessEnvironment& environment) {
   }
 }
 
-DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
-                               const QProcessEnvironment& environment, const QString& spur) {
+DetachedLaunch start_detached(QStringList arguments, const QString& working_directory, const QString& log_file,
+                              const QProcessEnvironment& environment, const QString& spur, bool output_too) {
   DetachedLaunch result;
-  if (request.program.isEmpty()) {
-    result.error = "no program to launch";
-    return result;
-  }
-  if (!request.working_directory.isEmpty() && !QFileInfo(request.working_directory).isDir()) {
-    result.error = "the working directory " + request.working_directory + " does not exist";
+  if (!working_directory.isEmpty() && !QFileInfo(working_directory).isDir()) {
+    result.error = "the working directory " + working_directory + " does not exist";
     return result;
   }
   const QString resolved = spur.contains('/') ? spur : QStandardPaths::findExecutable(spur);
@@ -84,10 +80,17 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
   }
   QProcess process;
   // `--env NAME=VALUE` would put the value in the launcher's argument list, which anyone on this machine can read:
-  // the value goes into its environment instead, and the flag names the variable only.
+  // the value goes into its environment instead, and the flag names the variable only. A sweep's launch flags come
+  // after its "--": moved there too.
   QProcessEnvironment launcher_environment = environment;
-  QStringList arguments = request.spur_arguments();
   move_env_values(arguments, launcher_environment);
+  if (arguments.value(0) == "sweep") {
+    if (const qsizetype dash = arguments.indexOf("--"); dash >= 0) {
+      QStringList flags = arguments.mid(dash + 1);
+      move_env_values(flags, launcher_environment);
+      arguments = arguments.mid(0, dash + 1) + flags;
+    }
+  }
   // setsid (util-linux): the launcher leaves the caller's session, so closing the caller's terminal or pressing
   // Ctrl-C there does not stop the run. It execs spur in place, so the pid is the launcher's.
   const QString setsid = QStandardPaths::findExecutable("setsid");
@@ -98,18 +101,25 @@ DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_
     process.setProgram(setsid);
     process.setArguments(QStringList{resolved} + arguments);
   }
-  if (!request.working_directory.isEmpty()) process.setWorkingDirectory(request.working_directory);
+  if (!working_directory.isEmpty()) process.setWorkingDirectory(working_directory);
   process.setProcessEnvironment(launcher_environment);
   process.setStandardInputFile(QProcess::nullDevice());
   // Ranks' lines are in the history; the launcher's own account (a bad configuration, a failed rank) is on
   // stderr, kept in the log.
-  process.setStandardOutputFile(QProcess::nullDevice());
+  process.setStandardOutputFile(output_too && !log_file.isEmpty() ? log_file : QProcess::nullDevice(),
+                                QIODevice::Append);
   process.setStandardErrorFile(log_file.isEmpty() ? QProcess::nullDevice() : log_file, QIODevice::Append);
   if (!process.startDetached(&result.pid)) {
     result.error = "cannot start " + spur + ": " + process.errorString();
     result.pid = 0;
   }
   return result;
+}
+
+DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
+                               const QProcessEnvironment& environment, const QString& spur) {
+  if (request.program.isEmpty()) return {0, "no program to launch"};
+  return start_detached(request.spur_arguments(), request.working_directory, log_file, environment, spur, false);
 }
 
 bool process_alive(qint64 pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }

@@ -30,6 +30,12 @@ void move_env_values(QStringList& arguments, QProcessEnvironment& environment);
 DetachedLaunch launch_detached(const LaunchRequest& request, const QString& log_file,
                                const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment(),
                                const QString& spur = spur_program());
+/// Starts `spur ARGUMENTS` (any spur command) in a session of its own, as launch_detached starts a launch, in
+/// `working_directory` (empty: the caller's). Each `--env NAME=VALUE` is moved as move_env_values moves it, and in a
+/// `spur sweep` command also those after its "--" (the flags of every launch). Its stderr, and its stdout when
+/// `output_too`, are appended to `log_file`.
+DetachedLaunch start_detached(QStringList arguments, const QString& working_directory, const QString& log_file,
+                              const QProcessEnvironment& environment, const QString& spur, bool output_too);
 /// Whether a process with this pid exists on this machine.
 bool process_alive(qint64 pid);
 

@@ -35,6 +35,14 @@ qint64 run_started_there(const QString& log, QString* history = nullptr) {
   return match.captured(1).toLongLong();
 }
 
+// The id a sweep's controller said it runs ("spur sweep ID (NAME): ..."), or empty.
+QString sweep_started(const QString& log) {
+  static const QRegularExpression said(R"(^spur sweep (\w+) \()", QRegularExpression::MultilineOption);
+  QFile in(log);
+  if (!in.open(QIODevice::ReadOnly)) return {};
+  return said.match(QString::fromLocal8Bit(in.read(qint64{64} * 1024))).captured(1);
+}
+
 }  // namespace
 
 LaunchRequest launched_from_here(LaunchRequest request, const HistoryAddress& address, const RemoteOptions& options) {
@@ -65,10 +73,42 @@ QString PendingLaunches::launch(const LaunchRequest& request, qint64 newest_run,
   return {};
 }
 
+QString PendingLaunches::launch_sweep(const SweepLaunch& sweep, qint64 newest_run, QProcessEnvironment environment) {
+  const QString log = QDir(log_directory_)
+                          .filePath(QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") +
+                                    QString("-%1-sweep.log").arg(pending_.size()));
+  SweepLaunch into_this = sweep;
+  into_this.history = history_;  // its runs are recorded where the caller looks
+  const auto started = sweep_detached(into_this, log, std::move(environment));
+  if (!started.error.isEmpty()) return started.error;
+  pending_.push_back({started.pid, newest_run, log, sweep.command_line(), false, true});
+  return {};
+}
+
 std::vector<PendingLaunches::Outcome> PendingLaunches::settle(const std::vector<history::Run>& runs) {
   std::vector<Outcome> outcomes;
   const QString here = local_host_name();
   for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->sweep) {
+      const QString id = sweep_started(it->log);
+      const std::string tag = "sweep:" + id.toStdString();
+      const auto first = std::find_if(runs.begin(), runs.end(), [&](const history::Run& run) {
+        return !id.isEmpty() && run.id > it->newest_before &&
+               std::find(run.tags.begin(), run.tags.end(), tag) != run.tags.end();
+      });
+      if (first != runs.end()) {
+        outcomes.push_back({first->id, it->command, {}, {}, id});
+        QFile::remove(it->log);  // the controller goes on (its output unread); the history has the runs' account
+        it = pending_.erase(it);
+      } else if (!process_alive(it->pid) && it->ended) {
+        outcomes.push_back({0, it->command, last_lines(it->log, 15), {}, id});
+        it = pending_.erase(it);
+      } else {
+        it->ended = !process_alive(it->pid);
+        ++it;
+      }
+      continue;
+    }
     const auto found = std::find_if(runs.rbegin(), runs.rend(), [&](const history::Run& run) {
       return run.id > it->newest_before && run.pid == it->pid && QString::fromStdString(run.host) == here;
     });

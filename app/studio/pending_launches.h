@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// PendingLaunches: the runs the Studio launched (a detached `spur launch`, which goes on if the Studio closes),
+// PendingLaunches: the runs the Studio launched (a detached `spur launch`, which goes on if the Studio closes, or a
+// sweep's `spur sweep run`),
 // from the launch until the run they record shows in the history, or until their launcher ends without recording
 // one (a bad configuration, a program that does not exist), when the end of its output says why. Each launch has a
 // log of its own under the given folder (its owner's only), removed once the history has the run's account.
@@ -16,6 +17,7 @@
 
 #include "launch/launch_request.h"
 #include "runs/remote_history.h"
+#include "sweep/sweep_form.h"
 
 namespace spur::app {
 
@@ -35,11 +37,17 @@ class PendingLaunches {
   QString launch(const LaunchRequest& request, qint64 newest_run,
                  QProcessEnvironment environment = QProcessEnvironment::systemEnvironment());
 
+  /// Starts `sweep` (its controller, detached: sweep_detached); settled when its first run shows (the run tagged
+  /// with the sweep's id, which the controller says first), or when the controller ends without one.
+  QString launch_sweep(const SweepLaunch& sweep, qint64 newest_run,
+                       QProcessEnvironment environment = QProcessEnvironment::systemEnvironment());
+
   struct Outcome {
     qint64 run = 0;   // the run the launch recorded; 0: its launcher ended without one
     QString command;  // the launch's command line
     QString output;   // when it ended without a run: the last 15 lines of its output (empty: it said nothing)
     QString there;    // a run started on another machine (a target file's on:): that machine's history, ssh://...
+    QString sweep;    // a sweep's launch: its id (its runs are tagged sweep:ID)
   };
   /// What became of the launches, given the runs now read (the new ones among them): each launch is reported once,
   /// when its run is among `runs` (created after the launch, by its launcher's pid, on this machine: pids are
@@ -58,6 +66,7 @@ class PendingLaunches {
     QString log;
     QString command;
     bool ended = false;  // seen ended at the last call
+    bool sweep = false;  // a sweep's controller, not a launcher
   };
   QString history_;
   QString log_directory_;

@@ -15,6 +15,7 @@
 
 #include "studio/series_math.h"
 #include "studio/console_model.h"
+#include "studio/runs_groups.h"
 #include "studio/runs_model.h"
 #include "test_main.h"
 
@@ -73,6 +74,87 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.row_of(a), -1);
     QCOMPARE(model.row_of(b), 0);
     QCOMPARE(model.row_of(c), 1);
+  }
+
+  // The runs grouped (by sweep, status, a parameter) as a tree that follows the history in place: a new run joins
+  // its group (or makes one), a run whose status changes moves to its new group and a view's persistent index
+  // follows it, an emptied group goes, a deleted run leaves; QAbstractItemModelTester watches every step.
+  void groups_follow_the_history() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    const auto make = [&](const char* name, std::vector<std::string> tags, const char* params) {
+      spur::history::Run run;
+      run.name = name;
+      run.tags = std::move(tags);
+      run.params = params;
+      return writer.create_run(run);
+    };
+    const int64_t a = make("grid-1", {"sweep:aaaa1111", "sweep_name:grid"}, "{\"lr\": 0.1}");
+    const int64_t b = make("alone", {}, "{}");
+    const int64_t c = make("grid-2", {"sweep:aaaa1111", "sweep_name:grid"}, "{\"lr\": 0.01}");
+    spur::app::RunsModel model(path);
+    spur::app::RunsGroupModel groups(&model);
+    groups.setSourceModel(&model);
+    QAbstractItemModelTester tester(&groups, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    // Ungrouped: the runs as they are, one level.
+    QCOMPARE(groups.rowCount(), 3);
+    QVERIFY(!groups.hasChildren(groups.index(0, 0)));
+    QCOMPARE(groups.index(2, 0).data(spur::app::RunsModel::RunIdRole).toLongLong(), c);
+    QCOMPARE(groups.headerData(spur::app::RunsModel::Name, Qt::Horizontal).toString(),
+             model.headerData(spur::app::RunsModel::Name, Qt::Horizontal).toString());
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, groups.set_group_by("colour"));
+    QCOMPARE(groups.group_keys(), (QStringList{"sweep", "project", "status", "param:lr"}));
+
+    groups.set_group_by("sweep");
+    QCOMPARE(groups.rowCount(), 2);
+    const QModelIndex sweep = groups.index(0, 0);
+    QCOMPARE(sweep.data(spur::app::RunsGroupModel::GroupRole).toString(), QString("grid (aaaa1111)"));
+    QCOMPARE(sweep.data(spur::app::RunsGroupModel::GroupSizeRole).toInt(), 2);
+    QVERIFY2(sweep.data().toString().contains("2 runs"), qPrintable(sweep.data().toString()));
+    QCOMPARE(sweep.data(spur::app::RunsModel::RunIdRole).toLongLong(), 0);  // a group is not a run
+    QCOMPARE(sweep.data(spur::app::RunsModel::SortRole).toLongLong(), c);   // by its newest run
+    QCOMPARE(groups.rowCount(sweep), 2);
+    QCOMPARE(groups.index(1, spur::app::RunsModel::Name, sweep).data().toString(), QString("grid-2"));
+    QCOMPARE(groups.mapToSource(groups.index(1, 0, sweep)).row(), model.row_of(c));
+    QCOMPARE(groups.mapFromSource(model.index(model.row_of(b), 3)), groups.index(0, 3, groups.index(1, 0)));
+    QCOMPARE(groups.index(1, 0).data(spur::app::RunsGroupModel::GroupRole).toString(), QString("(not in a sweep)"));
+
+    // A new run of the sweep joins its group without a reset.
+    QSignalSpy reset(&groups, &QAbstractItemModel::modelReset);
+    const int64_t d = make("grid-3", {"sweep:aaaa1111", "sweep_name:grid"}, "{\"lr\": 0.001}");
+    QVERIFY(model.refresh());
+    QCOMPARE(reset.count(), 0);
+    QCOMPARE(groups.rowCount(groups.index(0, 0)), 3);
+
+    // By status: a run that finishes moves to the finished group, followed by a persistent index (a selection).
+    groups.set_group_by("status");
+    QCOMPARE(groups.rowCount(), 1);  // all running
+    const QPersistentModelIndex followed = groups.mapFromSource(model.index(model.row_of(c), 0));
+    QCOMPARE(followed.data(spur::app::RunsModel::RunIdRole).toLongLong(), c);
+    writer.set_status(c, "finished", 0);
+    QVERIFY(model.refresh());
+    QCOMPARE(groups.rowCount(), 2);
+    QVERIFY(followed.isValid());
+    QCOMPARE(followed.data(spur::app::RunsModel::RunIdRole).toLongLong(), c);
+    QCOMPARE(followed.parent().data(spur::app::RunsGroupModel::GroupRole).toString(), QString("finished"));
+    // Its group emptied, a group goes; deleted runs leave theirs.
+    writer.set_status(c, "running");
+    QVERIFY(model.refresh());
+    QCOMPARE(groups.rowCount(), 1);
+    writer.delete_run(a);
+    writer.delete_run(d);
+    QVERIFY(model.refresh());
+    QCOMPARE(groups.rowCount(groups.index(0, 0)), 2);
+
+    // By a parameter: its values, "(none)" for runs without it.
+    groups.set_group_by("param:lr");
+    QStringList keys;
+    for (int g = 0; g < groups.rowCount(); ++g) keys << groups.index(g, 0).data(spur::app::RunsGroupModel::GroupRole).toString();
+    keys.sort();
+    QCOMPARE(keys, (QStringList{"(none)", "0.01"}));
+    QCOMPARE(reset.count(), 2);  // only the two changes of grouping
   }
 
   // Final values of chosen metrics as columns: the latest point of each, across chunks, sortable.

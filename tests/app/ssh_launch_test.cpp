@@ -51,6 +51,39 @@ class SshLaunchTest : public QObject {
   }
   void cleanupTestCase() { sshd_.reset(); }
 
+  // A sweep whose runs go to two machines over SSH (issue 39: any target): each run is a 2-machine launch, recorded
+  // with its parameters and tags, its ranks on both machines; the history path reaches the ranks as --env NAME.
+  void a_sweep_runs_over_ssh() {
+    QTemporaryDir dir;
+    const QString history = dir.filePath("history.db");
+    QFile file(dir.filePath("sweep.yaml"));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("name: over-ssh\nprogram: " SPUR_SWEEP_RIG "\nmethod: grid\nparameters:\n  lr:\n    values: [0.1, 0.01]\n"
+               "  steps:\n    value: 3\n  interval_ms:\n    value: 0\n");
+    file.close();
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", "/nonexistent");
+    env.insert("SPUR_HISTORY", history);
+    const auto result = spur::test::run_process(
+        SPUR_CLI,
+        QStringList{"sweep", "run", file.fileName(), "--"} +
+            hosts_launch({"--hosts", "machine1,machine2", "--env", "SPUR_HISTORY=" + history}).mid(1),
+        env, 120000);
+    QVERIFY2(result.exit_code == 0 && result.output.contains("2 finished, 0 stopped early, 0 failed"),
+             qPrintable(result.output));
+    spur::history::HistoryReader reader(history.toStdString());
+    const auto runs = reader.runs();
+    QCOMPARE(runs.size(), size_t(2));
+    for (const auto& run : runs) {
+      QCOMPARE(run.status, std::string("finished"));
+      QCOMPARE(run.target, std::string("ssh"));
+      QCOMPARE(run.hosts, std::string("machine1,machine2"));
+      QVERIFY(std::find(run.tags.begin(), run.tags.end(), "sweep_name:over-ssh") != run.tags.end());
+      QVERIFY2(run.params.find("\"lr\"") != std::string::npos, run.params.c_str());
+      QVERIFY2(run.command.find("--env SPUR_HISTORY ") != std::string::npos, run.command.c_str());
+    }
+  }
+
   void two_machines_run_every_rank_with_literal_arguments() {
     QTemporaryDir dir;
     const auto result = run(hosts_launch({"--hosts", "machine1,machine2", "--num_processes", "4", SPUR_LAUNCH_RIG,

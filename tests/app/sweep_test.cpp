@@ -25,6 +25,7 @@
 #include "../../examples/common/example_flags.h"
 #include "rank_group.h"
 #include "sweep/hyperband.h"
+#include "sweep/sweep_form.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 #include "test_main.h"
@@ -53,6 +54,20 @@ void write_file(const QString& path, const QByteArray& text) {
   file.write(text);
 }
 
+// A sweep whose runs succeed only when SWEEP_SECRET reached them (matched by a pattern, not the value itself) (outside this class: moc misreads some raw strings).
+const char* secret_sweep() {
+  return "name: secret\n"
+         "method: grid\n"
+         "command:\n"
+         "  - /bin/sh\n"
+         "  - -c\n"
+         "  - case \"$SWEEP_SECRET\" in hunt?r2) exit 0;; *) exit 1;; esac\n"
+         "  - ${args}\n"
+         "parameters:\n"
+         "  x:\n"
+         "    values: [1, 2]\n";
+}
+
 }  // namespace
 
 class SweepTest : public QObject {
@@ -75,6 +90,101 @@ class SweepTest : public QObject {
   }
 
  private slots:
+  // The Studio's Sweep page (app::SweepForm): the lines typed become W&B's parameters, the file it writes is read
+  // alike by Spur and by PyYAML (W&B's reader: 1e-05 written as 1.0e-05, a float there), a fault is named by the
+  // line typed, and the launch runs the file with the run configuration's flags (not its run name).
+  void the_studio_form_writes_a_sweep_file() {
+    using Form = spur::app::SweepForm;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr 0.1"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 0.1,,0.2"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: a .. 2"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 1\nlr: 2"));
+    try {
+      Form::parse_parameters("# a comment\n\nlr: 0.1\n9lives: 1, 2");
+      QFAIL("a name starting with a digit was taken");
+    } catch (const std::invalid_argument& e) {
+      QVERIFY2(QString(e.what()).startsWith("line 4: "), e.what());
+    }
+    Form form;
+    form.name = "lr search";
+    form.method = "random";
+    form.count = 6;
+    form.seed = 3;
+    form.parallel = 2;
+    form.metric = "loss";
+    form.hyperband = true;
+    form.min_iter = 2;
+    form.parameters = Form::parse_parameters(
+        "lr: 1e-5 .. 1e-2 log\nbatch_size: 32, 64\ndropout: 0.1 .. 0.5\nsteps: 3 .. 9\noptimizer: adam, sgd\n"
+        "fail: False");
+    QCOMPARE(Form::parse_parameters(Form::parameters_text(form.parameters)).size(), size_t{6});
+    const QString yaml = form.to_yaml("/opt/train", {"--data", "my data"});
+    const auto spec = SweepSpec::parse(yaml.toStdString(), "sweep.yaml");
+    QCOMPARE(spec.name, std::string("lr search"));
+    QCOMPARE(spec.method, std::string("random"));
+    QCOMPARE(*spec.run_cap, int64_t{6});
+    QVERIFY(spec.early_terminate && spec.early_terminate->min_iter == 2);
+    std::map<std::string, std::string> kinds;
+    for (const auto& p : spec.parameters) kinds[p.name] = p.distribution;
+    QCOMPARE(kinds, (std::map<std::string, std::string>{{"batch_size", "categorical"},
+                                                        {"dropout", "uniform"},
+                                                        {"fail", "constant"},
+                                                        {"lr", "log_uniform_values"},
+                                                        {"optimizer", "categorical"},
+                                                        {"steps", "int_uniform"}}));
+    const auto points = spec.points(std::nullopt, 3);
+    QCOMPARE(points.size(), size_t{6});
+    const auto words = spec.command_for(points.front());
+    QCOMPARE(QString::fromStdString(words.at(0)), QString("/opt/train"));
+    QCOMPARE(QString::fromStdString(words.at(2)), QString("my data"));
+    QVERIFY(QString::fromStdString(words.at(3)).startsWith("--batch_size="));
+    QCOMPARE(form.run_count("/opt/train", {}), int64_t{6});
+    // PyYAML reads the numbers as numbers and the rest as text.
+    QTemporaryDir dir;
+    write_file(dir.filePath("sweep.yaml"), yaml.toUtf8());
+    const auto read = spur::test::run_process(
+        SPUR_PEER_PYTHON,
+        {"-c", "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); p = d['parameters']; "
+               "print(type(p['lr']['min']).__name__, type(p['steps']['max']).__name__, p['fail']['value'], "
+               "p['optimizer']['values'], d['command'][3])",
+         dir.filePath("sweep.yaml")},
+        {}, 30000);
+    QCOMPARE(read.output.trimmed(), QString("float int False ['adam', 'sgd'] --data"));
+
+    // Faults, named by the line typed.
+    Form grid;
+    grid.parameters = Form::parse_parameters("lr: 0.1, 0.01\ndropout: 0.5 .. 0.1");
+    QVERIFY2(grid.problem("./train", {}).startsWith("line 2: "), qPrintable(grid.problem("./train", {})));
+    grid.parameters = Form::parse_parameters("lr: 0.1, 0.01\nwd: 0 .. 1 log");
+    grid.method = "random";
+    grid.count = 2;
+    QVERIFY2(grid.problem("./train", {}).startsWith("line 2: "), qPrintable(grid.problem("./train", {})));
+    grid.parameters = Form::parse_parameters("lr: 0.1, 0.01");
+    QVERIFY2(grid.problem("./train", {"--lr", "3"}).contains("both fixed"), qPrintable(grid.problem("./train", {"--lr", "3"})));
+    grid.count = 0;
+    QVERIFY(!grid.problem("./train", {}).isEmpty());  // random needs a count
+    grid.method = "grid";
+    QCOMPARE(grid.problem("./train", {}), QString());
+    QCOMPARE(grid.run_count("./train", {}), int64_t{2});
+    QCOMPARE(grid.sweep_name("build/train.py"), QString("train-sweep"));
+
+    // The launch: the file, the parallel count, then the configuration's launch flags.
+    spur::app::LaunchRequest request;
+    request.working_directory = "/work dir";
+    request.config_file = "/cfg/run.yaml";
+    request.flags = {"--run_name", "one run", "--env", "TOKEN=secret", "--max_restarts", "1"};
+    request.history = "/h/history.db";
+    request.program = "./train";
+    grid.parallel = 3;
+    const auto launch = grid.launch("/cfg/train-sweep.sweep.yaml", request);
+    QCOMPARE(launch.arguments,
+             (QStringList{"sweep", "run", "/cfg/train-sweep.sweep.yaml", "--parallel", "3", "--", "--config_file",
+                          "/cfg/run.yaml", "--env", "TOKEN=secret", "--max_restarts", "1"}));
+    QCOMPARE(launch.command_line("spur"),
+             QString("cd '/work dir' && SPUR_HISTORY=/h/history.db spur sweep run /cfg/train-sweep.sweep.yaml "
+                     "--parallel 3 -- --config_file /cfg/run.yaml --env TOKEN=secret --max_restarts 1"));
+  }
+
   void initTestCase() {
     QVERIFY(dir_.isValid());
     env_ = QProcessEnvironment::systemEnvironment();
@@ -365,6 +475,31 @@ parameters:
     QVERIFY2(result.output.contains(says), qPrintable(result.output));
     // Nothing started: no sweep record (these cases run before any sweep of this test does).
     QVERIFY(!QDir(dir_.filePath("sweeps")).exists());
+  }
+
+  // A secret given as `-- --env NAME=VALUE` reaches every run's program, but no run's command line, no recorded
+  // command and not `spur sweep show`; the record that keeps it for resume is its owner's only.
+  void a_secret_reaches_the_runs_and_no_command_line() {
+    const QString file = dir_.filePath("secret.yaml");
+    write_file(file, secret_sweep());
+    const auto result = spur({"sweep", "run", file, "--", "--env", "SWEEP_SECRET=hunter2"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.output));
+    QVERIFY2(result.output.contains("2 finished, 0 stopped early, 0 failed"), qPrintable(result.output));
+    const QString id = sweep_id(result.output);
+    spur::history::HistoryReader reader(dir_.filePath("history.db").toStdString());
+    spur::history::RunFilter filter;
+    filter.tag = "sweep:" + id.toStdString();
+    const auto runs = reader.runs(filter);
+    QCOMPARE(runs.size(), size_t(2));
+    for (const auto& run : runs) {
+      QVERIFY2(run.command.find("hunter2") == std::string::npos && run.command.find("SWEEP_SECRET") != std::string::npos,
+               run.command.c_str());
+    }
+    const auto show = spur({"sweep", "show", id});
+    QVERIFY2(!show.output.contains("hunter2") && show.output.contains("SWEEP_SECRET"), qPrintable(show.output));
+    const QString record = dir_.filePath("sweeps/" + id + ".json");
+    QVERIFY(QFile::exists(record));
+    QCOMPARE(QFile::permissions(record) & (QFileDevice::ReadGroup | QFileDevice::ReadOther), QFileDevice::Permissions());
   }
 
   void headless_grid_runs_every_point() {

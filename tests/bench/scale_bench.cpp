@@ -18,7 +18,7 @@
 #include <QItemSelectionModel>
 #include <QMouseEvent>
 #include <QProcess>
-#include <QTableView>
+#include <QTreeView>
 #include <QTemporaryDir>
 #include <QTimer>
 

@@ -14,7 +14,7 @@
 #include <QFile>
 #include <QItemSelectionModel>
 #include <QProcess>
-#include <QTableView>
+#include <QTreeView>
 
 #include <algorithm>
 #include <cstdio>
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
         if (!selected) {
           for (int row = 0; row < model->rowCount(); ++row) {
             if (model->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong() == run) {
-              table->selectRow(row);
+              table->selectionModel()->select(model->index(row, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
               selected = true;
               selected_at = clock.nsecsElapsed() / 1e6;
             }

@@ -7,7 +7,7 @@
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QProcess>
-#include <QTableView>
+#include <QTreeView>
 #include <QTemporaryDir>
 #include <QTimer>
 

@@ -2,16 +2,20 @@
 // The screenshots of docs/sweeps.md, from a real sweep: `spur sweep run` of a random search with Hyperband over the
 // Fashion-MNIST example (10 runs, 2 at a time), then the Studio on its history with the sweep's runs selected
 // (filtered by the sweep's tag) on the Hyperparameters tab, in the light and the dark theme, a brush drawn on the
-// learning rate. ImageMagick's `import -window root` takes each picture. Run it under xvfb-run through
+// learning rate; the runs table grouped by sweep, and the wizard's Sweep page. ImageMagick's `import -window root` takes each picture. Run it under xvfb-run through
 // take_screenshots.sh; `sweep_screens SPUR TRAIN_FASHION_MNIST OUT_DIR`.
 #include <QApplication>
+#include <QCheckBox>
+#include <QLineEdit>
+#include <QRadioButton>
 #include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QStandardPaths>
-#include <QTableView>
+#include <QTreeView>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -22,6 +26,8 @@
 #include "screens.h"
 #include "main/theme.h"
 #include "studio/runs_model.h"
+#include "sweep/sweep_form.h"
+#include "wizard/setup_wizard.h"
 
 namespace {
 
@@ -63,10 +69,17 @@ int main(int argc, char** argv) {
                  .toUtf8());
   file.close();
 
-  std::fprintf(stderr, "running the sweep (10 runs of the example, 2 at a time)\n");
-  QProcess sweep;
   auto env = QProcessEnvironment::systemEnvironment();
   env.insert("SPUR_HISTORY", history);
+  // A run of its own before the sweep: the grouped table shows it apart.
+  std::fprintf(stderr, "one run of the example, then the sweep (10 runs, 2 at a time)\n");
+  QProcess single;
+  single.setProcessEnvironment(env);
+  single.setWorkingDirectory(dir.path());
+  single.start(spur, {"launch", "--run_name", "baseline", "--", example, "--max_steps", "100", "--log_every", "10",
+                      "--num_workers", "1"});
+  single.waitForFinished(600000);
+  QProcess sweep;
   sweep.setProcessEnvironment(env);
   sweep.setWorkingDirectory(dir.path());
   sweep.setProcessChannelMode(QProcess::MergedChannels);
@@ -102,6 +115,46 @@ int main(int argc, char** argv) {
         if (model->axes()[static_cast<size_t>(a)].label == "lr") model->set_brush(a, 0.5, 1.0);
       }
       shoot("studio-hparams-brushed.png");
+      // The runs table grouped by sweep, the sweep's row selected (its runs on the dashboard).
+      window.filter_runs({});
+      window.group_runs("sweep");
+      window.findChild<QTabWidget*>("tabs")->setCurrentIndex(0);  // the dashboard
+      QTest::qWait(300);
+      auto* table = window.runs_view();
+      for (int row = 0; row < table->model()->rowCount(); ++row) {
+        const QModelIndex group = table->model()->index(row, 0);
+        if (group.data().toString().contains(id)) {
+          table->selectionModel()->select(group, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+        }
+      }
+      QTest::qWait(1500);
+      shoot("studio-runs-grouped.png");
+      window.group_runs({});
+      // The wizard's Sweep page, filled as the sweep above was written.
+      auto* wizard = window.make_wizard();
+      wizard->move(120, 40);
+      wizard->show();
+      wizard->findChild<QRadioButton*>("where_local")->setChecked(true);
+      wizard->next();
+      wizard->next();
+      wizard->next();
+      wizard->findChild<QLineEdit*>("program")->setText(example);
+      wizard->findChild<QLineEdit*>("arguments")->setText("--num_workers 1 --log_every 10");
+      wizard->findChild<QCheckBox*>("as_sweep")->setChecked(true);
+      wizard->next();
+      spur::app::SweepForm form;
+      form.name = "fmnist-grid";
+      form.metric = "loss";
+      form.parallel = 2;
+      form.parameters = spur::app::SweepForm::parse_parameters(
+          "lr: 0.003, 0.001, 0.0003\nbatch_size: 64, 128\nweight_decay: 0.0, 0.01\nmax_steps: 150");
+      wizard->set_sweep(form);
+      QTest::qWait(500);
+      shoot("studio-wizard-sweep.png");
+      wizard->next();
+      QTest::qWait(500);
+      shoot("studio-wizard-sweep-summary.png");
+      wizard->reject();
     } else {
       shoot("studio-hparams-dark.png");
     }

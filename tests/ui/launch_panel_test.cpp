@@ -11,7 +11,7 @@
 #include <QComboBox>
 #include <QDialog>
 #include <QLineEdit>
-#include <QTableView>
+#include <QTreeView>
 #include <QTimer>
 #include <QFile>
 #include <QLabel>

@@ -33,7 +33,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
-#include <QTableView>
+#include <QTreeView>
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTimer>
@@ -505,7 +505,7 @@ class StudioTest : public QObject {
     window.resize(1200, 800);
     window.show();
     QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 10000);
-    window.runs_view()->selectRow(0);
+    window.runs_view()->selectAll();
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("grad_norm") != nullptr, 10000);
     auto* plot = window.dashboard()->plot("grad_norm");
     QTRY_COMPARE_WITH_TIMEOUT(plot->represented_points(1), n, 10000);
@@ -1421,9 +1421,9 @@ class StudioTest : public QObject {
       }
       return list.join(" + ");
     };
-    QTRY_VERIFY2(table->horizontalHeader()->length() <= table->viewport()->width(),
+    QTRY_VERIFY2(table->header()->length() <= table->viewport()->width(),
                  qPrintable(QString("%1 px of columns in a %2 px pane: %3")
-                                .arg(table->horizontalHeader()->length())
+                                .arg(table->header()->length())
                                 .arg(table->viewport()->width())
                                 .arg(widths())));
     QVERIFY(table->isColumnHidden(spur::app::RunsModel::Target));
@@ -1457,7 +1457,7 @@ class StudioTest : public QObject {
       QVERIFY(QTest::qWaitForWindowExposed(&window));
       QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
       auto* table = window.runs_view();
-      auto* header = table->horizontalHeader();
+      auto* header = table->header();
       auto* splitter = window.findChild<QSplitter*>("splitter");
       QVERIFY(splitter);
       splitter->setSizes({800, 900});  // a wide pane, to narrow later
@@ -1512,7 +1512,7 @@ class StudioTest : public QObject {
         }
         menu->close();  // the menu ends, whatever was found
       });
-      QMetaObject::invokeMethod(table->horizontalHeader(), "customContextMenuRequested", Q_ARG(QPoint, QPoint(5, 5)));
+      QMetaObject::invokeMethod(table->header(), "customContextMenuRequested", Q_ARG(QPoint, QPoint(5, 5)));
       QVERIFY2(fitted, "the header's menu has an enabled 'Fit columns to their contents'");
       QVERIFY(table->columnWidth(status) < dragged);
       window.close();

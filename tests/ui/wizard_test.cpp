@@ -23,8 +23,10 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTreeView>
 #include <QWizardPage>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -33,6 +35,8 @@
 #include "runs/run_service.h"
 #include "setup/setup_answers.h"
 #include <spur/core/torch_features.h>
+#include "dashboard/dashboard.h"
+#include "studio/runs_model.h"
 #include "main/main_window.h"
 #include "rank_group.h"
 #include "test_main.h"
@@ -86,6 +90,15 @@ void apply_edit(SetupWizard& wizard, const QString& edit) {
   } else {
     type_into(field, value);
   }
+}
+
+// Chooses the combo box's item whose data is `value` with the keyboard, as a person would.
+void apply_edit_combo(QComboBox* box, const QString& value) {
+  const int index = box->findData(value);
+  QVERIFY2(index >= 0, qPrintable(box->objectName() + " offers no " + value));
+  box->setFocus();
+  while (box->currentIndex() < index) QTest::keyClick(box, Qt::Key_Down);
+  while (box->currentIndex() > index) QTest::keyClick(box, Qt::Key_Up);
 }
 
 bool accelerate_accepts(const QString& path, QString* output) {
@@ -692,6 +705,102 @@ class WizardTest : public QObject {
     QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
     QCOMPARE(wizard.result(), int(QDialog::Accepted));
     QVERIFY(QFileInfo::exists(dir.filePath("run.yaml")));
+  }
+
+  // The Sweep page, as a person fills it: asked for on the program's page, it keeps Next disabled while its
+  // parameters are wrong (the fault named by the line typed), says how many runs it makes, shows the W&B file it
+  // saves beside the configuration, and the command shown runs the sweep headless; launched from the Studio, the
+  // sweep's runs come into its history, the search shows them, and grouped by sweep they are one group.
+  void the_sweep_page_writes_and_launches_a_sweep() {
+    qputenv("SPUR_PROGRAM", SPUR_CLI);
+    const auto restore = qScopeGuard([] { qunsetenv("SPUR_PROGRAM"); });
+    QTemporaryDir dir;
+    spur::app::SetupAnswers answers;
+    answers.working_directory = dir.path();
+    answers.program = SPUR_SWEEP_RIG;
+    answers.arguments = {"--steps=3", "--interval_ms=0"};
+    answers.run_name = "one name";  // a sweep names its runs itself
+    SetupWizard wizard(answers, dir.filePath("run.yaml"));
+    const QString headless_history = dir.filePath("headless.db");
+    wizard.set_history(headless_history);
+    wizard.show();
+    for (int page = 0; page < 3; ++page) click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::ProgramPage));
+    apply_edit(wizard, "as_sweep");
+    QVERIFY(wizard.sweep());
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::SweepPage));
+    auto* error = wizard.currentPage()->findChild<QLabel*>("sweep_parameters_error");
+    QVERIFY(error);
+    QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
+    QCOMPARE(error->text(), QString("at least one parameter to sweep"));
+    apply_edit(wizard, "sweep_parameters=lr: 0.1, 0.01\nbatch_size: 64 .. 32");
+    QVERIFY2(error->text().startsWith("line 2: "), qPrintable(error->text()));
+    QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
+    apply_edit(wizard, "sweep_parameters=lr: 0.1, 0.01\nbatch_size: 32");
+    QCOMPARE(error->text(), QString());
+    apply_edit(wizard, "sweep_parallel=2");
+    apply_edit(wizard, "sweep_metric=loss");
+    QCOMPARE(wizard.findChild<QLabel*>("sweep_runs")->text(), QString("2 runs, 2 at a time"));
+    // Random needs a count, said under it.
+    apply_edit(wizard, "sweep_method=random");
+    QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
+    QVERIFY(!wizard.currentPage()->findChild<QLabel*>("sweep_count_error")->text().isEmpty());
+    apply_edit(wizard, "sweep_method=grid");
+    QVERIFY(wizard.button(QWizard::NextButton)->isEnabled());
+    click_next(wizard);
+    QCOMPARE(wizard.currentId(), int(SetupWizard::SummaryPage));
+    const QString shown = wizard.findChild<QPlainTextEdit*>("sweep_yaml")->toPlainText();
+    QVERIFY2(shown.contains("    values: [0.1, 0.01]") && shown.contains("metric:\n  name: \"loss\""),
+             qPrintable(shown));
+    const QString sweep_file = dir.filePath("spur_sweep_rig-sweep.sweep.yaml");
+    QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), sweep_file);
+    const QString command = wizard.findChild<QLineEdit*>("command")->text();
+    QVERIFY2(command.contains(" sweep run " + spur::app::shell_quote({sweep_file}) + " --parallel 2 -- --config_file " +
+                              spur::app::shell_quote({dir.filePath("run.yaml")})) &&
+                 !command.contains("--run_name"),
+             qPrintable(command));
+    QTest::mouseClick(wizard.button(QWizard::FinishButton), Qt::LeftButton);
+    QCOMPARE(wizard.result(), int(QDialog::Accepted));
+    QCOMPARE(read_file(sweep_file), shown.toUtf8());
+    QVERIFY(QFileInfo::exists(dir.filePath("run.yaml")));
+
+    // Headless, as shown.
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("SPUR_HISTORY");
+    const auto result = spur::test::run_process("/bin/bash", {"-c", command}, env, 120000);
+    QVERIFY2(result.exit_code == 0, qPrintable(command + "\n" + result.output));
+    const auto headless = spur::app::RunService(headless_history.toStdString()).runs();
+    QCOMPARE(headless.size(), size_t{2});
+    QVERIFY(headless[0].params.find("\"lr\"") != std::string::npos);
+
+    // From the Studio: into its own history, found by the sweep's tag, grouped as one sweep.
+    const QString studio_history = dir.filePath("studio.db");
+    spur::studio::MainWindow window(studio_history);
+    window.show();
+    QCOMPARE(window.launch_sweep(wizard.sweep_launch()), QString());
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 2, 60000);
+    auto* search = window.findChild<QLineEdit*>("run_search");
+    QTRY_VERIFY_WITH_TIMEOUT(search->text().startsWith("sweep:"), 30000);
+    for (int row = 0; row < 2; ++row) {
+      const auto& tags = window.runs()->run(row).tags;
+      QVERIFY(std::find(tags.begin(), tags.end(), "sweep:" + search->text().mid(6).toStdString()) != tags.end());
+    }
+    search->clear();
+    auto* group_by = window.findChild<QComboBox*>("group_by");
+    QVERIFY(group_by);
+    apply_edit_combo(group_by, "sweep");
+    auto* model = window.runs_view()->model();
+    QTRY_COMPARE(model->rowCount(), 1);
+    QCOMPARE(model->rowCount(model->index(0, 0)), 2);
+    QCOMPARE(QSettings().value("runs/group_by").toString(), QString("sweep"));
+    // Clicking the group's row shows its runs.
+    QTest::mouseClick(window.runs_view()->viewport(), Qt::LeftButton, {},
+                      window.runs_view()->visualRect(model->index(0, 0)).center());
+    QTRY_COMPARE(window.dashboard()->runs().size(), qsizetype{2});
+    apply_edit_combo(group_by, "");
+    QTRY_COMPARE(model->rowCount(), 2);
+    QSettings().remove("runs/group_by");
   }
 
   // The command on the last page, run in a shell as it is shown, launches the configuration headless: with the

@@ -29,6 +29,8 @@ class Dashboard : public QWidget {
   /// The runs shown, with their names for the legends: runs no longer listed leave every plot, a changed name
   /// renames the run's lines.
   void set_runs(const QMap<qint64, QString>& runs);
+  /// The runs shown (set_runs's), by id.
+  QList<qint64> runs() const { return runs_.keys(); }
   MetricPlot* plot(const QString& key) const { return plots_.value(key, nullptr); }
   QStringList keys() const { return plots_.keys(); }
   /// The Compare tab's baseline run (0: none) and which metrics are better lower: every plot's legend marks it

@@ -19,7 +19,7 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QTimer>
-#include <QTableView>
+#include <QTreeView>
 #include <QToolBar>
 
 #include <exception>
@@ -41,7 +41,7 @@
 
 namespace spur::studio {
 
-MainMenus::MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, RunsColumns* columns,
+MainMenus::MainMenus(MainWindow* window, QTreeView* table, QLineEdit* search, RunsColumns* columns,
                      QString history_path, std::function<qint64()> current_run)
     : QObject(window),
       window_(window),
@@ -268,7 +268,7 @@ void MainMenus::build_view_menu() {
   });
   add(view, tr("&Refresh"), QKeySequence::Refresh, [this] { emit refresh_asked(); });
   add(view, tr("Metric &columns..."), QKeySequence(),
-      [this] { columns_->choose(table_->horizontalHeader()->rect().center()); });
+      [this] { columns_->choose(table_->header()->rect().center()); });
   auto* notify = view->addAction(tr("&Notify when runs end"));
   notify->setObjectName("notify_action");
   notify->setCheckable(true);
@@ -371,7 +371,8 @@ void MainMenus::run_wizard(SetupWizard* wizard) {
   connect(wizard, &QWizard::accepted, this, [this, wizard] {
     QSettings().setValue("launch/last_config", wizard->config_path());
     window_->statusBar()->showMessage(tr("Saved %1").arg(wizard->config_path()), 10000);
-    if (wizard->launch_now()) report(window_->launch(wizard->launch_request()));
+    if (!wizard->launch_now()) return;
+    report(wizard->sweep() ? window_->launch_sweep(wizard->sweep_launch()) : window_->launch(wizard->launch_request()));
   });
   wizard->open();
 }

@@ -19,7 +19,7 @@ class QAction;
 class QKeySequence;
 class QLineEdit;
 class QMenu;
-class QTableView;
+class QTreeView;
 
 namespace spur::studio {
 
@@ -34,7 +34,7 @@ class MainMenus : public QObject {
   /// Adds the menus and the toolbar to `window`, and the per-run actions to `table` (its context menu); the actions
   /// are the window's children. `search`: the runs' filter box (View > Filter runs); `columns`: the table's
   /// (View > Metric columns); `current_run`: the run under the cursor in the table, or 0.
-  MainMenus(MainWindow* window, QTableView* table, QLineEdit* search, RunsColumns* columns, QString history_path,
+  MainMenus(MainWindow* window, QTreeView* table, QLineEdit* search, RunsColumns* columns, QString history_path,
             std::function<qint64()> current_run);
 
   /// Stop for a queued or running run, Relaunch for one launched with a configuration and a command: `run` is the
@@ -75,7 +75,7 @@ class MainMenus : public QObject {
   void report(const QString& error);
 
   MainWindow* window_;
-  QTableView* table_;
+  QTreeView* table_;
   QLineEdit* search_;
   RunsColumns* columns_;
   QString path_;

@@ -24,7 +24,9 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
-#include <QTableView>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QTreeView>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -50,6 +52,7 @@
 #include "studio/compare_model.h"
 #include "studio/pending_launches.h"
 #include "studio/run_actions.h"
+#include "studio/runs_groups.h"
 #include "studio/runs_model.h"
 #include "studio/series_loader.h"
 
@@ -77,9 +80,11 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       runs_(new app::RunsModel(path_, this)),
       notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
       colours_(new RunsColours(this)),
+      groups_(new app::RunsGroupModel(runs_, this)),
       shown_(new QSortFilterProxyModel(this)),
       search_(new QLineEdit(this)),
-      table_(new QTableView(this)),
+      group_by_(new QComboBox(this)),
+      table_(new QTreeView(this)),
       dashboard_(new Dashboard(this)),
       console_(new ConsoleView(path_, this)),
       compare_(new CompareView(this)),
@@ -112,11 +117,52 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
 
 void MainWindow::build_table() {
   colours_->setSourceModel(runs_);
-  shown_->setSourceModel(colours_);
+  groups_->setSourceModel(colours_);
+  shown_->setSourceModel(groups_);
   shown_->setSortRole(app::RunsModel::SortRole);
   shown_->setFilterKeyColumn(-1);  // any column
   shown_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  shown_->setRecursiveFilteringEnabled(true);  // a group shows while one of its runs does
   table_->setModel(shown_);
+  table_->setObjectName("runs_table");
+  table_->setRootIsDecorated(false);  // ungrouped: a table
+  table_->setUniformRowHeights(true);
+  table_->setItemsExpandable(true);
+  table_->setAllColumnsShowFocus(true);
+  // A group's row: its name across the row, bold; new groups open.
+  const auto show_groups = [this] {
+    for (int row = 0; row < shown_->rowCount(); ++row) {
+      const QModelIndex at = shown_->index(row, 0);
+      if (at.data(app::RunsGroupModel::GroupRole).toString().isEmpty()) continue;
+      table_->setFirstColumnSpanned(row, {}, true);
+    }
+  };
+  connect(shown_, &QAbstractItemModel::layoutChanged, this, show_groups);
+  connect(shown_, &QAbstractItemModel::modelReset, this, [this, show_groups] {
+    show_groups();
+    table_->expandAll();
+  });
+  connect(shown_, &QAbstractItemModel::rowsInserted, this,
+          [this, show_groups](const QModelIndex& parent, int first, int last) {
+            if (parent.isValid()) return;
+            show_groups();
+            for (int row = first; row <= last; ++row) table_->expand(shown_->index(row, 0));
+          });
+  group_by_->setObjectName("group_by");
+  group_by_->setToolTip(tr("Group the runs: by sweep, project, status or a parameter's value"));
+  group_by_->addItem(tr("No groups"), QString());
+  group_by_->addItem(tr("Group: sweep"), "sweep");
+  group_by_->addItem(tr("Group: project"), "project");
+  group_by_->addItem(tr("Group: status"), "status");
+  connect(group_by_, &QComboBox::activated, this, [this](int index) { group_runs(group_by_->itemData(index).toString()); });
+  // Each parameter a run recorded is offered too, as runs come.
+  connect(runs_, &QAbstractItemModel::rowsInserted, this, [this] {
+    for (const auto& key : groups_->group_keys()) {
+      if (key.startsWith("param:") && group_by_->findData(key) < 0) {
+        group_by_->addItem(tr("Group: %1").arg(key.mid(6)), key);
+      }
+    }
+  });
   table_->setSortingEnabled(true);
   table_->sortByColumn(app::RunsModel::Id, Qt::DescendingOrder);  // newest first; older pages below
   search_->setObjectName("run_search");
@@ -125,16 +171,14 @@ void MainWindow::build_table() {
   connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) { filter_runs(text); });
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
-  table_->verticalHeader()->hide();
   // One line per run, numbers whole ("0.4123" wrapped mid-number in a narrow pane); the name may be elided in the
   // middle (its tooltip and the overview have it whole).
   table_->setWordWrap(false);
   table_->setTextElideMode(Qt::ElideMiddle);
-  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
   // Which columns show and how wide: the header's menu, fitted to the pane, the widths the user set kept.
   columns_ = new RunsColumns(table_, runs_);
   connect(table_, &QAbstractItemView::doubleClicked, this, [this](const QModelIndex& index) {
-    if (index.isValid()) show_overview(runs_->run(shown_->mapToSource(index).row()).id);
+    if (const int row = runs_row(index); row >= 0) show_overview(runs_->run(row).id);
   });
 }
 
@@ -144,7 +188,10 @@ void MainWindow::build_panes() {
   auto* left = new QWidget(this);
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(0, 0, 0, 0);
-  left_layout->addWidget(search_);
+  auto* search_row = new QHBoxLayout;
+  search_row->addWidget(search_, 1);
+  search_row->addWidget(group_by_);
+  left_layout->addLayout(search_row);
   left_layout->addWidget(table_);
   splitter->addWidget(left);
   auto* tabs = tabs_ = new QTabWidget(this);
@@ -290,6 +337,11 @@ void MainWindow::restore_settings() {
   if (settings.contains("window/splitter")) splitter_->restoreState(settings.value("window/splitter").toByteArray());
   dashboard_->restore_settings(settings);
   columns_->restore(settings);
+  try {
+    group_runs(settings.value("runs/group_by").toString());
+  } catch (const std::invalid_argument&) {
+    group_runs({});  // a setting written by hand
+  }
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -361,8 +413,8 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
       for (const qint64 id : wanted_) {
         const int row = runs_->row_of(id);
         if (row >= 0) {
-          selection.select(shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, 0))),
-                           shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, runs_->columnCount() - 1))));
+          const QModelIndex first = view_index(row);
+          selection.select(first, first.siblingAtColumn(shown_->columnCount() - 1));
         }
       }
       table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
@@ -388,10 +440,38 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   }
 }
 
+QModelIndex MainWindow::view_index(int runs_row) const {
+  return shown_->mapFromSource(groups_->mapFromSource(colours_->mapFromSource(runs_->index(runs_row, 0))));
+}
+
+int MainWindow::runs_row(const QModelIndex& view_index) const {
+  if (!view_index.isValid()) return -1;
+  const QModelIndex at = colours_->mapToSource(groups_->mapToSource(shown_->mapToSource(view_index)));
+  return at.isValid() ? at.row() : -1;
+}
+
+void MainWindow::group_runs(const QString& key) {
+  const auto selected = selected_runs().keys();
+  groups_->set_group_by(key);
+  table_->setRootIsDecorated(!key.isEmpty());
+  if (group_by_->findData(key) < 0) group_by_->addItem(tr("Group: %1").arg(key.mid(6)), key);
+  group_by_->setCurrentIndex(group_by_->findData(key));
+  QSettings().setValue("runs/group_by", key);
+  // The rows were made again: the runs selected before are selected again.
+  QItemSelection selection;
+  for (const qint64 id : selected) {
+    if (const int row = runs_->row_of(id); row >= 0) {
+      const QModelIndex first = view_index(row);
+      selection.select(first, first.siblingAtColumn(shown_->columnCount() - 1));
+    }
+  }
+  table_->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
+}
+
 void MainWindow::select_run(qint64 run) {
   const int row = runs_->row_of(run);
   if (row < 0) return;
-  const QModelIndex index = shown_->mapFromSource(colours_->mapFromSource(runs_->index(row, 0)));
+  const QModelIndex index = view_index(row);
   table_->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
   table_->scrollTo(index);
 }
@@ -400,9 +480,19 @@ QMap<qint64, QString> MainWindow::selected_runs() const {
   QMap<qint64, QString> runs;
   // Rows with any cell selected (the table selects whole rows): selectedRows() wants every column, and a metric
   // column added since the selection was made is not (the Compare tab then saw no runs).
+  // A group's row stands for its runs (those the search shows).
   for (const auto& index : table_->selectionModel()->selectedIndexes()) {
-    const auto& run = runs_->run(shown_->mapToSource(index).row());
-    runs.insert(run.id, QString::fromStdString(run.name));
+    if (const int row = runs_row(index); row >= 0) {
+      const auto& run = runs_->run(row);
+      runs.insert(run.id, QString::fromStdString(run.name));
+    } else if (index.column() == 0) {
+      for (int child = 0; child < shown_->rowCount(index); ++child) {
+        if (const int row = runs_row(shown_->index(child, 0, index)); row >= 0) {
+          const auto& run = runs_->run(row);
+          runs.insert(run.id, QString::fromStdString(run.name));
+        }
+      }
+    }
   }
   return runs;
 }
@@ -459,7 +549,8 @@ qint64 MainWindow::current_run() const {
   auto index = table_->currentIndex();
   if (!index.isValid() && table_->selectionModel()->hasSelection())
     index = table_->selectionModel()->selectedRows().value(0);
-  return index.isValid() ? runs_->run(shown_->mapToSource(index).row()).id : 0;
+  const int row = runs_row(index);
+  return row >= 0 ? runs_->run(row).id : 0;
 }
 
 void MainWindow::report(const QString& error) {
@@ -527,6 +618,12 @@ QString MainWindow::launch(const app::LaunchRequest& request) {
   return {};
 }
 
+QString MainWindow::launch_sweep(const app::SweepLaunch& sweep) {
+  if (QString error = pending_.launch_sweep(sweep, newest_run()); !error.isEmpty()) return error;
+  statusBar()->showMessage(tr("Sweep %1 started: %2").arg(sweep.name, sweep.command_line(app::spur_command())), 15000);
+  return {};
+}
+
 void MainWindow::settle_launches() {
   if (pending_.empty()) return;
   for (const auto& outcome : pending_.settle(runs_->records())) {
@@ -544,11 +641,20 @@ void MainWindow::settle_launches() {
           15000);
       continue;
     }
-    if (outcome.run > 0) {
+    if (outcome.run > 0 && !outcome.sweep.isEmpty()) {
+      // The sweep's runs, as they come: its tag in the search box.
+      search_->setText("sweep:" + outcome.sweep);
+      select_run(outcome.run);
+      statusBar()->showMessage(
+          tr("Sweep %1: its runs are tagged sweep:%1 (spur sweep show %1 lists them)").arg(outcome.sweep), 15000);
+      emit launched(outcome.run);
+    } else if (outcome.run > 0) {
       select_run(outcome.run);
       emit launched(outcome.run);
     } else {
-      report(tr("The launch did not start a run.\n\n%1")
+      report((outcome.sweep.isEmpty() && !outcome.command.contains(" sweep run ")
+                  ? tr("The launch did not start a run.\n\n%1")
+                  : tr("The sweep did not start a run.\n\n%1"))
                  .arg(outcome.output.isEmpty() ? tr("(no output)") : outcome.output));
     }
   }

@@ -26,13 +26,15 @@
 class QLineEdit;
 class QSortFilterProxyModel;
 class QSplitter;
-class QTableView;
+class QComboBox;
+class QTreeView;
 class QTimer;
 
 namespace spur::app {
 class CompareReaderWorker;
 class RunActions;
 struct CompareSnapshot;
+class RunsGroupModel;
 class RunsModel;
 class RunsReaderWorker;
 class SeriesLoader;
@@ -64,7 +66,13 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   app::RunsModel* runs() const { return runs_; }
-  QTableView* runs_view() const { return table_; }
+  QTreeView* runs_view() const { return table_; }
+  /// Groups the runs table (app::RunsGroupModel's keys: "" for none, "sweep", "project", "status", "param:NAME"),
+  /// as the "Group" box above it does; kept in the settings (runs/group_by).
+  void group_runs(const QString& key);
+  /// The runs table's row of a run's row in runs() (column 0), and back (-1 for a group's row).
+  QModelIndex view_index(int runs_row) const;
+  int runs_row(const QModelIndex& view_index) const;
   /// Shows only runs whose name, project, status, target or tags contain `text`.
   void filter_runs(const QString& text);
   Dashboard* dashboard() const { return dashboard_; }
@@ -94,6 +102,9 @@ class MainWindow : public QMainWindow {
   /// in the history it is selected (and `launched` is emitted); if the launcher exits before that, its output
   /// is reported.
   QString launch(const app::LaunchRequest& request);
+  /// Starts a sweep's `spur sweep run`, detached; when its first run appears the search shows the sweep's runs
+  /// (its tag, sweep:ID) and the first is selected; if the controller exits before that, its output is reported.
+  QString launch_sweep(const app::SweepLaunch& sweep);
   /// Asks the run's launcher to stop every rank (or its SageMaker job).
   QString stop_run(qint64 run);
   /// The overview of a run (double-click in the runs table): its record, final and best values, parameters and
@@ -197,9 +208,11 @@ class MainWindow : public QMainWindow {
   app::RunsModel* runs_;
   RunNotifier* notifier_;
   RunsColours* colours_;          // runs_ coloured (status, line swatch, baseline verdicts)
-  QSortFilterProxyModel* shown_;  // colours_ sorted and filtered by the search box
+  app::RunsGroupModel* groups_;   // colours_ grouped (a tree: a row per group, its runs below it)
+  QSortFilterProxyModel* shown_;  // groups_ sorted and filtered by the search box
   QLineEdit* search_;
-  QTableView* table_;
+  QComboBox* group_by_;  // what groups_ groups by
+  QTreeView* table_;
   RunsColumns* columns_ = nullptr;  // table_'s: which show, how wide
   QSplitter* splitter_ = nullptr;
   Dashboard* dashboard_;

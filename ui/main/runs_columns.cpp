@@ -12,7 +12,7 @@
 #include <QScopedValueRollback>
 #include <QSettings>
 #include <QStringList>
-#include <QTableView>
+#include <QTreeView>
 #include <QVariant>
 
 #include <algorithm>
@@ -21,13 +21,13 @@
 
 namespace spur::studio {
 
-RunsColumns::RunsColumns(QTableView* table, app::RunsModel* runs)
+RunsColumns::RunsColumns(QTreeView* table, app::RunsModel* runs)
     : QObject(table),
       table_(table),
       viewport_(table->viewport()),
-      header_viewport_(table->horizontalHeader()->viewport()),
+      header_viewport_(table->header()->viewport()),
       runs_(runs) {
-  auto* header = table_->horizontalHeader();
+  auto* header = table_->header();
   // Column widths from the first rows only: measuring 10,000 rows' texts on every new run froze the window.
   header->setResizeContentsPrecision(200);
   header->setStretchLastSection(true);
@@ -74,9 +74,11 @@ bool RunsColumns::eventFilter(QObject* watched, QEvent* event) {
 void RunsColumns::fit() {
   // Measured without the last column's stretch (it is given what is left, not what it needs).
   const QScopedValueRollback fitting(fitting_, true);  // its resizes are not the user's
-  auto* header = table_->horizontalHeader();
+  auto* header = table_->header();
   header->setStretchLastSection(false);
-  table_->resizeColumnsToContents();
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    if (!table_->isColumnHidden(column)) table_->resizeColumnToContents(column);
+  }
   const QScopeGuard stretch([header] { header->setStretchLastSection(true); });
   // The widths the user set stay.
   for (int column = 0; column < table_->model()->columnCount(); ++column) {
@@ -86,9 +88,17 @@ void RunsColumns::fit() {
   // Long names give way first (elided in the middle; the tooltip and the overview have them whole), so the other
   // columns stay in view without a scrollbar.
   const int name = app::RunsModel::Name;
+  // The last column shown stretches into what is left, so it gives way before the name does (the tags of a sweep's
+  // runs squeezed its names to "f...0"): counted at most 8 characters wide.
+  int last = header->count() - 1;
+  while (last > 0 && header->isSectionHidden(header->logicalIndex(last))) --last;
+  const int stretching = header->logicalIndex(last);
   int others = 0;
   for (int column = 0; column < table_->model()->columnCount(); ++column) {
-    if (column != name && !table_->isColumnHidden(column)) others += table_->columnWidth(column);
+    if (column == name || table_->isColumnHidden(column)) continue;
+    others += column == stretching
+                  ? std::min(table_->columnWidth(column), table_->fontMetrics().horizontalAdvance("sweep:ab"))
+                  : table_->columnWidth(column);
   }
   const int room = table_->viewport()->width() - others;
   if (room < table_->columnWidth(name) &&
@@ -135,7 +145,7 @@ void RunsColumns::choose(const QPoint& at) {
     manual_widths_.clear();
     fit();
   });
-  menu.exec(table_->horizontalHeader()->mapToGlobal(at));
+  menu.exec(table_->header()->mapToGlobal(at));
 }
 
 void RunsColumns::restore(const QSettings& settings) {

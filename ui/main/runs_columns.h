@@ -14,7 +14,7 @@
 class QEvent;
 class QPoint;
 class QSettings;
-class QTableView;
+class QTreeView;
 
 namespace spur::app {
 class RunsModel;
@@ -29,7 +29,7 @@ class RunsColumns : public QObject {
   /// Takes charge of the columns of `table`, which shows `runs` through proxies that keep its columns: hides those
   /// that do not fit the pane at its default width, and sets up the header's menu and the fitting. A child of the
   /// table (it goes with it).
-  RunsColumns(QTableView* table, app::RunsModel* runs);
+  RunsColumns(QTreeView* table, app::RunsModel* runs);
 
   /// Columns sized to their contents, the names narrowed to keep every column in the pane; the widths the user set
   /// stay.
@@ -46,9 +46,9 @@ class RunsColumns : public QObject {
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
-  QTableView* table_;
+  QTreeView* table_;
   // The two viewports it watches, kept to compare with (never called through): their events keep coming while
-  // the table is being destroyed, when table_ is no longer a QTableView (UBSan caught calling through it).
+  // the table is being destroyed, when table_ is no longer a QTreeView (UBSan caught calling through it).
   const QObject* viewport_;
   const QObject* header_viewport_;
   app::RunsModel* runs_;

@@ -7,6 +7,7 @@
 #include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
@@ -133,6 +134,33 @@ QComboBox* combo(QWidget* parent, const char* name, const QList<QPair<QString, Q
 }
 
 QString value_of(const QComboBox* box) { return box->currentData().toString(); }
+
+// A read-only text box in a fixed-width font (a file or script to be written).
+QPlainTextEdit* shown_text(QWidget* parent, const char* name) {
+  auto* text = new QPlainTextEdit(parent);
+  text->setObjectName(name);
+  text->setReadOnly(true);
+  text->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  return text;
+}
+
+// A "Copy" button that puts `text()` on the clipboard.
+QPushButton* copy_button(QWidget* parent, const char* name, const std::function<QString()>& text) {
+  auto* button = new QPushButton(QObject::tr("Copy"), parent);
+  button->setObjectName(name);
+  QObject::connect(button, &QPushButton::clicked, parent, [text] { QGuiApplication::clipboard()->setText(text()); });
+  return button;
+}
+
+// `text` with a Copy button under it, at the right: the row a form shows.
+QWidget* with_copy(QPlainTextEdit* text, const char* copy_name) {
+  auto* row = new QWidget(text->parentWidget());
+  auto* layout = new QVBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(text);
+  layout->addWidget(copy_button(row, copy_name, [text] { return text->toPlainText(); }), 0, Qt::AlignRight);
+  return row;
+}
 
 // A line edit with a "Browse..." button beside it.
 QWidget* with_browse(QLineEdit* edit, const std::function<QString()>& choose) {
@@ -395,16 +423,107 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   });
   program->add(tr("Restarts after a failure:"), max_restarts_);
   program->add(tr("Stop when stuck for:"), hang_timeout_);
+  as_sweep_ = new QCheckBox(tr("Sweep: many runs over parameters (asked on the next page)"), program);
+  as_sweep_->setObjectName("as_sweep");
+  as_sweep_->setToolTip(tr("A W&B sweep file launched with spur sweep run: every run of this configuration, with "
+                           "the parameters you choose"));
+  program->add(QString(), as_sweep_);
   setPage(ProgramPage, program);
+
+  // --- Sweep ------------------------------------------------------------------------------------------------
+  auto* sweep = new_page(tr("Sweep"), tr("Many runs of the program, each with its own parameters (W&B's sweep "
+                                         "file; docs/sweeps.md). Each run gets --name=value for each parameter."));
+  sweep_parameters_ = new QPlainTextEdit(sweep);
+  sweep_parameters_->setObjectName("sweep_parameters");
+  sweep_parameters_->setPlaceholderText(
+      tr("One per line, for example:\nlr: 0.001, 0.003, 0.01\ndropout: 0.1 .. 0.5\nweight_decay: 1e-5 .. 1e-2 log"));
+  sweep_parameters_->setMaximumHeight(sweep_parameters_->fontMetrics().lineSpacing() * 6 + 12);
+  sweep_parameters_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  sweep_parameters_->setToolTip(
+      tr("NAME: VALUE, VALUE... (each value); NAME: MIN .. MAX (a range, random only); NAME: MIN .. MAX log (a "
+         "range drawn on a log scale); NAME: VALUE (the same in every run)"));
+  sweep_method_ = combo(sweep, "sweep_method",
+                        {{tr("Grid: every combination of the values"), "grid"},
+                         {tr("Random: draws from the values and ranges"), "random"}});
+  sweep_count_ = spin(sweep, "sweep_count", 0, 100000);
+  sweep_count_->setSpecialValueText(tr("all"));
+  sweep_count_->setToolTip(tr("run_cap: the runs of a random sweep, or the first ones of a grid"));
+  sweep_seed_ = spin(sweep, "sweep_seed", 0, 1'000'000'000);
+  sweep_seed_->setToolTip(tr("The same seed draws the same runs"));
+  sweep_parallel_ = spin(sweep, "sweep_parallel", 1, 256);
+  sweep_parallel_->setToolTip(tr("Runs at a time (spur sweep run --parallel)"));
+  sweep_metric_ = line(sweep, "sweep_metric", tr("a key the program logs, like loss; empty: none"));
+  sweep_goal_ = combo(sweep, "sweep_goal", {{tr("lower is better"), "minimize"}, {tr("higher is better"), "maximize"}});
+  auto* metric_row = new QWidget(sweep);
+  metric_row->setObjectName("sweep_metric_row");
+  auto* metric_layout = new QHBoxLayout(metric_row);
+  metric_layout->setContentsMargins(0, 0, 0, 0);
+  metric_layout->addWidget(sweep_metric_, 1);
+  metric_layout->addWidget(sweep_goal_);
+  sweep_hyperband_ = new QCheckBox(tr("Stop runs early that fall behind (Hyperband)"), sweep);
+  sweep_hyperband_->setObjectName("sweep_hyperband");
+  sweep_min_iter_ = spin(sweep, "sweep_min_iter", 1, 1'000'000);
+  sweep_min_iter_->setToolTip(tr("The first comparison, after this many values of the metric (then eta = 3 times "
+                                 "as many, and so on)"));
+  sweep_name_ = line(sweep, "sweep_name", tr("empty: the program's name and -sweep"));
+  sweep_runs_ = new QLabel(sweep);
+  sweep_runs_->setObjectName("sweep_runs");
+  sweep->add(tr("Parameters:"), sweep_parameters_, [this]() -> QString {
+    try {
+      app::SweepForm::parse_parameters(sweep_parameters_->toPlainText());
+    } catch (const std::invalid_argument& e) {
+      return QString::fromUtf8(e.what());
+    }
+    const auto form = sweep_form();
+    if (form.parameters.empty()) return tr("at least one parameter to sweep");
+    // Faults of the other fields are said under them.
+    if ((form.method == "random" && form.count == 0) || (form.hyperband && form.metric.isEmpty())) return {};
+    // The constructor's `answers` hides the member function here.
+    const auto now = this->answers();
+    return form.problem(now.program.isEmpty() ? "PROGRAM" : now.program, now.arguments);
+  });
+  sweep->add(tr("Method:"), sweep_method_);
+  sweep->add(tr("Runs:"), sweep_count_, [this] {
+    return value_of(sweep_method_) == "random" && sweep_count_->value() == 0
+               ? tr("how many runs to draw (a random sweep has no end of its own)")
+               : QString();
+  });
+  sweep->add(tr("Seed:"), sweep_seed_);
+  sweep->add(tr("At a time:"), sweep_parallel_);
+  sweep->add(tr("Metric:"), metric_row, [this] {
+    for (const QChar c : sweep_metric_->text()) {
+      if (c.category() == QChar::Other_Control) return tr("a name without control characters");
+    }
+    return sweep_hyperband_->isChecked() && sweep_metric_->text().trimmed().isEmpty()
+               ? tr("stopping early compares a metric: name the one the program logs")
+               : QString();
+  });
+  sweep->add(QString(), sweep_hyperband_);
+  sweep->add(tr("First comparison after:"), sweep_min_iter_);
+  sweep->add(tr("Sweep name:"), sweep_name_, [this] {
+    for (const QChar c : sweep_name_->text()) {
+      if (c.category() == QChar::Other_Control) return tr("a name without control characters");
+    }
+    return sweep_name_->text().size() > 200 ? tr("at most 200 characters") : QString();
+  });
+  sweep->form()->addRow(QString(), sweep_runs_);
+  sweep->on_enter = [this] { update_visibility(); };
+  // How many runs the answers make, said as they change.
+  connect(sweep, &QWizardPage::completeChanged, this, [this, sweep] {
+    const auto form = sweep_form();
+    const auto now = this->answers();
+    const int64_t runs =
+        sweep->problem().isEmpty() ? form.run_count(now.program.isEmpty() ? "PROGRAM" : now.program, now.arguments) : 0;
+    const QString count = runs == 1 ? tr("1 run") : tr("%1 runs").arg(runs);
+    sweep_runs_->setText(runs > 0 ? tr("%1, %2 at a time").arg(count).arg(form.parallel) : QString());
+  });
+  setPage(SweepPage, sweep);
 
   // --- Summary ----------------------------------------------------------------------------------------------
   auto* summary = new_page(tr("Save and launch"), tr("The file is Accelerate's format; the command runs it without the "
                                                      "Studio."));
   path_ = line(summary, "config_path");
-  yaml_ = new QPlainTextEdit(summary);
-  yaml_->setObjectName("yaml");
-  yaml_->setReadOnly(true);
-  yaml_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  yaml_ = shown_text(summary, "yaml");
   command_ = line(summary, "command");
   command_->setReadOnly(true);
   command_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -414,12 +533,6 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   summary_error_->setWordWrap(true);
   launch_now_ = new QCheckBox(tr("Launch it when I press Finish"), summary);
   launch_now_->setObjectName("launch_now");
-  auto copy_button = [summary](const char* name, const std::function<QString()>& text) {
-    auto* button = new QPushButton(tr("Copy"), summary);
-    button->setObjectName(name);
-    connect(button, &QPushButton::clicked, summary, [text] { QGuiApplication::clipboard()->setText(text()); });
-    return button;
-  };
   summary->add(tr("Save as:"),
                with_browse(path_,
                            [this] {
@@ -431,37 +544,39 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
                  if (path_->text().trimmed().isEmpty()) return tr("where to save the configuration");
                  return file.isDir() ? tr("%1 is a directory").arg(file.filePath()) : QString();
                });
-  auto* yaml_row = new QWidget(summary);
-  auto* yaml_layout = new QVBoxLayout(yaml_row);
-  yaml_layout->setContentsMargins(0, 0, 0, 0);
-  yaml_layout->addWidget(yaml_);
-  yaml_layout->addWidget(copy_button("copy_yaml", [this] { return yaml_->toPlainText(); }), 0, Qt::AlignRight);
-  summary->form()->addRow(tr("Configuration:"), yaml_row);
+  summary->form()->addRow(tr("Configuration:"), with_copy(yaml_, "copy_yaml"));
   // What Accelerate's file cannot say (hosts, Slurm settings, the environment...): Spur's target file beside it.
-  target_yaml_ = new QPlainTextEdit(summary);
-  target_yaml_->setObjectName("target_yaml");
-  target_yaml_->setReadOnly(true);
-  target_yaml_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  target_yaml_ = shown_text(summary, "target_yaml");
   target_yaml_->setMaximumHeight(target_yaml_->fontMetrics().lineSpacing() * 9);
   summary->form()->addRow(tr("Launch settings:"), target_yaml_);
   auto* command_row = new QWidget(summary);
   auto* command_layout = new QHBoxLayout(command_row);
   command_layout->setContentsMargins(0, 0, 0, 0);
   command_layout->addWidget(command_, 1);
-  command_layout->addWidget(copy_button("copy_command", [this] { return command_->text(); }));
+  command_layout->addWidget(copy_button(command_row, "copy_command", [this] { return command_->text(); }));
+  // A sweep: its file, saved beside the configuration, and launched by the command below.
+  sweep_path_ = line(summary, "sweep_path");
+  summary->add(tr("Sweep file:"),
+               with_browse(sweep_path_,
+                           [this] {
+                             return QFileDialog::getSaveFileName(this, tr("Save the sweep file"), sweep_path_->text(),
+                                                                 tr("YAML (*.yaml *.yml)"));
+                           }),
+               [this] {
+                 if (!this->sweep()) return QString();
+                 const QFileInfo file(sweep_path_->text().trimmed());
+                 if (sweep_path_->text().trimmed().isEmpty()) return tr("where to save the sweep file");
+                 if (file.absoluteFilePath() == QFileInfo(this->config_path()).absoluteFilePath()) {
+                   return tr("the configuration is saved there: the sweep needs a file of its own");
+                 }
+                 return file.isDir() ? tr("%1 is a directory").arg(file.filePath()) : QString();
+               });
+  sweep_yaml_ = shown_text(summary, "sweep_yaml");
+  summary->form()->addRow(tr("Sweep:"), with_copy(sweep_yaml_, "copy_sweep"));
   summary->form()->addRow(tr("Headless:"), command_row);
   // Slurm: the script the launch will submit, as the launcher itself writes it (spur launch --dry_run).
-  sbatch_script_ = new QPlainTextEdit(summary);
-  sbatch_script_->setObjectName("sbatch_script");
-  sbatch_script_->setReadOnly(true);
-  sbatch_script_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  auto* sbatch_row = new QWidget(summary);
-  auto* sbatch_layout = new QVBoxLayout(sbatch_row);
-  sbatch_layout->setContentsMargins(0, 0, 0, 0);
-  sbatch_layout->addWidget(sbatch_script_);
-  sbatch_layout->addWidget(copy_button("copy_sbatch", [this] { return sbatch_script_->toPlainText(); }), 0,
-                           Qt::AlignRight);
-  summary->form()->addRow(tr("sbatch script:"), sbatch_row);
+  sbatch_script_ = shown_text(summary, "sbatch_script");
+  summary->form()->addRow(tr("sbatch script:"), with_copy(sbatch_script_, "copy_sbatch"));
   preview_ = new app::SlurmScriptPreview(this);
   connect(preview_, &app::SlurmScriptPreview::answered, this, [this](const QString& script, const QString& error) {
     sbatch_script_->setPlainText(error.isEmpty() ? script : tr("No script: %1").arg(error));
@@ -478,6 +593,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   };
   for (auto* edit : findChildren<QLineEdit*>()) {
     if (edit != command_) connect(edit, &QLineEdit::textChanged, this, recheck_all);
+    if (edit == sweep_path_ || edit == sweep_name_) connect(edit, &QLineEdit::textChanged, this, [this] { update_summary(); });
   }
   for (auto* box : findChildren<QSpinBox*>())
     connect(box, &QSpinBox::valueChanged, this, [this, recheck_all] {
@@ -492,6 +608,14 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
     recheck_all();
   });
   connect(environment_, &QPlainTextEdit::textChanged, this, recheck_all);
+  connect(sweep_parameters_, &QPlainTextEdit::textChanged, this, recheck_all);
+  for (auto* box : {as_sweep_, sweep_hyperband_}) {
+    connect(box, &QCheckBox::toggled, this, [this, recheck_all] {
+      update_visibility();
+      recheck_all();
+    });
+  }
+  connect(sweep_method_, &QComboBox::currentIndexChanged, this, [this] { update_visibility(); });
   connect(launch_now_, &QCheckBox::toggled, this, recheck_all);
   connect(path_, &QLineEdit::textChanged, this, [this] { update_summary(); });
 
@@ -648,6 +772,53 @@ void SetupWizard::set_history(const QString& history_path) {
 bool SetupWizard::launch_now() const { return launch_now_->isChecked(); }
 void SetupWizard::set_launch_now(bool launch) { launch_now_->setChecked(launch); }
 
+bool SetupWizard::sweep() const { return as_sweep_->isChecked(); }
+
+app::SweepForm SetupWizard::sweep_form() const {
+  app::SweepForm form;
+  form.name = sweep_name_->text().trimmed();
+  form.method = value_of(sweep_method_);
+  form.metric = sweep_metric_->text().trimmed();
+  form.goal = value_of(sweep_goal_);
+  form.count = sweep_count_->value();
+  form.parallel = sweep_parallel_->value();
+  form.seed = static_cast<uint64_t>(sweep_seed_->value());
+  form.hyperband = sweep_hyperband_->isChecked();
+  form.min_iter = sweep_min_iter_->value();
+  try {
+    form.parameters = app::SweepForm::parse_parameters(sweep_parameters_->toPlainText());
+  } catch (const std::invalid_argument&) {
+    form.parameters.clear();  // the page says what is wrong and does not let it through
+  }
+  return form;
+}
+
+void SetupWizard::set_sweep(const app::SweepForm& form) {
+  as_sweep_->setChecked(true);
+  sweep_name_->setText(form.name);
+  choose(sweep_method_, form.method);
+  sweep_metric_->setText(form.metric);
+  choose(sweep_goal_, form.goal);
+  sweep_count_->setValue(static_cast<int>(form.count));
+  sweep_parallel_->setValue(form.parallel);
+  sweep_seed_->setValue(static_cast<int>(form.seed));
+  sweep_hyperband_->setChecked(form.hyperband);
+  sweep_min_iter_->setValue(static_cast<int>(form.min_iter));
+  sweep_parameters_->setPlainText(app::SweepForm::parameters_text(form.parameters));
+  update_visibility();
+}
+
+QString SetupWizard::sweep_path() const {
+  const QString path = sweep_path_->text().trimmed();
+  if (!path.isEmpty()) return QFileInfo(path).absoluteFilePath();
+  // Beside the configuration, named after the sweep.
+  const QString config = config_path();
+  const QString folder = config.isEmpty() ? QDir::currentPath() : QFileInfo(config).absolutePath();
+  return QDir(folder).filePath(sweep_form().sweep_name(answers().program) + ".sweep.yaml");
+}
+
+app::SweepLaunch SetupWizard::sweep_launch() const { return sweep_form().launch(sweep_path(), launch_request()); }
+
 int SetupWizard::nextId() const {
   switch (currentId()) {
     case WherePage:
@@ -659,6 +830,8 @@ int SetupWizard::nextId() const {
     case TrainingPage:
       return ProgramPage;
     case ProgramPage:
+      return as_sweep_->isChecked() ? SweepPage : SummaryPage;
+    case SweepPage:
       return SummaryPage;
     default:
       return -1;
@@ -686,6 +859,13 @@ void SetupWizard::update_visibility() {
   training->show_row(gpu_ids_, !sagemaker_->isChecked() && !use_cpu_->isChecked());
   static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(sbatch_script_->parentWidget(), slurm_->isChecked());
   static_cast<Page*>(page(SummaryPage))->form()->setRowVisible(target_yaml_, !answers().target().empty());
+  auto* sweep = static_cast<Page*>(page(SweepPage));
+  const bool random = value_of(sweep_method_) == "random";
+  sweep->show_row(sweep_seed_, random);
+  sweep->show_row(sweep_min_iter_, sweep_hyperband_->isChecked());
+  auto* summary = static_cast<Page*>(page(SummaryPage));
+  summary->show_row(sweep_path_->parentWidget(), as_sweep_->isChecked());
+  summary->form()->setRowVisible(sweep_yaml_->parentWidget(), as_sweep_->isChecked());
 }
 
 void SetupWizard::update_summary() {
@@ -701,6 +881,14 @@ void SetupWizard::update_summary() {
     auto request = launch_request();
     if (request.program.isEmpty()) request.program = "PROGRAM";
     command_->setText(request.command_line(app::spur_command()));
+    if (as_sweep_->isChecked()) {
+      if (sweep_path_->text().trimmed().isEmpty()) sweep_path_->setText(sweep_path());
+      const auto form = sweep_form();
+      sweep_yaml_->setPlainText(form.to_yaml(request.program, request.arguments));
+      command_->setText(sweep_launch().command_line(app::spur_command()));
+    } else {
+      sweep_yaml_->clear();
+    }
     command_->setCursorPosition(0);  // the start (directory, configuration) says most
     summary_error_->clear();
     if (slurm_->isChecked()) {
@@ -724,6 +912,7 @@ QString SetupWizard::first_problem() const {
     // Of the pages after Where, only the chosen target's is answered (machines, SageMaker or Slurm).
     const bool target = id == MachinesPage || id == SageMakerPage || id == SlurmPage;
     if (target && id != target_page()) continue;
+    if (id == SweepPage && !as_sweep_->isChecked()) continue;
     auto* p = static_cast<Page*>(page(id));
     p->recheck();
     if (const QString problem = p->problem(); !problem.isEmpty()) return p->title() + ": " + problem;
@@ -749,6 +938,11 @@ bool SetupWizard::save() {
     // The target file first: a configuration never stands without the settings it is launched with.
     answers().target().save_for(config_path());
     config().save(config_path().toStdString());
+    if (as_sweep_->isChecked()) {
+      const auto request = launch_request();
+      app::write_private_file(sweep_path().toStdString(),
+                              sweep_form().to_yaml(request.program, request.arguments).toStdString());
+    }
     return true;
   } catch (const std::exception& e) {
     summary_error_->setText(tr("Not saved: %1").arg(QString::fromUtf8(e.what())));

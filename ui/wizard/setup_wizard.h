@@ -2,6 +2,9 @@
 // SetupWizard: Accelerate's configuration questions as wizard pages (where, machines or Slurm or SageMaker,
 // precision, program), each field checked as it is typed; the last page shows the YAML to be written, the headless
 // `spur launch` and, for a Slurm cluster, the sbatch script it will submit (asked of `spur launch --dry_run`).
+// Asked for on the program's page, a Sweep page (app::SweepForm: parameters with values or ranges, method, metric
+// and goal, runs at a time) makes the run a sweep: the W&B sweep file it writes is shown, saved beside the
+// configuration, and launched with `spur sweep run`.
 #pragma once
 
 #include <QWizard>
@@ -11,6 +14,7 @@
 
 #include "config/run_config.h"
 #include "setup/setup_answers.h"
+#include "sweep/sweep_form.h"
 
 class QCheckBox;
 class QComboBox;
@@ -30,7 +34,7 @@ class SetupWizard : public QWizard {
   Q_OBJECT
 
  public:
-  enum PageId { WherePage, MachinesPage, SageMakerPage, SlurmPage, TrainingPage, ProgramPage, SummaryPage };
+  enum PageId { WherePage, MachinesPage, SageMakerPage, SlurmPage, TrainingPage, ProgramPage, SweepPage, SummaryPage };
 
   /// Starts from `answers`; `base` (an opened file) keeps the keys the questions do not cover (FSDP, DeepSpeed...).
   SetupWizard(const app::SetupAnswers& answers, const QString& config_path, std::optional<app::RunConfig> base = {},
@@ -50,6 +54,16 @@ class SetupWizard : public QWizard {
   /// The user asked to launch the run when the file is saved.
   bool launch_now() const;
   void set_launch_now(bool launch);
+
+  /// A sweep was asked for (the program page's "as a sweep"): Finish saves its file too, and launch_now launches it.
+  bool sweep() const;
+  /// The Sweep page's answers; set_sweep fills the page (and ticks "as a sweep").
+  app::SweepForm sweep_form() const;
+  void set_sweep(const app::SweepForm& form);
+  /// Where the sweep file is saved. Default: beside the configuration, NAME.sweep.yaml.
+  QString sweep_path() const;
+  /// `spur sweep run` of the saved sweep file with the saved configuration, into set_history's history.
+  app::SweepLaunch sweep_launch() const;
 
   int nextId() const override;
   /// Finish, from any page: every question's field must be fine (else it says which), then the file is saved.
@@ -97,11 +111,21 @@ class SetupWizard : public QWizard {
   QSpinBox* max_restarts_;
   QSpinBox* hang_timeout_;
   QLineEdit* run_name_;
+  QCheckBox* as_sweep_;
+  // Sweep
+  QLineEdit *sweep_name_, *sweep_metric_;
+  QComboBox *sweep_method_, *sweep_goal_;
+  QPlainTextEdit* sweep_parameters_;
+  QSpinBox *sweep_count_, *sweep_parallel_, *sweep_seed_, *sweep_min_iter_;
+  QCheckBox* sweep_hyperband_;
+  QLabel* sweep_runs_;
   // Summary
   QLineEdit *path_, *command_;
   QPlainTextEdit* yaml_;
   QLabel* summary_error_;
   QPlainTextEdit* sbatch_script_;  // Slurm: the script the launch submits
+  QLineEdit* sweep_path_;
+  QPlainTextEdit* sweep_yaml_;  // a sweep: the file it saves
   app::SlurmScriptPreview* preview_;
   QCheckBox* launch_now_;
 };
