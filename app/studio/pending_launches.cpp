@@ -81,7 +81,8 @@ QString PendingLaunches::launch_sweep(const SweepLaunch& sweep, qint64 newest_ru
   into_this.history = history_;  // its runs are recorded where the caller looks
   const auto started = sweep_detached(into_this, log, std::move(environment));
   if (!started.error.isEmpty()) return started.error;
-  pending_.push_back({started.pid, newest_run, log, sweep.command_line(), false, true});
+  // The command is said on failure: a secret's value is not in it.
+  pending_.push_back({started.pid, newest_run, log, sweep.shown().command_line(), false, true});
   return {};
 }
 
@@ -97,11 +98,11 @@ std::vector<PendingLaunches::Outcome> PendingLaunches::settle(const std::vector<
                std::find(run.tags.begin(), run.tags.end(), tag) != run.tags.end();
       });
       if (first != runs.end()) {
-        outcomes.push_back({first->id, it->command, {}, {}, id});
+        outcomes.push_back({first->id, it->command, {}, {}, id, true});
         QFile::remove(it->log);  // the controller goes on (its output unread); the history has the runs' account
         it = pending_.erase(it);
       } else if (!process_alive(it->pid) && it->ended) {
-        outcomes.push_back({0, it->command, last_lines(it->log, 15), {}, id});
+        outcomes.push_back({0, it->command, last_lines(it->log, 15), {}, id, true});
         it = pending_.erase(it);
       } else {
         it->ended = !process_alive(it->pid);

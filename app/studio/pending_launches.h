@@ -47,7 +47,8 @@ class PendingLaunches {
     QString command;  // the launch's command line
     QString output;   // when it ended without a run: the last 15 lines of its output (empty: it said nothing)
     QString there;    // a run started on another machine (a target file's on:): that machine's history, ssh://...
-    QString sweep;    // a sweep's launch: its id (its runs are tagged sweep:ID)
+    QString sweep;    // a sweep's launch: its id (its runs are tagged sweep:ID), once its controller said it
+    bool is_sweep = false;  // a sweep's launch (launch_sweep)
   };
   /// What became of the launches, given the runs now read (the new ones among them): each launch is reported once,
   /// when its run is among `runs` (created after the launch, by its launcher's pid, on this machine: pids are

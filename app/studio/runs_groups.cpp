@@ -3,6 +3,7 @@
 #include "studio/runs_groups.h"
 
 #include <QHash>
+#include <QScopedValueRollback>
 
 #include <algorithm>
 #include <stdexcept>
@@ -31,15 +32,20 @@ void RunsGroupModel::set_group_by(const QString& key) {
                                 "\": sweep, project, status or param:NAME");
   }
   if (key == group_by_) return;
+  // Views (and QAbstractItemModelTester) may ask for more rows from inside the reset's signals: not mid-reset.
+  const QScopedValueRollback busy(regrouping_, true);
   beginResetModel();
   group_by_ = key;
   rebuild();
   endResetModel();
 }
 
-QStringList RunsGroupModel::group_keys() const {
+QStringList RunsGroupModel::group_keys(int first_row, int last_row) const {
   QStringList params;
-  for (const auto& run : runs_->records()) {
+  const auto& records = runs_->records();
+  if (last_row < 0) last_row = static_cast<int>(records.size()) - 1;
+  for (int row = std::max(0, first_row); row <= last_row && row < static_cast<int>(records.size()); ++row) {
+    const auto& run = records[static_cast<size_t>(row)];
     try {
       const auto object = json::parse(run.params);
       if (!object.is_object()) continue;
@@ -115,9 +121,10 @@ void RunsGroupModel::setSourceModel(QAbstractItemModel* source) {
             endInsertRows();
             return;
           }
+          // The rows from `first` on moved down by `count` (an older page comes in at the top).
           const int count = last - first + 1;
+          shift_rows(first, count);
           where_.insert(where_.begin() + first, static_cast<size_t>(count), {0, 0});
-          shift_rows(last + 1, count);
           for (int row = first; row <= last; ++row) add_row(row);
         }));
     c.push_back(connect(source, &QAbstractItemModel::rowsAboutToBeRemoved, this,
@@ -161,13 +168,38 @@ void RunsGroupModel::setSourceModel(QAbstractItemModel* source) {
                         [this](Qt::Orientation orientation, int first, int last) {
                           emit headerDataChanged(orientation, first, last);
                         }));
-    // Columns (the metric columns) come and go for every row at once: the root's are the view's.
+    // Columns (the metric columns) come and go for every row at once. Ungrouped, as the source says; grouped, a
+    // reset: every group's runs have them too, and a sorting proxy above keeps each parent's columns apart.
     c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeInserted, this,
-                        [this](const QModelIndex&, int first, int last) { beginInsertColumns({}, first, last); }));
-    c.push_back(connect(source, &QAbstractItemModel::columnsInserted, this, [this] { endInsertColumns(); }));
+                        [this](const QModelIndex&, int first, int last) {
+                          if (grouped()) {
+                            beginResetModel();
+                          } else {
+                            beginInsertColumns({}, first, last);
+                          }
+                        }));
+    c.push_back(connect(source, &QAbstractItemModel::columnsInserted, this, [this] {
+      if (grouped()) {
+        endResetModel();
+      } else {
+        endInsertColumns();
+      }
+    }));
     c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeRemoved, this,
-                        [this](const QModelIndex&, int first, int last) { beginRemoveColumns({}, first, last); }));
-    c.push_back(connect(source, &QAbstractItemModel::columnsRemoved, this, [this] { endRemoveColumns(); }));
+                        [this](const QModelIndex&, int first, int last) {
+                          if (grouped()) {
+                            beginResetModel();
+                          } else {
+                            beginRemoveColumns({}, first, last);
+                          }
+                        }));
+    c.push_back(connect(source, &QAbstractItemModel::columnsRemoved, this, [this] {
+      if (grouped()) {
+        endResetModel();
+      } else {
+        endRemoveColumns();
+      }
+    }));
   }
   rebuild();
   endResetModel();
@@ -285,7 +317,10 @@ void RunsGroupModel::shift_rows(int from, int by) {
 QModelIndex RunsGroupModel::index(int row, int column, const QModelIndex& parent) const {
   if (row < 0 || column < 0 || column >= columnCount()) return {};
   if (!parent.isValid()) return row < rowCount() ? createIndex(row, column, quintptr{0}) : QModelIndex();
-  if (!grouped() || parent.internalId() != 0 || parent.row() >= static_cast<int>(groups_.size())) return {};
+  if (!grouped() || parent.internalId() != 0 || parent.column() != 0 ||
+      parent.row() >= static_cast<int>(groups_.size())) {
+    return {};
+  }
   const auto& group = groups_[static_cast<size_t>(parent.row())];
   return row < static_cast<int>(group.rows.size()) ? createIndex(row, column, group.id) : QModelIndex();
 }
@@ -347,7 +382,8 @@ QVariant RunsGroupModel::headerData(int section, Qt::Orientation orientation, in
 Qt::ItemFlags RunsGroupModel::flags(const QModelIndex& at) const {
   if (!at.isValid()) return Qt::NoItemFlags;
   if (grouped() && at.internalId() == 0) return Qt::ItemIsEnabled | Qt::ItemIsSelectable;
-  return sourceModel()->flags(mapToSource(at));
+  // A run's row never has children: a tree view keeps no state for it.
+  return sourceModel()->flags(mapToSource(at)) | Qt::ItemNeverHasChildren;
 }
 
 QModelIndex RunsGroupModel::mapToSource(const QModelIndex& proxy) const {
@@ -371,12 +407,12 @@ QModelIndex RunsGroupModel::mapFromSource(const QModelIndex& source) const {
 }
 
 bool RunsGroupModel::canFetchMore(const QModelIndex& parent) const {
-  // Older runs are fetched for the whole table, never for a group's expansion.
-  return !parent.isValid() && sourceModel() && sourceModel()->canFetchMore({});
+  // Older runs are fetched for the whole table, never for a group's expansion, nor while regrouping.
+  return !parent.isValid() && !regrouping_ && sourceModel() && sourceModel()->canFetchMore({});
 }
 
 void RunsGroupModel::fetchMore(const QModelIndex& parent) {
-  if (!parent.isValid() && sourceModel()) sourceModel()->fetchMore({});
+  if (canFetchMore(parent)) sourceModel()->fetchMore({});
 }
 
 }  // namespace spur::app

@@ -3,7 +3,7 @@
 // group, its runs below it; ungrouped, the runs as they are (one level). A proxy over the RunsModel's rows (the
 // model itself or an identity proxy over it, such as the Studio's colours): live updates keep their meaning, a run
 // that changes group (its status, in "by status") moves there and stays selected, groups come and go with their
-// runs, and only a change of the grouping or of the columns resets the view.
+// runs, and only a change of the grouping (or, while grouped, of the columns) resets the view.
 //
 // Threads: the GUI thread, as its source.
 #pragma once
@@ -36,9 +36,9 @@ class RunsGroupModel : public QAbstractProxyModel {
   /// value). Default: "". std::invalid_argument for another key.
   void set_group_by(const QString& key);
   const QString& group_by() const { return group_by_; }
-  /// The keys set_group_by takes for the runs now in the table: the fixed ones, then "param:NAME" for each parameter
-  /// some run recorded, sorted.
-  QStringList group_keys() const;
+  /// The keys set_group_by takes for the runs in the source's rows first_row..last_row (Default: all): the fixed
+  /// ones, then "param:NAME" for each parameter one of them recorded, sorted.
+  QStringList group_keys(int first_row = 0, int last_row = -1) const;
   /// The group of a source row as set_group_by's key reads it ("(none)" when the run has no such value).
   QString group_of(int source_row) const;
 
@@ -79,6 +79,7 @@ class RunsGroupModel : public QAbstractProxyModel {
   std::vector<Group> groups_;
   std::vector<std::pair<quintptr, int>> where_;  // by source row: (its group's id, its position there)
   quintptr next_id_ = 1;
+  bool regrouping_ = false;  // inside set_group_by (no page is fetched mid-reset)
   std::vector<QMetaObject::Connection> connections_;
 };
 

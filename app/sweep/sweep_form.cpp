@@ -13,6 +13,7 @@
 
 #include <spur/json.h>
 
+#include "launch/secrets.h"
 #include "sweep/sweep_spec.h"
 
 namespace spur::app {
@@ -25,7 +26,8 @@ bool is_integer(const QString& text) {
 
 // A number as typed, or nothing.
 std::optional<double> number(const QString& text) {
-  const std::string s = text.trimmed().toStdString();
+  std::string s = text.trimmed().toStdString();
+  if (s.size() > 1 && s[0] == '+') s.erase(0, 1);  // from_chars takes no plus sign
   double value = 0;
   const char* end = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(s.data(), end, value);
@@ -38,7 +40,7 @@ std::optional<double> number(const QString& text) {
 // quoted string.
 std::string yaml_scalar(const QString& typed) {
   const QString text = typed.trimmed();
-  if (is_integer(text)) return QString::number(text.toLongLong()).toStdString();
+  if (is_integer(text)) return QString::number(text.toLongLong()).toStdString();  // at most 18 digits: exact
   if (const auto value = number(text)) {
     char buffer[64];
     const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, *value);
@@ -71,6 +73,14 @@ DetachedLaunch sweep_detached(const SweepLaunch& sweep, const QString& log_file,
   return start_detached(sweep.arguments, sweep.working_directory, log_file, environment, spur, true);
 }
 
+SweepLaunch SweepLaunch::shown() const {
+  SweepLaunch out = *this;
+  if (const qsizetype dash = arguments.indexOf("--"); dash >= 0) {
+    out.arguments = arguments.mid(0, dash + 1) + redact_secrets(arguments.mid(dash + 1));
+  }
+  return out;
+}
+
 std::vector<SweepForm::Parameter> SweepForm::parse_parameters(const QString& text) {
   static const QRegularExpression name_pattern(R"(^[A-Za-z_][A-Za-z0-9_.\-]*$)");
   static const QRegularExpression range(R"(^(\S+)\s*\.\.\s*(\S+?)(\s+log)?$)");
@@ -95,19 +105,22 @@ std::vector<SweepForm::Parameter> SweepForm::parse_parameters(const QString& tex
     }
     const QString rest = line.mid(colon + 1).trimmed();
     if (rest.isEmpty()) fail(p.name + " has no values");
-    if (const auto match = range.match(rest); match.hasMatch() && !rest.contains(',')) {
+    // A range when a number comes before its ".." ("../data" and "v1..v2" are constants).
+    const qsizetype dots = rest.indexOf("..");
+    if (dots > 0 && !rest.contains(',') && number(rest.left(dots))) {
+      const auto match = range.match(rest);
+      if (!match.hasMatch() || !number(match.captured(2))) {
+        fail(p.name + ": a range is MIN .. MAX, two numbers, optionally followed by log");
+      }
       p.kind = match.captured(3).isEmpty() ? Parameter::Kind::Range : Parameter::Kind::LogRange;
       p.min = match.captured(1);
       p.max = match.captured(2);
-      if (!number(p.min) || !number(p.max)) fail(p.name + ": a range is MIN .. MAX, two numbers");
     } else if (rest.contains(',')) {
       p.kind = Parameter::Kind::Values;
       for (const QString& value : rest.split(',')) {
         if (value.trimmed().isEmpty()) fail(p.name + ": an empty value between commas");
         p.values << value.trimmed();
       }
-    } else if (rest.contains("..")) {
-      fail(p.name + ": a range is MIN .. MAX, optionally followed by log");
     } else {
       p.kind = Parameter::Kind::Constant;
       p.values << rest;

@@ -33,6 +33,9 @@ struct SweepLaunch {
   QString name;               // the sweep's name (its runs are NAME-1, NAME-2...)
   /// "cd DIR && [SPUR_HISTORY=H ]spur sweep run FILE ... -- --config_file F ...", quoted for a shell.
   QString command_line(const QString& spur = "spur") const;
+  /// The same launch as it may be shown (a status line, a failure's message): a secret's `--env NAME=VALUE` among
+  /// the launch flags as `--env NAME` (launch/secrets.h's redact_secrets).
+  SweepLaunch shown() const;
 };
 
 /// Starts `sweep` detached (launch/detached_launch.h's start_detached): its runs and its record go to its history

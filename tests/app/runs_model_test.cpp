@@ -4,6 +4,7 @@
 // downsampling.
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
+#include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -155,6 +156,60 @@ class RunsModelTest : public QObject {
     keys.sort();
     QCOMPARE(keys, (QStringList{"(none)", "0.01"}));
     QCOMPARE(reset.count(), 2);  // only the two changes of grouping
+  }
+
+  // Grouped, an older page of runs comes in at the top (the source's rows 0..499): every run keeps its place in
+  // its group, none twice, none lost; and metric columns added while grouped reach the groups' runs through a
+  // sorting proxy (each of its parents keeps its own columns).
+  void groups_follow_older_pages_and_new_columns() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    for (int i = 0; i < 700; ++i) {
+      spur::history::Run run;
+      run.status = "finished";
+      run.tags = {i % 2 ? "sweep:odd00000" : "sweep:even0000"};
+      const int64_t id = writer.create_run(run);
+      if (i >= 690) writer.append_metrics(id, {{"loss", {{1, 0.5, 0}}}});
+    }
+    spur::app::RunsModel model(path);
+    spur::app::RunsGroupModel groups(&model);
+    groups.setSourceModel(&model);
+    QSortFilterProxyModel sorted;
+    sorted.setSourceModel(&groups);
+    QAbstractItemModelTester tester(&groups, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester sorted_tester(&sorted, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 500);
+    groups.set_group_by("sweep");
+    const auto consistent = [&] {
+      int children = 0;
+      for (int g = 0; g < groups.rowCount(); ++g) {
+        const QModelIndex group = groups.index(g, 0);
+        const QString key = group.data(spur::app::RunsGroupModel::GroupRole).toString();
+        for (int r = 0; r < groups.rowCount(group); ++r) {
+          const QModelIndex run = groups.index(r, 0, group);
+          const QModelIndex source = groups.mapToSource(run);
+          if (groups.mapFromSource(source) != run || groups.group_of(source.row()) != key) return false;
+          ++children;
+        }
+      }
+      return children == model.rowCount();
+    };
+    QVERIFY(consistent());
+    model.fetchMore({});  // runs 1..200 come in at rows 0..199
+    QCOMPARE(model.rowCount(), 700);
+    QVERIFY(consistent());
+    QCOMPARE(groups.rowCount(groups.index(0, 0)) + groups.rowCount(groups.index(1, 0)), 700);
+
+    model.set_metric_columns({"loss"});
+    const QModelIndex group = sorted.index(0, 0);
+    QCOMPARE(sorted.columnCount(group), model.columnCount());
+    bool found = false;
+    for (int r = 0; r < sorted.rowCount(group); ++r) {
+      found = found || sorted.index(r, spur::app::RunsModel::ColumnCount, group).data().toString() == "0.5";
+    }
+    QVERIFY(found);
   }
 
   // Final values of chosen metrics as columns: the latest point of each, across chunks, sortable.

@@ -97,7 +97,7 @@ class SweepTest : public QObject {
     using Form = spur::app::SweepForm;
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr 0.1"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 0.1,,0.2"));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: a .. 2"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 1 .. 2 lg"));
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 1\nlr: 2"));
     try {
       Form::parse_parameters("# a comment\n\nlr: 0.1\n9lives: 1, 2");
@@ -118,6 +118,14 @@ class SweepTest : public QObject {
         "lr: 1e-5 .. 1e-2 log\nbatch_size: 32, 64\ndropout: 0.1 .. 0.5\nsteps: 3 .. 9\noptimizer: adam, sgd\n"
         "fail: False");
     QCOMPARE(Form::parse_parameters(Form::parameters_text(form.parameters)).size(), size_t{6});
+    // A path or a version with ".." is a constant, not a range; a plus sign is a number's.
+    const auto constants = Form::parse_parameters("data: ../data\ntag: v1..v2\nwarmup: +0.5, 1");
+    QCOMPARE(int(constants[0].kind), int(Form::Parameter::Kind::Constant));
+    QCOMPARE(constants[1].values, QStringList{"v1..v2"});
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, Form::parse_parameters("lr: 1 .. big"));
+    Form plus;
+    plus.parameters = constants;
+    QVERIFY2(plus.to_yaml("./train", {}).contains("values: [0.5, 1]"), qPrintable(plus.to_yaml("./train", {})));
     const QString yaml = form.to_yaml("/opt/train", {"--data", "my data"});
     const auto spec = SweepSpec::parse(yaml.toStdString(), "sweep.yaml");
     QCOMPARE(spec.name, std::string("lr search"));

@@ -1430,6 +1430,52 @@ class StudioTest : public QObject {
     QVERIFY(!table->isColumnHidden(spur::app::RunsModel::Status));
   }
 
+  // Names get their room before the last column's long text (a sweep's tags) does: every run of a sweep showed as
+  // "f...0" in a 520 px pane, the tags taking the room; and runs that come after the first fit (on an empty table)
+  // get it too.
+  void names_get_their_room_when_the_runs_come() {
+    for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
+      QSettings().remove(key);
+    }
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter history(path.toStdString());
+    spur::studio::MainWindow window(path);
+    window.resize(1400, 800);
+    window.findChild<QSplitter*>("splitter")->setSizes({520, 880});
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    auto* table = window.runs_view();
+    QTRY_VERIFY(table->columnWidth(spur::app::RunsModel::Status) > 0);
+    const int empty = table->columnWidth(spur::app::RunsModel::Name);
+    for (int i = 0; i < 3; ++i) {
+      spur::history::Run run;
+      run.name = "fmnist-lr-search-" + std::to_string(i);
+      run.tags = {"sweep:abcd1234", "sweep_name:fmnist-lr-search", "lr-0.001", "batch_size-64"};
+      history.create_run(run);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 3, 5000);
+    const int needed = table->fontMetrics().horizontalAdvance("fmnist-lr-search-0");
+    QTRY_VERIFY2_WITH_TIMEOUT(table->columnWidth(spur::app::RunsModel::Name) >= needed,
+                              qPrintable(QString("name column %1 px (%2 px when empty), its names need %3 px")
+                                             .arg(table->columnWidth(spur::app::RunsModel::Name))
+                                             .arg(empty)
+                                             .arg(needed)),
+                              5000);
+    // And the columns fit the pane (no scroll bar): the tags, last, have what is left.
+    QTRY_VERIFY2_WITH_TIMEOUT(table->header()->length() <= table->viewport()->width(),
+                              qPrintable(QString("%1 px of columns in a %2 px pane")
+                                             .arg(table->header()->length())
+                                             .arg(table->viewport()->width())),
+                              5000);
+    // Grouped by sweep, the names keep their room beside the group's rows.
+    window.group_runs("sweep");
+    QTRY_VERIFY_WITH_TIMEOUT(table->model()->rowCount() == 1 && table->columnWidth(spur::app::RunsModel::Name) >= needed,
+                             5000);
+    window.group_runs({});
+    QSettings().remove("runs/group_by");
+  }
+
   // Issue 18: a column sized by hand keeps its width when the pane is resized (fit_columns refitted it away) and in
   // the next window; the header's menu fits the columns again. Only the user's drag counts, not the refits.
   void a_column_sized_by_hand_keeps_its_width() {

@@ -739,6 +739,9 @@ class WizardTest : public QObject {
     QVERIFY(!wizard.button(QWizard::NextButton)->isEnabled());
     apply_edit(wizard, "sweep_parameters=lr: 0.1, 0.01\nbatch_size: 32");
     QCOMPARE(error->text(), QString());
+    apply_edit(wizard, "sweep_name=lr/search");  // it names a file
+    QCOMPARE(wizard.currentPage()->findChild<QLabel*>("sweep_name_error")->text(), QString("a name without /"));
+    apply_edit(wizard, "sweep_name=");
     apply_edit(wizard, "sweep_parallel=2");
     apply_edit(wizard, "sweep_metric=loss");
     QCOMPARE(wizard.findChild<QLabel*>("sweep_runs")->text(), QString("2 runs, 2 at a time"));
@@ -754,6 +757,11 @@ class WizardTest : public QObject {
     QVERIFY2(shown.contains("    values: [0.1, 0.01]") && shown.contains("metric:\n  name: \"loss\""),
              qPrintable(shown));
     const QString sweep_file = dir.filePath("spur_sweep_rig-sweep.sweep.yaml");
+    QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), sweep_file);
+    // It follows the configuration's folder (until a path of its own is typed).
+    apply_edit(wizard, "config_path=" + dir.filePath("elsewhere/run.yaml"));
+    QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), dir.filePath("elsewhere/spur_sweep_rig-sweep.sweep.yaml"));
+    apply_edit(wizard, "config_path=" + dir.filePath("run.yaml"));
     QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), sweep_file);
     const QString command = wizard.findChild<QLineEdit*>("command")->text();
     QVERIFY2(command.contains(" sweep run " + spur::app::shell_quote({sweep_file}) + " --parallel 2 -- --config_file " +

@@ -146,7 +146,10 @@ void MainWindow::build_table() {
           [this, show_groups](const QModelIndex& parent, int first, int last) {
             if (parent.isValid()) return;
             show_groups();
-            for (int row = first; row <= last; ++row) table_->expand(shown_->index(row, 0));
+            for (int row = first; row <= last; ++row) {
+              const QModelIndex at = shown_->index(row, 0);
+              if (!at.data(app::RunsGroupModel::GroupRole).toString().isEmpty()) table_->expand(at);
+            }
           });
   group_by_->setObjectName("group_by");
   group_by_->setToolTip(tr("Group the runs: by sweep, project, status or a parameter's value"));
@@ -156,8 +159,8 @@ void MainWindow::build_table() {
   group_by_->addItem(tr("Group: status"), "status");
   connect(group_by_, &QComboBox::activated, this, [this](int index) { group_runs(group_by_->itemData(index).toString()); });
   // Each parameter a run recorded is offered too, as runs come.
-  connect(runs_, &QAbstractItemModel::rowsInserted, this, [this] {
-    for (const auto& key : groups_->group_keys()) {
+  connect(runs_, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex&, int first, int last) {
+    for (const auto& key : groups_->group_keys(first, last)) {
       if (key.startsWith("param:") && group_by_->findData(key) < 0) {
         group_by_->addItem(tr("Group: %1").arg(key.mid(6)), key);
       }
@@ -620,7 +623,9 @@ QString MainWindow::launch(const app::LaunchRequest& request) {
 
 QString MainWindow::launch_sweep(const app::SweepLaunch& sweep) {
   if (QString error = pending_.launch_sweep(sweep, newest_run()); !error.isEmpty()) return error;
-  statusBar()->showMessage(tr("Sweep %1 started: %2").arg(sweep.name, sweep.command_line(app::spur_command())), 15000);
+  // A secret's --env value is not put on screen.
+  statusBar()->showMessage(tr("Sweep %1 started: %2").arg(sweep.name, sweep.shown().command_line(app::spur_command())),
+                           15000);
   return {};
 }
 
@@ -652,9 +657,8 @@ void MainWindow::settle_launches() {
       select_run(outcome.run);
       emit launched(outcome.run);
     } else {
-      report((outcome.sweep.isEmpty() && !outcome.command.contains(" sweep run ")
-                  ? tr("The launch did not start a run.\n\n%1")
-                  : tr("The sweep did not start a run.\n\n%1"))
+      report((outcome.is_sweep ? tr("The sweep did not start a run.\n\n%1")
+                               : tr("The launch did not start a run.\n\n%1"))
                  .arg(outcome.output.isEmpty() ? tr("(no output)") : outcome.output));
     }
   }

@@ -12,6 +12,7 @@
 #include <QScopedValueRollback>
 #include <QSettings>
 #include <QStringList>
+#include <QTimer>
 #include <QTreeView>
 #include <QVariant>
 
@@ -44,6 +45,15 @@ RunsColumns::RunsColumns(QTreeView* table, app::RunsModel* runs)
   table_->viewport()->installEventFilter(this);  // its resizes refit the columns
   // So do metric columns shown or hidden (the header's menu, settings), and the baseline's deltas (the window).
   connect(runs_, &QAbstractItemModel::columnsInserted, this, [this] { fit(); });
+  // And new rows, 250 ms after the last comes: the first fit ran on an empty table (the reader had read nothing yet),
+  // which sized the names to their header ("f...0" for every run of a sweep), and a run with a longer name may come.
+  // So does a grouping (the view's rows made again).
+  auto* refit = new QTimer(this);
+  refit->setSingleShot(true);
+  refit->setInterval(250);
+  connect(refit, &QTimer::timeout, this, [this] { fit(); });
+  connect(runs_, &QAbstractItemModel::rowsInserted, refit, qOverload<>(&QTimer::start));
+  connect(table_->model(), &QAbstractItemModel::modelReset, refit, qOverload<>(&QTimer::start));
   // A column the user sizes (dragging or double-clicking a divider) keeps that width through refits and sessions;
   // the header's menu fits them again. Only the user's resizes count: the header's press and release bracket them.
   header->viewport()->installEventFilter(this);
@@ -85,24 +95,30 @@ void RunsColumns::fit() {
     const auto manual = manual_widths_.find(table_->model()->headerData(column, Qt::Horizontal).toString());
     if (manual != manual_widths_.end()) table_->setColumnWidth(column, *manual);
   }
-  // Long names give way first (elided in the middle; the tooltip and the overview have them whole), so the other
-  // columns stay in view without a scrollbar.
-  const int name = app::RunsModel::Name;
-  // The last column shown stretches into what is left, so it gives way before the name does (the tags of a sweep's
-  // runs squeezed its names to "f...0"): counted at most 8 characters wide.
-  int last = header->count() - 1;
-  while (last > 0 && header->isSectionHidden(header->logicalIndex(last))) --last;
-  const int stretching = header->logicalIndex(last);
-  int others = 0;
-  for (int column = 0; column < table_->model()->columnCount(); ++column) {
-    if (column == name || table_->isColumnHidden(column)) continue;
-    others += column == stretching
-                  ? std::min(table_->columnWidth(column), table_->fontMetrics().horizontalAdvance("sweep:ab"))
-                  : table_->columnWidth(column);
+  // Columns too wide for the pane give way, so the others stay in view without a scroll bar: the tags first (a
+  // sweep's run has four; they took the room and squeezed every name to "f...0"), down to a few characters; then
+  // long names (elided in the middle; the tooltip and the overview have them whole). Metric columns keep their
+  // values whole. Widths the user set stay.
+  const auto manual = [this](int column) {
+    return manual_widths_.contains(runs_->headerData(column, Qt::Horizontal).toString());
+  };
+  const auto total = [this] {
+    int sum = 0;
+    for (int column = 0; column < table_->model()->columnCount(); ++column) {
+      if (!table_->isColumnHidden(column)) sum += table_->columnWidth(column);
+    }
+    return sum;
+  };
+  const int pane = table_->viewport()->width();
+  const int tags = app::RunsModel::Tags;
+  if (!table_->isColumnHidden(tags) && !manual(tags) && total() > pane) {
+    const int least = table_->fontMetrics().horizontalAdvance("sweep:ab");
+    const int width = table_->columnWidth(tags);
+    table_->setColumnWidth(tags, std::min(width, std::max(least, width - (total() - pane))));
   }
-  const int room = table_->viewport()->width() - others;
-  if (room < table_->columnWidth(name) &&
-      !manual_widths_.contains(runs_->headerData(name, Qt::Horizontal).toString())) {
+  const int name = app::RunsModel::Name;
+  const int room = pane - (total() - table_->columnWidth(name));
+  if (room < table_->columnWidth(name) && !manual(name)) {
     table_->setColumnWidth(name, std::max(table_->fontMetrics().horizontalAdvance("run-00..."), room));
   }
 }

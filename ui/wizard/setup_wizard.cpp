@@ -504,6 +504,8 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
     for (const QChar c : sweep_name_->text()) {
       if (c.category() == QChar::Other_Control) return tr("a name without control characters");
     }
+    // It names the sweep's file (NAME.sweep.yaml) and its runs (NAME-1...).
+    if (sweep_name_->text().contains('/')) return tr("a name without /");
     return sweep_name_->text().size() > 200 ? tr("at most 200 characters") : QString();
   });
   sweep->form()->addRow(QString(), sweep_runs_);
@@ -556,11 +558,14 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   command_layout->addWidget(copy_button(command_row, "copy_command", [this] { return command_->text(); }));
   // A sweep: its file, saved beside the configuration, and launched by the command below.
   sweep_path_ = line(summary, "sweep_path");
+  connect(sweep_path_, &QLineEdit::textEdited, this, [this] { sweep_path_chosen_ = true; });
   summary->add(tr("Sweep file:"),
                with_browse(sweep_path_,
                            [this] {
-                             return QFileDialog::getSaveFileName(this, tr("Save the sweep file"), sweep_path_->text(),
-                                                                 tr("YAML (*.yaml *.yml)"));
+                             const QString chosen = QFileDialog::getSaveFileName(
+                                 this, tr("Save the sweep file"), sweep_path_->text(), tr("YAML (*.yaml *.yml)"));
+                             if (!chosen.isEmpty()) sweep_path_chosen_ = true;
+                             return chosen;
                            }),
                [this] {
                  if (!this->sweep()) return QString();
@@ -593,7 +598,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   };
   for (auto* edit : findChildren<QLineEdit*>()) {
     if (edit != command_) connect(edit, &QLineEdit::textChanged, this, recheck_all);
-    if (edit == sweep_path_ || edit == sweep_name_) connect(edit, &QLineEdit::textChanged, this, [this] { update_summary(); });
+    if (edit == sweep_name_) connect(edit, &QLineEdit::textChanged, this, [this] { update_summary(); });
   }
   for (auto* box : findChildren<QSpinBox*>())
     connect(box, &QSpinBox::valueChanged, this, [this, recheck_all] {
@@ -882,7 +887,11 @@ void SetupWizard::update_summary() {
     if (request.program.isEmpty()) request.program = "PROGRAM";
     command_->setText(request.command_line(app::spur_command()));
     if (as_sweep_->isChecked()) {
-      if (sweep_path_->text().trimmed().isEmpty()) sweep_path_->setText(sweep_path());
+      // Beside the configuration, named after the sweep, until the user types a path of their own.
+      if (!sweep_path_chosen_) {
+        sweep_path_->clear();
+        sweep_path_->setText(sweep_path());
+      }
       const auto form = sweep_form();
       sweep_yaml_->setPlainText(form.to_yaml(request.program, request.arguments));
       command_->setText(sweep_launch().command_line(app::spur_command()));
