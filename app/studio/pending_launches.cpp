@@ -73,13 +73,14 @@ QString PendingLaunches::launch(const LaunchRequest& request, qint64 newest_run,
   return {};
 }
 
-QString PendingLaunches::launch_sweep(const SweepLaunch& sweep, qint64 newest_run, QProcessEnvironment environment) {
+QString PendingLaunches::launch_sweep(const SweepLaunch& sweep, qint64 newest_run,
+                                      const QProcessEnvironment& environment) {
   const QString log = QDir(log_directory_)
                           .filePath(QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz") +
                                     QString("-%1-sweep.log").arg(pending_.size()));
   SweepLaunch into_this = sweep;
   into_this.history = history_;  // its runs are recorded where the caller looks
-  const auto started = sweep_detached(into_this, log, std::move(environment));
+  const auto started = sweep_detached(into_this, log, environment);
   if (!started.error.isEmpty()) return started.error;
   // The command is said on failure: a secret's value is not in it.
   pending_.push_back({started.pid, newest_run, log, sweep.shown().command_line(), false, true});

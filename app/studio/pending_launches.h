@@ -40,14 +40,14 @@ class PendingLaunches {
   /// Starts `sweep` (its controller, detached: sweep_detached); settled when its first run shows (the run tagged
   /// with the sweep's id, which the controller says first), or when the controller ends without one.
   QString launch_sweep(const SweepLaunch& sweep, qint64 newest_run,
-                       QProcessEnvironment environment = QProcessEnvironment::systemEnvironment());
+                       const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment());
 
   struct Outcome {
-    qint64 run = 0;   // the run the launch recorded; 0: its launcher ended without one
-    QString command;  // the launch's command line
-    QString output;   // when it ended without a run: the last 15 lines of its output (empty: it said nothing)
-    QString there;    // a run started on another machine (a target file's on:): that machine's history, ssh://...
-    QString sweep;    // a sweep's launch: its id (its runs are tagged sweep:ID), once its controller said it
+    qint64 run = 0;         // the run the launch recorded; 0: its launcher ended without one
+    QString command;        // the launch's command line
+    QString output;         // when it ended without a run: the last 15 lines of its output (empty: it said nothing)
+    QString there;          // a run started on another machine (a target file's on:): that machine's history, ssh://...
+    QString sweep;          // a sweep's launch: its id (its runs are tagged sweep:ID), once its controller said it
     bool is_sweep = false;  // a sweep's launch (launch_sweep)
   };
   /// What became of the launches, given the runs now read (the new ones among them): each launch is reported once,

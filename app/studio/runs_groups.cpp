@@ -81,7 +81,8 @@ QString RunsGroupModel::group_of(int source_row) const {
       if (object.is_object()) {
         const auto& fields = object.as_object();
         const std::string name = group_by_.mid(6).toStdString();
-        const auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == name; });
+        const auto it =
+            std::find_if(fields.begin(), fields.end(), [&](const auto& field) { return field.first == name; });
         if (it != fields.end()) {
           return param_text(it->second);
         }
@@ -144,26 +145,25 @@ void RunsGroupModel::setSourceModel(QAbstractItemModel* source) {
           where_.erase(where_.begin() + first, where_.begin() + last + 1);
           shift_rows(first, -(last - first + 1));
         }));
-    c.push_back(connect(source, &QAbstractItemModel::dataChanged, this,
-                        [this](const QModelIndex& top_left, const QModelIndex& bottom_right, const QList<int>& roles) {
-                          const int first_column = top_left.column(), last_column = bottom_right.column();
-                          if (!grouped()) {
-                            emit dataChanged(index(top_left.row(), first_column),
-                                             index(bottom_right.row(), last_column), roles);
-                            return;
-                          }
-                          for (int row = top_left.row(); row <= bottom_right.row(); ++row) {
-                            const int g = group_index(where_[static_cast<size_t>(row)].first);
-                            if (g >= 0 && groups_[static_cast<size_t>(g)].key == group_of(row)) {
-                              const auto at = mapFromSource(sourceModel()->index(row, 0));
-                              emit dataChanged(at.siblingAtColumn(first_column), at.siblingAtColumn(last_column),
-                                               roles);
-                            } else {
-                              // Its group changed (a status, a parameter recorded late): it moves there.
-                              move_row(row);
-                            }
-                          }
-                        }));
+    c.push_back(connect(
+        source, &QAbstractItemModel::dataChanged, this,
+        [this](const QModelIndex& top_left, const QModelIndex& bottom_right, const QList<int>& roles) {
+          const int first_column = top_left.column(), last_column = bottom_right.column();
+          if (!grouped()) {
+            emit dataChanged(index(top_left.row(), first_column), index(bottom_right.row(), last_column), roles);
+            return;
+          }
+          for (int row = top_left.row(); row <= bottom_right.row(); ++row) {
+            const int g = group_index(where_[static_cast<size_t>(row)].first);
+            if (g >= 0 && groups_[static_cast<size_t>(g)].key == group_of(row)) {
+              const auto at = mapFromSource(sourceModel()->index(row, 0));
+              emit dataChanged(at.siblingAtColumn(first_column), at.siblingAtColumn(last_column), roles);
+            } else {
+              // Its group changed (a status, a parameter recorded late): it moves there.
+              move_row(row);
+            }
+          }
+        }));
     c.push_back(connect(source, &QAbstractItemModel::headerDataChanged, this,
                         [this](Qt::Orientation orientation, int first, int last) {
                           emit headerDataChanged(orientation, first, last);
@@ -260,7 +260,7 @@ void RunsGroupModel::remove_row(int source_row) {
   auto& group = groups_[static_cast<size_t>(g)];
   beginRemoveRows(index(g, 0), position, position);
   group.rows.erase(group.rows.begin() + position);
-  for (size_t k = static_cast<size_t>(position); k < group.rows.size(); ++k) {
+  for (auto k = static_cast<size_t>(position); k < group.rows.size(); ++k) {
     where_[static_cast<size_t>(group.rows[k])].second = static_cast<int>(k);
   }
   where_[static_cast<size_t>(source_row)] = {0, 0};
@@ -287,7 +287,7 @@ void RunsGroupModel::move_row(int source_row) {
   beginMoveRows(index(from, 0), position, position, index(to, 0), destination);
   auto& old_rows = groups_[static_cast<size_t>(from)].rows;
   old_rows.erase(old_rows.begin() + position);
-  for (size_t k = static_cast<size_t>(position); k < old_rows.size(); ++k) {
+  for (auto k = static_cast<size_t>(position); k < old_rows.size(); ++k) {
     where_[static_cast<size_t>(old_rows[k])].second = static_cast<int>(k);
   }
   groups_[static_cast<size_t>(to)].rows.push_back(source_row);

@@ -45,13 +45,13 @@ class RunsGroupModel : public QAbstractProxyModel {
   void setSourceModel(QAbstractItemModel* source) override;
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
-  QModelIndex sibling(int row, int column, const QModelIndex& index) const override;
+  QModelIndex sibling(int row, int column, const QModelIndex& at) const override;
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   bool hasChildren(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant data(const QModelIndex& at, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  Qt::ItemFlags flags(const QModelIndex& at) const override;
   QModelIndex mapToSource(const QModelIndex& proxy) const override;
   QModelIndex mapFromSource(const QModelIndex& source) const override;
   bool canFetchMore(const QModelIndex& parent) const override;
@@ -59,7 +59,7 @@ class RunsGroupModel : public QAbstractProxyModel {
 
  private:
   struct Group {
-    quintptr id;            // stable while the group lives (its runs' internal id)
+    quintptr id;  // stable while the group lives (its runs' internal id)
     QString key;
     std::vector<int> rows;  // source rows
   };

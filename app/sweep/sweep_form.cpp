@@ -208,8 +208,7 @@ QString SweepForm::problem(const QString& program, const QStringList& arguments)
     return {};
   } catch (const SweepError& e) {
     // "sweep:LINE: what": named by the parameter whose entry holds that line.
-    static const QRegularExpression located(R"(^sweep:(\d+): (.*)$)",
-                                           QRegularExpression::DotMatchesEverythingOption);
+    static const QRegularExpression located(R"(^sweep:(\d+): (.*)$)", QRegularExpression::DotMatchesEverythingOption);
     const QString what = QString::fromUtf8(e.what());
     const auto match = located.match(what);
     if (!match.hasMatch()) return what.startsWith("sweep: ") ? what.mid(7) : what;
@@ -241,7 +240,8 @@ SweepLaunch SweepForm::launch(const QString& sweep_file, const LaunchRequest& re
   out.working_directory = request.working_directory;
   out.history = request.history;
   out.name = sweep_name(request.program);
-  out.arguments << "sweep" << "run" << sweep_file << "--parallel" << QString::number(parallel);
+  out.arguments << "sweep"
+                << "run" << sweep_file << "--parallel" << QString::number(parallel);
   if (method == "random") out.arguments << "--seed" << QString::number(seed);
   out.arguments << "--";
   if (!request.config_file.isEmpty()) out.arguments << "--config_file" << request.config_file;

@@ -54,15 +54,15 @@ struct SweepForm {
     int line = 0;        // 1-based, in the text it was read from
   };
 
-  QString name;                  // `name:`. Default (empty): the program's name and "-sweep"
-  QString method = "grid";       // grid or random
-  QString metric;                // `metric.name`; empty: none (then no Hyperband, no best run)
-  QString goal = "minimize";     // or maximize
-  int64_t count = 0;             // `run_cap:`: a random sweep's runs (needed), or a grid's first N; 0: none
-  int parallel = 1;              // runs at a time (spur sweep run --parallel)
-  uint64_t seed = 0;             // a random sweep's draws (spur sweep run --seed)
-  bool hyperband = false;        // `early_terminate: {type: hyperband, min_iter}` on `metric`
-  int64_t min_iter = 3;          // Hyperband's first band, in values logged
+  QString name;               // `name:`. Default (empty): the program's name and "-sweep"
+  QString method = "grid";    // grid or random
+  QString metric;             // `metric.name`; empty: none (then no Hyperband, no best run)
+  QString goal = "minimize";  // or maximize
+  int64_t count = 0;          // `run_cap:`: a random sweep's runs (needed), or a grid's first N; 0: none
+  int parallel = 1;           // runs at a time (spur sweep run --parallel)
+  uint64_t seed = 0;          // a random sweep's draws (spur sweep run --seed)
+  bool hyperband = false;     // `early_terminate: {type: hyperband, min_iter}` on `metric`
+  int64_t min_iter = 3;       // Hyperband's first band, in values logged
   std::vector<Parameter> parameters;
 
   /// Reads the parameters' text (the form above; blank lines and lines starting with # are skipped).

@@ -152,7 +152,8 @@ class RunsModelTest : public QObject {
     // By a parameter: its values, "(none)" for runs without it.
     groups.set_group_by("param:lr");
     QStringList keys;
-    for (int g = 0; g < groups.rowCount(); ++g) keys << groups.index(g, 0).data(spur::app::RunsGroupModel::GroupRole).toString();
+    for (int g = 0; g < groups.rowCount(); ++g)
+      keys << groups.index(g, 0).data(spur::app::RunsGroupModel::GroupRole).toString();
     keys.sort();
     QCOMPARE(keys, (QStringList{"(none)", "0.01"}));
     QCOMPARE(reset.count(), 2);  // only the two changes of grouping

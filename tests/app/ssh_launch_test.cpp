@@ -58,7 +58,8 @@ class SshLaunchTest : public QObject {
     const QString history = dir.filePath("history.db");
     QFile file(dir.filePath("sweep.yaml"));
     QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("name: over-ssh\nprogram: " SPUR_SWEEP_RIG "\nmethod: grid\nparameters:\n  lr:\n    values: [0.1, 0.01]\n"
+    file.write("name: over-ssh\nprogram: " SPUR_SWEEP_RIG
+               "\nmethod: grid\nparameters:\n  lr:\n    values: [0.1, 0.01]\n"
                "  steps:\n    value: 3\n  interval_ms:\n    value: 0\n");
     file.close();
     auto env = QProcessEnvironment::systemEnvironment();

@@ -54,7 +54,8 @@ void write_file(const QString& path, const QByteArray& text) {
   file.write(text);
 }
 
-// A sweep whose runs succeed only when SWEEP_SECRET reached them (matched by a pattern, not the value itself) (outside this class: moc misreads some raw strings).
+// A sweep whose runs succeed only when SWEEP_SECRET reached them (matched by a pattern, not the value itself) (outside
+// this class: moc misreads some raw strings).
 const char* secret_sweep() {
   return "name: secret\n"
          "method: grid\n"
@@ -152,9 +153,10 @@ class SweepTest : public QObject {
     write_file(dir.filePath("sweep.yaml"), yaml.toUtf8());
     const auto read = spur::test::run_process(
         SPUR_PEER_PYTHON,
-        {"-c", "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); p = d['parameters']; "
-               "print(type(p['lr']['min']).__name__, type(p['steps']['max']).__name__, p['fail']['value'], "
-               "p['optimizer']['values'], d['command'][3])",
+        {"-c",
+         "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); p = d['parameters']; "
+         "print(type(p['lr']['min']).__name__, type(p['steps']['max']).__name__, p['fail']['value'], "
+         "p['optimizer']['values'], d['command'][3])",
          dir.filePath("sweep.yaml")},
         {}, 30000);
     QCOMPARE(read.output.trimmed(), QString("float int False ['adam', 'sgd'] --data"));
@@ -168,7 +170,8 @@ class SweepTest : public QObject {
     grid.count = 2;
     QVERIFY2(grid.problem("./train", {}).startsWith("line 2: "), qPrintable(grid.problem("./train", {})));
     grid.parameters = Form::parse_parameters("lr: 0.1, 0.01");
-    QVERIFY2(grid.problem("./train", {"--lr", "3"}).contains("both fixed"), qPrintable(grid.problem("./train", {"--lr", "3"})));
+    QVERIFY2(grid.problem("./train", {"--lr", "3"}).contains("both fixed"),
+             qPrintable(grid.problem("./train", {"--lr", "3"})));
     grid.count = 0;
     QVERIFY(!grid.problem("./train", {}).isEmpty());  // random needs a count
     grid.method = "grid";
@@ -500,14 +503,16 @@ parameters:
     const auto runs = reader.runs(filter);
     QCOMPARE(runs.size(), size_t(2));
     for (const auto& run : runs) {
-      QVERIFY2(run.command.find("hunter2") == std::string::npos && run.command.find("SWEEP_SECRET") != std::string::npos,
-               run.command.c_str());
+      QVERIFY2(
+          run.command.find("hunter2") == std::string::npos && run.command.find("SWEEP_SECRET") != std::string::npos,
+          run.command.c_str());
     }
     const auto show = spur({"sweep", "show", id});
     QVERIFY2(!show.output.contains("hunter2") && show.output.contains("SWEEP_SECRET"), qPrintable(show.output));
     const QString record = dir_.filePath("sweeps/" + id + ".json");
     QVERIFY(QFile::exists(record));
-    QCOMPARE(QFile::permissions(record) & (QFileDevice::ReadGroup | QFileDevice::ReadOther), QFileDevice::Permissions());
+    QCOMPARE(QFile::permissions(record) & (QFileDevice::ReadGroup | QFileDevice::ReadOther),
+             QFileDevice::Permissions());
   }
 
   void headless_grid_runs_every_point() {

@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
         if (!selected) {
           for (int row = 0; row < model->rowCount(); ++row) {
             if (model->index(row, 0).data(spur::app::RunsModel::RunIdRole).toLongLong() == run) {
-              table->selectionModel()->select(model->index(row, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+              table->selectionModel()->select(model->index(row, 0),
+                                              QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
               selected = true;
               selected_at = clock.nsecsElapsed() / 1e6;
             }

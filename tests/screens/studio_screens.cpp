@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   // Room for the final-value columns in the picture (the user scrolls, or hides columns).
   window.runs_view()->hideColumn(spur::app::RunsModel::Started);
   window.runs_view()->hideColumn(spur::app::RunsModel::Target);
-  for (int column = 0; column < window.runs_view()->model()->columnCount(); ++column) window.runs_view()->resizeColumnToContents(column);
+  for (int column = 0; column < window.runs_view()->model()->columnCount(); ++column)
+    window.runs_view()->resizeColumnToContents(column);
   select_rows(window, {1, 2, live});
   QTest::qWait(1500);
   if (auto* loss = window.dashboard()->plot("loss")) {

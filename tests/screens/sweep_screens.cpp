@@ -2,8 +2,9 @@
 // The screenshots of docs/sweeps.md, from a real sweep: `spur sweep run` of a random search with Hyperband over the
 // Fashion-MNIST example (10 runs, 2 at a time), then the Studio on its history with the sweep's runs selected
 // (filtered by the sweep's tag) on the Hyperparameters tab, in the light and the dark theme, a brush drawn on the
-// learning rate; the runs table grouped by sweep, and the wizard's Sweep page. ImageMagick's `import -window root` takes each picture. Run it under xvfb-run through
-// take_screenshots.sh; `sweep_screens SPUR TRAIN_FASHION_MNIST OUT_DIR`.
+// learning rate; the runs table grouped by sweep, and the wizard's Sweep page. ImageMagick's `import -window root`
+// takes each picture. Run it under xvfb-run through take_screenshots.sh; `sweep_screens SPUR TRAIN_FASHION_MNIST
+// OUT_DIR`.
 #include <QApplication>
 #include <QCheckBox>
 #include <QLineEdit>

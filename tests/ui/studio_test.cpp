@@ -1463,15 +1463,15 @@ class StudioTest : public QObject {
                                              .arg(needed)),
                               5000);
     // And the columns fit the pane (no scroll bar): the tags, last, have what is left.
-    QTRY_VERIFY2_WITH_TIMEOUT(table->header()->length() <= table->viewport()->width(),
-                              qPrintable(QString("%1 px of columns in a %2 px pane")
-                                             .arg(table->header()->length())
-                                             .arg(table->viewport()->width())),
-                              5000);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        table->header()->length() <= table->viewport()->width(),
+        qPrintable(
+            QString("%1 px of columns in a %2 px pane").arg(table->header()->length()).arg(table->viewport()->width())),
+        5000);
     // Grouped by sweep, the names keep their room beside the group's rows.
     window.group_runs("sweep");
-    QTRY_VERIFY_WITH_TIMEOUT(table->model()->rowCount() == 1 && table->columnWidth(spur::app::RunsModel::Name) >= needed,
-                             5000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        table->model()->rowCount() == 1 && table->columnWidth(spur::app::RunsModel::Name) >= needed, 5000);
     window.group_runs({});
     QSettings().remove("runs/group_by");
   }

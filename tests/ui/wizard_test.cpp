@@ -760,7 +760,8 @@ class WizardTest : public QObject {
     QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), sweep_file);
     // It follows the configuration's folder (until a path of its own is typed).
     apply_edit(wizard, "config_path=" + dir.filePath("elsewhere/run.yaml"));
-    QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), dir.filePath("elsewhere/spur_sweep_rig-sweep.sweep.yaml"));
+    QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(),
+             dir.filePath("elsewhere/spur_sweep_rig-sweep.sweep.yaml"));
     apply_edit(wizard, "config_path=" + dir.filePath("run.yaml"));
     QCOMPARE(wizard.findChild<QLineEdit*>("sweep_path")->text(), sweep_file);
     const QString command = wizard.findChild<QLineEdit*>("command")->text();

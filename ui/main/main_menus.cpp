@@ -267,8 +267,7 @@ void MainMenus::build_view_menu() {
     search_->selectAll();
   });
   add(view, tr("&Refresh"), QKeySequence::Refresh, [this] { emit refresh_asked(); });
-  add(view, tr("Metric &columns..."), QKeySequence(),
-      [this] { columns_->choose(table_->header()->rect().center()); });
+  add(view, tr("Metric &columns..."), QKeySequence(), [this] { columns_->choose(table_->header()->rect().center()); });
   auto* notify = view->addAction(tr("&Notify when runs end"));
   notify->setObjectName("notify_action");
   notify->setCheckable(true);

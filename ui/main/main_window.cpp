@@ -157,7 +157,8 @@ void MainWindow::build_table() {
   group_by_->addItem(tr("Group: sweep"), "sweep");
   group_by_->addItem(tr("Group: project"), "project");
   group_by_->addItem(tr("Group: status"), "status");
-  connect(group_by_, &QComboBox::activated, this, [this](int index) { group_runs(group_by_->itemData(index).toString()); });
+  connect(group_by_, &QComboBox::activated, this,
+          [this](int index) { group_runs(group_by_->itemData(index).toString()); });
   // Each parameter a run recorded is offered too, as runs come.
   connect(runs_, &QAbstractItemModel::rowsInserted, this, [this](const QModelIndex&, int first, int last) {
     for (const auto& key : groups_->group_keys(first, last)) {
@@ -657,9 +658,9 @@ void MainWindow::settle_launches() {
       select_run(outcome.run);
       emit launched(outcome.run);
     } else {
-      report((outcome.is_sweep ? tr("The sweep did not start a run.\n\n%1")
-                               : tr("The launch did not start a run.\n\n%1"))
-                 .arg(outcome.output.isEmpty() ? tr("(no output)") : outcome.output));
+      report(
+          (outcome.is_sweep ? tr("The sweep did not start a run.\n\n%1") : tr("The launch did not start a run.\n\n%1"))
+              .arg(outcome.output.isEmpty() ? tr("(no output)") : outcome.output));
     }
   }
 }

@@ -425,8 +425,9 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   program->add(tr("Stop when stuck for:"), hang_timeout_);
   as_sweep_ = new QCheckBox(tr("Sweep: many runs over parameters (asked on the next page)"), program);
   as_sweep_->setObjectName("as_sweep");
-  as_sweep_->setToolTip(tr("A W&B sweep file launched with spur sweep run: every run of this configuration, with "
-                           "the parameters you choose"));
+  as_sweep_->setToolTip(
+      tr("A W&B sweep file launched with spur sweep run: every run of this configuration, with "
+         "the parameters you choose"));
   program->add(QString(), as_sweep_);
   setPage(ProgramPage, program);
 
@@ -463,8 +464,9 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   sweep_hyperband_ = new QCheckBox(tr("Stop runs early that fall behind (Hyperband)"), sweep);
   sweep_hyperband_->setObjectName("sweep_hyperband");
   sweep_min_iter_ = spin(sweep, "sweep_min_iter", 1, 1'000'000);
-  sweep_min_iter_->setToolTip(tr("The first comparison, after this many values of the metric (then eta = 3 times "
-                                 "as many, and so on)"));
+  sweep_min_iter_->setToolTip(
+      tr("The first comparison, after this many values of the metric (then eta = 3 times "
+         "as many, and so on)"));
   sweep_name_ = line(sweep, "sweep_name", tr("empty: the program's name and -sweep"));
   sweep_runs_ = new QLabel(sweep);
   sweep_runs_->setObjectName("sweep_runs");
@@ -562,7 +564,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   summary->add(tr("Sweep file:"),
                with_browse(sweep_path_,
                            [this] {
-                             const QString chosen = QFileDialog::getSaveFileName(
+                             QString chosen = QFileDialog::getSaveFileName(
                                  this, tr("Save the sweep file"), sweep_path_->text(), tr("YAML (*.yaml *.yml)"));
                              if (!chosen.isEmpty()) sweep_path_chosen_ = true;
                              return chosen;

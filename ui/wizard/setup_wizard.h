@@ -126,7 +126,7 @@ class SetupWizard : public QWizard {
   QPlainTextEdit* sbatch_script_;  // Slurm: the script the launch submits
   QLineEdit* sweep_path_;
   bool sweep_path_chosen_ = false;  // typed or browsed by the user: no longer follows the configuration's folder
-  QPlainTextEdit* sweep_yaml_;  // a sweep: the file it saves
+  QPlainTextEdit* sweep_yaml_;      // a sweep: the file it saves
   app::SlurmScriptPreview* preview_;
   QCheckBox* launch_now_;
 };
