@@ -376,38 +376,56 @@ std::string sweep_value_text(const json::Value& value) {
 }
 
 std::vector<json::Value> SweepParameter::grid_values(const std::string& file) const {
-  const std::string& d = distribution;
-  const auto too_many = [&] {
-    return SweepError(file + ":" + std::to_string(line) + ": parameter " + name + " gives a grid more than " +
-                      std::to_string(kMaxGridPoints) + " values; narrow it or use method: random");
-  };
-  if (d == "constant") return {value};
-  if (d == "categorical" && probabilities.empty()) return values;
-  if (d == "int_uniform") {
-    if (max - min + 1 > static_cast<double>(kMaxGridPoints)) throw too_many();
-    std::vector<json::Value> out;
-    for (auto v = static_cast<int64_t>(min); v <= static_cast<int64_t>(max); ++v) out.emplace_back(v);
-    return out;
-  }
-  if (d == "q_uniform") {
-    // numpy.arange(min, max, q): ceil((max - min) / q) values, the i-th min + i * ((min + q) - min) (numpy's own
-    // step), max left out; integers when min, max and q are all written as integers.
-    const double count = std::ceil((max - min) / q);
-    if (!(count <= static_cast<double>(kMaxGridPoints))) throw too_many();
-    const auto n = static_cast<int64_t>(count);
-    const bool integers = integer_q && integer_bounds && std::abs(min) < 0x1p53 && std::abs(max) < 0x1p53;
-    const double step = (min + q) - min;
-    std::vector<json::Value> out;
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = min + static_cast<double>(i) * step;
-      out.push_back(integers ? json::Value(static_cast<int64_t>(v)) : json::Value(v));
+  const auto all = [&]() -> std::vector<json::Value> {
+    const std::string& d = distribution;
+    const auto too_many = [&] {
+      return SweepError(file + ":" + std::to_string(line) + ": parameter " + name + " gives a grid more than " +
+                        std::to_string(kMaxGridPoints) + " values; narrow it or use method: random");
+    };
+    if (d == "constant") return {value};
+    if (d == "categorical" && probabilities.empty()) return values;
+    if (d == "int_uniform") {
+      if (max - min + 1 > static_cast<double>(kMaxGridPoints)) throw too_many();
+      std::vector<json::Value> out;
+      for (auto v = static_cast<int64_t>(min); v <= static_cast<int64_t>(max); ++v) out.emplace_back(v);
+      return out;
     }
-    return out;
+    if (d == "q_uniform") {
+      // numpy.arange(min, max, q): ceil((max - min) / q) values, the i-th min + i * ((min + q) - min) (numpy's own
+      // step), max left out; integers when min, max and q are all written as integers.
+      const double count = std::ceil((max - min) / q);
+      if (!(count <= static_cast<double>(kMaxGridPoints))) throw too_many();
+      const auto n = static_cast<int64_t>(count);
+      const bool integers = integer_q && integer_bounds && std::abs(min) < 0x1p53 && std::abs(max) < 0x1p53;
+      const double step = (min + q) - min;
+      std::vector<json::Value> out;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = min + static_cast<double>(i) * step;
+        out.push_back(integers ? json::Value(static_cast<int64_t>(v)) : json::Value(v));
+      }
+      return out;
+    }
+    throw SweepError(file + ":" + std::to_string(line) + ": parameter " + name + " (" + d +
+                     (d == "categorical" ? " with probabilities" : "") +
+                     ") cannot be a grid's: a grid takes value:, values: (without probabilities), int_uniform or "
+                     "q_uniform; use method: random");
+  }();
+  // A value given twice is one point, as W&B's controller counts them (by YAML text, 1.0 being 1): in the place of
+  // its first, with the value of its last (W&B looks values up by their hash, the last one written winning).
+  std::vector<json::Value> unique;
+  std::map<std::string, size_t> seen;
+  for (const auto& v : all) {
+    const bool whole =
+        v.is_number() && !v.is_int() && std::floor(v.as_double()) == v.as_double() && std::abs(v.as_double()) < 0x1p53;
+    const std::string key = whole ? std::to_string(static_cast<int64_t>(v.as_double())) : json::write(v);
+    if (const auto it = seen.find(key); it != seen.end()) {
+      unique[it->second] = v;
+    } else {
+      seen.emplace(key, unique.size());
+      unique.push_back(v);
+    }
   }
-  throw SweepError(file + ":" + std::to_string(line) + ": parameter " + name + " (" + d +
-                   (d == "categorical" ? " with probabilities" : "") +
-                   ") cannot be a grid's: a grid takes value:, values: (without probabilities), int_uniform or "
-                   "q_uniform; use method: random");
+  return unique;
 }
 
 SweepSpec SweepSpec::read(const std::string& path) {
@@ -597,24 +615,7 @@ SweepSpec SweepSpec::parse(const std::string& text, const std::string& file) {
 
 std::vector<SweepPoint> SweepSpec::grid() const {
   std::vector<std::vector<json::Value>> axes;
-  for (const auto& p : parameters) {
-    // A value given twice is one point, as W&B's controller counts them (by YAML text, 1.0 being 1): in the place
-    // of its first, with the value of its last (W&B looks values up by their hash, the last one written winning).
-    std::vector<json::Value> unique;
-    std::map<std::string, size_t> seen;
-    for (const auto& v : p.grid_values(file)) {
-      const bool whole = v.is_number() && !v.is_int() && std::floor(v.as_double()) == v.as_double() &&
-                         std::abs(v.as_double()) < 0x1p53;
-      const std::string key = whole ? std::to_string(static_cast<int64_t>(v.as_double())) : json::write(v);
-      if (const auto it = seen.find(key); it != seen.end()) {
-        unique[it->second] = v;
-      } else {
-        seen.emplace(key, unique.size());
-        unique.push_back(v);
-      }
-    }
-    axes.push_back(std::move(unique));
-  }
+  for (const auto& p : parameters) axes.push_back(p.grid_values(file));
   std::vector<SweepPoint> out;
   std::vector<size_t> at(axes.size(), 0);
   while (true) {

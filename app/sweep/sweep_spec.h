@@ -44,7 +44,8 @@ struct SweepParameter {
   bool integer_bounds = false;  // int_uniform's min and max
   int line = 0;                 // where it is in the file (1-based)
 
-  /// The values a grid takes (constant, categorical, int_uniform, q_uniform); SweepError for the others.
+  /// The values a grid takes (constant, categorical, int_uniform, q_uniform), each once (a value given twice is
+  /// one point, as W&B counts them: 1.0 and 1 too); SweepError for the others.
   std::vector<json::Value> grid_values(const std::string& file) const;
 };
 

@@ -488,6 +488,19 @@ parameters:
     QVERIFY(!QDir(dir_.filePath("sweeps")).exists());
   }
 
+  // A value given twice is one point in the grid and in grid_values() alike (fuzz_sweep found them disagreeing:
+  // tests/fuzz/corpus/sweep/regression-repeated-grid-value, values [0.0, 0.00]).
+  void grid_values_count_a_repeated_value_once() {
+    const auto spec = SweepSpec::parse(
+        "program: train\nmethod: grid\nparameters:\n  wd:\n    values: [0.0, 0.00, 1]\n"
+        "  lr:\n    values: [1, 1.0, 2]\n",
+        "repeated.yaml");
+    size_t product = 1;
+    for (const auto& p : spec.parameters) product *= p.grid_values(spec.file).size();
+    QCOMPARE(product, size_t{4});
+    QCOMPARE(spec.grid().size(), product);
+  }
+
   // A secret given as `-- --env NAME=VALUE` reaches every run's program, but no run's command line, no recorded
   // command and not `spur sweep show`; the record that keeps it for resume is its owner's only.
   void a_secret_reaches_the_runs_and_no_command_line() {
