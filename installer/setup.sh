@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
-#   installer/setup.sh studio install what is missing, build, open Spur Studio on the demo workspace
+#   installer/setup.sh studio install what is missing, build what the Studio opens (spur-studio, spur, the example),
+#                             open Spur Studio on the demo workspace (its first run trains in the window)
 #   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
 #   installer/setup.sh test   install what is missing, build the wheel tree and the sanitizer trees, run every
 #                             suite, the fuzzers and the format and lint checks (non-zero on any failure)
@@ -111,7 +112,11 @@ case "${1:-}" in
   studio)
     install_packages
     python_environment
-    build
+    # What the Studio opens and nothing else (the whole tree, its tests and the Debian tree: `setup.sh build`).
+    say "building spur-studio, spur and the Fashion-MNIST example against the torch wheel (build/)"
+    cmake --preset default
+    cmake --build --preset default --target spur_studio_app spur_cli train_fashion_mnist
+    link_commands
     say "opening Spur Studio on the demo workspace: spur-studio --demo"
     if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
       say "no display (DISPLAY/WAYLAND_DISPLAY unset): run spur-studio --demo from a desktop session"

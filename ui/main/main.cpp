@@ -19,6 +19,7 @@
 #include "runs/run_service.h"
 
 #include <cstdio>
+#include <optional>
 #include <cstring>
 
 namespace {
@@ -79,8 +80,8 @@ int main(int argc, char** argv) {
   spur::studio::offer_askpass(QCoreApplication::applicationFilePath());
   // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
   spur::app::DetectedHardware::start();
-  spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
+  std::optional<spur::app::LaunchRequest> demo_run;
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     // The demo's settings (last configuration and command: the example's) stay apart from the user's own.
@@ -92,8 +93,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     path = workspace.history;
-    std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
+    demo_run = workspace.first_run;
+    std::fprintf(stderr, "%s",
+                 workspace.first_run
+                     ? "spur-studio: the example trains for 150 steps in the window; then press Launch "
+                       "(Ctrl+L) and Finish to train it for 2 epochs\n"
+                     : "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it "
+                       "live\n");
   }
+  // The theme saved under the settings in use: the demo's are its own (read before they were chosen, the dark theme
+  // ticked in the demo's View menu was not applied after a restart: issue 36, defect 3).
+  spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   try {
     spur::app::HistoryAddress::parse(path);  // an ssh:// address that cannot be one is said before any window
   } catch (const std::exception& e) {
@@ -111,5 +121,9 @@ int main(int argc, char** argv) {
   if (parser.isSet(options.baseline)) window.compare()->set_baseline(parser.value(options.baseline).toLongLong());
   if (parser.isSet(options.compare)) window.show_compare();
   window.show();
+  if (demo_run) {
+    // The demo's first run, launched once the window is up: its progress and curves show as it trains.
+    window.launch(*demo_run);
+  }
   return QApplication::exec();
 }

@@ -176,6 +176,14 @@ void RunsColumns::restore(const QSettings& settings) {
       table_->setColumnHidden(column, column != app::RunsModel::Name && hidden.contains(QString::number(column)));
     }
   }
+  // The sort the user chose (by the column's title: metric columns come and go), else newest first.
+  const QString sorted_by = settings.value("runs/sort_column").toString();
+  for (int column = 0; column < table_->model()->columnCount(); ++column) {
+    if (!sorted_by.isEmpty() && table_->model()->headerData(column, Qt::Horizontal).toString() == sorted_by) {
+      table_->sortByColumn(column, settings.value("runs/sort_order").toString() == "ascending" ? Qt::AscendingOrder
+                                                                                               : Qt::DescendingOrder);
+    }
+  }
 }
 
 void RunsColumns::save(QSettings& settings) const {
@@ -188,6 +196,9 @@ void RunsColumns::save(QSettings& settings) const {
   QVariantMap widths;
   for (auto width = manual_widths_.begin(); width != manual_widths_.end(); ++width) widths[width.key()] = *width;
   settings.setValue("runs/column_widths", widths);
+  const auto* header = table_->header();
+  settings.setValue("runs/sort_column", table_->model()->headerData(header->sortIndicatorSection(), Qt::Horizontal));
+  settings.setValue("runs/sort_order", header->sortIndicatorOrder() == Qt::AscendingOrder ? "ascending" : "descending");
 }
 
 }  // namespace spur::studio

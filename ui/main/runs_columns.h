@@ -37,8 +37,8 @@ class RunsColumns : public QObject {
   /// The header's menu at `at` (in the header's coordinates): the columns to show, the metrics shown as columns,
   /// and "Fit columns to their contents" (the widths the user set are forgotten).
   void choose(const QPoint& at);
-  /// The metric columns, the widths the user set and the hidden columns (settings: runs/metric_columns,
-  /// runs/column_widths, runs/hidden_columns).
+  /// The metric columns, the widths the user set, the hidden columns and the sort (settings: runs/metric_columns,
+  /// runs/column_widths, runs/hidden_columns, runs/sort_column by its title and runs/sort_order).
   void restore(const QSettings& settings);
   void save(QSettings& settings) const;
 
