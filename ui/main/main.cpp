@@ -19,7 +19,6 @@
 #include "runs/run_service.h"
 
 #include <cstdio>
-#include <optional>
 #include <cstring>
 
 namespace {
@@ -81,7 +80,6 @@ int main(int argc, char** argv) {
   // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
   spur::app::DetectedHardware::start();
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
-  std::optional<spur::app::LaunchRequest> demo_run;
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     // The demo's settings (last configuration and command: the example's) stay apart from the user's own.
@@ -93,13 +91,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     path = workspace.history;
-    demo_run = workspace.first_run;
-    std::fprintf(stderr, "%s",
-                 workspace.first_run
-                     ? "spur-studio: the example trains for 150 steps in the window; then press Launch "
-                       "(Ctrl+L) and Finish to train it for 2 epochs\n"
-                     : "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it "
-                       "live\n");
+    std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
   }
   // The theme saved under the settings in use: the demo's are its own (read before they were chosen, the dark theme
   // ticked in the demo's View menu was not applied after a restart: issue 36, defect 3).
@@ -121,9 +113,5 @@ int main(int argc, char** argv) {
   if (parser.isSet(options.baseline)) window.compare()->set_baseline(parser.value(options.baseline).toLongLong());
   if (parser.isSet(options.compare)) window.show_compare();
   window.show();
-  if (demo_run) {
-    // The demo's first run, launched once the window is up: its progress and curves show as it trains.
-    window.launch(*demo_run);
-  }
   return QApplication::exec();
 }
