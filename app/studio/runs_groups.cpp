@@ -170,36 +170,32 @@ void RunsGroupModel::setSourceModel(QAbstractItemModel* source) {
                         }));
     // Columns (the metric columns) come and go for every row at once. Ungrouped, as the source says; grouped, a
     // reset: every group's runs have them too, and a sorting proxy above keeps each parent's columns apart.
-    c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeInserted, this,
-                        [this](const QModelIndex&, int first, int last) {
-                          if (grouped()) {
-                            beginResetModel();
-                          } else {
-                            beginInsertColumns({}, first, last);
-                          }
-                        }));
-    c.push_back(connect(source, &QAbstractItemModel::columnsInserted, this, [this] {
-      if (grouped()) {
-        endResetModel();
-      } else {
-        endInsertColumns();
-      }
-    }));
-    c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeRemoved, this,
-                        [this](const QModelIndex&, int first, int last) {
-                          if (grouped()) {
-                            beginResetModel();
-                          } else {
-                            beginRemoveColumns({}, first, last);
-                          }
-                        }));
-    c.push_back(connect(source, &QAbstractItemModel::columnsRemoved, this, [this] {
-      if (grouped()) {
-        endResetModel();
-      } else {
-        endRemoveColumns();
-      }
-    }));
+    const auto columns_coming = [this](bool inserted) {
+      return [this, inserted](const QModelIndex&, int first, int last) {
+        if (grouped()) {
+          beginResetModel();
+        } else if (inserted) {
+          beginInsertColumns({}, first, last);
+        } else {
+          beginRemoveColumns({}, first, last);
+        }
+      };
+    };
+    const auto columns_done = [this](bool inserted) {
+      return [this, inserted] {
+        if (grouped()) {
+          endResetModel();
+        } else if (inserted) {
+          endInsertColumns();
+        } else {
+          endRemoveColumns();
+        }
+      };
+    };
+    c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeInserted, this, columns_coming(true)));
+    c.push_back(connect(source, &QAbstractItemModel::columnsInserted, this, columns_done(true)));
+    c.push_back(connect(source, &QAbstractItemModel::columnsAboutToBeRemoved, this, columns_coming(false)));
+    c.push_back(connect(source, &QAbstractItemModel::columnsRemoved, this, columns_done(false)));
   }
   rebuild();
   endResetModel();

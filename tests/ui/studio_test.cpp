@@ -116,6 +116,13 @@ static void stop_notifications(QProcess& bus) {
   bus.waitForFinished(5000);
 }
 
+// The runs table's columns and the window's layout as another test's window may have saved them.
+static void forget_table_layout() {
+  for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
+    QSettings().remove(key);
+  }
+}
+
 class StudioTest : public QObject {
   Q_OBJECT
 
@@ -1388,10 +1395,7 @@ class StudioTest : public QObject {
   // Issue 18: at the default size the runs table hid columns behind a scrollbar and wrapped values mid-number.
   // It fits its pane now, one line per run; the other columns come from the header's menu.
   void the_runs_table_fits_its_pane() {
-    // Another test's window may have saved its own columns or layout.
-    for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
-      QSettings().remove(key);
-    }
+    forget_table_layout();  // another test's window may have saved its own columns or layout
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
     {
@@ -1434,9 +1438,7 @@ class StudioTest : public QObject {
   // "f...0" in a 520 px pane, the tags taking the room; and runs that come after the first fit (on an empty table)
   // get it too.
   void names_get_their_room_when_the_runs_come() {
-    for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
-      QSettings().remove(key);
-    }
+    forget_table_layout();
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
     spur::history::HistoryWriter history(path.toStdString());
