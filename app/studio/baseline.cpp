@@ -13,12 +13,40 @@ MetricDirection guess_direction(const QString& key) {
       "(^|[/_.\\- ])(acc|f1|precision|recall|auc|score|reward|bleu|rouge|map($|[/_.\\- ])|iou|throughput|"
       "samples_per|tokens_per)",
       QRegularExpression::CaseInsensitiveOption);
-  return higher.match(key).hasMatch() ? MetricDirection::higher_is_better : MetricDirection::lower_is_better;
+  if (higher.match(key).hasMatch()) return MetricDirection::higher_is_better;
+  // Counters, schedules and what the run uses: the key's last part is one of these (with a unit or a parameter
+  // group after it: memory_mb, lr_group1), or the key is the launcher's system/ sample.
+  static const QRegularExpression neither(
+      "(^system/|(^|/)(epochs?|steps?|global_step|iter|iterations?|lr|learning_rate|momentum|beta[12]?|warmup|"
+      "batch_size|seq_len|grad_norm|gradient_norm|loss_scale|scale|mem|memory|peak_memory|max_memory|"
+      "memory_allocated|memory_reserved|rss|tokens|tokens_seen|samples|samples_seen)"
+      "([_.\\-](mb|gb|kb|mib|gib|bytes|\\d+|group\\d+|pg\\d+))?$)",
+      QRegularExpression::CaseInsensitiveOption);
+  if (neither.match(key).hasMatch()) return MetricDirection::neither;
+  return MetricDirection::lower_is_better;
 }
 
 int delta_verdict(double delta, MetricDirection direction) {
-  if (delta == 0 || !std::isfinite(delta)) return 0;
+  if (delta == 0 || !std::isfinite(delta) || direction == MetricDirection::neither) return 0;
   return (delta < 0) == (direction == MetricDirection::lower_is_better) ? 1 : -1;
+}
+
+std::optional<double> best_of(double min, double max, MetricDirection direction) {
+  switch (direction) {
+    case MetricDirection::lower_is_better:
+      return min;
+    case MetricDirection::higher_is_better:
+      return max;
+    case MetricDirection::neither:
+      break;
+  }
+  return std::nullopt;
+}
+
+bool better(double a, double b, MetricDirection direction) {
+  if (direction == MetricDirection::lower_is_better) return a < b;
+  if (direction == MetricDirection::higher_is_better) return a > b;
+  return false;
 }
 
 QString delta_text(double delta, double baseline, int digits) {

@@ -142,8 +142,8 @@ std::optional<double> CompareModel::number(const Row& row, const ComparedRun& ru
   const auto it = run.metrics.find(row.metric);
   if (it == run.metrics.end()) return std::nullopt;
   if (!row.best) return it->second.final_value;
-  const double best = direction(row.metric) == MetricDirection::lower_is_better ? it->second.min : it->second.max;
-  return std::isnan(best) ? std::nullopt : std::optional<double>(best);
+  const auto best = best_of(it->second.min, it->second.max, direction(row.metric));
+  return best && std::isnan(*best) ? std::nullopt : best;
 }
 
 QString CompareModel::text(const Row& row, const ComparedRun& run) const {
@@ -265,6 +265,8 @@ void CompareModel::set_snapshot(const CompareSnapshot& snapshot) {
 void CompareModel::rebuild() {
   rows_.clear();
   for (const auto& row : all_rows_) {
+    // A counter's or a schedule's best is no result (the largest epoch, the smallest lr).
+    if (row.best && direction(row.metric) == MetricDirection::neither) continue;
     if (differences_only_ && snapshot_.runs.size() > 1) {
       bool differs = false;
       const QString first = text(row, snapshot_.runs.front());

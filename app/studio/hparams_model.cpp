@@ -195,15 +195,16 @@ void HParamsModel::rebuild() {
     }
   }
   brushes_ = kept;
-  // The best run: by the first metric, in its direction.
+  // The best run: by the first metric with a direction (a counter or a schedule has no best), in that direction.
   best_ = -1;
   for (size_t a = 0; a < axes_.size() && best_ < 0; ++a) {
     if (!axes_[a].metric) continue;
-    const bool lower = guess_direction(axes_[a].label) == MetricDirection::lower_is_better;
+    const auto direction = guess_direction(axes_[a].label);
+    if (direction == MetricDirection::neither) continue;
     std::optional<double> best;
     for (size_t r = 0; r < cells_.size(); ++r) {
       const auto& n = cells_[r][a].number;
-      if (n && (!best || (lower ? *n < *best : *n > *best))) {
+      if (n && (!best || better(*n, *best, direction))) {
         best = n;
         best_ = static_cast<int>(r);
       }

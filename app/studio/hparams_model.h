@@ -4,8 +4,8 @@
 // chosen metric (final value); and, for the parallel-coordinates plot, an axis per column (numbers on a linear or
 // logarithmic scale, anything else as evenly spaced categories), each run's position on each axis (0 at the bottom,
 // 1 at the top), the brushes the user drew on axes (a run is brushed when it lies inside every brush), and the best
-// run of the first metric in its direction (studio/baseline.h). It reads nothing: the window hands it the same
-// CompareSnapshot its Compare tab shows. GUI-free and tested without widgets (HParamsTest).
+// run of the first metric that has a direction, in it (studio/baseline.h). It reads nothing: the window hands it the
+// same CompareSnapshot its Compare tab shows. GUI-free and tested without widgets (HParamsTest).
 //
 // Threads: the GUI thread's (a model).
 #pragma once
@@ -78,7 +78,8 @@ class HParamsModel : public QAbstractTableModel {
   bool brushed(int row) const;
   /// The ids of the brushed runs, in row order.
   QList<qint64> brushed_runs() const;
-  /// The row of the best run by the first chosen metric in its direction; -1 when there is no such metric value.
+  /// The row of the best run by the first chosen metric with a direction (not a counter or a schedule), in that
+  /// direction; -1 when there is no such metric value.
   int best_row() const;
 
  signals:

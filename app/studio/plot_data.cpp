@@ -12,12 +12,16 @@
 
 #include <spur/core/metrics_csv.h>
 
+#include "runs/run_status.h"
 #include "studio/baseline.h"
 #include "studio/series_loader.h"
 
 namespace spur::app {
 
 namespace {
+
+/// The points the smoothing averages over: 1 / (1 - weight).
+double window(double weight) { return 1 / (1 - weight); }
 
 /// v[i], or `fallback` past its end (a delta's columns are as long as its steps; this keeps a short one harmless).
 double at(const QVector<double>& v, qsizetype i, double fallback = 0) { return i < v.size() ? v[i] : fallback; }
@@ -38,7 +42,10 @@ PlotData::Line& PlotData::line_of(qint64 run, const QString& name, bool& made) {
   made = inserted;
   Line& line = it->second;
   line.name = name;
-  if (inserted) line.smoother = Smoother(weight_);
+  if (inserted) {
+    line.smoother = Smoother(weight_);
+    if (const auto start = starts_.find(run); start != starts_.end()) line.start = start->second;
+  }
   return line;
 }
 
@@ -54,10 +61,17 @@ PlotData::Change PlotData::append(qint64 run, const QString& name, const QVector
   line.walls += walls;
   change.keys = keys_of(line, from);
   change.values = values;
-  // Extend the smoothed line from its running state: no need to redo the past.
+  // Extend the smoothed line from its running state: no need to redo the past. A short line shows its values; one
+  // that has just grown past the window is drawn again, smoothed from its start.
   change.smoothed.reserve(values.size());
   for (const double v : values) change.smoothed.push_back(line.smoother.push(v));
-  line.smoothed += change.smoothed;
+  if (short_line(line)) {
+    change.smoothed = values;
+  } else if (from > 0 && !line.summarised && static_cast<double>(from) < window(weight_)) {
+    resmooth(line);
+    change.replaced = true;
+  }
+  if (!change.replaced) line.smoothed += change.smoothed;
   if (!extent_stale_) {
     const qsizetype n = std::min(change.keys.size(), values.size());
     for (qsizetype i = 0; i < n; ++i) grow_extent(change.keys[i], values[i]);
@@ -99,6 +113,15 @@ bool PlotData::rename_run(qint64 run, const QString& name) {
   return true;
 }
 
+bool PlotData::set_run_start(qint64 run, double wall) {
+  const auto [it, inserted] = starts_.try_emplace(run, wall);
+  if (!inserted && it->second == wall) return false;
+  it->second = wall;
+  if (const auto line = lines_.find(run); line != lines_.end()) line->second.start = wall;
+  extent_stale_ = true;
+  return true;
+}
+
 std::vector<qint64> PlotData::runs() const {
   std::vector<qint64> ids;
   ids.reserve(lines_.size());
@@ -133,10 +156,10 @@ QString PlotData::x_label() const {
                                                        : QStringLiteral("seconds since the start");
 }
 
-bool PlotData::set_baseline(qint64 run, bool lower_is_better) {
-  if (run == baseline_ && lower_is_better == lower_is_better_) return false;
+bool PlotData::set_baseline(qint64 run, MetricDirection direction) {
+  if (run == baseline_ && direction == direction_) return false;
   baseline_ = run;
-  lower_is_better_ = lower_is_better;
+  direction_ = direction;
   return true;
 }
 
@@ -145,11 +168,20 @@ double PlotData::key_of(const Line& line, double step, double wall) const {
     case XAxis::step:
       return step;
     case XAxis::relative_time:
-      return wall - line.first_wall;
+      return wall - origin(line);
     case XAxis::wall_time:
       return wall;
   }
   return step;
+}
+
+double PlotData::origin(const Line& line) {
+  if (line.start <= 0) return line.first_wall;
+  return line.first_wall > 0 ? std::min(line.start, line.first_wall) : line.start;
+}
+
+bool PlotData::short_line(const Line& line) const {
+  return !line.summarised && static_cast<double>(line.values.size()) < window(weight_);
 }
 
 QVector<double> PlotData::keys_of(const Line& line, qsizetype from) const {
@@ -219,7 +251,7 @@ void PlotData::resmooth(Line& line) {
     const auto count = line.summarised ? static_cast<int64_t>(at(line.counts, i, 1)) : int64_t{1};
     smoothed.push_back(line.smoother.push(line.values[i], count));
   }
-  line.smoothed = smoothed;
+  line.smoothed = short_line(line) ? line.values : smoothed;
 }
 
 void PlotData::grow_extent(double key, double value) const {
@@ -281,11 +313,16 @@ QString PlotData::readout(double x) const {
     const double value = line.values[index];
     const double smoothed = line.smoothed[index];
     const QString swatch = QString("<span style='color:%1'>&#9632;</span> ").arg(run_colour_name(run));
+    // The time since the run's start, where the points have wall times (the launcher's system/ samples count
+    // seconds as their steps: their step is that time already).
+    QString since;
+    if (const double wall = at(line.walls, index); wall > 0 && !steps_are_seconds_) {
+      since = ", " + duration_text(wall - origin(line));
+    }
     QString delta;
     if (base && run != baseline_ && std::isfinite(*base) && std::isfinite(value)) {
       const double d = value - *base;
-      const int verdict =
-          delta_verdict(d, lower_is_better_ ? MetricDirection::lower_is_better : MetricDirection::higher_is_better);
+      const int verdict = delta_verdict(d, direction_);
       delta = QString(" <span style='color:%1'>&Delta; %2 vs baseline</span>")
                   .arg(verdict == 0  ? QString("inherit")
                        : verdict > 0 ? QString("#1b873f")
@@ -301,16 +338,30 @@ QString PlotData::readout(double x) const {
                            QString::number(smoothed, 'g', 6))
                       .arg(static_cast<qint64>(line.steps[index]))
                       .arg(static_cast<qint64>(at(line.last_steps, index))) +
-                  delta;
+                  since + delta;
       continue;
     }
     rows << swatch +
                 QString("%1: <b>%2</b> (smoothed %3) @ step %4")
                     .arg(line.name.toHtmlEscaped(), QString::number(value, 'g', 6), QString::number(smoothed, 'g', 6))
                     .arg(static_cast<qint64>(line.steps[index])) +
-                delta;
+                since + delta;
   }
   return rows.join("<br>");
+}
+
+QString PlotData::x_text(double x) const {
+  if (x_axis_ == XAxis::wall_time) return time_text(x);
+  if (x_axis_ == XAxis::relative_time || steps_are_seconds_) return tr("%1 since the start").arg(duration_text(x));
+  return tr("step %1").arg(static_cast<qint64>(std::llround(x)));
+}
+
+QString PlotData::file_stem() const {
+  QString stem = key_;
+  for (QChar& c : stem) {
+    if (c.unicode() < 0x20 || QStringLiteral("/\\:*?\"<>|").contains(c)) c = '-';
+  }
+  return stem.isEmpty() ? QStringLiteral("plot") : stem;
 }
 
 qint64 PlotData::represented_points(qint64 run) const {

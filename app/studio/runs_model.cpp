@@ -65,9 +65,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     }
     if (role == VerdictRole) {
       if (!change) return 0;
-      const bool lower =
-          lower_is_better_ ? lower_is_better_(key) : guess_direction(key) == MetricDirection::lower_is_better;
-      return delta_verdict(*change, lower ? MetricDirection::lower_is_better : MetricDirection::higher_is_better);
+      return delta_verdict(*change, direction_ ? direction_(key) : guess_direction(key));
     }
     if (role == SortRole) return value ? *value : -std::numeric_limits<double>::infinity();
     if (role == Qt::TextAlignmentRole) return QVariant(Qt::AlignRight | Qt::AlignVCenter);
@@ -137,9 +135,9 @@ std::optional<double> RunsModel::delta(int64_t run, const QString& key) const {
   return *mine - *theirs;
 }
 
-void RunsModel::set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better) {
+void RunsModel::set_baseline(qint64 run, std::function<MetricDirection(const QString& key)> direction) {
   baseline_ = run;
-  lower_is_better_ = std::move(lower_is_better);
+  direction_ = std::move(direction);
   if (rowCount() > 0 && columnCount() > ColumnCount) {
     emit dataChanged(index(0, ColumnCount), index(rowCount() - 1, columnCount() - 1));
   }

@@ -21,6 +21,8 @@
 
 #include <spur/history/records.h>
 
+#include "studio/baseline.h"
+
 namespace spur::app {
 
 class RunService;
@@ -150,7 +152,7 @@ class RunsModel : public QAbstractTableModel {
   /// The run the metric columns are measured against (each cell then shows its delta, absolute and in %,
   /// "0.25 (-0.03, -10.7%)", as studio/baseline.h says it); 0: none.
   /// Directions as CompareModel's: `direction` gives a metric's (default: guess_direction).
-  void set_baseline(qint64 run, std::function<bool(const QString& key)> lower_is_better = {});
+  void set_baseline(qint64 run, std::function<MetricDirection(const QString& key)> direction = {});
   qint64 baseline() const { return baseline_; }
 
  signals:
@@ -169,7 +171,7 @@ class RunsModel : public QAbstractTableModel {
   bool fetching_ = false;  // more_wanted() sent, no snapshot since
   bool applying_ = false;  // inside apply()
   qint64 baseline_ = 0;
-  std::function<bool(const QString& key)> lower_is_better_;
+  std::function<MetricDirection(const QString& key)> direction_;
   std::optional<double> delta(int64_t run, const QString& key) const;
 };
 

@@ -14,6 +14,8 @@
 #include "studio/compare_model.h"
 #include "test_main.h"
 
+Q_DECLARE_METATYPE(spur::app::MetricDirection)
+
 namespace {
 
 using spur::app::CompareModel;
@@ -57,22 +59,59 @@ class CompareTest : public QObject {
  private slots:
   void directions_follow_the_name_data() {
     QTest::addColumn<QString>("key");
-    QTest::addColumn<bool>("higher");
-    QTest::newRow("loss") << "train/loss" << false;
-    QTest::newRow("error") << "error_rate" << false;
-    QTest::newRow("perplexity") << "eval/perplexity" << false;
-    QTest::newRow("accuracy") << "eval/accuracy" << true;
-    QTest::newRow("f1") << "F1" << true;
-    QTest::newRow("reward") << "episode_reward" << true;
-    QTest::newRow("unknown") << "lr" << false;
-    QTest::newRow("inside a word") << "previous_loss" << false;  // no IoU there
-    QTest::newRow("mAP") << "val/map" << true;
-    QTest::newRow("not a map") << "mapping_time" << false;
+    QTest::addColumn<spur::app::MetricDirection>("direction");
+    using D = spur::app::MetricDirection;
+    QTest::newRow("loss") << "train/loss" << D::lower_is_better;
+    QTest::newRow("error") << "error_rate" << D::lower_is_better;
+    QTest::newRow("perplexity") << "eval/perplexity" << D::lower_is_better;
+    QTest::newRow("accuracy") << "eval/accuracy" << D::higher_is_better;
+    QTest::newRow("f1") << "F1" << D::higher_is_better;
+    QTest::newRow("reward") << "episode_reward" << D::higher_is_better;
+    QTest::newRow("unknown") << "widgets" << D::lower_is_better;
+    QTest::newRow("inside a word") << "previous_loss" << D::lower_is_better;  // no IoU there
+    QTest::newRow("mAP") << "val/map" << D::higher_is_better;
+    QTest::newRow("not a map") << "mapping_time" << D::lower_is_better;
+    QTest::newRow("throughput") << "train/tokens_per_second" << D::higher_is_better;
+    // Counters, schedules and what a run uses: no best, no colours (issue 36, defect 10).
+    QTest::newRow("epoch") << "epoch" << D::neither;
+    QTest::newRow("train/epoch") << "train/epoch" << D::neither;
+    QTest::newRow("lr") << "lr" << D::neither;
+    QTest::newRow("a group's lr") << "train/lr_group1" << D::neither;
+    QTest::newRow("learning rate") << "Learning_Rate" << D::neither;
+    QTest::newRow("memory") << "train/memory_mb" << D::neither;
+    QTest::newRow("global step") << "global_step" << D::neither;
+    QTest::newRow("grad norm") << "train/grad_norm" << D::neither;
+    QTest::newRow("system sample") << "system/rank0/cpu_percent" << D::neither;
+    QTest::newRow("a step's time") << "step_time" << D::lower_is_better;  // a word of it, not the whole
+    QTest::newRow("an lr finder's loss") << "lr/loss" << D::lower_is_better;
   }
   void directions_follow_the_name() {
     QFETCH(QString, key);
-    QFETCH(bool, higher);
-    QCOMPARE(spur::app::guess_direction(key) == spur::app::MetricDirection::higher_is_better, higher);
+    QFETCH(spur::app::MetricDirection, direction);
+    QCOMPARE(spur::app::guess_direction(key), direction);
+  }
+
+  void neither_has_no_best_and_no_verdict() {
+    using D = spur::app::MetricDirection;
+    QCOMPARE(spur::app::delta_verdict(-1, D::neither), 0);
+    QCOMPARE(spur::app::delta_verdict(-1, D::lower_is_better), 1);
+    QVERIFY(!spur::app::best_of(1, 2, D::neither));
+    QCOMPARE(*spur::app::best_of(1, 2, D::higher_is_better), 2.0);
+    QVERIFY(!spur::app::better(1, 2, D::neither) && !spur::app::better(2, 1, D::neither));
+    // In the Compare tab: the user calls loss neither: its "best" row goes, its final row is uncoloured.
+    QTemporaryDir dir;
+    const QString path = make_history(dir);
+    CompareModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.set_snapshot(spur::app::CompareReader(path.toStdString()).read({1, 2}));
+    QVERIFY(model.set_baseline(1));
+    QVERIFY(model.row_of("metric/loss/best") >= 0);
+    QCOMPARE(model.data(model.index(model.row_of("metric/loss/final"), 1), CompareModel::VerdictRole).toInt(), 1);
+    model.set_direction("loss", D::neither);
+    QCOMPARE(model.row_of("metric/loss/best"), -1);
+    QVERIFY(model.row_of("metric/loss/final") >= 0);
+    QCOMPARE(model.data(model.index(model.row_of("metric/loss/final"), 1), CompareModel::VerdictRole).toInt(), 0);
+    QVERIFY(cell(model, "metric/loss/final", 1).contains("%)"));  // the delta is still said
   }
 
   void runs_side_by_side() {

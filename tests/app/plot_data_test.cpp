@@ -20,6 +20,7 @@
 
 namespace {
 
+using spur::app::MetricDirection;
 using spur::app::PlotData;
 using spur::app::XAxis;
 
@@ -196,6 +197,64 @@ class PlotDataTest : public QObject {
     QCOMPARE(data.smoothing(), 0.0);
   }
 
+  // Issue 36, defect 8: an accuracy logged twice (0.85, 0.902) was drawn at 0.8825 at its last point: a line of
+  // fewer points than the smoothing's window (1 / (1 - w): 2.5 at 0.6) is shown as logged, and smoothed from its
+  // start once it has grown past it.
+  void short_lines_are_shown_as_logged() {
+    PlotData data("eval/accuracy");
+    QCOMPARE(data.append(1, "run", {0, 1}, {0.85, 0.902}).smoothed, (QVector<double>{0.85, 0.902}));
+    QCOMPARE(data.smoothed(1), (QVector<double>{0.85, 0.902}));
+    // The third point passes the window: the whole line is drawn again, smoothed.
+    const PlotData::Change third = data.append(1, "run", {2}, {0.91});
+    QVERIFY(third.replaced);
+    const auto expected = spur::app::smooth({0.85, 0.902, 0.91}, 0.6);
+    QCOMPARE(data.smoothed(1), QVector<double>(expected.begin(), expected.end()));
+    QVERIFY(std::abs(data.smoothed(1)[1] - 0.8825) < 1e-12);  // (0.24 * 0.85 + 0.4 * 0.902) / 0.64
+    // A heavier smoothing has a longer window: 10 points at 0.9.
+    data.set_smoothing(0.9);
+    QCOMPARE(data.smoothed(1), data.values(1));
+    data.set_smoothing(0);
+    QCOMPARE(data.smoothed(1), data.values(1));
+  }
+
+  // Issue 36, defect 5: relative time counts from the run's start, the same origin on every plot of the run (it
+  // counted from each series' own first point: an eval metric logged after a minute started at 0).
+  void relative_time_counts_from_the_runs_start() {
+    PlotData loss("loss"), eval("eval/accuracy");
+    for (auto* data : {&loss, &eval}) data->set_x_axis(XAxis::relative_time);
+    loss.append(1, "run", {0, 1}, {2.0, 1.5}, {1010, 1020});
+    eval.append(1, "run", {100}, {0.8}, {1070});
+    QCOMPARE(loss.keys(1), (QVector<double>{0, 10}));  // no start known: the line's first point
+    QCOMPARE(eval.keys(1), (QVector<double>{0}));
+    for (auto* data : {&loss, &eval}) QVERIFY(data->set_run_start(1, 1000));
+    QVERIFY(!loss.set_run_start(1, 1000));
+    QCOMPARE(loss.keys(1), (QVector<double>{10, 20}));
+    QCOMPARE(eval.keys(1), (QVector<double>{70}));
+    QCOMPARE(eval.extent().key_lo, 70.0);
+    // A start set before the line comes; a start after the first point (another machine's clock) gives way to it.
+    PlotData later("lr");
+    later.set_x_axis(XAxis::relative_time);
+    later.set_run_start(2, 2000);
+    later.set_run_start(3, 3050);
+    later.append(2, "two", {0}, {0.1}, {2030});
+    later.append(3, "three", {0}, {0.1}, {3000});
+    QCOMPARE(later.keys(2), (QVector<double>{30}));
+    QCOMPARE(later.keys(3), (QVector<double>{0}));
+    // The read-out says the time since the start beside the step; the heading says where x is.
+    loss.set_smoothing(0);
+    QVERIFY2(loss.readout(19).contains("@ step 1, 0m20s"), qPrintable(loss.readout(19)));
+    QCOMPARE(loss.x_text(75), QString("1m15s since the start"));
+    loss.set_x_axis(XAxis::step);
+    QCOMPARE(loss.x_text(149.6), QString("step 150"));
+  }
+
+  // Issue 36, defect 14: "train/loss" was offered as "loss.png" (the slash read as a folder).
+  void export_names_keep_the_whole_key() {
+    QCOMPARE(PlotData("train/loss").file_stem(), QString("train-loss"));
+    QCOMPARE(PlotData("a:b*c?\\d").file_stem(), QString("a-b-c--d"));
+    QCOMPARE(PlotData("").file_stem(), QString("plot"));
+  }
+
   void readout_names_every_run() {
     PlotData data("loss");
     QCOMPARE(data.readout(0), QString());
@@ -221,8 +280,8 @@ class PlotDataTest : public QObject {
     data.set_smoothing(0);
     data.append(1, "first", {0, 10, 20}, {3.0, 2.0, 1.0});
     data.append(2, "second", {0, 5}, {9.0, 8.0});
-    QVERIFY(data.set_baseline(1, true));
-    QVERIFY(!data.set_baseline(1, true));
+    QVERIFY(data.set_baseline(1, MetricDirection::lower_is_better));
+    QVERIFY(!data.set_baseline(1, MetricDirection::lower_is_better));
     QCOMPARE(data.baseline(), qint64{1});
     QCOMPARE(data.legend_name(1), QString("first (baseline)"));
     QCOMPARE(data.legend_name(2), QString("second"));
@@ -232,20 +291,20 @@ class PlotDataTest : public QObject {
     // 8 against 2, lower is better: worse by 6, 300% of the baseline.
     QCOMPARE(data.readout(12), first_at_10 + "<br>" + second_at_5 +
                                    " <span style='color:#c62828'>&Delta; +6, +300.0% vs baseline</span>");
-    QVERIFY(data.set_baseline(1, false));
+    QVERIFY(data.set_baseline(1, MetricDirection::higher_is_better));
     QCOMPARE(data.readout(12), first_at_10 + "<br>" + second_at_5 +
                                    " <span style='color:#1b873f'>&Delta; +6, +300.0% vs baseline</span>");
     // At another x, against the baseline's value there (9 against 3).
     QCOMPARE(data.readout(-1), row("#ff7f0e", "first", "3", "3", 0) + "<br>" + row("#2ca02c", "second", "9", "9", 0) +
                                    " <span style='color:#1b873f'>&Delta; +6, +200.0% vs baseline</span>");
     // Run 2 as the baseline: run 1 is lower, better when lower is better.
-    QVERIFY(data.set_baseline(2, true));
+    QVERIFY(data.set_baseline(2, MetricDirection::lower_is_better));
     QCOMPARE(data.legend_name(1), QString("first"));
     QCOMPARE(data.legend_name(2), QString("second (baseline)"));
     QCOMPARE(data.readout(12),
              first_at_10 + " <span style='color:#1b873f'>&Delta; -6, -75.0% vs baseline</span>" + "<br>" + second_at_5);
     // No baseline: no differences.
-    QVERIFY(data.set_baseline(0, true));
+    QVERIFY(data.set_baseline(0, MetricDirection::lower_is_better));
     QCOMPARE(data.readout(12), first_at_10 + "<br>" + second_at_5);
   }
 
@@ -290,7 +349,7 @@ class PlotDataTest : public QObject {
     QCOMPARE(smoothed[0], 5.0);
     QVERIFY2(std::abs(smoothed[1] - second) < 1e-12, qPrintable(QString::number(smoothed[1], 'g', 17)));
     QCOMPARE(data.readout(15), QString("<span style='color:#9467bd'>&#9632;</span> run: <b>3</b> (mean of 10 points, "
-                                       "2 to 3.5; smoothed %1) @ steps 10-19")
+                                       "2 to 3.5; smoothed %1) @ steps 10-19, 0m20s")
                                    .arg(QString::number(second, 'g', 6)));
     // Relative time from the series' first point (the delta's first_wall, before the first bucket).
     data.set_x_axis(XAxis::relative_time);

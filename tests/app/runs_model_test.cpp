@@ -369,8 +369,12 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 1);      // lower loss
     QCOMPARE(model.data(model.index(1, accuracy), spur::app::RunsModel::VerdictRole).toInt(), 1);  // higher accuracy
     QCOMPARE(model.data(model.index(0, loss)).toString(), QString("0.75"));  // the baseline itself
-    model.set_baseline(1, [](const QString&) { return false; });             // everything: higher is better
+    model.set_baseline(1, [](const QString&) { return spur::app::MetricDirection::higher_is_better; });
     QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), -1);
+    // Neither (a counter, a schedule): the delta is said, uncoloured.
+    model.set_baseline(1, [](const QString&) { return spur::app::MetricDirection::neither; });
+    QCOMPARE(model.data(model.index(1, loss), spur::app::RunsModel::VerdictRole).toInt(), 0);
+    QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5 (-0.25, -33.3%)"));
     model.set_baseline(0);
     QCOMPARE(model.data(model.index(1, loss)).toString(), QString("0.5"));
   }

@@ -18,7 +18,9 @@
 #include <QStyle>
 #include <QPixmap>
 #include <QApplication>
+#include <QImage>
 #include <QMouseEvent>
+#include <QWheelEvent>
 #include <QProcess>
 #include <QPushButton>
 #include <QScopeGuard>
@@ -981,6 +983,221 @@ class StudioTest : public QObject {
     QVERIFY2(plot.readout(-100).contains("first: <b>3</b>"), qPrintable(plot.readout(-100)));
   }
 
+  // Issue 36: metrics in sections by their prefix, in the order first seen (a metric that comes later takes the end
+  // of its section and moves no other plot), collapsible, pinned on top, full width, 1-4 columns; all of it kept.
+  void sections_keep_their_plots_in_place() {
+    QTemporaryDir dir;
+    auto delta = [](qint64 run, const QString& key) {
+      spur::app::SeriesDelta d;
+      d.run = run;
+      d.key = key;
+      d.replace = true;
+      for (int i = 0; i < 20; ++i) {
+        d.steps << i;
+        d.values << 1.0 / (1 + i);
+        d.walls << 1000.0 + i;
+      }
+      d.total_points = 20;
+      return d;
+    };
+    auto top_of = [](QWidget* dashboard, QWidget* plot) { return plot->mapTo(dashboard, QPoint(0, 0)); };
+    {
+      spur::studio::Dashboard dashboard;
+      dashboard.resize(1000, 3000);
+      dashboard.show();
+      dashboard.set_runs({{1, "a"}});
+      dashboard.apply({delta(1, "train/loss"), delta(1, "eval/accuracy"), delta(1, "loss"), delta(1, "train/acc")});
+      QCoreApplication::processEvents();
+      // First seen together: alphabetical, so the sections are eval, (none), train.
+      QCOMPARE(dashboard.sections(), (QStringList{"eval", "", "train"}));
+      QCOMPARE(dashboard.plots_in("train"), (QStringList{"train/acc", "train/loss"}));
+      QCOMPARE(dashboard.section_header("train")->text(), QString("train  (2)"));
+      QCOMPARE(dashboard.section_header("")->text(), QString("Metrics  (1)"));
+      const QPoint acc = top_of(&dashboard, dashboard.plot("train/acc")),
+                   loss = top_of(&dashboard, dashboard.plot("train/loss")),
+                   eval = top_of(&dashboard, dashboard.plot("eval/accuracy"));
+      QCOMPARE(acc.y(), loss.y());  // side by side in 2 columns
+      QVERIFY(acc.x() < loss.x());
+      QVERIFY(eval.y() < acc.y());
+      // Metrics that appear later: "train/aaa" takes the end of train, not its start; "aaa" the end of its own.
+      dashboard.apply({delta(1, "train/aaa"), delta(1, "aaa")});
+      QCoreApplication::processEvents();
+      QCOMPARE(dashboard.plots_in("train"), (QStringList{"train/acc", "train/loss", "train/aaa"}));
+      QCOMPARE(dashboard.plots_in(""), (QStringList{"loss", "aaa"}));
+      QCOMPARE(top_of(&dashboard, dashboard.plot("eval/accuracy")), eval);
+      QCOMPARE(top_of(&dashboard, dashboard.plot("train/acc")).x(), acc.x());
+      QCOMPARE(top_of(&dashboard, dashboard.plot("train/loss")).x(), loss.x());
+      // Collapsed: its plots hidden, the sections below move up.
+      dashboard.section_header("eval")->click();
+      QCoreApplication::processEvents();
+      QVERIFY(dashboard.collapsed("eval"));
+      QVERIFY(!dashboard.plot("eval/accuracy")->isVisibleTo(&dashboard));
+      QVERIFY(top_of(&dashboard, dashboard.plot("train/acc")).y() < acc.y());
+      // Pinned: on top, in a section of its own; the section it left says one plot fewer.
+      dashboard.set_pinned("train/loss", true);
+      QCoreApplication::processEvents();
+      QCOMPARE(dashboard.sections().first(), QString("pinned"));
+      QCOMPARE(dashboard.plots_in("pinned"), QStringList{"train/loss"});
+      QCOMPARE(dashboard.section_header("train")->text(), QString("train  (2)"));
+      QVERIFY(top_of(&dashboard, dashboard.plot("train/loss")).y() < top_of(&dashboard, dashboard.plot("loss")).y());
+      // Full width, and one column: a plot as wide as the section.
+      dashboard.set_wide("train/acc", true);
+      QCoreApplication::processEvents();
+      QVERIFY(dashboard.plot("train/acc")->width() > 1.8 * dashboard.plot("train/aaa")->width());
+      dashboard.set_columns(1);
+      dashboard.set_plot_height(400);
+      QCoreApplication::processEvents();
+      QCOMPARE(dashboard.plot("train/aaa")->width(), dashboard.plot("train/acc")->width());
+      QCOMPARE(dashboard.plot("train/aaa")->height(), 400);
+      QSettings settings(dir.filePath("dashboard.ini"), QSettings::IniFormat);
+      dashboard.save_settings(settings);
+    }
+    // The next session: the same layout before and after the metrics come, whatever order they come in.
+    spur::studio::Dashboard again;
+    again.resize(1000, 3000);
+    again.show();
+    again.restore_settings(QSettings(dir.filePath("dashboard.ini"), QSettings::IniFormat));
+    again.set_runs({{1, "a"}});
+    again.apply({delta(1, "aaa"), delta(1, "train/aaa")});
+    again.apply({delta(1, "loss"), delta(1, "train/loss"), delta(1, "train/acc"), delta(1, "eval/accuracy")});
+    QCoreApplication::processEvents();
+    QCOMPARE(again.sections(), (QStringList{"pinned", "eval", "", "train"}));
+    QCOMPARE(again.plots_in(""), (QStringList{"loss", "aaa"}));
+    QCOMPARE(again.plots_in("train"), (QStringList{"train/acc", "train/aaa"}));
+    QVERIFY(again.collapsed("eval") && !again.plot("eval/accuracy")->isVisibleTo(&again));
+    QVERIFY(again.pinned("train/loss") && again.wide("train/acc"));
+    QCOMPARE(again.columns(), 1);
+    QCOMPARE(again.plot("loss")->height(), 400);
+    // Unpinned: back in its place in train.
+    again.set_pinned("train/loss", false);
+    QCOMPARE(again.plots_in("train"), (QStringList{"train/acc", "train/loss", "train/aaa"}));
+    QVERIFY(!again.sections().contains("pinned"));
+  }
+
+  // Issue 36: hovering a plot shows the same step on every plot (a cursor and a read-out with each run's value,
+  // step and time), the read-out inside its own axes (not over the next plot), unwrapped, and off the data.
+  void hovering_shows_the_same_step_on_every_plot() {
+    spur::studio::Dashboard dashboard;
+    dashboard.resize(1000, 1200);
+    dashboard.show();
+    dashboard.set_runs({{1, "first"}, {2, "second"}});
+    dashboard.set_run_starts({{1, 1000.0}, {2, 1000.0}});
+    QVector<spur::app::SeriesDelta> deltas;
+    for (const QString key : {"train/loss", "eval/loss", "system/rank0/cpu_percent"}) {
+      for (qint64 run : {1, 2}) {
+        spur::app::SeriesDelta d;
+        d.run = run;
+        d.key = key;
+        d.replace = true;
+        for (int i = 0; i <= 100; ++i) {
+          d.steps << i;
+          d.values << (key.startsWith("system") ? 50.0 : 2.0 / (1 + 0.1 * i) + 0.1 * static_cast<double>(run));
+          d.walls << 1000.0 + 2 * i;
+        }
+        d.total_points = 101;
+        deltas << d;
+      }
+    }
+    dashboard.apply(deltas);
+    QVERIFY(QTest::qWaitForWindowExposed(&dashboard));
+    auto* train = dashboard.plot("train/loss");
+    auto* eval = dashboard.plot("eval/loss");
+    auto* system = dashboard.plot("system/rank0/cpu_percent");
+    QCustomPlot* custom = train->plot();
+    const QRect axes = custom->axisRect()->rect();
+    const double step = 20;
+    const QPoint at(static_cast<int>(custom->xAxis->coordToPixel(step)), axes.center().y());
+    QTest::mouseMove(custom, at);
+    QCoreApplication::processEvents();
+    for (auto* plot : {train, eval}) {
+      auto* box = qobject_cast<QLabel*>(plot->readout_box());
+      QVERIFY2(box->isVisible(), qPrintable(plot->key()));
+      QVERIFY2(box->text().contains("step 20") && box->text().contains("first") && box->text().contains("second"),
+               qPrintable(box->text()));
+      QVERIFY2(box->text().contains("0m40s"), qPrintable(box->text()));  // 2 s a step since the run's start
+      const QRect placed = box->geometry().translated(plot->plot()->pos());
+      QVERIFY2(plot->axes_rect().contains(placed), "the read-out leaves its axes");
+      for (qint64 run : {1, 2}) {
+        const auto point = plot->pixel_at(run, step);
+        QVERIFY(point);
+        QVERIFY2(!placed.contains(*point), qPrintable(QString("%1 covers run %2's point").arg(plot->key()).arg(run)));
+      }
+      QVERIFY(!box->wordWrap());
+      QVERIFY2(box->height() < 5 * box->fontMetrics().lineSpacing() + 12, "the read-out wrapped");
+    }
+    QVERIFY(!system->readout_box()->isVisible());  // seconds, not steps: another x
+    // The mouse leaves: every read-out goes.
+    QEvent leave(QEvent::Leave);
+    QApplication::sendEvent(custom, &leave);
+    QCoreApplication::processEvents();
+    QVERIFY(!train->readout_box()->isVisible() && !eval->readout_box()->isVisible());
+  }
+
+  // Issue 36, defects 8 and 11: one point gets whole steps and a scale of its own; the wheel zooms along x only,
+  // y following the data in view.
+  void axes_fit_one_point_and_follow_a_zoom() {
+    spur::studio::MetricPlot plot("lr");
+    plot.resize(600, 400);
+    plot.show();
+    plot.append(1, "run", {150}, {0.001});
+    plot.reset_view();
+    QCustomPlot* custom = plot.plot();
+    QCOMPARE(custom->xAxis->range().lower, 149.0);
+    QCOMPARE(custom->xAxis->range().upper, 151.0);
+    QVector<double> ticks;
+    QVector<QString> labels;
+    custom->xAxis->ticker()->generate(custom->xAxis->range(), QLocale(), 'g', 6, ticks, nullptr, &labels);
+    for (const double tick : ticks) QCOMPARE(tick, std::round(tick));
+    QVERIFY2(custom->yAxis->range().lower > 0.0008 && custom->yAxis->range().upper < 0.0012,
+             qPrintable(QString("%1..%2").arg(custom->yAxis->range().lower).arg(custom->yAxis->range().upper)));
+    // A falling line: the wheel over its right half zooms x; y is fitted to the points in view.
+    spur::studio::MetricPlot loss("loss");
+    loss.resize(600, 400);
+    loss.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&loss));
+    QVector<double> steps, values;
+    for (int i = 0; i <= 100; ++i) steps << i, values << 100.0 - i;
+    loss.append(1, "run", steps, values);
+    loss.reset_view();
+    QCustomPlot* c = loss.plot();
+    const QRect axes = c->axisRect()->rect();
+    const QPointF over(c->xAxis->coordToPixel(90), axes.center().y());
+    QWheelEvent wheel(over, c->mapToGlobal(over), QPoint(), QPoint(0, 480), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(c, &wheel);
+    QCoreApplication::processEvents();
+    const QCPRange x = c->xAxis->range(), y = c->yAxis->range();
+    QVERIFY2(x.size() < 60 && x.upper > 90, qPrintable(QString("x %1..%2").arg(x.lower).arg(x.upper)));
+    // In view: values 100 - x.upper to 100 - x.lower, give or take the 4% of headroom.
+    const double lo = 100 - std::min(100.0, x.upper), hi = 100 - std::max(0.0, x.lower);
+    QVERIFY2(y.lower <= lo && y.lower >= lo - 0.1 * (hi - lo) && y.upper >= hi && y.upper <= hi + 0.1 * (hi - lo),
+             qPrintable(QString("y %1..%2 for values %3..%4").arg(y.lower).arg(y.upper).arg(lo).arg(hi)));
+  }
+
+  // Issue 36, defect 14: an exported image is on white in the dark theme too; the dialogs open in the folder last
+  // exported to, else Pictures or home, never the working directory.
+  void exports_are_white_and_start_where_the_last_went() {
+    QTemporaryDir dir;
+    spur::studio::MetricPlot plot("train/loss");
+    QPalette dark = plot.palette();
+    dark.setColor(QPalette::Base, QColor(30, 30, 30));
+    dark.setColor(QPalette::Text, QColor(220, 220, 220));
+    plot.setPalette(dark);
+    plot.resize(400, 300);
+    plot.append(1, "run", {0, 1, 2}, {3.0, 2.0, 1.0});
+    QVERIFY(plot.save_image(dir.filePath("plot.png"), QSize(400, 300), 1));
+    const QImage image(dir.filePath("plot.png"));
+    QCOMPARE(image.pixelColor(2, 2), QColor(Qt::white));
+    QCOMPARE(plot.plot()->grab().toImage().pixelColor(2, 2), QColor(30, 30, 30));  // the screen keeps its theme
+    QSettings().remove("dashboard/export_folder");
+    const QString folder = spur::studio::MetricPlot::export_folder();
+    QVERIFY2(folder != QDir::currentPath() || folder == QDir::homePath(), qPrintable(folder));
+    QVERIFY(QFileInfo(folder).isDir());
+    QSettings().setValue("dashboard/export_folder", dir.path());
+    QCOMPARE(spur::studio::MetricPlot::export_folder(), dir.path());
+    QSettings().remove("dashboard/export_folder");
+  }
+
   // The live plot extends its smoothed line point by point with the one smoothing implementation
   // (app::Smoother): whatever the chunks the points arrive in, the line equals app::smooth over the whole series,
   // also after the weight changes and more points come.
@@ -996,7 +1213,8 @@ class StudioTest : public QObject {
       all.insert(all.end(), values.begin(), values.end());
     };
     auto check = [&](double weight) {
-      const auto expected = spur::app::smooth(all, weight);
+      // A line shorter than the smoothing's window (1 / (1 - weight)) is drawn as logged (PlotData).
+      const auto expected = static_cast<double>(all.size()) < 1 / (1 - weight) ? all : spur::app::smooth(all, weight);
       auto* line = plot.plot()->graph(1);  // the run's smoothed line (the raw one is graph 0)
       QCOMPARE(line->dataCount(), static_cast<int>(expected.size()));
       for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -1012,9 +1230,9 @@ class StudioTest : public QObject {
     add({0.5});
     check(0.3);
     plot.set_smoothing(0.9);
-    check(0.9);
+    check(0.9);  // 7 points, a window of 10: as logged
     add({8, 9, nan, 10});
-    check(0.9);
+    check(0.9);  // 11: smoothed from the start
   }
 
   // What the launcher samples (system/ series, stepped in seconds) has a section of its own below the program's
@@ -1095,6 +1313,18 @@ class StudioTest : public QObject {
     dashboard.set_runs({{1, "a"}, {2, "b"}});
     dashboard.apply({series(1, "loss"), series(2, "loss"), series(2, "accuracy")});
     QVERIFY(dashboard.plot("loss") && dashboard.plot("accuracy"));
+    // Issue 36, defect 15: a run that failed before its first metric is not "no data yet ... so far".
+    {
+      spur::studio::Dashboard other;
+      other.set_runs({{7, "x"}});
+      other.set_run_statuses({{7, "running"}});
+      QVERIFY(other.empty_text().startsWith("No data yet"));
+      other.set_run_statuses({{7, "failed"}});
+      QVERIFY2(other.empty_text().contains("failed before logging") && !other.empty_text().contains("so far"),
+               qPrintable(other.empty_text()));
+      other.set_run_statuses({{7, "finished"}});
+      QCOMPARE(other.empty_text(), QString("No metrics: the run ended without logging one."));
+    }
     auto shown = [&](const QString& key) {
       return dashboard.plot(key) && dashboard.plot(key)->isVisibleTo(&dashboard);
     };
@@ -1280,6 +1510,22 @@ class StudioTest : public QObject {
     const auto colour = window.compare()->table()->model()->data(window.compare()->table()->model()->index(loss, 1),
                                                                  Qt::ForegroundRole);
     QCOMPARE(colour.value<QBrush>().color(), QColor(0x1b, 0x87, 0x3f));
+    // Issue 36, defect 1: a baseline chosen once the table is shown widens its columns to their deltas and headers
+    // ("0.9019 @ 936 (+0..." was cut at the width the table had before).
+    window.compare()->set_baseline(0);
+    window.compare()->set_baseline(1);
+    auto* compare_view = window.compare()->table();
+    for (int column = 0; column < model->columnCount(); ++column) {
+      const QString header = model->headerData(column, Qt::Horizontal).toString();
+      QVERIFY2(compare_view->columnWidth(column) >=
+                   compare_view->horizontalHeader()->fontMetrics().horizontalAdvance(header),
+               qPrintable(header));
+      for (int row = 0; row < model->rowCount(); ++row) {
+        const QString text = model->data(model->index(row, column)).toString();
+        QVERIFY2(compare_view->columnWidth(column) >= compare_view->fontMetrics().horizontalAdvance(text),
+                 qPrintable(QString("%1 in %2 px").arg(text).arg(compare_view->columnWidth(column))));
+      }
+    }
     // The plots follow the baseline too: its legend entry says so, the hover read-out gives the difference.
     QTRY_VERIFY_WITH_TIMEOUT(window.dashboard()->plot("loss") && window.dashboard()->plot("loss")->point_count(3) == 1,
                              5000);
@@ -1334,7 +1580,8 @@ class StudioTest : public QObject {
       QTest::keyClick(menu, Qt::Key_Return);
     });
     emit compare_table->customContextMenuRequested(loss_cell.center());
-    QCOMPARE(offered, QString("loss: lower is better;loss: higher is better;"));
+    QCOMPARE(offered, QString("loss: lower is better;loss: higher is better;loss: neither (a counter or a schedule: "
+                              "no best, no colours);"));
     QCOMPARE(model->direction("loss"), spur::app::MetricDirection::higher_is_better);
     QCOMPARE(
         model->data(model->index(model->row_of("metric/loss/final"), 1), spur::app::CompareModel::VerdictRole).toInt(),

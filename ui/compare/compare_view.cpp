@@ -71,6 +71,12 @@ CompareView::CompareView(QWidget* parent)
   });
   connect(baseline_, &QComboBox::activated, this,
           [this](int index) { set_baseline(baseline_->itemData(index).toLongLong()); });
+  // Columns follow their texts: a baseline adds deltas and " (baseline)" to the header ("0.9019 @ 936 (+0..." was
+  // cut at the width the table had before), a direction or "differences only" changes rows.
+  const auto fit = [this] { table_->resizeColumnsToContents(); };
+  connect(model_, &QAbstractItemModel::modelReset, this, fit);
+  connect(model_, &QAbstractItemModel::headerDataChanged, this, fit);
+  connect(model_, &QAbstractItemModel::dataChanged, this, fit);
   empty_->setAlignment(Qt::AlignCenter);
   bar_ = new QWidget(this);
   auto* bar = new QHBoxLayout(bar_);
@@ -133,13 +139,18 @@ void CompareView::context_menu(const QPoint& at) {
   const auto now = model_->direction(metric);
   auto* lower = menu.addAction(tr("%1: lower is better").arg(metric));
   auto* higher = menu.addAction(tr("%1: higher is better").arg(metric));
-  lower->setCheckable(true);
-  higher->setCheckable(true);
-  lower->setChecked(now == app::MetricDirection::lower_is_better);
-  higher->setChecked(now == app::MetricDirection::higher_is_better);
+  auto* neither = menu.addAction(tr("%1: neither (a counter or a schedule: no best, no colours)").arg(metric));
+  const std::pair<QAction*, app::MetricDirection> choices[] = {{lower, app::MetricDirection::lower_is_better},
+                                                               {higher, app::MetricDirection::higher_is_better},
+                                                               {neither, app::MetricDirection::neither}};
+  for (const auto& [action, direction] : choices) {
+    action->setCheckable(true);
+    action->setChecked(now == direction);
+  }
   if (auto* chosen = menu.exec(mapToGlobal(at))) {
-    model_->set_direction(
-        metric, chosen == lower ? app::MetricDirection::lower_is_better : app::MetricDirection::higher_is_better);
+    for (const auto& [action, direction] : choices) {
+      if (action == chosen) model_->set_direction(metric, direction);
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include "dashboard/metric_plot.h"
 
 #include <QDialogButtonBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -13,8 +15,10 @@
 #include <QScopeGuard>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QLabel>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QSvgGenerator>
-#include <QToolTip>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -60,6 +64,16 @@ double ImageSizeDialog::image_scale() const { return scale_->value(); }
 
 QColor run_colour(qint64 run) { return QColor(app::run_colour_name(run)); }
 
+namespace {
+
+/// Steps are whole numbers: ticks 1 apart at the least (one point's axis showed 149.6 to 150.4).
+class StepTicker : public QCPAxisTicker {
+ protected:
+  double getTickStep(const QCPRange& range) override { return std::max(1.0, QCPAxisTicker::getTickStep(range)); }
+};
+
+}  // namespace
+
 MetricPlot::MetricPlot(QString key, QWidget* parent)
     : QWidget(parent), data_(std::move(key)), plot_(new QCustomPlot(this)), view_timer_(new QTimer(this)) {
   auto* layout = new QVBoxLayout(this);
@@ -80,12 +94,21 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
   plot_->legend->setColumnSpacing(12);
   plot_->legend->setMargins(QMargins(4, 2, 4, 2));
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  // The wheel and a drag move along x only (zooming y too pushed the curve out of view); y follows the data in view.
+  plot_->axisRect()->setRangeDrag(Qt::Horizontal);
+  plot_->axisRect()->setRangeZoom(Qt::Horizontal);
+  plot_->xAxis->setTicker(QSharedPointer<StepTicker>::create());
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { reset_view(); });
-  connect(plot_, &QCustomPlot::mouseWheel, this, [this] { user_moved_ = true; });
+  connect(plot_, &QCustomPlot::mouseWheel, this, [this] {
+    user_moved_ = true;
+    follow_y_ = true;
+  });
   connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* event) {
     user_moved_ = true;
-    // Ctrl+drag draws a box to zoom into; a plain drag pans.
-    plot_->setSelectionRectMode(event->modifiers() & Qt::ControlModifier ? QCP::srmZoom : QCP::srmNone);
+    // Ctrl+drag draws a box to zoom into (both axes, as drawn); a plain drag pans along x.
+    const bool box = event->modifiers() & Qt::ControlModifier;
+    follow_y_ = !box;
+    plot_->setSelectionRectMode(box ? QCP::srmZoom : QCP::srmNone);
   });
   connect(plot_, &QCustomPlot::beforeReplot, this, [this] { fit_ticks_and_legend(plot_->width()); });
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -96,9 +119,57 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
   view_timer_->setInterval(120);
   connect(view_timer_, &QTimer::timeout, this, [this] { user_view_changed(); });
   connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
-    if (user_moved_) view_timer_->start();
+    if (!user_moved_) return;
+    view_timer_->start();
+    if (follow_y_) fit_y_to_view();
   });
+  // The hover read-out: a box over the axes (never over the next plot), the cursor a vertical line.
+  readout_ = new QLabel(plot_);
+  readout_->setObjectName("readout");
+  readout_->setTextFormat(Qt::RichText);
+  readout_->setWordWrap(false);
+  readout_->setAttribute(Qt::WA_TransparentForMouseEvents);
+  readout_->hide();
+  cursor_ = new QCPItemStraightLine(plot_);
+  cursor_->setVisible(false);
+  cursor_->setSelectable(false);
+  plot_->installEventFilter(this);
   apply_palette();
+}
+
+QWidget* MetricPlot::readout_box() const { return readout_; }
+
+QRect MetricPlot::axes_rect() const { return plot_->axisRect()->rect().translated(plot_->pos()); }
+
+std::optional<QPoint> MetricPlot::pixel_at(qint64 run, double x) const {
+  const auto index = data_.nearest(run, x);
+  if (index < 0) return std::nullopt;
+  const double key = data_.keys(run).value(index), value = data_.smoothed(run).value(index);
+  return QPoint(static_cast<int>(plot_->xAxis->coordToPixel(key)),
+                static_cast<int>(plot_->yAxis->coordToPixel(value))) +
+         plot_->pos();
+}
+
+bool MetricPlot::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == plot_ && event->type() == QEvent::Leave) emit hovered(std::nan(""));
+  return QWidget::eventFilter(watched, event);
+}
+
+void MetricPlot::fit_y_to_view() {
+  if (plot_->yAxis->scaleType() == QCPAxis::stLogarithmic) return;
+  bool found_any = false;
+  QCPRange values;
+  for (const auto& [run, graphs] : graphs_) {
+    bool found = false;
+    const QCPRange range = graphs.raw->getValueRange(found, QCP::sdBoth, plot_->xAxis->range());
+    if (!found) continue;
+    if (!found_any) values = range;
+    else values.expand(range);
+    found_any = true;
+  }
+  if (!found_any) return;
+  const double pad = values.size() > 0 ? 0.04 * values.size() : std::max(std::abs(values.lower) * 0.1, 0.5);
+  plot_->yAxis->setRange(values.lower - pad, values.upper + pad);
 }
 
 app::SeriesView MetricPlot::view() const {
@@ -175,8 +246,9 @@ void MetricPlot::selection_changed() {
   if (user_moved_) reset_view();
 }
 
-void MetricPlot::apply_palette() {
-  const QPalette& p = palette();
+void MetricPlot::apply_palette() { apply_palette(palette()); }
+
+void MetricPlot::apply_palette(const QPalette& p) {
   plot_->setBackground(p.color(QPalette::Base));
   const QColor text = p.color(QPalette::Text);
   QColor grid = text;
@@ -193,6 +265,13 @@ void MetricPlot::apply_palette() {
   plot_->legend->setTextColor(text);
   plot_->legend->setBorderPen(QPen(grid));
   if (auto* title = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) title->setTextColor(text);
+  if (readout_) {
+    QColor box = p.color(QPalette::Base);
+    box.setAlpha(235);
+    readout_->setStyleSheet(QString("QLabel#readout { background: %1; color: %2; border: 1px solid %3; padding: 3px; }")
+                                .arg(box.name(QColor::HexArgb), text.name(), grid.name(QColor::HexArgb)));
+  }
+  if (cursor_) cursor_->setPen(QPen(grid.darker(), 1, Qt::DashLine));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -205,13 +284,60 @@ QString MetricPlot::readout(double x) const { return data_.readout(x); }
 
 void MetricPlot::hover(QMouseEvent* event) {
   if (event->buttons() != Qt::NoButton) return;  // dragging
-  const QString text = readout(plot_->xAxis->pixelToCoord(event->position().x()));
-  if (text.isEmpty()) {
-    QToolTip::hideText();
-  } else {
-    QToolTip::showText(event->globalPosition().toPoint(), "<b>" + data_.key().toHtmlEscaped() + "</b><br>" + text,
-                       plot_);
+  if (!plot_->axisRect()->rect().contains(event->position().toPoint())) {
+    emit hovered(std::nan(""));
+    return;
   }
+  emit hovered(plot_->xAxis->pixelToCoord(event->position().x()));
+}
+
+void MetricPlot::show_cursor(double x) {
+  const QString rows = std::isfinite(x) ? readout(x) : QString();
+  if (rows.isEmpty()) {
+    if (!readout_->isVisible() && !cursor_->visible()) return;
+    readout_->hide();
+    cursor_->setVisible(false);
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+    return;
+  }
+  cursor_->point1->setCoords(x, 0);
+  cursor_->point2->setCoords(x, 1);
+  cursor_->setVisible(true);
+  readout_->setText("<b>" + data_.key().toHtmlEscaped() + "</b> &middot; " + data_.x_text(x).toHtmlEscaped() + "<br>" +
+                    rows);
+  readout_->adjustSize();
+  place_readout(x);
+  readout_->show();
+  readout_->raise();
+  plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricPlot::place_readout(double x) {
+  // Beside the cursor, on the side with more room, at the top or the bottom of the axes, whichever covers fewer of
+  // the points drawn there (the box went where the mouse was: over the curve, over the next plot).
+  const QRect axes = plot_->axisRect()->rect();
+  const QSize size = readout_->sizeHint().boundedTo(axes.size() - QSize(8, 8));
+  readout_->resize(size);
+  const int cursor = static_cast<int>(plot_->xAxis->coordToPixel(x));
+  const int left = cursor > axes.center().x() ? axes.left() + 4 : axes.right() - size.width() - 4;
+  const QRect top(QPoint(left, axes.top() + 4), size), bottom(QPoint(left, axes.bottom() - size.height() - 4), size);
+  int in_top = 0, in_bottom = 0;
+  const QCPRange span(plot_->xAxis->pixelToCoord(left), plot_->xAxis->pixelToCoord(left + size.width()));
+  for (const auto& [run, graphs] : graphs_) {
+    for (QCPGraph* graph : {graphs.smooth, graphs.raw}) {
+      const auto data = graph->data();
+      auto begin = data->findBegin(span.lower), end = data->findEnd(span.upper);
+      const auto count = end - begin;
+      const auto stride = std::max<decltype(count)>(1, count / 200);  // sampled: a line may hold 200,000 points
+      for (auto it = begin; it < end; it += stride) {
+        const QPoint at(static_cast<int>(plot_->xAxis->coordToPixel(it->key)),
+                        static_cast<int>(plot_->yAxis->coordToPixel(it->value)));
+        in_top += top.contains(at);
+        in_bottom += bottom.contains(at);
+      }
+    }
+  }
+  readout_->move(in_bottom < in_top ? bottom.topLeft() : top.topLeft());
 }
 
 void MetricPlot::redraw(qint64 run, Graphs& graphs) {
@@ -227,6 +353,8 @@ void MetricPlot::set_x_axis(XAxis axis) {
     auto ticker = QSharedPointer<QCPAxisTickerDateTime>::create();
     ticker->setDateTimeFormat("HH:mm:ss\nyyyy-MM-dd");
     plot_->xAxis->setTicker(ticker);
+  } else if (axis == XAxis::step && !data_.steps_are_seconds()) {
+    plot_->xAxis->setTicker(QSharedPointer<StepTicker>::create());
   } else {
     plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
   }
@@ -255,7 +383,16 @@ bool MetricPlot::save_image(const QString& file, QSize size, double scale) {
   // Ticks and legend columns for the image's width (QCustomPlot lays an export out without a replot), and back
   // for the screen afterwards.
   fit_ticks_and_legend(size.width());
-  const QScopeGuard back([this] {
+  // On white, as a figure goes into a paper or a slide (the dark theme's background came along).
+  QPalette light;
+  light.setColor(QPalette::Base, Qt::white);
+  light.setColor(QPalette::Text, Qt::black);
+  apply_palette(light);
+  const bool cursor = cursor_->visible();
+  cursor_->setVisible(false);
+  const QScopeGuard back([this, cursor] {
+    apply_palette();
+    cursor_->setVisible(cursor);
     fit_ticks_and_legend(plot_->width());
     plot_->replot();
   });
@@ -281,8 +418,24 @@ bool MetricPlot::save_csv(const QString& file) const { return data_.save_csv(fil
 
 double MetricPlot::first_x(qint64 run) const { return data_.first_x(run); }
 
+QString MetricPlot::export_folder() {
+  const QString kept = QSettings().value("dashboard/export_folder").toString();
+  if (!kept.isEmpty() && QFileInfo(kept).isDir()) return kept;
+  const QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
+  return !pictures.isEmpty() && QFileInfo(pictures).isDir() ? pictures : QDir::homePath();
+}
+
 void MetricPlot::context_menu(const QPoint& at) {
   QMenu menu(this);
+  auto* pin = menu.addAction(tr("Pin to the top"));
+  pin->setCheckable(true);
+  pin->setChecked(pinned_);
+  connect(pin, &QAction::toggled, this, [this](bool on) { emit pin_toggled(on); });
+  auto* wide = menu.addAction(tr("Full width"));
+  wide->setCheckable(true);
+  wide->setChecked(wide_);
+  connect(wide, &QAction::toggled, this, [this](bool on) { emit wide_toggled(on); });
+  menu.addSeparator();
   auto* log = menu.addAction(tr("Log scale"));
   log->setCheckable(true);
   log->setChecked(plot_->yAxis->scaleType() == QCPAxis::stLogarithmic);
@@ -293,18 +446,28 @@ void MetricPlot::context_menu(const QPoint& at) {
   legend->setChecked(legend_visible());
   connect(legend, &QAction::toggled, this, [this](bool on) { set_legend_visible(on); });
   menu.addSeparator();
-  menu.addAction(tr("Export image (PNG, SVG, PDF)..."), this, [this] {
-    const QString file =
-        QFileDialog::getSaveFileName(this, tr("Export plot"), data_.key() + ".png", tr("Images (*.png *.svg *.pdf)"));
+  // Both exports: offered in the folder last used, named after the whole key; said when written, or why not.
+  const auto written = [this](const QString& title, const QString& file, bool ok) {
+    if (!ok) {
+      QMessageBox::warning(this, title, tr("%1 could not be written.").arg(file));
+      return;
+    }
+    QSettings().setValue("dashboard/export_folder", QFileInfo(file).absolutePath());
+    emit exported(file);
+  };
+  menu.addAction(tr("Export image (PNG, SVG, PDF)..."), this, [this, written] {
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export plot"),
+                                                      QDir(export_folder()).filePath(data_.file_stem() + ".png"),
+                                                      tr("Images (*.png *.svg *.pdf)"));
     if (file.isEmpty()) return;
     ImageSizeDialog size(plot_->size(), file.endsWith(".png", Qt::CaseInsensitive), this);
-    if (size.exec() == QDialog::Accepted && !save_image(file, size.image_size(), size.image_scale())) {
-      QMessageBox::warning(this, tr("Export plot"), tr("%1 could not be written.").arg(file));
-    }
+    if (size.exec() != QDialog::Accepted) return;
+    written(tr("Export plot"), file, save_image(file, size.image_size(), size.image_scale()));
   });
-  menu.addAction(tr("Export data (CSV)..."), this, [this] {
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export data"), data_.key() + ".csv", tr("CSV (*.csv)"));
-    if (!file.isEmpty()) save_csv(file);
+  menu.addAction(tr("Export data (CSV)..."), this, [this, written] {
+    const QString file = QFileDialog::getSaveFileName(
+        this, tr("Export data"), QDir(export_folder()).filePath(data_.file_stem() + ".csv"), tr("CSV (*.csv)"));
+    if (!file.isEmpty()) written(tr("Export data"), file, save_csv(file));
   });
   menu.exec(plot_->mapToGlobal(at));
 }
@@ -384,8 +547,14 @@ void MetricPlot::rename_run(qint64 run, const QString& name) {
 
 QString MetricPlot::run_name(qint64 run) const { return data_.name(run); }
 
-void MetricPlot::set_baseline(qint64 run, bool lower_is_better) {
-  if (!data_.set_baseline(run, lower_is_better)) return;
+void MetricPlot::set_run_start(qint64 run, double wall) {
+  if (!data_.set_run_start(run, wall) || data_.x_axis() != XAxis::relative_time) return;
+  if (const auto it = graphs_.find(run); it != graphs_.end()) redraw(run, it->second);
+  refit_later();
+}
+
+void MetricPlot::set_baseline(qint64 run, app::MetricDirection direction) {
+  if (!data_.set_baseline(run, direction)) return;
   for (auto& [id, graphs] : graphs_) graphs.smooth->setName(data_.legend_name(id));
   plot_->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -444,12 +613,16 @@ void MetricPlot::fit_extent() {
     plot_->rescaleAxes();
     return;
   }
-  const auto widen = [](double lo, double hi) {
-    return lo == hi ? QCPRange(lo - 0.5, hi + 0.5) : QCPRange(lo, hi);  // one point: a unit around it
+  // One x: a step either side (whole steps); one value: a tenth of it either side (an lr of 0.001 on an axis from
+  // -0.5 to 0.5 read "0"), or 1 around 0.
+  const bool steps = data_.x_axis() == XAxis::step && !data_.steps_are_seconds();
+  const auto widen = [](double lo, double hi, double by) {
+    return lo == hi ? QCPRange(lo - by, hi + by) : QCPRange(lo, hi);
   };
-  plot_->xAxis->setRange(widen(extent.key_lo, extent.key_hi));
+  plot_->xAxis->setRange(widen(extent.key_lo, extent.key_hi, steps ? 1.0 : 0.5));
+  const double half = extent.value_lo == 0 ? 1.0 : std::abs(extent.value_lo) * 0.1;
+  const QCPRange values = widen(extent.value_lo, extent.value_hi, half);
   // 4% of headroom above and below, so the highest and lowest points (and their dots) are not cut by the frame.
-  const QCPRange values = widen(extent.value_lo, extent.value_hi);
   plot_->yAxis->setRange(values.lower - 0.04 * values.size(), values.upper + 0.04 * values.size());
 }
 

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // MetricPlot: one metric's plot, the selected runs overlaid in stable colours: the raw series faint, the
 // TensorBoard-smoothed one on top. Points are appended as they arrive, or a line is replaced by its read for the
-// plot's view (long series come as summarised buckets: their min-max envelope and smoothed means); zoom and pan with
-// the mouse and wheel, Ctrl+drag a box to zoom into (view_changed asks for the finer read), double-click or Fit to see
-// everything again. The legend sits under the axes; tick labels are spaced by their width. The data (lines, their
-// smoothing and x keys, extents, the read-out, the CSV) is app::PlotData's (app/studio/plot_data.h); this widget
+// plot's view (long series come as summarised buckets: their min-max envelope and smoothed means); the wheel zooms
+// and a drag pans along x, the y axis following the data in view; Ctrl+drag a box to zoom into both (view_changed
+// asks for the finer read), double-click or Fit to see everything again. Hovering draws a cursor at x and a
+// read-out (every run's value, step and time there) in the corner of the axes the data leaves free; the dashboard
+// shows the same x on its other plots (show_cursor). The legend sits under the axes; tick labels are spaced by their
+// width, steps only at whole numbers. Images are exported on a white background, whatever the theme. The data (lines,
+// their smoothing and x keys, extents, the read-out, the CSV) is app::PlotData's (app/studio/plot_data.h); this widget
 // draws it.
 #pragma once
 
@@ -13,6 +16,7 @@
 #include <QWidget>
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "studio/plot_data.h"
@@ -23,6 +27,8 @@ class QSpinBox;
 class QCustomPlot;
 class QCPAxis;
 class QCPGraph;
+class QCPItemStraightLine;
+class QLabel;
 class QMouseEvent;
 class QTimer;
 
@@ -74,12 +80,14 @@ class MetricPlot : public QWidget {
   bool empty() const { return data_.empty(); }
   /// The run's name in the legend (a run renamed while shown).
   void rename_run(qint64 run, const QString& name);
+  /// When a run started (PlotData::set_run_start): relative time counts from it.
+  void set_run_start(qint64 run, double wall);
   /// The legend's name of a run's line; empty when it has none here.
   QString run_name(qint64 run) const;
   void set_smoothing(double weight);
   /// The Compare tab's baseline (0: none): its legend entry says so, and the hover read-out gives every other
-  /// run's difference to it at that x, absolute and in %, green when better (by `lower_is_better`), red when worse.
-  void set_baseline(qint64 run, bool lower_is_better);
+  /// run's difference to it at that x, absolute and in %, green when better in `direction`, red when worse.
+  void set_baseline(qint64 run, app::MetricDirection direction);
   /// Series with at most this many points are drawn with a dot at each point too.
   static constexpr int kDottedPoints = 10;
   /// Points drawn for a run (raw series), for tests.
@@ -101,10 +109,26 @@ class MetricPlot : public QWidget {
   void set_log_y(bool log);
   /// The hover read-out at x (in the axis' units): for every run, its point nearest to x ("name: value @ step").
   QString readout(double x) const;
+  /// The cursor at x (in the axis' units) with its read-out, as when the mouse is there; NaN hides both.
+  void show_cursor(double x);
+  /// The read-out box (hidden while the mouse is elsewhere), for tests.
+  QWidget* readout_box() const;
+  /// The axes' rectangle, in this widget's coordinates, for tests.
+  QRect axes_rect() const;
+  /// The pixel (in this widget's coordinates) of a run's smoothed line at its entry nearest to x; none without.
+  std::optional<QPoint> pixel_at(qint64 run, double x) const;
+  /// Pinned (the dashboard's Pinned section) and full width: what the context menu shows checked.
+  void set_pinned(bool on) { pinned_ = on; }
+  bool pinned() const { return pinned_; }
+  void set_wide(bool on) { wide_ = on; }
+  bool wide() const { return wide_; }
   /// Exports: an image (PNG, SVG or PDF by the file's extension) laid out at `size` (default: the plot's own),
   /// a PNG drawn at `scale` pixels per point; or the data as CSV (metrics_csv.h's plot layout,
   /// run,name,key,step,value,wall_time,smoothed: the metrics CSV's columns with the run in front).
   bool save_image(const QString& file, QSize size = {}, double scale = 1);
+  /// Where the export dialogs open: the folder last exported to (kept under "dashboard/export_folder"), else the
+  /// user's Pictures folder (their home without one); never the working directory.
+  static QString export_folder();
   bool save_csv(const QString& file) const;
   /// The x of a run's first drawn point, for tests.
   double first_x(qint64 run) const;
@@ -112,6 +136,13 @@ class MetricPlot : public QWidget {
  signals:
   /// The user zoomed, panned or fitted (after a short pause): the loader reads the lines again for view().
   void view_changed(const spur::app::SeriesView& view);
+  /// The mouse is over the axes at x (in the axis' units); NaN when it left.
+  void hovered(double x);
+  /// The context menu's Pin and Full width.
+  void pin_toggled(bool on);
+  void wide_toggled(bool on);
+  /// An export was written (the window says so in its status bar).
+  void exported(const QString& file);
 
  private:
   /// A run's graphs: the raw series (or a summarised line's envelope), faint, and the smoothed line.
@@ -128,8 +159,14 @@ class MetricPlot : public QWidget {
   void user_view_changed();
   void context_menu(const QPoint& at);
   void hover(QMouseEvent* event);
-  /// Axes, grid and background from the widget's palette (light or dark theme).
+  bool eventFilter(QObject* watched, QEvent* event) override;
+  /// Puts the read-out box in the corner of the axes, on the side away from x, where the fewest drawn points are.
+  void place_readout(double x);
+  /// After a zoom or pan along x: the y axis to the data in view.
+  void fit_y_to_view();
+  /// Axes, grid and background from the widget's palette (light or dark theme), or from `palette` (an export's).
   void apply_palette();
+  void apply_palette(const QPalette& palette);
   /// Before each replot: as many x ticks as their labels leave room for, and the legend's columns for the width.
   void fit_ticks_and_legend(int width);
   int tick_label_width(const QCPAxis* axis) const;
@@ -145,6 +182,10 @@ class MetricPlot : public QWidget {
   QTimer* view_timer_;          // the pause after a zoom or pan before view_changed
   bool told_zoomed_ = false;    // the last view_changed was a range (not the whole series)
   bool refit_pending_ = false;  // a refit is queued for the lines just loaded
+  QLabel* readout_;             // the hover read-out, over the axes' free corner
+  QCPItemStraightLine* cursor_ = nullptr;
+  bool pinned_ = false, wide_ = false;
+  bool follow_y_ = false;  // the wheel or a drag moves x: y follows the data in view (a Ctrl+box sets both)
 };
 
 /// The colour of a run, the same on every plot and every time (app::run_colour_name's).

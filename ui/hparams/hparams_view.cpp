@@ -83,13 +83,16 @@ void ParallelCoordinates::paintEvent(QPaintEvent*) {
   const double h = bottom() - top();
   auto y_of = [&](double position) { return bottom() - position * h; };
 
-  // The first metric colours the lines: its better end green.
+  // The first metric with a direction colours the lines: its better end green (a counter's or a schedule's values
+  // are neither good nor bad).
   int colour_axis = -1;
   bool lower_better = true;
   for (int a = 0; a < n; ++a) {
-    if (axes[static_cast<size_t>(a)].metric) {
+    const auto& axis = axes[static_cast<size_t>(a)];
+    const auto direction = axis.metric ? app::guess_direction(axis.label) : app::MetricDirection::neither;
+    if (direction != app::MetricDirection::neither) {
       colour_axis = a;
-      lower_better = app::guess_direction(axes[static_cast<size_t>(a)].label) == app::MetricDirection::lower_is_better;
+      lower_better = direction == app::MetricDirection::lower_is_better;
       break;
     }
   }

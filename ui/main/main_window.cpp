@@ -225,11 +225,9 @@ void MainWindow::build_panes() {
 
 void MainWindow::follow_baseline() {
   auto* model = compare_->model();
-  auto lower_is_better = [model](const QString& key) {
-    return model->direction(key) == app::MetricDirection::lower_is_better;
-  };
-  runs_->set_baseline(model->baseline(), lower_is_better);
-  dashboard_->set_baseline(model->baseline(), lower_is_better);
+  auto direction = [model](const QString& key) { return model->direction(key); };
+  runs_->set_baseline(model->baseline(), direction);
+  dashboard_->set_baseline(model->baseline(), direction);
   columns_->fit();  // the metric columns' texts grew or shrank by their deltas
 }
 
@@ -258,6 +256,8 @@ void MainWindow::start_readers() {
   });
   connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
   // A zoom reads the plot's lines again for the range shown, finer (the GUI thread never reads the history).
+  connect(dashboard_, &Dashboard::exported, this,
+          [this](const QString& file) { statusBar()->showMessage(tr("Exported %1").arg(file), 10000); });
   connect(dashboard_, &Dashboard::view_changed, this, [this](const QString& key, const app::SeriesView& view) {
     QMetaObject::invokeMethod(
         loader_, [loader = loader_, key, view] { loader->set_view(key, view); }, Qt::QueuedConnection);
@@ -402,7 +402,12 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
   notifier_->update(states, isActiveWindow());
   if (runs_->rowCount() != before) columns_->fit();
   // A selected run renamed (here or by `spur runs`): its legends follow.
-  if (const auto names = selected_runs(); !names.isEmpty()) dashboard_->set_runs(names);
+  if (const auto names = selected_runs(); !names.isEmpty()) {
+    dashboard_->set_runs(names);
+    // A run that was queued has started since; one that ran may have failed.
+    dashboard_->set_run_starts(run_starts(names.keys()));
+    dashboard_->set_run_statuses(run_statuses(names.keys()));
+  }
   settle_launches();
   // The newest run is shown at first, so there is something to watch straight away.
   // Runs asked for (--runs, an import's) are selected once a read has one of them; else the newest.
@@ -480,6 +485,25 @@ void MainWindow::select_run(qint64 run) {
   table_->scrollTo(index);
 }
 
+QMap<qint64, double> MainWindow::run_starts(const QList<qint64>& ids) const {
+  QMap<qint64, double> starts;
+  for (const qint64 id : ids) {
+    if (const int row = runs_->row_of(id); row >= 0) {
+      const auto& run = runs_->run(row);
+      starts.insert(id, run.started > 0 ? run.started : run.created);
+    }
+  }
+  return starts;
+}
+
+QMap<qint64, QString> MainWindow::run_statuses(const QList<qint64>& ids) const {
+  QMap<qint64, QString> statuses;
+  for (const qint64 id : ids) {
+    if (const int row = runs_->row_of(id); row >= 0) statuses.insert(id, runs_->status(row));
+  }
+  return statuses;
+}
+
 QMap<qint64, QString> MainWindow::selected_runs() const {
   QMap<qint64, QString> runs;
   // Rows with any cell selected (the table selects whole rows): selectedRows() wants every column, and a metric
@@ -505,6 +529,8 @@ void MainWindow::selection_changed() {
   const auto shown = selected_runs();
   const QList<qint64> ids = shown.keys();  // ascending
   dashboard_->set_runs(shown);
+  dashboard_->set_run_starts(run_starts(ids));
+  dashboard_->set_run_statuses(run_statuses(ids));
   // The console follows the newest selected run.
   console_->set_run(ids.isEmpty() ? 0 : *std::max_element(ids.begin(), ids.end()));
   QMetaObject::invokeMethod(

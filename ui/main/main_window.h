@@ -172,6 +172,10 @@ class MainWindow : public QMainWindow {
   void selection_changed();
   /// The selected runs' ids (ascending) and names.
   QMap<qint64, QString> selected_runs() const;
+  /// When each of these runs started (its record's start, else its creation), for relative time.
+  QMap<qint64, double> run_starts(const QList<qint64>& ids) const;
+  /// Their statuses (RunsModel::status).
+  QMap<qint64, QString> run_statuses(const QList<qint64>& ids) const;
   void ask_compare();
   /// Stop and Relaunch as the current run allows.
   void update_actions();
