@@ -126,8 +126,9 @@ app::SetupAnswers questionnaire() {
       a.slurm.qos = text("QOS (empty: the default)", app::check_slurm_name);
       a.slurm.gres = text(gpus ? "GRES per node (e.g. gpu:4)" : "GRES per node (empty: none)", app::check_slurm_gres);
       a.slurm.extra = app::split_slurm_args(text("More sbatch options (e.g. --exclusive)", app::check_slurm_options));
-      a.slurm.directory = QString::fromStdString(
-          q.ask("Folder for the jobs' files, seen by every node", "spur-slurm", check(app::check_slurm_directory)));
+      a.slurm.directory =
+          QString::fromStdString(q.ask("Folder for the jobs' files, seen by every node", "spur-slurm",
+                                       check([](const QString& dir) { return app::check_slurm_directory(dir); })));
       a.launch_on = text("Submit from (a login node you reach over SSH, like login1; empty: this machine)",
                          app::check_launch_machine);
     }

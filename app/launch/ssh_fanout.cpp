@@ -34,6 +34,12 @@ QString check_host(const QString& host) {
   if (at >= 0 && !user.match(host.left(at)).hasMatch()) return "'" + host + "': not a user name before @";
   const QString machine = host.mid(at + 1);
   if (machine.size() > 253 || !(name.match(machine).hasMatch() || ipv6.match(machine).hasMatch())) {
+    // host:port, as --on takes it: ssh's port for a host is set in ~/.ssh/config.
+    static const QRegularExpression with_port("^(.+):([0-9]+)$");
+    if (const auto m = with_port.match(machine); m.hasMatch() && name.match(m.captured(1)).hasMatch()) {
+      return "'" + host + "': no port here; give it in ~/.ssh/config (Host " + m.captured(1) + ", Port " +
+             m.captured(2) + ") and list " + host.left(at + 1) + m.captured(1);
+    }
     return "'" + host + "' is not a host name or address";
   }
   return {};

@@ -50,7 +50,7 @@ const std::vector<Key>& keys() {
       {"qos", Kind::Text, 0, {W::Slurm}, check_slurm_name},
       {"gres", Kind::Text, 0, {W::Slurm}, check_slurm_gres},
       {"slurm_args", Kind::Text, 0, {W::Slurm}, check_slurm_options},
-      {"slurm_dir", Kind::Text, 0, {W::Slurm}, check_slurm_directory},
+      {"slurm_dir", Kind::Text, 0, {W::Slurm}, [](const QString& dir) { return check_slurm_directory(dir); }},
       {"job_name", Kind::Text, 0, {W::Slurm, W::SageMaker}, nullptr},
       // SageMaker
       {"poll_interval", Kind::Count, 1, {W::SageMaker}, nullptr},

@@ -161,10 +161,12 @@ RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base
   const bool ssh = where == Where::Ssh;
   const bool slurm = where == Where::Slurm;
   const int machines = ssh ? std::max(1, static_cast<int>(hosts.size())) : num_machines;
-  // Slurm's page asks no kind of run: one task is a plain process, more need a process group.
-  std::string kind = slurm ? "NO" : distributed_type;
-  // Several processes or machines need a process group: Accelerate's MULTI_* types.
+  // SSH and Slurm ask no kind of run (the wizard hides it): "CPU only" decides it, as for the same answers on either.
+  // One process is a plain one; more need a process group: Accelerate's MULTI_* types.
+  std::string kind = ssh || slurm ? "NO" : distributed_type;
   if (kind == "NO" && (machines > 1 || processes_per_machine > 1)) kind = use_cpu ? "MULTI_CPU" : "MULTI_GPU";
+  // The devices follow the kind, as Accelerate's questionnaire writes them: MULTI_CPU on CPUs, MULTI_GPU on GPUs.
+  const bool cpu = kind == "MULTI_CPU" || (kind != "MULTI_GPU" && use_cpu);
   root["compute_environment"] = yaml_string("LOCAL_MACHINE");
   root["distributed_type"] = yaml_string(kind);
   root["mixed_precision"] = yaml_string(mixed_precision);
@@ -179,8 +181,8 @@ RunConfig SetupAnswers::to_config(const std::string& name, const RunConfig* base
     root["same_network"] = same_network;
   }
   root["num_processes"] = kind == "NO" ? 1 : processes_per_machine * machines;
-  root["use_cpu"] = use_cpu;
-  if (!use_cpu) root["gpu_ids"] = yaml_string(gpu_ids);
+  root["use_cpu"] = cpu;
+  if (!cpu) root["gpu_ids"] = yaml_string(gpu_ids);
   return RunConfig::from_node(root, name);
 }
 
@@ -427,8 +429,30 @@ QString check_launch_machine(const QString& machine) {
   }
 }
 
-QString check_slurm_directory(const QString& directory) {
-  return slurm_problem([&](SlurmRequest& r) { r.directory = directory.trimmed(); });
+QString unused_file_name(const QString& path) {
+  if (path.isEmpty() || !QFileInfo::exists(path)) return path;
+  const QFileInfo file(path);
+  const QString suffix = file.completeSuffix().isEmpty() ? QString() : "." + file.completeSuffix();
+  QString stem = file.baseName();
+  // "run-2.yaml" goes on to "run-3.yaml", not "run-2-2.yaml".
+  static const QRegularExpression numbered("^(.*)-([0-9]+)$");
+  int n = 2;
+  if (const auto m = numbered.match(stem); m.hasMatch()) stem = m.captured(1), n = m.captured(2).toInt() + 1;
+  for (;; ++n) {
+    const QString candidate = file.dir().filePath(QString("%1-%2%3").arg(stem).arg(n).arg(suffix));
+    if (!QFileInfo::exists(candidate)) return candidate;
+  }
+}
+
+QString check_slurm_directory(const QString& directory, const QString& working_directory) {
+  const QString typed = directory.trimmed();
+  const bool by_default = typed.isEmpty() && !working_directory.trimmed().isEmpty();
+  const QString judged = by_default ? QDir(working_directory.trimmed()).filePath("spur-slurm") : typed;
+  QString problem = slurm_problem([&](SlurmRequest& r) { r.directory = judged; });
+  if (problem.isEmpty()) return {};
+  problem.replace("give --slurm_dir a path without them", "choose a folder without them");
+  if (by_default) problem = "empty means spur-slurm in the working directory: " + problem;
+  return problem;
 }
 
 QString check_slurm_options(const QString& options) {

@@ -136,9 +136,14 @@ QString check_slurm_name(const QString& name);
 QString check_slurm_time(const QString& time);
 QString check_slurm_gres(const QString& gres);
 QString check_slurm_options(const QString& options);
-/// A folder for the jobs' files (--slurm_dir): one #SBATCH lines can carry (no space, quote, $ or %).
-QString check_slurm_directory(const QString& directory);
+/// A folder for the jobs' files (--slurm_dir): one #SBATCH lines can carry (no space, quote, $ or %). Empty is
+/// spur launch's default, spur-slurm in `working_directory` (when given): that one is judged, and said to be the
+/// default. Worded for a form ("choose a folder"), not for the command line.
+QString check_slurm_directory(const QString& directory, const QString& working_directory = {});
 /// The machine `spur launch` runs on (--on, the target file's on:): [user@]host[:port]; empty is fine (this one).
 QString check_launch_machine(const QString& machine);
+/// `path` when no file is there, else the first free "NAME-2.EXT", "NAME-3.EXT"... beside it: what a new
+/// configuration is offered to be saved as (it was offered the last one's name, and Finish replaced it).
+QString unused_file_name(const QString& path);
 
 }  // namespace spur::app

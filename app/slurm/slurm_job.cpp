@@ -73,11 +73,15 @@ void check_request(const SlurmRequest& request) {
       throw SlurmError(QString("%1 '%2': letters, digits and _.:+- only").arg(flag, value));
     }
   }
-  // sbatch takes a list of partitions: the job starts in whichever can run it first.
-  static const QRegularExpression partitions("^[A-Za-z0-9_.:+-]+(,[A-Za-z0-9_.:+-]+)*$");
+  // sbatch takes a list of partitions: the job starts in whichever can run it first. A partition's name has no ':'
+  // ("2:00:00" typed into the partition is a time limit).
+  static const QRegularExpression partitions("^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$");
   if (!request.partition.isEmpty() && !partitions.match(request.partition).hasMatch()) {
+    static const QRegularExpression looks_like_time(R"(^[0-9]+([:-][0-9]+)+$)");
     throw SlurmError("--partition '" + request.partition +
-                     "': letters, digits and _.:+- only, with commas between partitions");
+                     (looks_like_time.match(request.partition).hasMatch()
+                          ? "' looks like a time limit (that is --time); a partition is a name, like gpu"
+                          : "': letters, digits and _.+- only, with commas between partitions"));
   }
   static const QRegularExpression gres("^[A-Za-z0-9_.:,=-]+$");
   if (!request.gres.isEmpty() && !gres.match(request.gres).hasMatch())

@@ -96,7 +96,11 @@ void MainMenus::build_file_menu() {
   create_ = add(file, tr("&New run configuration..."), QKeySequence::New, [this] {
     when_hardware_known([this] {
       auto* wizard = make_wizard();
-      if (wizard) wizard->restart();
+      if (wizard) {
+        wizard->restart();
+        // A new configuration is saved beside the last one, not over it.
+        wizard->set_config_path(app::unused_file_name(wizard->config_path()));
+      }
       run_wizard(wizard);
     });
   });

@@ -42,8 +42,12 @@ class SetupWizard::Page : public QWizardPage {
 
   QFormLayout* form() const { return form_; }
 
-  /// A labelled row; `check` (may be empty) says what is wrong with the field's value.
-  void add(const QString& label, QWidget* field, std::function<QString()> check = {}) {
+  /// A labelled row; `check` (may be empty) says what is wrong with the field's value (Next stays disabled);
+  /// `warn` (may be empty) what may be wrong, shown in amber without holding Next back. A text field left empty and
+  /// not yet typed into shows no error (Next is still disabled): "list at least one host" in red before a key was
+  /// pressed read as a mistake made.
+  void add(const QString& label, QWidget* field, std::function<QString()> check = {},
+           std::function<QString()> warn = {}) {
     auto* box = new QWidget(this);
     // As tall as the field and its error, never taller: a field that can grow (the environment's text box, capped
     // in height) made its row take the page's spare height, and the box sat in the middle of it, far below its
@@ -57,12 +61,35 @@ class SetupWizard::Page : public QWizardPage {
     QString name = field->objectName();  // a field with a Browse button is named "<field>_row"
     if (name.endsWith("_row")) name.chop(4);
     error->setObjectName(name + "_error");
-    error->setStyleSheet("color: #d32f2f;");
     error->setWordWrap(true);
+    // A checked row keeps a line for its error while there is none, so the fields below do not move as errors come
+    // and go; a longer error grows the row.
+    if (check || warn) {
+      QSizePolicy policy = error->sizePolicy();
+      policy.setRetainSizeWhenHidden(true);
+      error->setSizePolicy(policy);
+      error->setMinimumHeight(error->fontMetrics().lineSpacing());
+    }
     error->hide();
     column->addWidget(error);
     form_->addRow(label, box);
-    rows_.push_back({box, field, error, std::move(check)});
+    auto* edit = qobject_cast<QLineEdit*>(field);
+    if (!edit) edit = field->findChild<QLineEdit*>();
+    rows_.push_back({box, field, error, std::move(check), std::move(warn), edit});
+    if (edit) {
+      connect(edit, &QLineEdit::textEdited, this, [this, edit] {
+        for (auto& row : rows_) row.touched = row.touched || row.edit == edit;
+      });
+    }
+  }
+  /// A field whose emptiness means something (a default) is judged from the start, typed into or not.
+  void judge_when_empty(QWidget* field) {
+    for (auto& row : rows_) row.touched = row.touched || row.field == field;
+  }
+  /// Every row's error shown, typed into or not (Finish pressed early, a page opened with a file's values).
+  void touch_all() {
+    for (auto& row : rows_) row.touched = true;
+    recheck();
   }
   void show_row(QWidget* field, bool shown) {
     for (auto& row : rows_) {
@@ -74,9 +101,12 @@ class SetupWizard::Page : public QWizardPage {
   /// Re-checks every field (call on any edit).
   void recheck() {
     for (auto& row : rows_) {
-      const QString problem = row.check && row.shown ? row.check() : QString();
-      row.error->setText(problem);
-      row.error->setVisible(!problem.isEmpty());
+      QString problem = row.check && row.shown ? row.check() : QString();
+      if (!problem.isEmpty() && row.edit && row.edit->text().trimmed().isEmpty() && !row.touched) problem.clear();
+      const QString warning = problem.isEmpty() && row.warn && row.shown ? row.warn() : QString();
+      row.error->setStyleSheet(problem.isEmpty() ? "color: #b26a00;" : "color: #d32f2f;");
+      row.error->setText(problem.isEmpty() ? warning : problem);
+      row.error->setVisible(!problem.isEmpty() || !warning.isEmpty());
     }
     emit completeChanged();
   }
@@ -103,7 +133,10 @@ class SetupWizard::Page : public QWizardPage {
     QWidget* field;
     QLabel* error;
     std::function<QString()> check;
+    std::function<QString()> warn;
+    QLineEdit* edit = nullptr;  // the row's text field, if it has one
     bool shown = true;
+    bool touched = false;  // typed into (or its page left through Finish)
   };
   QFormLayout* form_;
   std::vector<Row> rows_;
@@ -249,7 +282,13 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   same_network_->setObjectName("same_network");
   hosts_ = line(machines, "hosts", tr("gpu1, gpu2, user@gpu3 (the first one is the rendezvous)"));
   processes_ = spin(machines, "processes", 1, 4096);
-  machines->add(tr("Kind of run:"), distributed_type_);
+  machines->add(tr("Kind of run:"), distributed_type_, {}, [this] {
+    // NCCL needs a GPU per process: none was found here (a file for other machines may still be written).
+    const auto found = app::DetectedHardware::ready();
+    return local_->isChecked() && value_of(distributed_type_) == "MULTI_GPU" && found && found->gpus == 0
+               ? tr("this machine has no GPU: runs started here need \"Several processes on CPUs\"")
+               : QString();
+  });
   machines->add(tr("Hosts:"), hosts_, [this] { return app::check_host_list(hosts_->text()); });
   machines->add(tr("Machines:"), machines_);
   machines->add(tr("This machine's rank:"), machine_rank_, [this] {
@@ -332,13 +371,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   slurm->add(tr("Generic resources:"), gres_, [this] { return app::check_slurm_gres(gres_->text()); });
   slurm->add(tr("Other sbatch options:"), sbatch_options_,
              [this] { return app::check_slurm_options(sbatch_options_->text()); });
-  slurm->add(tr("Job folder:"),
-             with_browse(job_folder_,
-                         [this] {
-                           return QFileDialog::getExistingDirectory(this, tr("Folder for the jobs' scripts and output"),
-                                                                    directory_->text());
-                         }),
-             [this] { return app::check_slurm_directory(job_folder_->text()); });
+  auto* job_folder_row = with_browse(job_folder_, [this] {
+    return QFileDialog::getExistingDirectory(this, tr("Folder for the jobs' scripts and output"), directory_->text());
+  });
+  slurm->add(tr("Job folder:"), job_folder_row,
+             [this] { return app::check_slurm_directory(job_folder_->text(), directory_->text()); });
+  slurm->judge_when_empty(job_folder_row);  // empty is spur-slurm in the working directory
   setPage(SlurmPage, slurm);
 
   // --- Training ---------------------------------------------------------------------------------------------
@@ -369,7 +407,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
   // --- Program ----------------------------------------------------------------------------------------------
   auto* program = new_page(tr("What to run"), tr("Your training program (built against Spur), as you would start it."));
   program_ = line(program, "program", tr("./train"));
-  arguments_ = line(program, "arguments", tr("--epochs 3 --lr 0.01"));
+  arguments_ = line(program, "arguments", tr("empty: none (the program's own flags, like --epochs 3)"));
   directory_ = line(program, "working_directory");
   environment_ = new QPlainTextEdit(program);
   environment_->setObjectName("environment");
@@ -399,7 +437,12 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
       with_browse(
           directory_,
           [this] { return QFileDialog::getExistingDirectory(this, tr("Working directory"), directory_->text()); }),
-      [this] { return app::check_directory(directory_->text().trimmed()); });
+      [this] {
+        const QString problem = app::check_directory(directory_->text().trimmed());
+        if (!problem.isEmpty() || !slurm_->isChecked()) return problem;
+        // Slurm's job folder, left empty, is in this directory (asked on the Slurm page, which came before).
+        return app::check_slurm_directory(job_folder_->text(), directory_->text());
+      });
   program->add(tr("Environment:"), environment_,
                [this] { return app::check_environment(environment_->toPlainText()); });
   // Surviving faults (spur launch --max_restarts, --hang_timeout): not for SageMaker, which restarts nothing.
@@ -608,8 +651,13 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
       recheck_all();
     });
   for (auto* box : findChildren<QComboBox*>()) connect(box, &QComboBox::currentIndexChanged, this, recheck_all);
+  // The kind of run sets "CPU only" (several processes on CPUs, or on GPUs).
+  connect(distributed_type_, &QComboBox::currentIndexChanged, this, [this] { update_visibility(); });
   for (auto* box : {local_, ssh_, sagemaker_, slurm_})
     connect(box, &QRadioButton::toggled, this, [this] { update_visibility(); });
+  use_cpu_chosen_ = base_.has_value();
+  // (pressed: before toggled, whose handler lays the page out again; a click and the space key both press)
+  connect(use_cpu_, &QCheckBox::pressed, this, [this] { use_cpu_chosen_ = true; });
   connect(use_cpu_, &QCheckBox::toggled, this, [this, recheck_all] {
     update_visibility();
     recheck_all();
@@ -754,6 +802,8 @@ app::SetupAnswers SetupWizard::answers() const {
   return a;
 }
 
+void SetupWizard::set_config_path(const QString& path) { path_->setText(path); }
+
 QString SetupWizard::config_path() const {
   // Absolute: the launcher runs in the run's working directory, not the Studio's.
   const QString path = path_->text().trimmed();
@@ -861,6 +911,21 @@ void SetupWizard::update_visibility() {
   machines->show_row(main_port_, several || ssh);
   machines->show_row(same_network_, several);
   machines->show_row(distributed_type_, !ssh);
+  // One device rule with the file written (SetupAnswers::to_config): several processes on CPUs or on GPUs decide
+  // "CPU only" here; on SSH and Slurm it decides the kind of run, and does not start from this machine's hardware.
+  const QString kind = value_of(distributed_type_);
+  const bool remote = ssh || slurm_->isChecked();
+  {
+    const QSignalBlocker quiet(use_cpu_);
+    if (!remote && kind != "NO") {
+      use_cpu_->setChecked(kind == "MULTI_CPU");
+    } else if (!use_cpu_chosen_) {
+      use_cpu_->setChecked(remote ? false : start_.use_cpu);
+    }
+  }
+  use_cpu_->setEnabled(remote || kind == "NO");
+  use_cpu_->setToolTip(use_cpu_->isEnabled() ? tr("Every process computes on CPUs (Gloo between processes)")
+                                             : tr("Set by the kind of run (Machines page)"));
   auto* training = static_cast<Page*>(page(TrainingPage));
   training->show_row(use_cpu_, !sagemaker_->isChecked());
   training->show_row(gpu_ids_, !sagemaker_->isChecked() && !use_cpu_->isChecked());
@@ -925,7 +990,7 @@ QString SetupWizard::first_problem() const {
     if (target && id != target_page()) continue;
     if (id == SweepPage && !as_sweep_->isChecked()) continue;
     auto* p = static_cast<Page*>(page(id));
-    p->recheck();
+    p->touch_all();  // empty fields too: Finish was pressed
     if (const QString problem = p->problem(); !problem.isEmpty()) return p->title() + ": " + problem;
   }
   return {};

@@ -43,6 +43,8 @@ class SetupWizard : public QWizard {
   /// The answers as the fields hold them now.
   app::SetupAnswers answers() const;
   QString config_path() const;
+  /// What "Save as" offers (File > New offers a name no file has).
+  void set_config_path(const QString& path);
   /// The configuration the fields make, or ConfigError.
   app::RunConfig config() const;
   /// The launch of the saved configuration (its target file holds the hosts, Slurm settings...), into the history
@@ -125,8 +127,11 @@ class SetupWizard : public QWizard {
   QLabel* summary_error_;
   QPlainTextEdit* sbatch_script_;  // Slurm: the script the launch submits
   QLineEdit* sweep_path_;
-  bool sweep_path_chosen_ = false;  // typed or browsed by the user: no longer follows the configuration's folder
-  QPlainTextEdit* sweep_yaml_;      // a sweep: the file it saves
+  bool sweep_path_chosen_ = false;
+  // "CPU only" clicked by the user, or read from a file: no longer follows the target (remote machines' GPUs are not
+  // this machine's: unticked for SSH and Slurm, this machine's default here).
+  bool use_cpu_chosen_ = false;  // typed or browsed by the user: no longer follows the configuration's folder
+  QPlainTextEdit* sweep_yaml_;   // a sweep: the file it saves
   app::SlurmScriptPreview* preview_;
   QCheckBox* launch_now_;
 };
