@@ -83,8 +83,19 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
         return QString::fromStdString(run.project);
       case Status:
         return statuses_[static_cast<size_t>(index.row())];
-      case Progress:
-        return progress_text(run);
+      case Progress: {
+        QString text = progress_text(run);
+        // Alive but not logging (an evaluation pass): how long since the last point, so something moves.
+        if (statuses_[static_cast<size_t>(index.row())] == "running") {
+          double last = 0;
+          if (const auto points = last_points_.find(run.id); points != last_points_.end()) {
+            for (const auto& [key, point] : points->second) last = std::max(last, point.wall);
+          }
+          const double quiet = history::now_seconds() - last;
+          if (last > 0 && quiet >= kQuietSeconds) text += tr(", last logged %1 ago").arg(duration_text(quiet));
+        }
+        return text;
+      }
       case Started:
         return time_text(run.started);
       case Duration:
@@ -140,6 +151,14 @@ void RunsModel::set_baseline(qint64 run, std::function<MetricDirection(const QSt
   direction_ = std::move(direction);
   if (rowCount() > 0 && columnCount() > ColumnCount) {
     emit dataChanged(index(0, ColumnCount), index(rowCount() - 1, columnCount() - 1));
+  }
+}
+
+void RunsModel::tick() {
+  for (size_t row = 0; row < runs_.size(); ++row) {
+    if (statuses_[row] != "running") continue;
+    const int r = static_cast<int>(row);
+    emit dataChanged(index(r, Progress), index(r, Duration), {Qt::DisplayRole});
   }
 }
 

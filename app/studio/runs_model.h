@@ -153,6 +153,12 @@ class RunsModel : public QAbstractTableModel {
   /// "0.25 (-0.03, -10.7%)", as studio/baseline.h says it); 0: none.
   /// Directions as CompareModel's: `direction` gives a metric's (default: guess_direction).
   void set_baseline(qint64 run, std::function<MetricDirection(const QString& key)> direction = {});
+  /// The running rows' Progress, Started and Duration changed with the clock (their duration and eta, and "last
+  /// logged 0m08s ago" while a program evaluates without logging): the window calls this every second, so the
+  /// table moves while nothing is committed.
+  void tick();
+  /// A running run logged nothing for this many seconds: its Progress says since when.
+  static constexpr double kQuietSeconds = 5;
   qint64 baseline() const { return baseline_; }
 
  signals:

@@ -246,6 +246,37 @@ class RunsModelTest : public QObject {
     QCOMPARE(model.columnCount(), int(spur::app::RunsModel::ColumnCount));
   }
 
+  // Issue 36, defect 9: a running run that logs nothing for a while (an evaluation pass) says since when, and the
+  // clock moves running rows every second (tick) with nothing committed; other rows are left alone.
+  void a_quiet_running_run_says_since_when() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter writer(path.toStdString());
+    const double now = spur::history::now_seconds();
+    spur::history::Run running;
+    running.status = "running";
+    running.started = now - 100;
+    const int64_t a = writer.create_run(running);
+    spur::history::Run done;
+    done.status = "finished";
+    writer.create_run(done);
+    writer.set_total_steps(a, 938);
+    writer.append_metrics(a, {{"loss", {{360, 0.5, now - 10}}}});
+    spur::app::RunsModel model(path);
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(model.refresh());
+    const auto progress = [&] { return model.index(0, spur::app::RunsModel::Progress).data().toString(); };
+    QVERIFY2(progress().startsWith("360/938 38%") && progress().contains(", last logged 0m1"), qPrintable(progress()));
+    writer.append_metrics(a, {{"loss", {{361, 0.4, spur::history::now_seconds()}}}});
+    QVERIFY(model.refresh());
+    QVERIFY2(!progress().contains("last logged"), qPrintable(progress()));
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    model.tick();
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(changed[0][0].toModelIndex(), model.index(0, spur::app::RunsModel::Progress));
+    QCOMPARE(changed[0][1].toModelIndex(), model.index(0, spur::app::RunsModel::Duration));
+  }
+
   void an_unreadable_history_is_an_error_not_a_wipe() {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");

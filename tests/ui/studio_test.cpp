@@ -1602,10 +1602,6 @@ class StudioTest : public QObject {
   // Issue 18: on the dark palette the Launch and Stop icons (Fusion's near-black media icons) were almost
   // invisible. The run icons have a WCAG contrast of at least 3:1 against the window on both palettes.
   void run_icons_read_on_both_themes() {
-    auto luminance = [](const QColor& c) {
-      auto channel = [](double v) { return v <= 0.03928 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
-      return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF());
-    };
     auto contrast = [&](const QIcon& icon, const QColor& background) {
       const QImage image = icon.pixmap(24, 24).toImage().convertToFormat(QImage::Format_ARGB32);
       double r = 0, g = 0, b = 0;
@@ -1618,8 +1614,7 @@ class StudioTest : public QObject {
         }
       }
       if (count == 0) return 0.0;
-      const double l1 = luminance(QColor::fromRgbF(r / count, g / count, b / count)), l2 = luminance(background);
-      return (std::max(l1, l2) + 0.05) / (std::min(l1, l2) + 0.05);
+      return spur::studio::ConsoleView::contrast_ratio(QColor::fromRgbF(r / count, g / count, b / count), background);
     };
     for (const auto theme : {spur::studio::Theme::light, spur::studio::Theme::dark}) {
       spur::studio::apply_theme(theme);
@@ -1635,6 +1630,26 @@ class StudioTest : public QObject {
       if (theme == spur::studio::Theme::dark) {  // what it replaced fails the same measure
         QVERIFY(contrast(QApplication::style()->standardIcon(QStyle::SP_MediaStop), window) < 3.0);
       }
+    }
+    spur::studio::apply_theme(spur::studio::Theme::light);
+  }
+
+  // Issue 36, defect 4: the failed (and stopped) run's banner reads on both themes (the dark one's was 1.7:1).
+  void the_failed_runs_banner_reads_on_both_themes() {
+    QCOMPARE(spur::studio::ConsoleView::contrast_ratio(Qt::black, Qt::white), 21.0);
+    QCOMPARE(spur::studio::ConsoleView::contrast_ratio(Qt::gray, Qt::gray), 1.0);
+    for (const auto theme : {spur::studio::Theme::light, spur::studio::Theme::dark}) {
+      spur::studio::apply_theme(theme);
+      for (const QString status : {"failed", "stopped"}) {
+        const auto colours = spur::studio::ConsoleView::banner_colours(status, QApplication::palette());
+        QVERIFY(colours);
+        const double ratio = spur::studio::ConsoleView::contrast_ratio(colours->text, colours->background);
+        QVERIFY2(
+            ratio >= 4.5,
+            qPrintable(QString("%1 on the %2 theme: %3:1").arg(status, spur::studio::theme_name(theme)).arg(ratio)));
+        QVERIFY(colours->background != QApplication::palette().color(QPalette::Window));  // it stands out
+      }
+      QVERIFY(!spur::studio::ConsoleView::banner_colours("finished", QApplication::palette()));
     }
     spur::studio::apply_theme(spur::studio::Theme::light);
   }
@@ -1679,6 +1694,38 @@ class StudioTest : public QObject {
                                 .arg(widths())));
     QVERIFY(table->isColumnHidden(spur::app::RunsModel::Target));
     QVERIFY(!table->isColumnHidden(spur::app::RunsModel::Status));
+  }
+
+  // Issue 36, defect 9: a running run's Progress grows as it goes ("360/938 38% eta 1m44s, last logged ...") and
+  // its column with it (it was elided to "360/9...1m44s"); while it logs nothing, the text still moves.
+  void progress_keeps_its_room_and_moves() {
+    forget_table_layout();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter history(path.toStdString());
+    spur::history::Run run;
+    run.name = "long";
+    run.started = spur::history::now_seconds() - 100;
+    const int64_t id = history.create_run(run);
+    history.set_total_steps(id, 938);
+    history.append_metrics(id, {{"loss", {{3, 1.0, spur::history::now_seconds()}}}});
+    spur::studio::MainWindow window(path);
+    window.resize(1400, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    auto* table = window.runs_view();
+    const auto progress = [&] { return window.runs()->index(0, spur::app::RunsModel::Progress).data().toString(); };
+    QTRY_VERIFY_WITH_TIMEOUT(progress().startsWith("3/938"), 5000);
+    QTest::qWait(600);  // the first fit, on the short text
+    history.append_metrics(id, {{"loss", {{360, 0.5, spur::history::now_seconds() - 6}}}});
+    QTRY_VERIFY_WITH_TIMEOUT(progress().contains("last logged"), 5000);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        table->columnWidth(spur::app::RunsModel::Progress) >= table->fontMetrics().horizontalAdvance(progress()),
+        qPrintable(QString("%1 in %2 px").arg(progress()).arg(table->columnWidth(spur::app::RunsModel::Progress))),
+        5000);
+    const QString before = progress();
+    // The text follows the clock with nothing committed (RunsModelTest checks the tick that repaints it).
+    QTRY_VERIFY_WITH_TIMEOUT(progress() != before, 3000);
   }
 
   // Names get their room before the last column's long text (a sweep's tags) does: every run of a sweep showed as

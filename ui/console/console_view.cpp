@@ -4,6 +4,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QEvent>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -15,6 +16,9 @@
 #include <QVBoxLayout>
 
 #include "studio/console_model.h"
+
+#include <algorithm>
+#include <cmath>
 #include "runs/run_status.h"
 
 namespace spur::studio {
@@ -190,11 +194,47 @@ void ConsoleView::update_banner() {
   if (run->exit_code) text += tr(", exit code %1").arg(*run->exit_code);
   if (!model_->cause().isEmpty()) text += "\n" + model_->cause();
   banner_->setText(text);
-  const bool bad = status == "failed";
-  banner_->setStyleSheet(bad                   ? "background: rgba(211, 47, 47, 40); border-left: 4px solid #d32f2f;"
-                         : status == "stopped" ? "background: rgba(240, 160, 0, 40); border-left: 4px solid #f0a000;"
-                                               : "");
+  // In both themes: the dark one's text on a red wash read at 1.7:1.
+  const auto colours = banner_colours(status, palette());
+  banner_->setStyleSheet(
+      colours ? QString("background: %1; color: %2; border-left: 4px solid %3;")
+                    .arg(colours->background.name(), colours->text.name(), status == "failed" ? "#d32f2f" : "#f0a000")
+              : QString());
   banner_->show();
+}
+
+void ConsoleView::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) update_banner();  // the theme changed
+  QWidget::changeEvent(event);
+}
+
+double ConsoleView::contrast_ratio(const QColor& a, const QColor& b) {
+  const auto luminance = [](const QColor& c) {
+    const auto channel = [](double v) { return v <= 0.04045 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF());
+  };
+  const double la = luminance(a), lb = luminance(b);
+  return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+}
+
+std::optional<ConsoleView::BannerColours> ConsoleView::banner_colours(const QString& status, const QPalette& palette) {
+  QColor accent;
+  if (status == "failed") accent = QColor(0xd3, 0x2f, 0x2f);
+  else if (status == "stopped") accent = QColor(0xf0, 0xa0, 0x00);
+  else return std::nullopt;
+  const QColor window = palette.color(QPalette::Window);
+  const double wash = 0.18;
+  BannerColours colours;
+  colours.background = QColor::fromRgbF(static_cast<float>(window.redF() * (1 - wash) + accent.redF() * wash),
+                                        static_cast<float>(window.greenF() * (1 - wash) + accent.greenF() * wash),
+                                        static_cast<float>(window.blueF() * (1 - wash) + accent.blueF() * wash));
+  colours.text = palette.color(QPalette::WindowText);
+  if (contrast_ratio(colours.text, colours.background) < 4.5) {
+    colours.text = contrast_ratio(Qt::black, colours.background) >= contrast_ratio(Qt::white, colours.background)
+                       ? QColor(Qt::black)
+                       : QColor(Qt::white);
+  }
+  return colours;
 }
 
 }  // namespace spur::studio

@@ -4,10 +4,13 @@
 // app::ConsoleModel.
 #pragma once
 
+#include <QColor>
+#include <QPalette>
 #include <QThread>
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 #include <set>
 
 class QCheckBox;
@@ -38,6 +41,18 @@ class ConsoleView : public QWidget {
   /// The line above the console: the run's status and exit code, and for a failed run the rank that failed
   /// with its last lines.
   QString banner() const;
+  /// The banner's background and text for a status on a palette: the status' colour (red for failed, amber for
+  /// stopped) washed over the window's, the text the palette's, or black or white where that reads better; none
+  /// for other statuses.
+  struct BannerColours {
+    QColor background, text;
+  };
+  static std::optional<BannerColours> banner_colours(const QString& status, const QPalette& palette);
+  /// WCAG 2's contrast ratio of two colours, 1 to 21 (body text wants 4.5).
+  static double contrast_ratio(const QColor& a, const QColor& b);
+
+ protected:
+  void changeEvent(QEvent* event) override;
 
  private:
   void filter_changed();

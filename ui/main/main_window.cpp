@@ -112,6 +112,10 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
   restore_settings();
   connect(timer_, &QTimer::timeout, this, [this] { refresh(); });
   timer_->start(250);
+  // Running rows' durations, etas and "last logged" move with the clock, committed or not.
+  auto* clock = new QTimer(this);
+  connect(clock, &QTimer::timeout, runs_, &app::RunsModel::tick);
+  clock->start(1000);
   refresh();
 }
 

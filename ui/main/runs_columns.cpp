@@ -12,6 +12,7 @@
 #include <QScopedValueRollback>
 #include <QSettings>
 #include <QStringList>
+#include <QStyle>
 #include <QTimer>
 #include <QTreeView>
 #include <QVariant>
@@ -45,6 +46,24 @@ RunsColumns::RunsColumns(QTreeView* table, app::RunsModel* runs)
   table_->viewport()->installEventFilter(this);  // its resizes refit the columns
   // So do metric columns shown or hidden (the header's menu, settings), and the baseline's deltas (the window).
   connect(runs_, &QAbstractItemModel::columnsInserted, this, [this] { fit(); });
+  // A running run's Progress and Duration grow with it ("360/938 38% eta 1m44s"): fitted again when a text no longer
+  // fits its column (it was elided to "360/9...1m44s"); checked on the rows that changed, fitted rarely.
+  connect(runs_, &QAbstractItemModel::dataChanged, this, [this](const QModelIndex& from, const QModelIndex& to) {
+    if (fitting_) return;
+    for (const int column : {int(app::RunsModel::Progress), int(app::RunsModel::Duration)}) {
+      if (column < from.column() || column > to.column() || table_->isColumnHidden(column)) continue;
+      if (manual_widths_.contains(runs_->headerData(column, Qt::Horizontal).toString())) continue;
+      // The cell's text margins, as the style lays an item view's text out.
+      const int margin = table_->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, table_) + 1;
+      const int room = table_->columnWidth(column) - 2 * margin;
+      for (int row = from.row(); row <= to.row(); ++row) {
+        if (table_->fontMetrics().horizontalAdvance(runs_->index(row, column).data().toString()) > room) {
+          fit();
+          return;
+        }
+      }
+    }
+  });
   // And new rows, 250 ms after the last comes: the first fit ran on an empty table (the reader had read nothing yet),
   // which sized the names to their header ("f...0" for every run of a sweep), and a run with a longer name may come.
   // So does a grouping (the view's rows made again).
