@@ -9,6 +9,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFileInfo>
 #include <QTextStream>
 #include <QThread>
 
@@ -24,6 +25,7 @@
 #include "launch/launch_request.h"
 #include "launch/secrets.h"
 #include "launch/local_launcher.h"
+#include "launch/run_recorder.h"
 #include "launch/supervisor.h"
 #include "launch/ssh_fanout.h"
 #include "runs/remote_history.h"
@@ -417,6 +419,16 @@ app::SupervisorOptions record_options(const Arguments& args, const QStringList& 
   run.config = config_yaml;
   options.record = run;
   options.command = command;
+  // The configuration launched with, listed with the run's files (the Studio's overview opens its folder).
+  const QString config = args.value("config_file").value_or(QString::fromStdString(app::config_in_effect()));
+  if (!config.isEmpty() && QFileInfo(config).isFile()) {
+    history::RunFile file;
+    file.kind = "config";
+    file.path = QFileInfo(config).absoluteFilePath().toStdString();
+    file.bytes = QFileInfo(config).size();
+    file.host = app::local_host_name().toStdString();
+    options.files.push_back(file);
+  }
   return options;
 }
 

@@ -70,6 +70,8 @@ void RunRecorder::Queue::take(Queue& from) {
     mine.insert(mine.end(), points.begin(), points.end());
   }
   from.metrics.clear();
+  files.insert(files.end(), from.files.begin(), from.files.end());
+  from.files.clear();
   if (from.total_steps) total_steps = from.total_steps;
   if (from.names) names = from.names;
   if (from.params) params = from.params;
@@ -183,6 +185,15 @@ void RunRecorder::metric(const QString& key, const history::Point& point) {
   queue_point(key.toStdString(), point);
 }
 
+void RunRecorder::files(const std::vector<history::RunFile>& files) {
+  if (!recording()) return;
+  std::lock_guard lock(mutex_);
+  for (auto file : files) {
+    file.run_id = run_id_;
+    pending_.files.push_back(std::move(file));
+  }
+}
+
 void RunRecorder::queue_point(const std::string& key, const history::Point& point) {
   if (queued_ < options_.queue_limit) {
     ++queued_;
@@ -202,6 +213,18 @@ void RunRecorder::ingest(const QString& json) {
                  object.value("wall").toDouble(history::now_seconds())});
   } else if ((type == "run" || type == "total_steps") && object.value("total_steps").toDouble() > 0) {
     pending_.total_steps = static_cast<int64_t>(object.value("total_steps").toDouble());
+  }
+  if (type == "file" && !object.value("path").toString().isEmpty()) {
+    // A checkpoint or model a rank wrote on its machine (the stream tracker's record).
+    history::RunFile file;
+    file.run_id = run_id_;
+    file.kind = object.value("kind").toString().left(32).toStdString();
+    file.path = object.value("path").toString().toStdString();
+    file.step = static_cast<int64_t>(object.value("step").toDouble(-1));
+    file.bytes = static_cast<int64_t>(object.value("bytes").toDouble());
+    file.wall = object.value("wall").toDouble(history::now_seconds());
+    file.host = object.value("host").toString().toStdString();
+    pending_.files.push_back(std::move(file));
   }
   if (type == "run") {
     pending_.names = {object.value("project").toString().toStdString(), object.value("name").toString().toStdString()};
@@ -238,6 +261,10 @@ void RunRecorder::write(Queue& queue, const std::optional<Final>& final) {
   if (queue.total_steps) {
     writer_->set_total_steps(run_id_, *queue.total_steps);
     queue.total_steps.reset();
+  }
+  if (!queue.files.empty()) {
+    writer_->add_files(queue.files);
+    queue.files.clear();
   }
   if (final) writer_->set_status(run_id_, final->status, final->exit_code, final->detail);
 }

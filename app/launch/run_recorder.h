@@ -77,6 +77,8 @@ class RunRecorder {
   bool line(const QString& host, int rank, bool error_stream, const QString& text);
   /// One point of a metric the launcher measures itself (the system/ series). Never waits on the database.
   void metric(const QString& key, const history::Point& point);
+  /// Files of the run (its configuration at the launch; a remote rank's checkpoints come as "file" records).
+  void files(const std::vector<history::RunFile>& files);
   /// Asks the writer thread to write what is queued now (it also does every interval by itself).
   void flush();
   /// Records the end: finished (exit code 0), stopped (by the user: Ctrl-C, SIGTERM, a job stopped) or failed.
@@ -94,7 +96,10 @@ class RunRecorder {
     std::optional<int64_t> total_steps;
     std::optional<std::pair<std::string, std::string>> names;  // project, name
     std::optional<std::string> params;
-    bool empty() const { return console.empty() && metrics.empty() && !total_steps && !names && !params; }
+    std::vector<history::RunFile> files;
+    bool empty() const {
+      return console.empty() && metrics.empty() && !total_steps && !names && !params && files.empty();
+    }
     std::size_t values() const;
     void take(Queue& from);
   };

@@ -43,6 +43,7 @@ Supervisor::Supervisor(SupervisorOptions options, QTextStream& out, QTextStream&
   recording.stream_key = options_.stream_key;
   recorder_ = std::make_unique<RunRecorder>(
       options_.history_path.empty() ? history::default_history_path() : options_.history_path, run, err_, recording);
+  recorder_->files(options_.files);
 }
 
 Supervisor::~Supervisor() = default;

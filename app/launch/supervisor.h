@@ -48,6 +48,8 @@ struct SupervisorOptions {
   bool hold_signals = true;
   /// What the messages start with. Default: "spur launch".
   QString who = "spur launch";
+  /// Files recorded with the run at the start (the configuration launched with). Default: none.
+  std::vector<history::RunFile> files;
 };
 
 /// How supervised ranks ended.

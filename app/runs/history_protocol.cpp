@@ -282,6 +282,34 @@ QJsonArray encode(const std::vector<history::Event>& events) {
   return array;
 }
 
+QJsonArray encode(const std::vector<history::RunFile>& files) {
+  QJsonArray array;
+  for (const auto& file : files) {
+    array.append(QJsonObject{{"id", static_cast<qint64>(file.id)},
+                             {"run", static_cast<qint64>(file.run_id)},
+                             {"kind", QString::fromStdString(file.kind)},
+                             {"path", QString::fromStdString(file.path)},
+                             {"step", static_cast<qint64>(file.step)},
+                             {"bytes", static_cast<qint64>(file.bytes)},
+                             {"wall", number(file.wall)},
+                             {"host", QString::fromStdString(file.host)}});
+  }
+  return array;
+}
+
+std::vector<history::RunFile> decode_files(const QJsonValue& value) {
+  std::vector<history::RunFile> files;
+  for (const auto& item : array_of(value, "the files")) {
+    const auto object = object_of(item, "a file");
+    files.push_back(history::RunFile{
+        to_integer(object.value("id"), "a file's id"), to_integer(object.value("run"), "a file's run"),
+        text(object.value("kind"), "a file's kind"), text(object.value("path"), "a file's path"),
+        to_integer(object.value("step"), "a file's step"), to_integer(object.value("bytes"), "a file's bytes"),
+        to_double(object.value("wall"), "a file's wall"), text_or_empty(object.value("host"), "a file's host")});
+  }
+  return files;
+}
+
 std::vector<history::Event> decode_events(const QJsonValue& value) {
   std::vector<history::Event> events;
   for (const auto& item : array_of(value, "the events")) {

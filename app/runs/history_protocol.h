@@ -15,6 +15,7 @@
 //   runs {filter}                          [run...] (without their config)   count_runs {filter}   integer
 //   find {run}                             run or null       metric_briefs {run}         [brief...]
 //   events {run}                           [event...]        console {run, after, rank?, limit}  [line...]
+//   files {run}                            [file...] (a Spur before it answers "unknown call": no files)
 //   config {run}                           YAML text         export {run, format: csv|json, keys}  text
 //   summarise {check}                      integer           rename {run, name}, tag {run, tag, remove},
 //   notes {run, notes}, remove {run, force}, stop {run}      null
@@ -103,6 +104,8 @@ QJsonArray encode(const std::vector<MetricBrief>& briefs);
 std::vector<MetricBrief> decode_briefs(const QJsonValue& value);
 QJsonArray encode(const std::vector<history::Event>& events);
 std::vector<history::Event> decode_events(const QJsonValue& value);
+QJsonArray encode(const std::vector<history::RunFile>& files);
+std::vector<history::RunFile> decode_files(const QJsonValue& value);
 QJsonArray encode(const std::vector<history::ConsoleLine>& lines);
 std::vector<history::ConsoleLine> decode_console(const QJsonValue& value);
 

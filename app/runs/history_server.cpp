@@ -78,6 +78,8 @@ QByteArray HistoryServer::answer(const QByteArray& line) {
       result = protocol::encode(service_.metric_briefs(run_of(request)));
     } else if (call == "events") {
       result = protocol::encode(service_.events(run_of(request)));
+    } else if (call == "files") {
+      result = protocol::encode(service_.files(run_of(request)));
     } else if (call == "console") {
       std::optional<int> rank;
       if (request.contains("rank") && !request.value("rank").isNull()) {

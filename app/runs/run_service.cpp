@@ -212,6 +212,18 @@ std::vector<history::Event> RunService::events(int64_t id) const {
   return exists() ? reader().events(id) : std::vector<history::Event>();
 }
 
+std::vector<history::RunFile> RunService::files(int64_t id) const {
+  if (remote_) {
+    try {
+      return protocol::decode_files(ask("files", {{"run", static_cast<qint64>(id)}}));
+    } catch (const std::exception& e) {
+      if (QString::fromUtf8(e.what()).contains("unknown call 'files'")) return {};  // an older Spur there
+      throw;
+    }
+  }
+  return exists() ? reader().files(id) : std::vector<history::RunFile>();
+}
+
 std::vector<history::ConsoleLine> RunService::console(int64_t id, int64_t after, std::optional<int> rank) const {
   if (remote_) {
     // The serve answers a page at a time; asked again from the last line until a page comes back short.

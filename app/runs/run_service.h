@@ -105,6 +105,9 @@ class RunService {
   std::vector<MetricBrief> metric_briefs(int64_t id) const;
   /// The run's status changes, oldest first (none for a run not in the history).
   std::vector<history::Event> events(int64_t id) const;
+  /// The files the run recorded (checkpoints, models, its configuration), oldest first; none from a remote Spur
+  /// that does not keep them.
+  std::vector<history::RunFile> files(int64_t id) const;
   /// The run's console lines after line `after` (an id from an earlier answer; 0: from the start), oldest first;
   /// `rank` only (-1: the launcher's own lines) when given.
   std::vector<history::ConsoleLine> console(int64_t id, int64_t after = 0, std::optional<int> rank = {}) const;

@@ -84,6 +84,13 @@ CompareSnapshot CompareReader::read(const QList<qint64>& runs) const {
         }
       }
       flatten_json(QJsonDocument::fromJson(QByteArray::fromStdString(record->params)).object(), {}, 0, compared.params);
+      for (const auto& file : reader.files(id)) {
+        ComparedFile shown{file, false, false};
+        // A remote history's files are on its machines; a local one's on this machine unless recorded elsewhere.
+        shown.here = !reader.remote() && (file.host.empty() || QString::fromStdString(file.host) == local_host_name());
+        shown.present = shown.here && QFileInfo::exists(QString::fromStdString(file.path));
+        compared.files.push_back(std::move(shown));
+      }
       for (const auto& key : reader.metric_keys(id)) {
         const auto points = reader.series(id, key);
         if (points.empty()) continue;

@@ -33,12 +33,21 @@ struct ComparedMetric {
   std::size_t points = 0;
 };
 
+/// A file the run recorded, as it stood when read: on this machine (`here`: recorded on this host), and still
+/// there (`present`, looked at by the reader, off the GUI thread).
+struct ComparedFile {
+  history::RunFile file;
+  bool here = false;
+  bool present = false;
+};
+
 struct ComparedRun {
   history::Run run;
   QString status;                             // effective_status
   std::map<QString, QString> config;          // flattened YAML: "key.sub" -> value as written
   std::map<QString, QString> params;          // flattened JSON: "key/sub" -> value as JSON text
   std::map<QString, ComparedMetric> metrics;  // by key
+  std::vector<ComparedFile> files;            // oldest first
 };
 
 struct CompareSnapshot {

@@ -18,6 +18,7 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextStream>
 #include <QThread>
 
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <spur/history/writer.h>
 
 #include "rank_group.h"
+#include "launch/run_recorder.h"
 #include "runs/run_service.h"
 #include "test_main.h"
 
@@ -322,6 +324,46 @@ class HistoryTest : public QObject {
                                          "--notes", "second try\nafter the fix", "--parent_run", "2"}));
     parent.config.clear();
     QVERIFY_THROWS_EXCEPTION(spur::app::RunServiceError, RunService::relaunch_request(parent, "/tmp/x.yaml"));
+  }
+
+  // Issue 36: a launch lists the configuration it ran with among the run's files, and a rank's file records (the
+  // stream tracker's, from a machine whose history is elsewhere) join them with their machine.
+  void a_launch_lists_its_configuration_and_a_ranks_files() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    const QString config = dir.filePath("one.yaml");
+    QFile file(config);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n");
+    file.close();
+    const auto launched = spur_cli({"launch", "--config_file", config, "/bin/true"}, path);
+    QVERIFY2(launched.exit_code == 0, qPrintable(launched.output));
+    const auto files = HistoryReader(path.toStdString()).files(1);
+    QCOMPARE(files.size(), std::size_t{1});
+    QCOMPARE(files[0].kind, std::string("config"));
+    QCOMPARE(QString::fromStdString(files[0].path), QFileInfo(config).absoluteFilePath());
+    QCOMPARE(files[0].bytes, QFileInfo(config).size());
+
+    QString errors;
+    QTextStream err(&errors);
+    spur::app::RunRecorderOptions options;
+    options.stream_key = "0123456789abcdef0123456789abcdef";
+    spur::history::Run run;
+    run.name = "remote";
+    spur::app::RunRecorder recorder(path.toStdString(), run, err, options);
+    QVERIFY(recorder.recording());
+    const QString record = "[gpu1] [rank0] @spur:" + options.stream_key +
+                           R"( {"type":"file","kind":"checkpoint","path":"/scratch/ckpt/checkpoint_2","step":200,)"
+                           R"("bytes":4096,"wall":1700000000.5,"host":"gpu1"})";
+    QVERIFY(recorder.line("gpu1", -1, false, record));
+    QVERIFY(!recorder.line("gpu1", -1, false, R"(@spur:wrongkey {"type":"file","path":"/etc/passwd"})"));
+    QVERIFY(recorder.finish(0, false));
+    const auto remote = HistoryReader(path.toStdString()).files(recorder.run_id());
+    QCOMPARE(remote.size(), std::size_t{1});
+    QCOMPARE(remote[0].path, std::string("/scratch/ckpt/checkpoint_2"));
+    QCOMPARE(remote[0].step, int64_t{200});
+    QCOMPARE(remote[0].bytes, int64_t{4096});
+    QCOMPARE(remote[0].host, std::string("gpu1"));
   }
 
   // `spur launch` of 2 ranks: the run, its loss values (as the program printed them) and both ranks' console

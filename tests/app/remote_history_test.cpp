@@ -233,6 +233,20 @@ class RemoteHistoryTest : public QObject {
     QCOMPARE(protocol::decode_answer(server.answer(R"({"id":10,"call":"rename","run":99,"name":"x"})")).error_kind,
              QString("run"));
     QCOMPARE(ask(11, "state", {}).toObject().value("exists").toBool(), true);
+    // A run's files (issue 36: its checkpoints, listed in the Studio's overview) travel whole.
+    spur::history::HistoryWriter(path.toStdString())
+        .add_files({{0, 1, "checkpoint", "/data/ckpt/checkpoint_3", 300, 123456, 1000.5, "gpu1"}});
+    const auto files = protocol::decode_files(ask(12, "files", {{"run", 1}}));
+    const auto local_files = service.files(1);
+    QCOMPARE(files.size(), std::size_t{1});
+    QCOMPARE(local_files.size(), std::size_t{1});
+    QCOMPARE(files[0].kind, local_files[0].kind);
+    QCOMPARE(files[0].path, std::string("/data/ckpt/checkpoint_3"));
+    QCOMPARE(files[0].step, int64_t{300});
+    QCOMPARE(files[0].bytes, int64_t{123456});
+    QCOMPARE(files[0].wall, 1000.5);
+    QCOMPARE(files[0].host, std::string("gpu1"));
+    QVERIFY(protocol::decode_files(ask(13, "files", {{"run", 2}})).empty());
   }
 
   // The Studio's pollers ask for many runs and series at once (one round trip over SSH): each answer equals the

@@ -17,6 +17,7 @@
 #include "studio/series_math.h"
 #include "studio/console_model.h"
 #include "studio/runs_groups.h"
+#include "studio/run_files_model.h"
 #include "studio/runs_model.h"
 #include "test_main.h"
 
@@ -275,6 +276,48 @@ class RunsModelTest : public QObject {
     QCOMPARE(changed.count(), 1);
     QCOMPARE(changed[0][0].toModelIndex(), model.index(0, spur::app::RunsModel::Progress));
     QCOMPARE(changed[0][1].toModelIndex(), model.index(0, spur::app::RunsModel::Duration));
+  }
+
+  // Issue 36: a run's files as its overview lists them, newest first, each with its step, size, time and path,
+  // whether it is here and still there; and the arguments that resume the run from one of its checkpoints.
+  void run_files_list_newest_first() {
+    spur::app::RunFilesModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    using spur::app::ComparedFile;
+    model.set_files(
+        {ComparedFile{{1, 5, "config", "/work/run.yaml", -1, 120, 1000, "here"}, true, true},
+         ComparedFile{{2, 5, "checkpoint", "/work/ckpt/checkpoint_0", 100, 2'500'000, 1100, "here"}, true, false},
+         ComparedFile{{3, 5, "checkpoint", "/work/ckpt/checkpoint_1", 200, 2'500'000, 1200, "here"}, true, true},
+         ComparedFile{{4, 5, "model", "/scratch/model", 250, 999, 1300, "gpu1"}, false, false}});
+    QCOMPARE(model.rowCount(), 4);
+    using M = spur::app::RunFilesModel;
+    const auto cell = [&](int row, int column, int role = Qt::DisplayRole) {
+      return model.index(row, column).data(role);
+    };
+    QCOMPARE(cell(0, M::Kind).toString(), QString("model"));
+    QCOMPARE(cell(0, M::Path).toString(), QString("/scratch/model (on gpu1)"));
+    QCOMPARE(cell(0, M::Path, M::PresentRole).toBool(), false);
+    QCOMPARE(cell(1, M::Kind).toString(), QString("checkpoint"));
+    QCOMPARE(cell(1, M::Step).toString(), QString("200"));
+    QCOMPARE(cell(1, M::Size).toString(), QString("2.5 MB"));
+    QCOMPARE(cell(1, M::Path, M::PathRole).toString(), QString("/work/ckpt/checkpoint_1"));
+    QCOMPARE(cell(1, M::Path, M::PresentRole).toBool(), true);
+    QCOMPARE(cell(2, M::Path).toString(), QString("/work/ckpt/checkpoint_0 (removed)"));
+    QCOMPARE(cell(3, M::Kind).toString(), QString("configuration"));
+    QCOMPARE(cell(3, M::Step).toString(), QString("-"));
+    QCOMPARE(cell(3, M::Size).toString(), QString("120 B"));
+    QCOMPARE(spur::app::size_text(999), QString("999 B"));
+    QCOMPARE(spur::app::size_text(1000), QString("1.0 kB"));
+    QCOMPARE(spur::app::size_text(75'300'000'000), QString("75 GB"));
+    model.set_files({});
+    QCOMPARE(model.rowCount(), 0);
+    // Resuming: the flag in place of any the run had, both spellings.
+    QCOMPARE(spur::app::resume_arguments({"--epochs", "3"}, "/c/checkpoint_1"),
+             (QStringList{"--epochs", "3", "--resume_from_checkpoint", "/c/checkpoint_1"}));
+    QCOMPARE(spur::app::resume_arguments({"--resume_from_checkpoint", "latest", "--lr", "0.1"}, "/c/x"),
+             (QStringList{"--lr", "0.1", "--resume_from_checkpoint", "/c/x"}));
+    QCOMPARE(spur::app::resume_arguments({"--resume_from_checkpoint=/old", "a"}, "/c/x"),
+             (QStringList{"a", "--resume_from_checkpoint", "/c/x"}));
   }
 
   void an_unreadable_history_is_an_error_not_a_wipe() {

@@ -51,7 +51,9 @@
 
 #include "console/console_view.h"
 #include "dashboard/dashboard.h"
+#include "runs/run_status.h"
 #include "studio/console_model.h"
+#include "studio/run_files_model.h"
 #include "dashboard/metric_plot.h"
 #include "main/askpass.h"
 #include "setup/launch_target.h"
@@ -1919,6 +1921,12 @@ class StudioTest : public QObject {
       run.command = "cd /work && spur launch --run_name 'sweep (2)' -- ./train";
       const int64_t id = history.create_run(run);
       history.append_metrics(id, {{"loss", {{1, 2.0, 0}, {2, 0.5, 1}, {3, 0.75, 2}}}});
+      // Its files (issue 36): a checkpoint still there, one rotated away, and one on another machine.
+      QVERIFY(QDir().mkpath(dir.filePath("ckpt/checkpoint_1")));
+      history.add_files({{0, id, "checkpoint", dir.filePath("ckpt/checkpoint_0").toStdString(), 1, 10, 100, ""},
+                         {0, id, "checkpoint", dir.filePath("ckpt/checkpoint_1").toStdString(), 3, 2'000'000, 200,
+                          spur::app::local_host_name().toStdString()},
+                         {0, id, "model", "/scratch/model", 3, 5, 300, "elsewhere"}});
     }
     spur::studio::MainWindow window(path);
     window.show();
@@ -1958,6 +1966,28 @@ class StudioTest : public QObject {
     const int content = values->verticalHeader()->width() + values->horizontalHeader()->length();
     QVERIFY2(overview->width() == 480 || overview->width() <= content + 80,
              qPrintable(QString("a %1 px window for %2 px of names and values").arg(overview->width()).arg(content)));
+    // Its files, newest first; the checkpoint still here can be resumed from: the relaunch asked first shows
+    // --resume_from_checkpoint and its path.
+    auto* files = overview->files();
+    QTRY_COMPARE_WITH_TIMEOUT(files->model()->rowCount(), 3, 5000);
+    auto* open_folder = overview->findChild<QPushButton*>("open_folder");
+    auto* resume = overview->findChild<QPushButton*>("relaunch_from_checkpoint");
+    QVERIFY(files->selectionModel()->isRowSelected(0, {}));  // the newest: on another machine
+    QVERIFY(!open_folder->isEnabled() && !resume->isEnabled());
+    QVERIFY(files->model()->index(2, spur::app::RunFilesModel::Path).data().toString().endsWith("(removed)"));
+    files->selectRow(1);
+    QVERIFY(open_folder->isEnabled() && resume->isEnabled());
+    QString shown;
+    QTimer::singleShot(200, [&] {
+      auto* dialog = qobject_cast<QDialog*>(QApplication::activeModalWidget());
+      if (!dialog) return;
+      if (auto* command = dialog->findChild<QLineEdit*>("relaunch_command")) shown = command->text();
+      dialog->reject();
+    });
+    QTest::mouseClick(resume, Qt::LeftButton);
+    QVERIFY2(shown.contains("--resume_from_checkpoint " + spur::app::shell_quote({dir.filePath("ckpt/checkpoint_1")})),
+             qPrintable(shown));
+    QCOMPARE(window.runs()->rowCount(), 2);  // cancelled: nothing launched
     // Asked again: the same window.
     QCOMPARE(window.show_overview(2), overview);
     QCOMPARE(window.show_overview(99), nullptr);

@@ -21,6 +21,8 @@
 
 #include <thread>
 
+#include <sqlite3.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <spur/spur.h>
@@ -136,6 +138,65 @@ class TrackingTest : public QObject {
     const std::vector<Row> expected{
         {"loss", 0, 1.5}, {"acc", 0, 0.25}, {"loss", 1, 1.0}, {"loss", 10, 0.5}, {"eval/loss", 11, 2.0}};
     QVERIFY(tracker->seen == expected);
+  }
+
+  // Issue 36: a run's checkpoints (save_state) and exported models (save_model) are listed with it in the history,
+  // with the last step logged before each and its size on disk, for the Studio's run overview.
+  void checkpoints_and_models_are_listed_with_the_run() {
+    QTemporaryDir dir;
+    const std::string history = dir.filePath("history.db").toStdString();
+    {
+      spur::AcceleratorOptions options;
+      options.project_config.project_dir = dir.filePath("project").toStdString();
+      options.project_config.automatic_checkpoint_naming = true;
+      spur::Accelerator accelerator(options);
+      torch::nn::Linear net(3, 2);
+      auto model = accelerator.prepare(net);
+      accelerator.init_trackers("unit", {}, only(spur::make_sqlite_tracker(history)));
+      accelerator.log({{"loss", 1.0}}, 7);
+      accelerator.save_state();
+      accelerator.log({{"loss", 0.5}}, 9);
+      accelerator.save_model(*net, dir.filePath("exported").toStdString());
+      accelerator.end_training();
+    }
+    // Read with SQLite itself (the engine's history library is inside libspur).
+    struct Row {
+      std::string kind, path, host;
+      int64_t step = 0, bytes = 0;
+      double wall = 0;
+    };
+    std::vector<Row> files;
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(history.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* query = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "SELECT kind, path, step, bytes, wall, host FROM files ORDER BY id", -1, &query,
+                                nullptr),
+             SQLITE_OK);
+    const auto text = [&](int column) {
+      return std::string(reinterpret_cast<const char*>(sqlite3_column_text(query, column)));
+    };
+    while (sqlite3_step(query) == SQLITE_ROW) {
+      files.push_back({text(0), text(1), text(5), sqlite3_column_int64(query, 2), sqlite3_column_int64(query, 3),
+                       sqlite3_column_double(query, 4)});
+    }
+    sqlite3_finalize(query);
+    sqlite3_close(db);
+    const auto bytes_in = [](const QString& folder) {
+      qint64 total = 0;
+      for (const auto& info : QDir(folder).entryInfoList(QDir::Files)) total += info.size();
+      return total;
+    };
+    QCOMPARE(QString::fromStdString(files[0].kind), QString("checkpoint"));
+    QCOMPARE(QString::fromStdString(files[0].path), dir.filePath("project/checkpoints/checkpoint_0"));
+    QCOMPARE(files[0].step, int64_t{7});
+    QCOMPARE(files[0].bytes, bytes_in(dir.filePath("project/checkpoints/checkpoint_0")));
+    QVERIFY(files[0].bytes > 0);
+    QCOMPARE(QString::fromStdString(files[1].kind), QString("model"));
+    QCOMPARE(QString::fromStdString(files[1].path), dir.filePath("exported"));
+    QCOMPARE(files[1].step, int64_t{9});
+    QCOMPARE(files[1].bytes, bytes_in(dir.filePath("exported")));
+    QVERIFY(!files[1].host.empty());
+    QVERIFY(files[1].wall >= files[0].wall && files[0].wall > 0);
   }
 
   void a_failing_tracker_gets_its_values_later() {

@@ -51,6 +51,7 @@
 #include "runs/run_status.h"
 #include "studio/compare_model.h"
 #include "studio/pending_launches.h"
+#include "studio/run_files_model.h"
 #include "studio/run_actions.h"
 #include "studio/runs_groups.h"
 #include "studio/runs_model.h"
@@ -292,7 +293,7 @@ void MainWindow::build_actions() {
   menus_ = new MainMenus(this, table_, search_, columns_, path_, [this] { return current_run(); });
   connect(menus_, &MainMenus::failed, this, &MainWindow::report);
   connect(menus_, &MainMenus::acting, this, &MainWindow::report_when_done);
-  connect(menus_, &MainMenus::relaunch_asked, this, &MainWindow::confirm_relaunch);
+  connect(menus_, &MainMenus::relaunch_asked, this, [this](qint64 run) { confirm_relaunch(run); });
   connect(menus_, &MainMenus::refresh_asked, this, &MainWindow::refresh);
 }
 
@@ -574,6 +575,8 @@ RunOverview* MainWindow::show_overview(qint64 run) {
   }
   auto* overview = new RunOverview(run, path_, &reader_thread_, this);
   overview->setWindowFlag(Qt::Window);
+  connect(overview, &RunOverview::relaunch_from, this,
+          [this](qint64 from, const QString& checkpoint) { confirm_relaunch(from, checkpoint); });
   overview->show();
   return overview;
 }
@@ -735,12 +738,13 @@ QFuture<QString> MainWindow::start_relaunch(qint64 run, const app::LaunchRequest
   return promise->future();
 }
 
-void MainWindow::confirm_relaunch(qint64 run) {
+void MainWindow::confirm_relaunch(qint64 run, const QString& checkpoint) {
   app::LaunchRequest request;  // built once: the dialog shows it, and it is what starts
   if (QString error = relaunch_request(*runs_, run, QString(), relaunch_config_file(run), request); !error.isEmpty()) {
     report(error);
     return;
   }
+  if (!checkpoint.isEmpty()) request.arguments = app::resume_arguments(request.arguments, checkpoint);
   RelaunchDialog dialog(run, QString::fromStdString(runs_->run(runs_->row_of(run)).name), request, this);
   if (dialog.exec() != QDialog::Accepted) return;
   report_when_done(start_relaunch(run, dialog.request()));

@@ -200,7 +200,8 @@ class MainWindow : public QMainWindow {
   qint64 current_run() const;
   void report(const QString& error);
   /// The Relaunch action: asks (RelaunchDialog), with the new run's name to edit, then starts the request it showed.
-  void confirm_relaunch(qint64 run);
+  /// Asks (RelaunchDialog), then launches `run` again; from `checkpoint` (--resume_from_checkpoint) when given.
+  void confirm_relaunch(qint64 run, const QString& checkpoint = {});
   /// Where a relaunch of `run` saves the configuration it ran with (relaunch_request() in relaunch_dialog.h builds
   /// the request that reads it).
   static QString relaunch_config_file(qint64 run);

@@ -65,6 +65,11 @@ const char* const kMigrations[] = {
        CREATE INDEX run_tags_by_tag ON run_tags(tag);)",
     // 4: the run a run was launched again from (the Studio's Relaunch, `spur launch --parent_run`; 0: none).
     R"(ALTER TABLE runs ADD COLUMN parent INTEGER NOT NULL DEFAULT 0;)",
+    // 5: a run's files: checkpoints (save_state), exported models (save_model), its configuration (the launch).
+    R"(CREATE TABLE files(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+         kind TEXT NOT NULL, path TEXT NOT NULL, step INTEGER NOT NULL DEFAULT -1, bytes INTEGER NOT NULL DEFAULT 0,
+         wall REAL NOT NULL, host TEXT NOT NULL DEFAULT '');
+       CREATE INDEX files_by_run ON files(run_id, id);)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Database::kSchemaVersion);
 

@@ -380,6 +380,18 @@ std::vector<ConsoleLine> HistoryReader::console(int64_t run, int64_t after_id, s
   return lines;
 }
 
+std::vector<RunFile> HistoryReader::files(int64_t run) {
+  Statement query(db_.handle(),
+                  "SELECT id, kind, path, step, bytes, wall, host FROM files WHERE run_id = ? ORDER BY id");
+  query.bind(1, run);
+  std::vector<RunFile> files;
+  while (query.step()) {
+    files.push_back({query.integer(0), run, query.text(1), query.text(2), query.integer(3), query.integer(4),
+                     query.real(5), query.text(6)});
+  }
+  return files;
+}
+
 std::vector<Event> HistoryReader::events(int64_t run) {
   Statement query(db_.handle(), "SELECT id, wall, status, detail FROM events WHERE run_id = ? ORDER BY id");
   query.bind(1, run);

@@ -251,6 +251,18 @@ void HistoryWriter::append_console(const std::vector<ConsoleLine>& lines) {
   transaction.commit();
 }
 
+void HistoryWriter::add_files(const std::vector<RunFile>& files) {
+  if (files.empty()) return;
+  Transaction transaction(db_);
+  Statement insert(db_.handle(),
+                   "INSERT INTO files(run_id, kind, path, step, bytes, wall, host) VALUES(?,?,?,?,?,?,?)");
+  for (const auto& file : files) {
+    insert.bind(1, file.run_id).bind(2, file.kind).bind(3, file.path).bind(4, file.step).bind(5, file.bytes);
+    insert.bind(6, file.wall == 0 ? now_seconds() : file.wall).bind(7, file.host).run();
+  }
+  transaction.commit();
+}
+
 std::vector<int64_t> HistoryWriter::series_to_summarise(bool check_all) {
   std::vector<int64_t> series, needing;
   {

@@ -37,6 +37,16 @@ struct TextRecord {
   double wall = 0;
 };
 
+/// A file the run wrote: a checkpoint (save_state's folder) or a model (save_model's folder), recorded by the
+/// main process once it is complete, so the Studio can list it with the run.
+struct FileRecord {
+  std::string kind;   // "checkpoint", "model"
+  std::string path;   // absolute
+  int64_t step = -1;  // the last step logged before it was written; -1: none
+  int64_t bytes = 0;
+  double wall = 0;  // seconds since the epoch
+};
+
 /// What init_trackers says about the run.
 struct TrackingRun {
   std::string project;
@@ -56,6 +66,8 @@ class Tracker {
   virtual void write(const MetricBatch& batch) = 0;
   /// Texts, in the order they were logged (trackers that keep no text ignore them).
   virtual void write_text(const std::vector<TextRecord>& texts) { (void)texts; }
+  /// Files written (trackers that list no files ignore them).
+  virtual void write_files(const std::vector<FileRecord>& files) { (void)files; }
   virtual void set_total_steps(int64_t total_steps) { (void)total_steps; }
   /// `status`: "finished" or "failed".
   virtual void finish(const std::string& status) { (void)status; }

@@ -160,6 +160,25 @@ int64_t sharded_stage(const detail::AcceleratorCore& core) {
   return 0;
 }
 
+// Main process, once a checkpoint or model folder is complete: its files listed with the run (the Studio's run
+// overview shows them), when this process records the run. The folder's size is summed from the disk.
+void record_file(detail::AcceleratorCore& core, const char* kind, const std::string& dir) {
+  if (!core.tracking) return;
+  std::error_code error;
+  const fs::path absolute = fs::absolute(dir, error);
+  int64_t bytes = 0;
+  for (auto it = fs::recursive_directory_iterator(absolute, error); !error && it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    std::error_code size_error;
+    if (it->is_regular_file(size_error)) bytes += static_cast<int64_t>(it->file_size(size_error));
+  }
+  FileRecord file;
+  file.kind = kind;
+  file.path = absolute.lexically_normal().string();
+  file.bytes = bytes;
+  core.tracking->log_file(std::move(file));
+}
+
 }  // namespace
 
 PreparedScheduler Accelerator::prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
@@ -405,6 +424,7 @@ std::string Accelerator::save_state(const std::string& requested) {
   if (is_main_process()) failure = attempt([&] { detail::commit_directory(dir); });
   agree(comm(), failure, "save_state(" + dir + ")");
   core.project.iteration += 1;  // as Accelerate, after every save
+  if (is_main_process()) record_file(core, "checkpoint", dir);
   if (automatic && is_main_process()) detail::rotate_checkpoints(core);
   return dir;
 }
@@ -705,6 +725,7 @@ void Accelerator::save_module(torch::nn::Module& module, const std::string& dir,
       });
     });
   agree(comm(), failure, "save_model(" + dir + ")");
+  if (is_main_process()) record_file(*core_, "model", dir);
 }
 
 void load_model(torch::nn::Module& module, const std::string& dir) {

@@ -37,6 +37,15 @@ class SqliteTracker : public Tracker {
     writer_->append_metrics(run_, metrics);
   }
 
+  void write_files(const std::vector<FileRecord>& files) override {
+    open();
+    std::vector<history::RunFile> rows;
+    for (const auto& file : files) {
+      rows.push_back({0, run_, file.kind, file.path, file.step, file.bytes, file.wall, detail::this_host()});
+    }
+    writer_->add_files(rows);
+  }
+
   void set_total_steps(int64_t total_steps) override {
     open();
     writer_->set_total_steps(run_, total_steps);

@@ -9,6 +9,8 @@
 
 #include <spur/core/stream_line.h>
 
+#include "tracking/tracking_hub.h"
+
 namespace spur {
 namespace {
 
@@ -38,6 +40,18 @@ class StreamTracker : public Tracker {
 
   void set_total_steps(int64_t total_steps) override {
     emit(json::Object{{"type", "total_steps"}, {"total_steps", total_steps}});
+  }
+
+  void write_files(const std::vector<FileRecord>& files) override {
+    for (const auto& file : files) {
+      emit(json::Object{{"type", "file"},
+                        {"kind", file.kind},
+                        {"path", file.path},
+                        {"step", file.step},
+                        {"bytes", file.bytes},
+                        {"wall", file.wall},
+                        {"host", detail::this_host()}});
+    }
   }
 
   void finish(const std::string& status) override { emit(json::Object{{"type", "end"}, {"status", status}}); }

@@ -3,6 +3,8 @@
 // retried at the next delivery: a locked, read-only or full history never stops training.
 #include "tracking/tracking_hub.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -74,6 +76,24 @@ void TrackingHub::log(const std::pair<std::string_view, double>* values, std::si
     }
     pending_.push_back(MetricRecord{id, step, values[i].second, wall});
   }
+  last_step_ = std::max(last_step_, step);
+}
+
+std::string this_host() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+void TrackingHub::log_file(FileRecord file) {
+  file.wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  file.step = last_step_;
+  if (stop_ || pending_files_.size() >= max_backlog_) {
+    ++dropped_pending_;
+    return;
+  }
+  pending_files_.push_back(std::move(file));
 }
 
 void TrackingHub::log_text(std::string_view key, std::string_view text, int64_t step) {
@@ -127,6 +147,7 @@ void TrackingHub::finish(const std::string& status) {
 void TrackingHub::loop() {
   std::vector<MetricRecord> batch;
   std::vector<TextRecord> texts;
+  std::vector<FileRecord> files;
   std::vector<std::string> keys;
   for (;;) {
     int64_t total = -1;
@@ -137,15 +158,17 @@ void TrackingHub::loop() {
       wake_.wait_for(lock, interval_, [&] { return stop_ || requested_ > delivered_; });
       batch.swap(pending_);
       texts.swap(pending_texts_);
+      files.swap(pending_files_);
       if (keys.size() != keys_.size()) keys = keys_;
       total = total_steps_;
       total_steps_ = -1;
       ticket = requested_;
       stopping = stop_;
     }
-    deliver(batch, texts, keys, total);
+    deliver(batch, texts, files, keys, total);
     batch.clear();
     texts.clear();
+    files.clear();
     if (stopping) {
       // The run's last values wait for a history that another process is writing (several launches at once),
       // for up to a minute, rather than being dropped.
@@ -154,11 +177,12 @@ void TrackingHub::loop() {
       for (auto pause = 50ms; std::chrono::steady_clock::now() < deadline;
            pause = std::min<std::chrono::milliseconds>(pause * 2, 1s)) {
         const bool waiting = std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
-          return slot.busy && (!slot.backlog.empty() || !slot.text_backlog.empty() || !slot.started);
+          return slot.busy &&
+                 (!slot.backlog.empty() || !slot.text_backlog.empty() || !slot.file_backlog.empty() || !slot.started);
         });
         if (!waiting) break;
         std::this_thread::sleep_for(pause);
-        deliver(batch, texts, keys, -1);
+        deliver(batch, texts, files, keys, -1);
       }
       for (auto& slot : slots_) {
         try {
@@ -180,7 +204,7 @@ void TrackingHub::loop() {
 }
 
 void TrackingHub::deliver(std::vector<MetricRecord>& batch, std::vector<TextRecord>& texts,
-                          const std::vector<std::string>& keys, int64_t total_steps) {
+                          std::vector<FileRecord>& files, const std::vector<std::string>& keys, int64_t total_steps) {
   for (auto& slot : slots_) {
     std::vector<MetricRecord>* records = &batch;
     if (!slot.backlog.empty()) {
@@ -189,6 +213,7 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, std::vector<TextReco
     }
     // Texts are rare: each slot keeps its own copy until its tracker took them.
     slot.text_backlog.insert(slot.text_backlog.end(), texts.begin(), texts.end());
+    slot.file_backlog.insert(slot.file_backlog.end(), files.begin(), files.end());
     bool written = false;
     try {
       if (!slot.started) {
@@ -202,6 +227,8 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, std::vector<TextReco
       written = true;
       if (!slot.text_backlog.empty()) slot.tracker->write_text(slot.text_backlog);
       slot.text_backlog.clear();
+      if (!slot.file_backlog.empty()) slot.tracker->write_files(slot.file_backlog);
+      slot.file_backlog.clear();
       slot.busy = false;
       if (slot.warned) {
         std::cerr << "spur: tracking: " << slot.tracker->name() << " writes again" << std::endl;
@@ -216,6 +243,10 @@ void TrackingHub::deliver(std::vector<MetricRecord>& batch, std::vector<TextReco
         const auto excess = slot.backlog.size() - max_backlog_;
         slot.backlog.erase(slot.backlog.begin(), slot.backlog.begin() + static_cast<std::ptrdiff_t>(excess));
         slot.dropped += excess;
+      }
+      if (slot.file_backlog.size() > max_backlog_) {
+        slot.dropped += slot.file_backlog.size() - max_backlog_;
+        slot.file_backlog.resize(max_backlog_);
       }
       if (slot.text_backlog.size() > max_backlog_) {
         const auto excess = slot.text_backlog.size() - max_backlog_;

@@ -19,6 +19,8 @@ namespace spur::detail {
 /// This program's command line (/proc/self/cmdline, its arguments joined with spaces): what the trackers record as
 /// the run's command.
 std::string own_command_line();
+/// This machine's name (gethostname): where the files a tracker records are.
+std::string this_host();
 
 class TrackingHub {
  public:
@@ -32,6 +34,8 @@ class TrackingHub {
   /// Training thread: queue a text (its wall time is now).
   void log_text(std::string_view key, std::string_view text, int64_t step);
   void set_total_steps(int64_t total_steps);
+  /// Training thread: queue a file written (its step is the last logged one, its wall time now).
+  void log_file(FileRecord file);
   /// Delivers everything queued, finishes the trackers with `status` and stops the writer; idempotent.
   void finish(const std::string& status);
   /// Waits until everything queued before the call was handed to the trackers.
@@ -43,6 +47,7 @@ class TrackingHub {
     bool started = false;
     std::vector<MetricRecord> backlog;
     std::vector<TextRecord> text_backlog;
+    std::vector<FileRecord> file_backlog;
     uint64_t dropped = 0;
     bool warned = false;
     std::string error;
@@ -51,8 +56,8 @@ class TrackingHub {
 
   uint32_t key_id(std::string_view key);
   void loop();
-  void deliver(std::vector<MetricRecord>& batch, std::vector<TextRecord>& texts, const std::vector<std::string>& keys,
-               int64_t total_steps);
+  void deliver(std::vector<MetricRecord>& batch, std::vector<TextRecord>& texts, std::vector<FileRecord>& files,
+               const std::vector<std::string>& keys, int64_t total_steps);
 
   TrackingRun run_;
   std::chrono::milliseconds interval_;
@@ -65,6 +70,8 @@ class TrackingHub {
   std::condition_variable wake_, flushed_;
   std::vector<MetricRecord> pending_;
   std::vector<TextRecord> pending_texts_;
+  std::vector<FileRecord> pending_files_;
+  int64_t last_step_ = -1;  // the last step logged
   std::vector<std::string> keys_;
   int64_t total_steps_ = -1;  // -1: unchanged since the last delivery
   uint64_t requested_ = 0, delivered_ = 0;

@@ -47,7 +47,7 @@ class Statement {
 class Database {
  public:
   /// The schema this build writes; older files are migrated on open.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   /// Opens (creating the file and its folder unless read_only) and migrates. Throws HistoryError naming the file.
   /// `busy_timeout_ms`: how long a write waits for another process's transaction before failing.

@@ -64,6 +64,8 @@ class HistoryReader {
   std::vector<ConsoleLine> console(int64_t run, int64_t after_id = 0, std::optional<int> rank = std::nullopt,
                                    int64_t limit = -1);
   std::vector<Event> events(int64_t run);
+  /// The files the run recorded (HistoryWriter::add_files), oldest first.
+  std::vector<RunFile> files(int64_t run);
 
  private:
   // A series as summary() found it, kept until another connection commits (data_version changes).

@@ -127,6 +127,20 @@ struct Event {
   std::string detail;
 };
 
+/// A file a run wrote or ran with: a checkpoint (save_state's folder), a model (save_model's folder), or its
+/// configuration (the file launched with). Recorded when written; the file may have gone since (a rotated
+/// checkpoint).
+struct RunFile {
+  int64_t id = 0;
+  int64_t run_id = 0;
+  std::string kind;   // "checkpoint", "model", "config"
+  std::string path;   // absolute, on `host`
+  int64_t step = -1;  // the run's last logged step when it was written; -1: none
+  int64_t bytes = 0;
+  double wall = 0;
+  std::string host;  // the machine it is on (empty: the history's)
+};
+
 bool valid_status(const std::string& status);
 /// $SPUR_HISTORY, else $XDG_DATA_HOME/spur/history.db, else ~/.local/share/spur/history.db (home_directory(): it
 /// throws std::runtime_error when the user has no home folder).

@@ -58,6 +58,8 @@ class HistoryWriter {
   void append_metrics(int64_t run, const std::vector<MetricAppend>& metrics);
   /// Appends console lines (each names its run), keeping the newest kConsoleLinesPerRun per run.
   void append_console(const std::vector<ConsoleLine>& lines);
+  /// Records files of runs (RunFile::run_id each; a wall of 0 is now).
+  void add_files(const std::vector<RunFile>& files);
 
   /// Builds the multi-resolution summaries (see HistoryReader::summary) of every series that lacks them (a history
   /// written by a Spur before them) or, when `check_all`, whose summaries disagree with its points (never trusted:
