@@ -193,6 +193,17 @@ int show(const app::RunService& service, const history::Run& run, QTextStream& o
                .arg(metric.min)
                .arg(metric.max);
   }
+  // Its files: checkpoints (with the step they were saved at), exported models, the configuration launched with.
+  out << "files:\n";
+  for (const auto& file : service.files(run.id)) {
+    out << QString("  %1 %2 %3 %4  %5%6\n")
+               .arg(QString::fromStdString(file.kind), -11)
+               .arg(file.step >= 0 ? QString("step %1").arg(file.step) : QString("-"), -11)
+               .arg(app::size_text(file.bytes), 8)
+               .arg(app::time_text(file.wall))
+               .arg(app::terminal_text(QString::fromStdString(file.path)))
+               .arg(file.host.empty() ? QString() : " on " + app::terminal_text(QString::fromStdString(file.host)));
+  }
   out << "events:\n";
   for (const auto& event : service.events(run.id)) {
     out << "  " << app::time_text(event.wall) << "  " << app::terminal_text(QString::fromStdString(event.status))

@@ -82,6 +82,15 @@ QString duration_text(double seconds) {
                    : QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
 }
 
+QString size_text(qint64 bytes) {
+  if (bytes < 1000) return QString("%1 B").arg(bytes);
+  static const char* const units[] = {"kB", "MB", "GB", "TB", "PB"};
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1000 && unit < 4) value /= 1000, ++unit;
+  return QString("%1 %2").arg(QString::number(value, 'f', value < 10 ? 1 : 0), units[unit]);
+}
+
 QString terminal_text(const QString& text) {
   QString shown;
   shown.reserve(text.size());

@@ -28,6 +28,8 @@ bool plausible_time(double seconds_since_epoch);
 QString time_text(double seconds_since_epoch);
 /// "12m05s", "3h04m"; "-" for what is not a duration (NaN, negative, longer than the calendar).
 QString duration_text(double seconds);
+/// "12.3 MB", "512 B": sizes as a file manager shows them (powers of 1000).
+QString size_text(qint64 bytes);
 /// Text from the history (a run's name, a tag, an imported folder's name) made safe to print on a terminal:
 /// control characters (C0 but tab, DEL, C1) and the bidirectional overrides come out as \xHH or \u{HHHH}, so
 /// that a name cannot move the cursor, change colours or retitle the window.

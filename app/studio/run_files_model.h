@@ -20,8 +20,6 @@ namespace spur::app {
 /// `arguments` with `--resume_from_checkpoint CHECKPOINT` in place of any they had (both spellings, "--flag value"
 /// and "--flag=value"), at their end.
 QStringList resume_arguments(const QStringList& arguments, const QString& checkpoint);
-/// "12.3 MB", "512 B": sizes as a file manager shows them (powers of 1000).
-QString size_text(qint64 bytes);
 
 class RunFilesModel : public QAbstractTableModel {
   Q_OBJECT

@@ -17,6 +17,7 @@
 #include "studio/series_math.h"
 #include "studio/console_model.h"
 #include "studio/runs_groups.h"
+#include "runs/run_status.h"
 #include "studio/run_files_model.h"
 #include "studio/runs_model.h"
 #include "test_main.h"
