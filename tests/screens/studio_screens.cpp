@@ -13,7 +13,7 @@
 #include <QRadioButton>
 #include <QScrollArea>
 #include <QScrollBar>
-#include <QToolTip>
+
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QSplitter>
@@ -24,6 +24,7 @@
 #include <QTimer>
 #include <QWizard>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "compare/compare_view.h"
@@ -133,10 +134,24 @@ int main(int argc, char** argv) {
   }
   shoot("studio-dashboard.png");
 
+  // The dashboard's sections: accuracy pinned on top, the program's metrics, the System section below; the hover
+  // read-out at one step on every plot with a step axis.
+  window.dashboard()->set_pinned("accuracy", true);
+  window.dashboard()->set_columns(2);
+  QTest::qWait(800);
+  if (auto* loss = window.dashboard()->plot("loss")) {
+    auto* plot = loss->plot();
+    const QPoint at(plot->xAxis->coordToPixel(plot->xAxis->range().lower + 0.6 * plot->xAxis->range().size()),
+                    plot->height() / 2);
+    QTest::mouseMove(plot, at);
+  }
+  QTest::qWait(300);
+  shoot("studio-sections.png");
+  window.dashboard()->set_pinned("accuracy", false);
+
   // What the runs cost the machine: the dashboard's System section (each rank's CPU and memory, sampled by the
   // launcher every second), scrolled into view.
-  QToolTip::hideText();  // the loss plot's hover read-out
-  QTest::mouseMove(window.runs_view()->viewport(), QPoint(5, 300));
+  QTest::mouseMove(window.runs_view()->viewport(), QPoint(5, 300));  // away from the plots: no read-out
   if (auto* scroll = window.dashboard()->findChild<QScrollArea*>()) {
     // The section's header at the top of the view, its plots below it.
     auto* header = window.dashboard()->system_section();
@@ -169,8 +184,8 @@ int main(int argc, char** argv) {
   // A run's overview (double-click), and the Relaunch dialog for it.
   window.findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
   if (auto* overview = window.show_overview(2)) {
-    overview->move(160, 40);
-    overview->resize(overview->width(), 760);
+    overview->move(160, 20);
+    overview->resize(std::max(overview->width(), 760), 820);
     QTest::qWait(1500);
     shoot("studio-run-overview.png");
     overview->close();
@@ -240,6 +255,11 @@ int main(int argc, char** argv) {
   spur::studio::apply_theme(spur::studio::Theme::dark);
   select_rows(window, {1, 2, live});
   QTest::qWait(2000);
+  if (auto* loss = window.dashboard()->plot("loss")) {  // the hover read-out in the dark theme
+    auto* plot = loss->plot();
+    QTest::mouseMove(plot, QPoint(plot->xAxis->coordToPixel(plot->xAxis->range().center()), plot->height() / 2));
+  }
+  QTest::qWait(300);
   shoot("studio-dark.png");
 
   if (live) window.stop_run(live);

@@ -2002,7 +2002,8 @@ class StudioTest : public QObject {
     const QString address = start_notifications(bus, fake);
     QVERIFY(!address.isEmpty());
     auto cleanup = qScopeGuard([&] { stop_notifications(bus); });
-    spur::studio::RunNotifier notifier(QDBusConnection::connectToBus(address, "studio-test-client"));
+    spur::studio::RunNotifier notifier;
+    notifier.set_bus(QDBusConnection::connectToBus(address, "studio-test-client"));
     QCOMPARE(notifier.update({{1, "a", "running", {}}, {2, "b", "finished", 0}}, false), 0);  // first look
     QCOMPARE(notifier.update({{1, "a", "failed", 1}, {2, "b", "finished", 0}, {3, "c", "running", {}}}, false), 1);
     QTRY_COMPARE_WITH_TIMEOUT(fake.summaries.size(), 1, 5000);

@@ -79,7 +79,7 @@ MainWindow::MainWindow(const QString& history_path, QWidget* parent)
       // A history on another machine (ssh://...) is named as given; a file by its whole path.
       path_(app::HistoryAddress::is_address(history_path) ? history_path : QFileInfo(history_path).absoluteFilePath()),
       runs_(new app::RunsModel(path_, this)),
-      notifier_(new RunNotifier(QDBusConnection::sessionBus(), this)),
+      notifier_(new RunNotifier(this)),
       colours_(new RunsColours(this)),
       groups_(new app::RunsGroupModel(runs_, this)),
       shown_(new QSortFilterProxyModel(this)),

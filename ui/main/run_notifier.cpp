@@ -9,7 +9,7 @@
 
 namespace spur::studio {
 
-RunNotifier::RunNotifier(QDBusConnection bus, QObject* parent) : QObject(parent), bus_(std::move(bus)) {}
+RunNotifier::RunNotifier(QObject* parent) : QObject(parent) {}
 
 int RunNotifier::update(const std::vector<RunState>& runs, bool window_active) {
   int announced = 0;
@@ -19,7 +19,9 @@ int RunNotifier::update(const std::vector<RunState>& runs, bool window_active) {
     const auto before = last_.find(run.id);
     const bool was_live = before != last_.end() && (before->second == "running" || before->second == "queued");
     const bool ended = run.status == "finished" || run.status == "failed" || run.status == "stopped";
-    if (!was_live || !ended || window_active || !enabled_ || !bus_.isConnected()) continue;
+    if (!was_live || !ended || window_active || !enabled_) continue;
+    if (!bus_) bus_ = QDBusConnection::sessionBus();
+    if (!bus_->isConnected()) continue;
     QString summary = QString("Run %1 %2").arg(run.id).arg(run.status);
     QString body = run.name;
     if (run.exit_code) body += QString(": exit code %1").arg(*run.exit_code);
@@ -30,7 +32,7 @@ int RunNotifier::update(const std::vector<RunState>& runs, bool window_active) {
                             {"desktop-entry", "dev.spur.Studio"}};
     call << QString("Spur Studio") << 0u << QString("dev.spur.Studio") << summary << body << QStringList() << hints
          << -1;
-    bus_.asyncCall(call);  // the reply (an id) is not needed
+    bus_->asyncCall(call);  // the reply (an id) is not needed
     ++announced;
     ++sent_;
   }

@@ -3,7 +3,8 @@
 // a run fails, stops or finishes while the Studio's window is not focused, as a browser tab does when its job is
 // done. Off in View > Notify when runs end (kept between sessions). Runs that ended before the Studio saw them
 // running are not announced. The call is asynchronous: the GUI thread never waits on the bus, and without a bus
-// or a notification service nothing happens.
+// or a notification service nothing happens. The session bus is connected to when the first notification is due,
+// not before: a window that never notifies starts no D-Bus thread.
 #pragma once
 
 #include <QDBusConnection>
@@ -27,10 +28,10 @@ class RunNotifier : public QObject {
   Q_OBJECT
 
  public:
-  /// Notifies over `bus` (the session bus in the Studio).
-  explicit RunNotifier(QDBusConnection bus, QObject* parent = nullptr);
+  /// Notifies over the session bus, connected when the first notification is due.
+  explicit RunNotifier(QObject* parent = nullptr);
 
-  /// Notifies over another bus from now on (a test's own, or none).
+  /// Notifies over another bus from now on (a test's own).
   void set_bus(QDBusConnection bus) { bus_ = std::move(bus); }
   void set_enabled(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
@@ -41,7 +42,7 @@ class RunNotifier : public QObject {
   int sent() const { return sent_; }
 
  private:
-  QDBusConnection bus_;
+  std::optional<QDBusConnection> bus_;  // none until the first notification (or set_bus)
   bool enabled_ = true;
   int sent_ = 0;
   std::map<qint64, QString> last_;  // each run's status at the last update
