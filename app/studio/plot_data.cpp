@@ -300,7 +300,8 @@ qsizetype PlotData::nearest(qint64 run, double x) const {
   return it == lines_.end() ? -1 : nearest_in(it->second, x);
 }
 
-QString PlotData::readout(double x) const {
+QString PlotData::readout(double x, int digits) const {
+  const auto number = [digits](double v) { return QString::number(v, 'g', digits); };
   QStringList rows;
   // The baseline's value at x, for the others' differences.
   std::optional<double> base;
@@ -332,18 +333,20 @@ QString PlotData::readout(double x) const {
     if (line.summarised) {
       rows << swatch +
                   QString("%1: <b>%2</b> (mean of %3 points, %4 to %5; smoothed %6) @ steps %7-%8")
-                      .arg(line.name.toHtmlEscaped(), QString::number(value, 'g', 6))
+                      .arg(line.name.toHtmlEscaped(), number(value))
                       .arg(static_cast<qint64>(at(line.counts, index)))
-                      .arg(QString::number(at(line.mins, index), 'g', 6), QString::number(at(line.maxs, index), 'g', 6),
-                           QString::number(smoothed, 'g', 6))
+                      .arg(number(at(line.mins, index)), number(at(line.maxs, index)), number(smoothed))
                       .arg(static_cast<qint64>(line.steps[index]))
                       .arg(static_cast<qint64>(at(line.last_steps, index))) +
                   since + delta;
       continue;
     }
+    // The smoothed value where it differs from the value (it does not at weight 0, nor on a short line).
+    const QString shown = number(value), shown_smoothed = number(smoothed);
     rows << swatch +
-                QString("%1: <b>%2</b> (smoothed %3) @ step %4")
-                    .arg(line.name.toHtmlEscaped(), QString::number(value, 'g', 6), QString::number(smoothed, 'g', 6))
+                QString("%1: <b>%2</b>%3 @ step %4")
+                    .arg(line.name.toHtmlEscaped(), shown,
+                         shown_smoothed == shown ? QString() : QString(" (smoothed %1)").arg(shown_smoothed))
                     .arg(static_cast<qint64>(line.steps[index])) +
                 since + delta;
   }

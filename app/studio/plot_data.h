@@ -120,11 +120,12 @@ class PlotData {
   /// The index of the run's entry nearest to x (in the axis' units; the first of equals), or -1.
   qsizetype nearest(qint64 run, double x) const;
   /// The hover read-out at x (HTML, a row per run in id order): each run's entry nearest to x, "NAME: VALUE
-  /// (smoothed S) @ step N, T" after its colour's swatch, a bucket "NAME: MEAN (mean of K points, MIN to MAX;
+  /// (smoothed S) @ step N, T" after its colour's swatch (the smoothed value left out where it is the value; numbers
+  /// with `digits` significant digits), a bucket "NAME: MEAN (mean of K points, MIN to MAX;
   /// smoothed S) @ steps A-B, T", where T is the time since the run's start (duration_text's "1m 05s"; left out
   /// without wall times); with a baseline, the others' "&Delta; +D, +P% vs baseline" (baseline.h's
   /// delta_text of the values at x), green when better, red when worse.
-  QString readout(double x) const;
+  QString readout(double x, int digits = 6) const;
 
   /// Where x is, said for the read-out's heading: "step 1200", "12m05s since the start" (relative time, or steps
   /// that count seconds), "2026-12-07 10:15:00" (wall time).

@@ -52,9 +52,10 @@ QString extent_text(const PlotData::Extent& e) {
 }
 
 // The read-out's row of a raw point, as the Studio's tooltip shows it.
+// A read-out row; the smoothed value is left out where it is the value.
 QString row(const QString& colour, const QString& name, const QString& value, const QString& smoothed, int step) {
-  return QString("<span style='color:%1'>&#9632;</span> %2: <b>%3</b> (smoothed %4) @ step %5")
-      .arg(colour, name, value, smoothed)
+  return QString("<span style='color:%1'>&#9632;</span> %2: <b>%3</b>%4 @ step %5")
+      .arg(colour, name, value, smoothed == value ? QString() : " (smoothed " + smoothed + ")")
       .arg(step);
 }
 

@@ -1963,7 +1963,8 @@ class StudioTest : public QObject {
              QString("cd /work && spur launch --run_name 'sweep (2)' -- ./train"));
     // As wide as its names and values, not a fixed 640 px with an empty band beside them (or its narrowest).
     auto* values = overview->view()->table();
-    const int content = values->verticalHeader()->width() + values->horizontalHeader()->length();
+    const int content = std::max(values->verticalHeader()->width() + values->horizontalHeader()->length(),
+                                 overview->files()->horizontalHeader()->length());
     QVERIFY2(overview->width() == 480 || overview->width() <= content + 80,
              qPrintable(QString("a %1 px window for %2 px of names and values").arg(overview->width()).arg(content)));
     // Its files, newest first; the checkpoint still here can be resumed from: the relaunch asked first shows

@@ -128,6 +128,7 @@ MetricPlot::MetricPlot(QString key, QWidget* parent)
   readout_->setObjectName("readout");
   readout_->setTextFormat(Qt::RichText);
   readout_->setWordWrap(false);
+  readout_->setFont(QFont(font().family(), 8));
   readout_->setAttribute(Qt::WA_TransparentForMouseEvents);
   readout_->hide();
   cursor_ = new QCPItemStraightLine(plot_);
@@ -292,7 +293,7 @@ void MetricPlot::hover(QMouseEvent* event) {
 }
 
 void MetricPlot::show_cursor(double x) {
-  const QString rows = std::isfinite(x) ? readout(x) : QString();
+  const QString rows = std::isfinite(x) ? data_.readout(x, 4) : QString();
   if (rows.isEmpty()) {
     if (!readout_->isVisible() && !cursor_->visible()) return;
     readout_->hide();
@@ -303,6 +304,7 @@ void MetricPlot::show_cursor(double x) {
   cursor_->point1->setCoords(x, 0);
   cursor_->point2->setCoords(x, 1);
   cursor_->setVisible(true);
+  // 4 significant digits and the legend's font: a read-out of 3 runs fits a plot of two columns.
   readout_->setText("<b>" + data_.key().toHtmlEscaped() + "</b> &middot; " + data_.x_text(x).toHtmlEscaped() + "<br>" +
                     rows);
   readout_->adjustSize();

@@ -120,6 +120,7 @@ void RunOverview::update_file_actions() {
 void RunOverview::show_read(const app::CompareSnapshot& snapshot) {
   view_->set_snapshot(snapshot);
   files_model_->set_files(snapshot.runs.empty() ? std::vector<app::ComparedFile>() : snapshot.runs.front().files);
+  files_->setTextElideMode(Qt::ElideMiddle);  // a long path keeps its folder's start and its name
   if (!snapshot.runs.empty()) {
     const auto& record = snapshot.runs.front().run;
     setWindowTitle(tr("Run %1: %2").arg(run_).arg(QString::fromStdString(record.name)));
@@ -129,8 +130,9 @@ void RunOverview::show_read(const app::CompareSnapshot& snapshot) {
       // As wide as its names and values (no empty band beside them), within reason; a width the user sets stays.
       sized_ = true;
       auto* table = view_->table();
-      const int content = table->verticalHeader()->width() + table->horizontalHeader()->length() +
-                          2 * table->frameWidth() + table->verticalScrollBar()->sizeHint().width();
+      const int content = std::max(table->verticalHeader()->width() + table->horizontalHeader()->length() +
+                                       2 * table->frameWidth() + table->verticalScrollBar()->sizeHint().width(),
+                                   files_->horizontalHeader()->length() + 2 * files_->frameWidth());
       const auto margins = layout()->contentsMargins();
       resize(std::clamp(content + margins.left() + margins.right(), 480, 960), height());
     }
