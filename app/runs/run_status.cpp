@@ -85,7 +85,7 @@ QString duration_text(double seconds) {
 QString size_text(qint64 bytes) {
   if (bytes < 1000) return QString("%1 B").arg(bytes);
   static const char* const units[] = {"kB", "MB", "GB", "TB", "PB"};
-  double value = static_cast<double>(bytes);
+  auto value = static_cast<double>(bytes);
   int unit = -1;
   while (value >= 1000 && unit < 4) value /= 1000, ++unit;
   return QString("%1 %2").arg(QString::number(value, 'f', value < 10 ? 1 : 0), units[unit]);

@@ -439,7 +439,7 @@ QString unused_file_name(const QString& path) {
   int n = 2;
   if (const auto m = numbered.match(stem); m.hasMatch()) stem = m.captured(1), n = m.captured(2).toInt() + 1;
   for (;; ++n) {
-    const QString candidate = file.dir().filePath(QString("%1-%2%3").arg(stem).arg(n).arg(suffix));
+    QString candidate = file.dir().filePath(QString("%1-%2%3").arg(stem).arg(n).arg(suffix));
     if (!QFileInfo::exists(candidate)) return candidate;
   }
 }

@@ -68,12 +68,12 @@ class Dashboard : public QWidget {
   static QString section_of(const QString& key, bool pinned);
   /// The sections shown, top to bottom (section ids, as section_of gives them).
   QStringList sections() const;
-  /// The keys of the plots shown in a section, in their order (what a collapsed section would show).
-  QStringList plots_in(const QString& section) const;
-  /// A section's header: it collapses and expands the section; nullptr when there is no such section.
-  QAbstractButton* section_header(const QString& section) const;
-  void set_collapsed(const QString& section, bool on);
-  bool collapsed(const QString& section) const { return collapsed_.contains(section); }
+  /// The keys of the plots shown in section `id`, in their order (what a collapsed section would show).
+  QStringList plots_in(const QString& id) const;
+  /// Section `id`'s header: it collapses and expands the section; nullptr when there is no such section.
+  QAbstractButton* section_header(const QString& id) const;
+  void set_collapsed(const QString& id, bool on);
+  bool collapsed(const QString& id) const { return collapsed_.contains(id); }
   /// A pinned plot moves to the Pinned section on top (and back to its place when unpinned).
   void set_pinned(const QString& key, bool on);
   bool pinned(const QString& key) const { return pinned_.contains(key); }

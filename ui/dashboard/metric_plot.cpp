@@ -421,7 +421,7 @@ bool MetricPlot::save_csv(const QString& file) const { return data_.save_csv(fil
 double MetricPlot::first_x(qint64 run) const { return data_.first_x(run); }
 
 QString MetricPlot::export_folder() {
-  const QString kept = QSettings().value("dashboard/export_folder").toString();
+  QString kept = QSettings().value("dashboard/export_folder").toString();
   if (!kept.isEmpty() && QFileInfo(kept).isDir()) return kept;
   const QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
   return !pictures.isEmpty() && QFileInfo(pictures).isDir() ? pictures : QDir::homePath();

@@ -438,7 +438,7 @@ SetupWizard::SetupWizard(const app::SetupAnswers& answers, const QString& config
           directory_,
           [this] { return QFileDialog::getExistingDirectory(this, tr("Working directory"), directory_->text()); }),
       [this] {
-        const QString problem = app::check_directory(directory_->text().trimmed());
+        QString problem = app::check_directory(directory_->text().trimmed());
         if (!problem.isEmpty() || !slurm_->isChecked()) return problem;
         // Slurm's job folder, left empty, is in this directory (asked on the Slurm page, which came before).
         return app::check_slurm_directory(job_folder_->text(), directory_->text());

@@ -300,17 +300,18 @@ class Accelerator {
 
   // --- checkpoints ----------------------------------------------------------------------------------------
   /// Saves everything prepared (models as safetensors, optimizers, schedulers, the loss scaler, data-loader
-  /// epochs and positions), every rank's RNG state and registered objects into `dir`, replacing it atomically:
-  /// a crash mid-save leaves the previous checkpoint whole. Every rank calls it. On several machines `dir`
-  /// must be on storage they share. With no `dir` and ProjectConfiguration::automatic_checkpoint_naming, saves
-  /// `project_dir/checkpoints/checkpoint_<iteration>`, then removes the oldest beyond total_limit and counts
-  /// iteration up. Returns the directory written.
-  std::string save_state(const std::string& dir = "");
+  /// epochs and positions), every rank's RNG state and registered objects into `output_dir`, replacing it
+  /// atomically: a crash mid-save leaves the previous checkpoint whole. Every rank calls it. On several machines
+  /// `output_dir` must be on storage they share. With no `output_dir` and
+  /// ProjectConfiguration::automatic_checkpoint_naming, saves `project_dir/checkpoints/checkpoint_<iteration>`, then
+  /// removes the oldest beyond total_limit and counts iteration up. The folder is listed with the run's files when
+  /// this process records the run (the Studio's run overview, `spur runs show`). Returns the directory written.
+  std::string save_state(const std::string& output_dir = "");
   /// Restores what save_state saved into the same prepared objects; data loaders resume at the saved batch.
-  /// A missing or corrupt file, or a checkpoint of another world size, is a spur::Error naming it. With no `dir`
-  /// and automatic checkpoint naming, loads the latest checkpoint_<N> (an error naming the folder when there is
-  /// none) and sets the next iteration to N + 1. Returns the directory read.
-  std::string load_state(const std::string& dir = "");
+  /// A missing or corrupt file, or a checkpoint of another world size, is a spur::Error naming it. With no
+  /// `input_dir` and automatic checkpoint naming, loads the latest checkpoint_<N> (an error naming the folder when
+  /// there is none) and sets the next iteration to N + 1. Returns the directory read.
+  std::string load_state(const std::string& input_dir = "");
   /// The latest complete checkpoint under project_dir/checkpoints, or "" when there is none (to decide whether
   /// to resume: `if (!accelerator.latest_checkpoint().empty()) accelerator.load_state();`).
   std::string latest_checkpoint() const;

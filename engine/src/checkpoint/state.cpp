@@ -92,7 +92,7 @@ void assign(torch::nn::Module& module, const std::map<std::string, torch::Tensor
     used.insert(name);
   }
   for (const auto& [name, tensor] : loaded) {
-    if (!used.count(name)) throw Error("checkpoint " + file + " holds tensor '" + name + "', which the model lacks");
+    if (!used.contains(name)) throw Error("checkpoint " + file + " holds tensor '" + name + "', which the model lacks");
   }
 }
 
@@ -248,17 +248,17 @@ NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& mo
 
 }  // namespace
 
-std::string Accelerator::save_state(const std::string& requested) {
+std::string Accelerator::save_state(const std::string& output_dir) {
   progress::Scope saving("save_state");
   auto& core = *core_;
   if (mid_accumulation_refused(core)) {  // the same on every rank: refused before any collective
-    throw Error("save_state(" + requested +
+    throw Error("save_state(" + output_dir +
                 ") in the middle of a gradient accumulation with ZeRO stage 2 and sync_each_batch: the gradients "
                 "accumulated so far live in each rank's shard, which checkpoints do not hold yet; save after "
                 "optimizer.step()");
   }
-  const bool automatic = requested.empty();
-  std::string dir = requested;
+  const bool automatic = output_dir.empty();
+  std::string dir = output_dir;
   if (automatic) {
     if (!core.project.automatic_checkpoint_naming) {
       throw Error("save_state() needs a directory, or ProjectConfiguration::automatic_checkpoint_naming");
@@ -429,10 +429,10 @@ std::string Accelerator::save_state(const std::string& requested) {
   return dir;
 }
 
-std::string Accelerator::load_state(const std::string& requested) {
+std::string Accelerator::load_state(const std::string& input_dir) {
   progress::Scope loading("load_state");
   auto& core = *core_;
-  std::string dir = requested;
+  std::string dir = input_dir;
   if (dir.empty()) {
     if (!core.project.automatic_checkpoint_naming) {
       throw Error("load_state() needs a directory, or ProjectConfiguration::automatic_checkpoint_naming");
@@ -468,7 +468,7 @@ std::string Accelerator::load_state(const std::string& requested) {
   // anything, so a bad checkpoint leaves the run as it was.
   detail::CheckpointState state;
   auto verified_path = [&](const std::string& name) {
-    const std::string path = base + name;
+    std::string path = base + name;
     const detail::CheckpointFile* entry = state.file(name);
     if (!entry) throw Error("checkpoint " + state_path + " does not list " + name);
     std::error_code error;
@@ -485,10 +485,10 @@ std::string Accelerator::load_state(const std::string& requested) {
   std::vector<std::string> to_read;
   bool restore_gradients = false;
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
-    to_read.push_back(sharded(core, i) ? optimizer_shard_file(i, process_index()) : indexed("optimizer", i));
+    to_read.emplace_back(sharded(core, i) ? optimizer_shard_file(i, process_index()) : indexed("optimizer", i));
   }
   for (size_t i = 0; i < core.schedulers.size(); ++i) to_read.push_back(indexed("scheduler", i));
-  if (core.scaler) to_read.push_back("scaler.pt");
+  if (core.scaler) to_read.emplace_back("scaler.pt");
   for (size_t i = 0; i < core.custom.size(); ++i) to_read.push_back("custom_checkpoint_" + std::to_string(i) + ".pt");
   to_read.push_back("random_states_" + std::to_string(process_index()) + ".pt");
 
@@ -698,7 +698,7 @@ void Accelerator::save_module(torch::nn::Module& module, const std::string& dir,
       std::vector<NamedTensors> shards(1);
       int64_t current = 0, total = 0;
       for (const auto& entry : dict.tensors) {
-        const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
+        const auto bytes = static_cast<int64_t>(entry.second.nbytes());
         if (current + bytes > limit && !shards.back().empty()) {
           shards.emplace_back();
           current = 0;

@@ -40,6 +40,7 @@ class SqliteTracker : public Tracker {
   void write_files(const std::vector<FileRecord>& files) override {
     open();
     std::vector<history::RunFile> rows;
+    rows.reserve(files.size());
     for (const auto& file : files) {
       rows.push_back({0, run_, file.kind, file.path, file.step, file.bytes, file.wall, detail::this_host()});
     }
