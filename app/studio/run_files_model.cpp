@@ -42,11 +42,16 @@ int RunFilesModel::columnCount(const QModelIndex& parent) const { return parent.
 QVariant RunFilesModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return {};
   switch (section) {
-    case Kind: return tr("File");
-    case Step: return tr("Step");
-    case Size: return tr("Size");
-    case Written: return tr("Written");
-    case Path: return tr("Path");
+    case Kind:
+      return tr("File");
+    case Step:
+      return tr("Step");
+    case Size:
+      return tr("Size");
+    case Written:
+      return tr("Written");
+    case Path:
+      return tr("Path");
   }
   return {};
 }
