@@ -300,7 +300,7 @@ qsizetype PlotData::nearest(qint64 run, double x) const {
   return it == lines_.end() ? -1 : nearest_in(it->second, x);
 }
 
-QString PlotData::readout(double x, int digits) const {
+QString PlotData::readout(double x, int digits, bool steps) const {
   const auto number = [digits](double v) { return QString::number(v, 'g', digits); };
   QStringList rows;
   // The baseline's value at x, for the others' differences.
@@ -344,13 +344,25 @@ QString PlotData::readout(double x, int digits) const {
     // The smoothed value where it differs from the value (it does not at weight 0, nor on a short line).
     const QString shown = number(value), shown_smoothed = number(smoothed);
     rows << swatch +
-                QString("%1: <b>%2</b>%3 @ step %4")
+                QString("%1: <b>%2</b>%3")
                     .arg(line.name.toHtmlEscaped(), shown,
-                         shown_smoothed == shown ? QString() : QString(" (smoothed %1)").arg(shown_smoothed))
-                    .arg(static_cast<qint64>(line.steps[index])) +
-                since + delta;
+                         shown_smoothed == shown ? QString() : QString(" (smoothed %1)").arg(shown_smoothed)) +
+                (steps ? QString(" @ step %1").arg(static_cast<qint64>(line.steps[index])) : QString()) + since + delta;
   }
   return rows.join("<br>");
+}
+
+std::optional<qint64> PlotData::common_step(double x) const {
+  std::optional<qint64> step;
+  for (const auto& [run, line] : lines_) {
+    const qsizetype index = nearest_in(line, x);
+    if (index < 0) continue;
+    if (line.summarised) return std::nullopt;
+    const auto at_x = static_cast<qint64>(line.steps[index]);
+    if (step && *step != at_x) return std::nullopt;
+    step = at_x;
+  }
+  return step;
 }
 
 QString PlotData::x_text(double x) const {

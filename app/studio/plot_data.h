@@ -17,6 +17,7 @@
 #include <QVector>
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "studio/baseline.h"
@@ -125,7 +126,10 @@ class PlotData {
   /// smoothed S) @ steps A-B, T", where T is the time since the run's start (duration_text's "1m 05s"; left out
   /// without wall times); with a baseline, the others' "&Delta; +D, +P% vs baseline" (baseline.h's
   /// delta_text of the values at x), green when better, red when worse.
-  QString readout(double x, int digits = 6) const;
+  QString readout(double x, int digits = 6, bool steps = true) const;
+  /// The step every run's entry nearest to x is at, when they all are at one (raw points); none otherwise. The
+  /// read-out box then says it once, above the rows (readout's `steps` false).
+  std::optional<qint64> common_step(double x) const;
 
   /// Where x is, said for the read-out's heading: "step 1200", "12m05s since the start" (relative time, or steps
   /// that count seconds), "2026-12-07 10:15:00" (wall time).

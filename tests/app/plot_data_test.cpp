@@ -245,6 +245,12 @@ class PlotDataTest : public QObject {
     loss.set_smoothing(0);
     QVERIFY2(loss.readout(19).contains("@ step 1, 0m20s"), qPrintable(loss.readout(19)));
     QCOMPARE(loss.x_text(75), QString("1m15s since the start"));
+    // The box's compact form: the step said once when every run is at it, each row its value and time.
+    loss.set_x_axis(XAxis::step);
+    QCOMPARE(loss.common_step(0.9), std::optional<qint64>(1));
+    QVERIFY2(loss.readout(1, 4, false).endsWith("run: <b>1.5</b>, 0m20s"), qPrintable(loss.readout(1, 4, false)));
+    loss.append(2, "other", {5}, {2.0}, {1030});
+    QCOMPARE(loss.common_step(1), std::nullopt);  // run 2's nearest is step 5
     loss.set_x_axis(XAxis::step);
     QCOMPARE(loss.x_text(149.6), QString("step 150"));
   }

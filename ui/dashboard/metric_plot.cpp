@@ -293,7 +293,11 @@ void MetricPlot::hover(QMouseEvent* event) {
 }
 
 void MetricPlot::show_cursor(double x) {
-  const QString rows = std::isfinite(x) ? data_.readout(x, 4) : QString();
+  // One step for every run (the common case): said once in the heading, each row its value and time.
+  const std::optional<qint64> step = std::isfinite(x) && data_.x_axis() == XAxis::step && !data_.steps_are_seconds()
+                                         ? data_.common_step(x)
+                                         : std::nullopt;
+  const QString rows = std::isfinite(x) ? data_.readout(x, 4, !step) : QString();
   if (rows.isEmpty()) {
     if (!readout_->isVisible() && !cursor_->visible()) return;
     readout_->hide();
@@ -305,8 +309,8 @@ void MetricPlot::show_cursor(double x) {
   cursor_->point2->setCoords(x, 1);
   cursor_->setVisible(true);
   // 4 significant digits and the legend's font: a read-out of 3 runs fits a plot of two columns.
-  readout_->setText("<b>" + data_.key().toHtmlEscaped() + "</b> &middot; " + data_.x_text(x).toHtmlEscaped() + "<br>" +
-                    rows);
+  const QString where = step ? tr("step %1").arg(*step) : data_.x_text(x);
+  readout_->setText("<b>" + data_.key().toHtmlEscaped() + "</b> &middot; " + where.toHtmlEscaped() + "<br>" + rows);
   readout_->adjustSize();
   place_readout(x);
   readout_->show();
