@@ -456,7 +456,7 @@ class LaunchTest : public QObject {
     QVERIFY2(QRegularExpression("name +honest\n").match(shown.output).hasMatch() &&
                  QRegularExpression("project +\n").match(shown.output).hasMatch() &&
                  QRegularExpression("params +\\{\\}\n").match(shown.output).hasMatch() &&
-                 shown.output.contains("metrics:\nevents:"),
+                 shown.output.contains("metrics:\nfiles:\nevents:"),  // no metric, no file forged
              qPrintable(shown.output));
     const auto logs = spur::test::run_process(SPUR_CLI, {"runs", "logs", "1"}, env, 30000);
     QVERIFY2(logs.output.contains(forged_run) && logs.output.contains("system/rank0/rss_mib"), qPrintable(logs.output));
