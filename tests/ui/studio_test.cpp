@@ -1636,6 +1636,33 @@ class StudioTest : public QObject {
     spur::studio::apply_theme(spur::studio::Theme::light);
   }
 
+  // Issue 36, defect 3: the dark theme ticked in the demo's View menu was not applied after a restart (the theme was
+  // read under the user's settings, before the demo's were chosen). Choosing a settings' scope applies its theme.
+  void a_settings_scope_brings_the_theme_saved_in_it() {
+    const QString own = QCoreApplication::applicationName();
+    const QString other = own + " Theme";
+    const auto own_theme = spur::studio::saved_theme();
+    const auto restore = qScopeGuard([&] {
+      QCoreApplication::setApplicationName(other);
+      QSettings().clear();
+      QCoreApplication::setApplicationName(own);
+      spur::studio::apply_theme(spur::studio::Theme::light);
+    });
+    QCoreApplication::setApplicationName(other);
+    spur::studio::choose_theme(spur::studio::Theme::dark);  // ticked in the View menu, then the Studio closed
+    QCoreApplication::setApplicationName(own);
+    spur::studio::apply_theme(spur::studio::Theme::light);
+    QCOMPARE(spur::studio::saved_theme(), own_theme);  // the other scope's choice stays there
+    const auto window_lightness = [] { return QApplication::palette().color(QPalette::Window).lightness(); };
+    QVERIFY(window_lightness() > 128);
+    spur::studio::use_settings_of(other);  // as main() does for --demo
+    QCOMPARE(QCoreApplication::applicationName(), other);
+    QCOMPARE(spur::studio::saved_theme(), spur::studio::Theme::dark);
+    QVERIFY2(window_lightness() < 128, qPrintable(QString::number(window_lightness())));
+    spur::studio::use_settings_of(own);
+    QCOMPARE(spur::studio::saved_theme(), own_theme);
+  }
+
   // Issue 36, defect 4: the failed (and stopped) run's banner reads on both themes (the dark one's was 1.7:1).
   void the_failed_runs_banner_reads_on_both_themes() {
     QCOMPARE(spur::studio::ConsoleView::contrast_ratio(Qt::black, Qt::white), 21.0);

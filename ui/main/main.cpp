@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   const auto& runs = options.runs;
   const auto& demo = options.demo;
   parser.process(app);
+  // The settings in use, and the theme saved in them: the demo's are its own (its last configuration and command
+  // are the example's), apart from the user's.
+  spur::studio::use_settings_of(parser.isSet(options.demo) ? "Spur Studio Demo" : "Spur Studio");
   // ssh's questions for histories on other machines, and for launches over SSH, come up as this Studio's dialogs.
   spur::studio::offer_askpass(QCoreApplication::applicationFilePath());
   // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
@@ -82,8 +85,6 @@ int main(int argc, char** argv) {
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
-    // The demo's settings (last configuration and command: the example's) stay apart from the user's own.
-    QApplication::setApplicationName("Spur Studio Demo");
     std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));
     const auto workspace = spur::studio::prepare_demo(directory);
     if (!workspace.error.isEmpty()) {
@@ -93,9 +94,6 @@ int main(int argc, char** argv) {
     path = workspace.history;
     std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
   }
-  // The theme saved under the settings in use: the demo's are its own (read before they were chosen, the dark theme
-  // ticked in the demo's View menu was not applied after a restart: issue 36, defect 3).
-  spur::studio::apply_theme(spur::studio::theme_from_name(QSettings().value("view/theme", "system").toString()));
   try {
     spur::app::HistoryAddress::parse(path);  // an ssh:// address that cannot be one is said before any window
   } catch (const std::exception& e) {

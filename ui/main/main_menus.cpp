@@ -284,17 +284,14 @@ void MainMenus::build_view_menu() {
   });
   auto* theme_menu = view->addMenu(tr("&Theme"));
   auto* themes = new QActionGroup(window_);
-  const Theme current = theme_from_name(QSettings().value("view/theme", "system").toString());
+  const Theme current = saved_theme();
   for (const auto& [theme, label] : {std::pair{Theme::system, tr("Follow the &system")},
                                      std::pair{Theme::light, tr("&Light")}, std::pair{Theme::dark, tr("&Dark")}}) {
     auto* action = theme_menu->addAction(label);
     action->setCheckable(true);
     action->setChecked(theme == current);
     themes->addAction(action);
-    connect(action, &QAction::triggered, this, [theme = theme] {
-      QSettings().setValue("view/theme", theme_name(theme));
-      apply_theme(theme);
-    });
+    connect(action, &QAction::triggered, this, [theme = theme] { choose_theme(theme); });
   }
 }
 

@@ -8,6 +8,7 @@
 #include <QPalette>
 #include <QPixmap>
 #include <QProcess>
+#include <QSettings>
 #include <QStandardPaths>
 #include <QStyle>
 #include <QStyleFactory>
@@ -114,6 +115,18 @@ void apply_theme(Theme theme) {
   // Fusion draws both palettes faithfully; the platform style may ignore a dark one.
   if (auto* fusion = QStyleFactory::create("Fusion")) QApplication::setStyle(fusion);
   QApplication::setPalette(dark ? dark_palette() : QApplication::style()->standardPalette());
+}
+
+Theme saved_theme() { return theme_from_name(QSettings().value("view/theme", "system").toString()); }
+
+void choose_theme(Theme theme) {
+  QSettings().setValue("view/theme", theme_name(theme));
+  apply_theme(theme);
+}
+
+void use_settings_of(const QString& application_name) {
+  QCoreApplication::setApplicationName(application_name);
+  apply_theme(saved_theme());
 }
 
 }  // namespace spur::studio
