@@ -317,18 +317,26 @@ void Dashboard::set_collapsed(const QString& id, bool on) {
   it->second.body->setVisible(!on);
 }
 
+namespace {
+
+// Puts `key` in `set` or takes it out; whether that changed the set.
+bool set_member(QSet<QString>& set, const QString& key, bool on) {
+  if (on == set.contains(key)) return false;
+  if (on) set.insert(key);
+  else set.remove(key);
+  return true;
+}
+
+}  // namespace
+
 void Dashboard::set_pinned(const QString& key, bool on) {
-  if (on == pinned_.contains(key)) return;
-  if (on) pinned_.insert(key);
-  else pinned_.remove(key);
+  if (!set_member(pinned_, key, on)) return;
   if (auto* plot = plots_.value(key)) plot->set_pinned(on);
   relayout();
 }
 
 void Dashboard::set_wide(const QString& key, bool on) {
-  if (on == wide_.contains(key)) return;
-  if (on) wide_.insert(key);
-  else wide_.remove(key);
+  if (!set_member(wide_, key, on)) return;
   if (auto* plot = plots_.value(key)) plot->set_wide(on);
   relayout();
 }
