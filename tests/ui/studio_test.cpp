@@ -46,6 +46,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -125,6 +126,24 @@ static void forget_table_layout() {
   for (const char* key : {"runs/hidden_columns", "runs/column_widths", "window/splitter", "window/geometry"}) {
     QSettings().remove(key);
   }
+}
+
+// One run's series as the loader hands it to a dashboard, whole: steps 0 to points - 1, value(step), written from
+// wall time `first_wall` every `wall_step` seconds.
+static spur::app::SeriesDelta whole_series(qint64 run, const QString& key, int points,
+                                           const std::function<double(int)>& value, double first_wall = 1000.0,
+                                           double wall_step = 1.0) {
+  spur::app::SeriesDelta d;
+  d.run = run;
+  d.key = key;
+  d.replace = true;
+  for (int i = 0; i < points; ++i) {
+    d.steps << i;
+    d.values << value(i);
+    d.walls << first_wall + wall_step * i;
+  }
+  d.total_points = points;
+  return d;
 }
 
 class StudioTest : public QObject {
@@ -990,17 +1009,7 @@ class StudioTest : public QObject {
   void sections_keep_their_plots_in_place() {
     QTemporaryDir dir;
     auto delta = [](qint64 run, const QString& key) {
-      spur::app::SeriesDelta d;
-      d.run = run;
-      d.key = key;
-      d.replace = true;
-      for (int i = 0; i < 20; ++i) {
-        d.steps << i;
-        d.values << 1.0 / (1 + i);
-        d.walls << 1000.0 + i;
-      }
-      d.total_points = 20;
-      return d;
+      return whole_series(run, key, 20, [](int i) { return 1.0 / (1 + i); });
     };
     auto top_of = [](QWidget* dashboard, QWidget* plot) { return plot->mapTo(dashboard, QPoint(0, 0)); };
     {
@@ -1087,17 +1096,12 @@ class StudioTest : public QObject {
     QVector<spur::app::SeriesDelta> deltas;
     for (const QString key : {"train/loss", "eval/loss", "system/rank0/cpu_percent"}) {
       for (qint64 run : {1, 2}) {
-        spur::app::SeriesDelta d;
-        d.run = run;
-        d.key = key;
-        d.replace = true;
-        for (int i = 0; i <= 100; ++i) {
-          d.steps << i;
-          d.values << (key.startsWith("system") ? 50.0 : 2.0 / (1 + 0.1 * i) + 0.1 * static_cast<double>(run));
-          d.walls << 1000.0 + 2 * i;
-        }
-        d.total_points = 101;
-        deltas << d;
+        deltas << whole_series(
+            run, key, 101,
+            [&](int i) {
+              return key.startsWith("system") ? 50.0 : 2.0 / (1 + 0.1 * i) + 0.1 * static_cast<double>(run);
+            },
+            1000.0, 2.0);
       }
     }
     dashboard.apply(deltas);
@@ -1246,16 +1250,7 @@ class StudioTest : public QObject {
     dashboard.show();
     dashboard.set_runs({{1, "a"}, {2, "b"}});
     auto delta = [](qint64 run, const QString& key) {
-      spur::app::SeriesDelta d;
-      d.run = run;
-      d.key = key;
-      d.replace = true;
-      for (int i = 0; i < 5; ++i) {
-        d.steps << i;
-        d.values << 10.0 * static_cast<double>(run) + i;
-        d.walls << 1000.0 + i;
-      }
-      d.total_points = 5;
+      auto d = whole_series(run, key, 5, [run](int i) { return 10.0 * static_cast<double>(run) + i; });
       d.first_wall = 1000;
       return d;
     };
