@@ -3,7 +3,7 @@
 # The ported programs of examples/ported, as a user builds them: Spur installed into a fresh prefix, each port
 # configured out of tree with its own CMakeLists.txt (find_package(Spur), Spur::spur; no C++ standard added: the
 # originals even ask for C++17), each original beside it against the same LibTorch. Then each runs on 1 process
-# with the original's output, byte for byte (cut short: mnist's first epoch, dcgan's first 200 batches), and on
+# with the original's output, byte for byte (cut short: mnist's first epoch, dcgan's first 100 batches), and on
 # 2 processes (by hand, as torchrun starts them) ending with equal weights on both ranks: equal test-set lines
 # (every rank evaluates the whole test set) or equal checkpoints.
 # pytorch-cpp's feedforward never seeds torch: both builds of it get seed.h forced in, the same seed before main.
@@ -163,7 +163,8 @@ two() {
 }
 
 # Each program's output is cut short (the full runs take minutes): mnist after the first of its 10 epochs, dcgan
-# after 200 batches (its first checkpoint); pytorch-cpp's feedforward runs whole (5 epochs of a small MLP, seconds).
+# after 100 batches on 1 process (10 loss lines each of D and G, byte for byte) and 200 on 2 (its first checkpoint);
+# pytorch-cpp's feedforward runs whole (5 epochs of a small MLP, seconds).
 step "mnist: 1 process (the original's output for an epoch), 2 processes (equal test-set results)"
 both 6000 mnist-original "$work/originals/mnist" mnist-port "$work/port-mnist/mnist" "$work/data" data
 tests() { grep -a 'Test set' "$work/run-$1.out" | tr -d '\r' | head -1; }
@@ -181,9 +182,9 @@ testset() { grep -a 'Testset' "$work/run-$1.out"; }
 [ "$(testset ff-port-rank0)" = "$(testset ff-port-rank1)" ] ||
   fail "feedforward: the ranks' test results differ: $(testset ff-port-rank0) / $(testset ff-port-rank1)"
 
-step "dcgan: 1 process (the original's output for 200 batches), 2 processes (equal checkpoints at batch 200)"
-both 1200 dcgan-original "$work/originals/dcgan" dcgan-port "$work/port-dcgan/dcgan" "$work/data" data --epochs 1
-grep -aq '\[200/938\]' "$work/run-dcgan-port.out" || fail "dcgan printed no batch 200 in 1200 bytes"
+step "dcgan: 1 process (the original's output for 100 batches), 2 processes (equal checkpoints at batch 200)"
+both 600 dcgan-original "$work/originals/dcgan" dcgan-port "$work/port-dcgan/dcgan" "$work/data" data --epochs 1
+grep -aq '\[100/938\]' "$work/run-dcgan-port.out" || fail "dcgan printed no batch 100 in 600 bytes"
 two dcgan-port '-> checkpoint 2' 1 "$work/port-dcgan/dcgan" "$work/data" data --epochs 1
 for file in generator-checkpoint.pt discriminator-checkpoint.pt dcgan-sample-1.pt; do
   [ -f "$work/run-dcgan-port-rank0/$file" ] || fail "dcgan wrote no $file"
