@@ -165,10 +165,22 @@ void ConsoleView::refresh() {
       worker_,
       [this, query = model_->next_query()] {
         auto batch = source_->read(query);  // on thread_
-        QMetaObject::invokeMethod(
-            this, [this, batch = std::move(batch)] { received(batch); }, Qt::QueuedConnection);
+        {
+          const std::lock_guard lock(batch_mutex_);
+          batch_ = std::make_unique<app::ConsoleBatch>(std::move(batch));
+        }
+        QMetaObject::invokeMethod(this, "take_batch", Qt::QueuedConnection);
       },
       Qt::QueuedConnection);
+}
+
+void ConsoleView::take_batch() {
+  std::unique_ptr<app::ConsoleBatch> batch;
+  {
+    const std::lock_guard lock(batch_mutex_);
+    batch = std::move(batch_);
+  }
+  if (batch) received(*batch);
 }
 
 void ConsoleView::received(const app::ConsoleBatch& batch) {

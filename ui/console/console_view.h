@@ -10,6 +10,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -75,6 +76,11 @@ class ConsoleView : public QWidget {
   std::unique_ptr<app::ConsoleSource> source_;
   bool in_flight_ = false;
   bool again_ = false;
+  // A read's result, handed from thread_ to this one under a std::mutex rather than in a queued call's capture
+  // (studio/handoff.h: the order TSan can see); take_batch() applies it.
+  std::mutex batch_mutex_;
+  std::unique_ptr<app::ConsoleBatch> batch_;
+  Q_INVOKABLE void take_batch();
 };
 
 }  // namespace spur::studio

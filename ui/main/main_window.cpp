@@ -42,6 +42,7 @@
 #include "main/import_worker.h"
 #include "main/main_menus.h"
 #include "main/open_history_dialog.h"
+#include "studio/handoff.h"
 #include "main/relaunch_dialog.h"
 #include "main/run_notifier.h"
 #include "main/run_overview.h"
@@ -241,7 +242,9 @@ void MainWindow::start_readers() {
   connect(&reader_thread_, &QThread::finished, loader_, &QObject::deleteLater);
   runs_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, runs_reader_, &QObject::deleteLater);
-  connect(runs_reader_, &app::RunsReaderWorker::snapshot, this, &MainWindow::apply_snapshot);
+  // The readers' results come to this thread through connect_handoff (studio/handoff.h says why).
+  app::connect_handoff(runs_reader_, &app::RunsReaderWorker::snapshot, this,
+                       [this](const app::RunsSnapshot& snapshot) { apply_snapshot(snapshot); });
   // A remote history's connection dropping and coming back (its reads resume from where they were).
   connect(runs_reader_, &app::RunsReaderWorker::notice, this,
           [this](const QString& text) { statusBar()->showMessage(text, 20000); });
@@ -251,15 +254,17 @@ void MainWindow::start_readers() {
   });
   compare_reader_->moveToThread(&reader_thread_);
   connect(&reader_thread_, &QThread::finished, compare_reader_, &QObject::deleteLater);
-  connect(compare_reader_, &app::CompareReaderWorker::snapshot, this, [this](const app::CompareSnapshot& snapshot) {
-    // An answer for a selection since changed is dropped: the newer read is on its way.
-    QList<qint64> ids;
-    for (const auto& run : snapshot.runs) ids << run.run.id;
-    if (snapshot.error.isEmpty() && ids != compared_) return;
-    compare_->set_snapshot(snapshot);
-    hparams_->set_snapshot(snapshot);
-  });
-  connect(loader_, &app::SeriesLoader::loaded, dashboard_, &Dashboard::apply);
+  app::connect_handoff(compare_reader_, &app::CompareReaderWorker::snapshot, this,
+                       [this](const app::CompareSnapshot& snapshot) {
+                         // An answer for a selection since changed is dropped: the newer read is on its way.
+                         QList<qint64> ids;
+                         for (const auto& run : snapshot.runs) ids << run.run.id;
+                         if (snapshot.error.isEmpty() && ids != compared_) return;
+                         compare_->set_snapshot(snapshot);
+                         hparams_->set_snapshot(snapshot);
+                       });
+  app::connect_handoff(loader_, &app::SeriesLoader::loaded, dashboard_,
+                       [dashboard = dashboard_](const QVector<app::SeriesDelta>& deltas) { dashboard->apply(deltas); });
   // A zoom reads the plot's lines again for the range shown, finer (the GUI thread never reads the history).
   connect(dashboard_, &Dashboard::exported, this,
           [this](const QString& file) { statusBar()->showMessage(tr("Exported %1").arg(file), 10000); });

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "compare/compare_view.h"
+#include "studio/handoff.h"
 #include "studio/compare_model.h"
 #include "studio/run_files_model.h"
 
@@ -91,8 +92,8 @@ RunOverview::RunOverview(qint64 run, const QString& history_path, QThread* reade
   layout->addWidget(buttons);
   resize(640, 720);
   reader_->moveToThread(reader_thread);
-  connect(reader_, &app::CompareReaderWorker::snapshot, this,
-          [this](const app::CompareSnapshot& snapshot) { show_read(snapshot); });
+  app::connect_handoff(reader_, &app::CompareReaderWorker::snapshot, this,
+                       [this](const app::CompareSnapshot& snapshot) { show_read(snapshot); });
   refresh();
 }
 
