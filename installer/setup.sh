@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Set-up for a fresh Debian 12 machine, run as root from a clone:
 #   installer/setup.sh studio install what is missing, build what the Studio opens (spur-studio, spur, the example),
-#                             open Spur Studio on the demo workspace
+#                             open Spur Studio on the demo workspace (its first run trains in the window)
 #   installer/setup.sh run    install what is missing, build, run the main job (the bundled example, 2 processes)
 #   installer/setup.sh test   install what is missing, build the wheel tree and the sanitizer trees, run every
 #                             suite, the fuzzers and the format and lint checks (non-zero on any failure)

@@ -19,6 +19,7 @@
 #include "runs/run_service.h"
 
 #include <cstdio>
+#include <optional>
 #include <cstring>
 
 namespace {
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
   // What this machine has (nvidia-smi can take seconds), probed on a thread of its own while the window opens.
   spur::app::DetectedHardware::start();
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
+  std::optional<spur::app::LaunchRequest> demo_run;
   if (parser.isSet(demo)) {
     const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
     std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));
@@ -92,7 +94,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     path = workspace.history;
-    std::fprintf(stderr, "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it live\n");
+    demo_run = workspace.first_run;
+    std::fprintf(stderr, "%s",
+                 workspace.first_run
+                     ? "spur-studio: the example trains for 150 steps in the window; then press Launch "
+                       "(Ctrl+L) and Finish to train it for 2 epochs\n"
+                     : "spur-studio: press Launch (Ctrl+L), then Finish, to train the example and watch it "
+                       "live\n");
   }
   try {
     spur::app::HistoryAddress::parse(path);  // an ssh:// address that cannot be one is said before any window
@@ -111,5 +119,9 @@ int main(int argc, char** argv) {
   if (parser.isSet(options.baseline)) window.compare()->set_baseline(parser.value(options.baseline).toLongLong());
   if (parser.isSet(options.compare)) window.show_compare();
   window.show();
+  if (demo_run) {
+    // The demo's first run, launched once the window is up: its progress and curves show as it trains.
+    window.launch(*demo_run);
+  }
   return QApplication::exec();
 }
