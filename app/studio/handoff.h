@@ -9,7 +9,9 @@
 // code, so TSan reported the GUI thread's reads of them as races whenever a window was busy. Here the worker's
 // signal is received on the worker's thread (a direct connection), its value copied into the queue under the
 // mutex, and the GUI thread, woken by a queued call with no arguments, takes the values out under the same mutex:
-// an order TSan sees, and the same values, in the same order, on the same thread as a queued connection gives.
+// an order TSan sees, and the same values, in the same order, on the same thread as a queued connection gives. (In
+// order per signal: a value emitted while a drain is pending goes with that drain, ahead of other queued signals
+// the worker sent in between; and the slot is always called later, never within the emit.)
 //
 // Threads: the signal's sender on its worker thread; `receiver`, and the slot, on the thread it lives on. The queue
 // outlives both ends: a value the worker hands over after `receiver` is gone is dropped, as a queued connection's
@@ -83,19 +85,24 @@ class HandoffEndFor final : public HandoffEnd {
 
 /// Delivers each `signal` of `sender` (emitted on its worker thread) to `slot(value)` on `receiver`'s thread, in
 /// order, as Qt::QueuedConnection would, through a mutex-guarded queue (above: why). `slot` is any callable taking
-/// `const Value&`. The connection ends with `receiver` (or `sender`).
+/// `const Value&`. Once `receiver` is gone, values are dropped; the connection itself lasts as long as `sender`.
 template <typename Sender, typename Value, typename Slot>
 QMetaObject::Connection connect_handoff(Sender* sender, void (Sender::*signal)(const Value&), QObject* receiver,
                                         Slot slot) {
   auto queue = std::make_shared<detail::HandoffQueue<Value>>();
   auto* end = new detail::HandoffEndFor<Value, Slot>(queue, std::move(slot), receiver);
-  queue->end = end;
+  {
+    // Under the mutex: the sender may already be running on its thread and read `end` there.
+    const std::lock_guard lock(queue->mutex);
+    queue->end = end;
+  }
   return QObject::connect(
       sender, signal, sender,
       [queue](const Value& value) {
+        Value copy = value;  // made before the lock: a snapshot can be large
         const std::lock_guard lock(queue->mutex);
         if (!queue->end) return;  // the receiver is gone
-        queue->values.push_back(value);
+        queue->values.push_back(std::move(copy));
         if (!queue->scheduled) {  // one drain() takes every value queued before it runs
           queue->scheduled = true;
           QMetaObject::invokeMethod(queue->end, "drain", Qt::QueuedConnection);

@@ -77,7 +77,8 @@ class ConsoleView : public QWidget {
   bool in_flight_ = false;
   bool again_ = false;
   // A read's result, handed from thread_ to this one under a std::mutex rather than in a queued call's capture
-  // (studio/handoff.h: the order TSan can see); take_batch() applies it.
+  // (studio/handoff.h: the order TSan can see); take_batch() applies it. One slot is enough because one read is in
+  // flight at a time (in_flight_).
   std::mutex batch_mutex_;
   std::unique_ptr<app::ConsoleBatch> batch_;
   Q_INVOKABLE void take_batch();
