@@ -25,7 +25,8 @@ ImportWorker::~ImportWorker() { stop(); }
 bool ImportWorker::start(const QStringList& paths, bool again, const QStringList& only) {
   if (thread_) return false;
   cancelled_ = false;
-  // The thread reports through queued calls on this object, which waits for the thread before it goes.
+  // The thread reports through hand_over() (under a std::mutex: studio/handoff.h says why) and a queued call of
+  // deliver() on this object, which waits for the thread before it goes.
   thread_.reset(QThread::create([this, paths, again, only, history = history_] {
     ImportOutcome outcome;
     outcome.paths = paths;
@@ -41,8 +42,7 @@ bool ImportWorker::start(const QStringList& paths, bool again, const QStringList
         if (run.run) outcome.runs << run.run;
         if (run.run == 0 && run.earlier > 0 && run.error.isEmpty()) outcome.skipped << run.directory;
         if (!run.error.isEmpty()) outcome.failed = true;
-        QMetaObject::invokeMethod(
-            this, [this, line] { emit progress(line); }, Qt::QueuedConnection);
+        hand_over(line, std::nullopt);
       };
       for (const auto& path : paths) {
         if (app::is_mlflow_address(path)) {
@@ -63,17 +63,33 @@ bool ImportWorker::start(const QStringList& paths, bool again, const QStringList
       outcome.lines << QString::fromUtf8(e.what());
       outcome.failed = true;
     }
-    QMetaObject::invokeMethod(
-        this,
-        [this, outcome] {
-          thread_->wait();
-          thread_.reset();
-          emit finished(outcome);
-        },
-        Qt::QueuedConnection);
+    hand_over({}, std::move(outcome));
   }));
   thread_->start();
   return true;
+}
+
+void ImportWorker::hand_over(const QString& line, std::optional<ImportOutcome> outcome) {
+  const std::lock_guard lock(handed_mutex_);
+  if (!line.isNull()) handed_lines_ << line;
+  if (outcome) handed_outcome_ = std::move(outcome);
+  QMetaObject::invokeMethod(this, "deliver", Qt::QueuedConnection);
+}
+
+void ImportWorker::deliver() {
+  QStringList lines;
+  std::optional<ImportOutcome> outcome;
+  {
+    const std::lock_guard lock(handed_mutex_);
+    lines.swap(handed_lines_);
+    outcome.swap(handed_outcome_);
+  }
+  for (const auto& line : lines) emit progress(line);
+  if (outcome && thread_) {
+    thread_->wait();
+    thread_.reset();
+    emit finished(*outcome);
+  }
 }
 
 void ImportWorker::stop() {

@@ -16,6 +16,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 class QWidget;
@@ -60,6 +62,12 @@ class ImportWorker : public QObject {
   std::string history_;
   std::unique_ptr<QThread> thread_;
   std::atomic<bool> cancelled_{false};  // asked before each run folder
+  // From the import's thread to this one: its lines and, at its end, its outcome; deliver() emits them.
+  std::mutex handed_mutex_;
+  QStringList handed_lines_;
+  std::optional<ImportOutcome> handed_outcome_;
+  void hand_over(const QString& line, std::optional<ImportOutcome> outcome);  // on the import's thread
+  Q_INVOKABLE void deliver();
 };
 
 /// Asks, in a window-modal box on `parent` (object name "import_again"), whether to import these run folders again,
