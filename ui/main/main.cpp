@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
   const auto& runs = options.runs;
   const auto& demo = options.demo;
   parser.process(app);
+  // The demo's workspace, where it has always been (under "Spur Studio", the scope in use until here).
+  const QString demo_directory =
+      QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
   // The settings in use, and the theme saved in them: the demo's are its own (its last configuration and command
   // are the example's), apart from the user's.
   spur::studio::use_settings_of(parser.isSet(options.demo) ? "Spur Studio Demo" : "Spur Studio");
@@ -86,7 +89,7 @@ int main(int argc, char** argv) {
   QString path = parser.isSet(history) ? parser.value(history) : spur::app::RunService::default_history_path();
   std::optional<spur::app::LaunchRequest> demo_run;
   if (parser.isSet(demo)) {
-    const QString directory = QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation)).filePath("demo");
+    const QString& directory = demo_directory;
     std::fprintf(stderr, "spur-studio: preparing the demo workspace in %s\n", qPrintable(directory));
     const auto workspace = spur::studio::prepare_demo(directory);
     if (!workspace.error.isEmpty()) {
