@@ -1807,6 +1807,48 @@ class StudioTest : public QObject {
     QSettings().remove("runs/group_by");
   }
 
+  // Issue 36, defect 2, as the demo showed it: a running run's Progress ("360/938 38% eta 1m36s") takes the room a
+  // narrow pane has and the name gives way ("demo... run"); once the run ends its Progress is short again, and the
+  // name gets its room back (the columns were fitted when a text grew, never when it shrank).
+  void a_name_gets_its_room_back_when_its_run_ends() {
+    forget_table_layout();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("history.db");
+    spur::history::HistoryWriter history(path.toStdString());
+    spur::history::Run run;
+    run.name = "demo: first run";
+    run.started = spur::history::now_seconds() - 60;
+    const auto id = history.create_run(run);
+    history.set_total_steps(id, 938);
+    history.append_metrics(id, {{"loss", {{360, 0.5, run.started + 59}}}});
+    spur::studio::MainWindow window(path);
+    window.resize(1200, 700);
+    window.findChild<QSplitter*>("splitter")->setSizes({450, 750});
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    auto* table = window.runs_view();
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->rowCount(), 1, 5000);
+    const auto progress = [&] { return window.runs()->index(0, spur::app::RunsModel::Progress).data().toString(); };
+    QTRY_VERIFY2_WITH_TIMEOUT(progress().contains("eta"), qPrintable(progress()), 5000);
+    const int needed = table->fontMetrics().horizontalAdvance(QString::fromStdString(run.name));
+    QTRY_VERIFY2_WITH_TIMEOUT(table->columnWidth(spur::app::RunsModel::Name) < needed,
+                              qPrintable(QString("the name has %1 px of the %2 px it needs beside \"%3\": this pane "
+                                                 "no longer squeezes it, so this test shows nothing")
+                                             .arg(table->columnWidth(spur::app::RunsModel::Name))
+                                             .arg(needed)
+                                             .arg(progress())),
+                              5000);
+    history.append_metrics(id, {{"loss", {{938, 0.3, run.started + 120}}}});
+    history.set_status(id, "finished", 0);
+    QTRY_COMPARE_WITH_TIMEOUT(window.runs()->status(0), QString("finished"), 5000);
+    QTRY_VERIFY2_WITH_TIMEOUT(table->columnWidth(spur::app::RunsModel::Name) >= needed,
+                              qPrintable(QString("name column %1 px, its name needs %2 px beside \"%3\"")
+                                             .arg(table->columnWidth(spur::app::RunsModel::Name))
+                                             .arg(needed)
+                                             .arg(progress())),
+                              5000);
+  }
+
   // Issue 36, defect 13: the sort order the user chose is the next window's (it flipped back to newest first).
   void the_sort_order_is_kept_between_sessions() {
     const auto forget = qScopeGuard([] {

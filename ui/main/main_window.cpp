@@ -410,7 +410,12 @@ void MainWindow::apply_snapshot(const app::RunsSnapshot& snapshot) {
     states.push_back({run.id, QString::fromStdString(run.name), runs_->status(row), run.exit_code});
   }
   notifier_->update(states, isActiveWindow());
-  if (runs_->rowCount() != before) columns_->fit();
+  // A run that started or ended: its Progress grew or became short again ("938/938 100%", without its eta), and a
+  // name that gave way for it gets the room back.
+  const int running = static_cast<int>(
+      std::count_if(states.begin(), states.end(), [](const RunState& state) { return state.status == "running"; }));
+  if (runs_->rowCount() != before || running != running_) columns_->fit();
+  running_ = running;
   // A selected run renamed (here or by `spur runs`): its legends follow.
   if (const auto names = selected_runs(); !names.isEmpty()) {
     dashboard_->set_runs(names);

@@ -236,6 +236,7 @@ class MainWindow : public QMainWindow {
   QList<qint64> compared_;                    // the runs the last compare read asked for
   qint64 compare_asked_ms_ = 0;
   bool selected_once_ = false;
+  int running_ = 0;  // the runs running at the last read: one starting or ending fits the columns again
   QList<qint64> wanted_;
   QString last_error_;
   MainMenus* menus_ = nullptr;
