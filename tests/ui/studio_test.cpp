@@ -146,6 +146,19 @@ static spur::app::SeriesDelta whole_series(qint64 run, const QString& key, int p
   return d;
 }
 
+// A run of 938 steps started `seconds_ago`, running, its last point at `step` (written a second ago): its Progress
+// reads "STEP/938 N% eta ...".
+static spur::history::Run running_run(spur::history::HistoryWriter& history, const std::string& name,
+                                      double seconds_ago, int64_t step) {
+  spur::history::Run run;
+  run.name = name;
+  run.started = spur::history::now_seconds() - seconds_ago;
+  run.id = history.create_run(run);
+  history.set_total_steps(run.id, 938);
+  history.append_metrics(run.id, {{"loss", {{step, 0.5, spur::history::now_seconds() - 1}}}});
+  return run;
+}
+
 class StudioTest : public QObject {
   Q_OBJECT
 
@@ -1738,12 +1751,8 @@ class StudioTest : public QObject {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
     spur::history::HistoryWriter history(path.toStdString());
-    spur::history::Run run;
-    run.name = "long";
-    run.started = spur::history::now_seconds() - 100;
-    const int64_t id = history.create_run(run);
-    history.set_total_steps(id, 938);
-    history.append_metrics(id, {{"loss", {{3, 1.0, spur::history::now_seconds()}}}});
+    const auto run = running_run(history, "long", 100, 3);
+    const int64_t id = run.id;
     spur::studio::MainWindow window(path);
     window.resize(1400, 800);
     window.show();
@@ -1815,12 +1824,8 @@ class StudioTest : public QObject {
     QTemporaryDir dir;
     const QString path = dir.filePath("history.db");
     spur::history::HistoryWriter history(path.toStdString());
-    spur::history::Run run;
-    run.name = "demo: first run";
-    run.started = spur::history::now_seconds() - 60;
-    const auto id = history.create_run(run);
-    history.set_total_steps(id, 938);
-    history.append_metrics(id, {{"loss", {{360, 0.5, run.started + 59}}}});
+    const auto run = running_run(history, "demo: first run", 60, 360);
+    const auto id = run.id;
     spur::studio::MainWindow window(path);
     window.resize(1200, 700);
     window.findChild<QSplitter*>("splitter")->setSizes({450, 750});
