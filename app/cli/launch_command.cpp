@@ -59,9 +59,9 @@ const char* kUsage =
     "flags (Accelerate's names; dashes or underscores): --num_processes N (total) --num_machines M\n"
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
-    "  --use_deepspeed [--zero_stage 1|2] | --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP|NO_SHARD\n"
+    "  --use_deepspeed [--zero_stage 1|2|3] | --use_fsdp --fsdp_sharding_strategy FULL_SHARD|SHARD_GRAD_OP|NO_SHARD\n"
     "  | --use_fsdp --fsdp_reshard_after_forward false (FSDP2's SHARD_GRAD_OP)\n"
-    "  (ZeRO: optimizer state, and with stage 2 gradients, sharded over the processes)\n"
+    "  (ZeRO: optimizer state, with stage 2 gradients too, with stage 3 parameters too, sharded)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"
     "  parent is the run this one is launched again from, as the Studio's Relaunch records it)\n"
@@ -109,8 +109,8 @@ std::optional<int> zero_stage_flags(const Arguments& args) {
     const auto stage = fsdp_strategy_stage(strategy.toStdString());
     if (!stage || *stage < 0) {
       throw UsageError("--fsdp_sharding_strategy " + strategy +
-                       ": Spur runs SHARD_GRAD_OP (ZeRO stage 2) and NO_SHARD (plain data parallel); FULL_SHARD "
-                       "and the hybrid strategies are not implemented");
+                       ": Spur runs FULL_SHARD (ZeRO stage 3), SHARD_GRAD_OP (stage 2) and NO_SHARD (plain data "
+                       "parallel); the hybrid strategies are not implemented");
     }
     return stage;
   }

@@ -677,10 +677,11 @@ std::vector<std::string> RunConfig::unsupported() const {
                       (active ? "" : " (distributed_type is " + type + ")"));
     }
   };
-  if ((type == "DEEPSPEED" || type == "FSDP") && (zero_stage() < 0 || zero_stage() > 2)) {
+  if ((type == "DEEPSPEED" || type == "FSDP") && (zero_stage() < 0 || zero_stage() > 3)) {
     notes.push_back("distributed_type " + type +
                     (type == "FSDP" ? " with this fsdp_sharding_strategy" : " with this zero_stage") +
-                    ": Spur's ZeRO runs stage 1 and 2 (SHARD_GRAD_OP) only; `spur launch` refuses the file");
+                    ": Spur's ZeRO runs stages 1 to 3 (SHARD_GRAD_OP, FULL_SHARD) only; `spur launch` refuses "
+                    "the file");
   }
   honoured_only("deepspeed_config", {"zero_stage", "deepspeed_multinode_launcher"}, type == "DEEPSPEED");
   honoured_only("fsdp_config", {"fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward"},

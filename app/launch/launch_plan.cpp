@@ -101,16 +101,8 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
   if (plan.zero_stage < 0 || plan.zero_stage > 3) {
     throw LaunchError(
         QString("the configuration's ZeRO setting (deepspeed_config.zero_stage, or "
-                "fsdp_config.fsdp_sharding_strategy) is not one Spur runs: zero_stage 1 or 2, or "
-                "SHARD_GRAD_OP / NO_SHARD"));
-  }
-  if (plan.zero_stage == 3) {
-    throw LaunchError(
-        QString(options.zero_stage ? "--zero_stage 3 / --fsdp_sharding_strategy FULL_SHARD"
-                                   : "the configuration's ZeRO stage 3 (deepspeed_config.zero_stage 3, "
-                                     "or FSDP's FULL_SHARD, its default)") +
-        ": stage 3 (parameters sharded) is not implemented; stage 2 (zero_stage 2, fsdp_sharding_strategy "
-        "SHARD_GRAD_OP) shards the optimizer state and the gradients (docs/zero.md)");
+                "fsdp_config.fsdp_sharding_strategy) is not one Spur runs: zero_stage 1, 2 or 3, or "
+                "FULL_SHARD / SHARD_GRAD_OP / NO_SHARD"));
   }
   const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
 

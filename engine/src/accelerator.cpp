@@ -21,6 +21,7 @@
 #include <spur/system.h>
 
 #include "accelerator_core.h"
+#include "distributed/fully_shard.h"
 #include "compat/torch_compat.h"
 #include <spur/core/progress_file.h>
 
@@ -87,14 +88,8 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
   }
   core.zero_stage = options.zero_stage.value_or(core.state.zero_stage.value_or(0));
   if (core.zero_stage < 0 || core.zero_stage > 3) {
-    throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) + "; it must be 0, 1 or 2");
-  }
-  if (core.zero_stage == 3) {
-    const std::string source = options.zero_stage ? "AcceleratorOptions::zero_stage = 3" : core.state.zero_stage_source;
-    throw Error(source +
-                ": ZeRO stage 3 (parameters sharded too; FSDP's FULL_SHARD) is not implemented (docs/zero.md says "
-                "why); stage 2 (DeepSpeed zero_stage 2, FSDP SHARD_GRAD_OP) shards the optimizer state and the "
-                "gradients");
+    throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) +
+                "; it must be 0, 1, 2 or 3");
   }
   if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {
     for (const auto& note : core.state.ignored_sharding_settings) std::cerr << "spur: warning: " << note << "\n";
@@ -174,6 +169,8 @@ void Accelerator::wait_for_everyone() {
 void Accelerator::print_line(const std::string& line) const {
   std::cout << line << std::endl;  // flushed: launchers and consoles show lines as they come
 }
+
+Scope Accelerator::summon_full_params(bool writeback) { return detail::gather_full_parameters(*core_, writeback); }
 
 Scope Accelerator::main_process_first() {
   if (!is_main_process()) wait_for_everyone();

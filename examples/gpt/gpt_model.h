@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GPT example's model (decoder-only, byte-level: causal self-attention, pre-norm blocks, learned positions,
 // GPT-2's initialisation), shared with its benchmark (tests/bench/workload_bench.cpp); the Accelerate peer
-// (tests/bench/workload_peer.py) builds the same layers.
+// (tests/bench/workload_peer.py) builds the same layers. Its blocks are spur::fully_shard units: under ZeRO stage 3
+// (FSDP's FULL_SHARD) each is gathered around its own forward and backward; otherwise the wrapper only calls them.
 #pragma once
 
 #include <cmath>
@@ -16,6 +17,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+
+#include <spur/fully_shard.h>
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout) : n_head(n_head) {
@@ -66,7 +69,8 @@ struct GptImpl : torch::nn::Module {
     positions = register_module("positions", torch::nn::Embedding(block_size, n_embd));
     drop = register_module("drop", torch::nn::Dropout(dropout));
     for (int64_t i = 0; i < n_layer; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout)));
+      blocks.push_back(
+          spur::fully_shard(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout))));
     ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(n_embd, 256).bias(false)));
     // GPT-2's initialisation: normal(0, 0.02) for weights, zero biases; residual projections scaled by depth.
@@ -93,7 +97,7 @@ struct GptImpl : torch::nn::Module {
   int64_t block_size;
   torch::nn::Embedding tokens{nullptr}, positions{nullptr};
   torch::nn::Dropout drop{nullptr};
-  std::vector<Block> blocks;
+  std::vector<spur::FullyShard<Block>> blocks;
   torch::nn::LayerNorm ln{nullptr};
   torch::nn::Linear head{nullptr};
 };

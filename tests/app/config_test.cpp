@@ -340,13 +340,22 @@ class ConfigTest : public QObject {
     QTest::newRow("fsdp flag") << "distributed_type: MULTI_CPU\n" + two
                                << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "shard_grad_op"}
                                << "SPUR_ZERO_STAGE=2";
+    // Issue 37: stage 3 runs (FSDP's default strategy, FULL_SHARD; FSDP2's resharding; DeepSpeed's zero_stage 3).
     QTest::newRow("fsdp default is stage 3") << "distributed_type: FSDP\n" + two << QStringList{}
-                                             << "ZeRO stage 3 (deepspeed_config.zero_stage 3, or FSDP's FULL_SHARD";
+                                             << "SPUR_ZERO_STAGE=3";
+    QTest::newRow("fsdp2 resharding") << "distributed_type: FSDP\n" + two +
+                                             "fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n"
+                                      << QStringList{} << "SPUR_ZERO_STAGE=3";
+    QTest::newRow("deepspeed stage 3") << "distributed_type: DEEPSPEED\n" + two + "deepspeed_config:\n  zero_stage: 3\n"
+                                       << QStringList{} << "SPUR_ZERO_STAGE=3";
     QTest::newRow("zero_stage 3 flag") << "distributed_type: MULTI_CPU\n" + two << QStringList{"--zero_stage", "3"}
-                                       << "--zero_stage 3 / --fsdp_sharding_strategy FULL_SHARD: stage 3";
+                                       << "SPUR_ZERO_STAGE=3";
+    QTest::newRow("full_shard flag") << "distributed_type: MULTI_CPU\n" + two
+                                     << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "FULL_SHARD"}
+                                     << "SPUR_ZERO_STAGE=3";
     QTest::newRow("hybrid flag") << "distributed_type: MULTI_CPU\n" + two
                                  << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "HYBRID_SHARD"}
-                                 << "--fsdp_sharding_strategy HYBRID_SHARD: Spur runs SHARD_GRAD_OP";
+                                 << "--fsdp_sharding_strategy HYBRID_SHARD: Spur runs FULL_SHARD";
     QTest::newRow("both") << "distributed_type: MULTI_CPU\n" + two << QStringList{"--use_deepspeed", "--use_fsdp"}
                           << "give --use_deepspeed (--zero_stage) or --use_fsdp, not both";
   }

@@ -28,12 +28,14 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/schedulers/step_lr.h>
 #include <torch/optim/sgd.h>
 
+#include <spur/fully_shard.h>
 #include <spur/spur.h>
 
 namespace {
@@ -60,6 +62,8 @@ struct Args {
   std::size_t odd_bucket_bytes = 0;  // ddp: rank 1's bucket size only (the ranks then reduce other sizes)
   std::string zero_grad = "optimizer";  // zero: "optimizer" or "model" (LibTorch's Module::zero_grad)
   std::string poison;                   // scaler_oracle: "step:branch,..." (branch a or b gets inputs of 1e4 there)
+  std::string wrap = "blocks";          // shard: which modules spur::fully_shard wraps (blocks, none, keep, twice,
+                                        // skip, tied, odd)
 };
 
 Args parse(int argc, char** argv) {
@@ -89,6 +93,7 @@ Args parse(int argc, char** argv) {
     else if (key == "--odd_bucket_bytes") args.odd_bucket_bytes = std::stoull(value);
     else if (key == "--zero_grad") args.zero_grad = value;
     else if (key == "--poison") args.poison = value;
+    else if (key == "--wrap") args.wrap = value;
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -855,6 +860,121 @@ int zero(const Args& args) {
   }
   if (auto* scaler = accelerator.scaler()) std::printf("scale %g\n", scaler->get_scale());
   std::fflush(stdout);
+  auto full = accelerator.summon_full_params(/*writeback=*/false);  // stage 3: the parameters are sharded
+  write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
+  return 0;
+}
+
+// Issue 37: a model of blocks for ZeRO stage 3. The root holds an input layer, a frozen layer, a buffer and the
+// head; three blocks (Linear + LayerNorm + tanh, 24 wide) are spur::fully_shard units (--wrap blocks), or not
+// (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong ways are there
+// for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks (tied), rank 1
+// wrapping a block fewer (odd).
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() {
+    fc = register_module("fc", torch::nn::Linear(24, 24));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({24})));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(norm(fc(x))); }
+  torch::nn::Linear fc{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct ShardNetImpl : torch::nn::Module {
+  ShardNetImpl(const std::string& wrap, int64_t rank) {
+    frozen = register_module("frozen", torch::nn::Linear(8, 8));
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+    input = register_module("input", torch::nn::Linear(8, 24));
+    spur::FullyShardOptions options;
+    options.reshard_after_forward = wrap != "keep";
+    for (int i = 0; i < 3; ++i) {
+      auto block = register_module("h" + std::to_string(i), Block());
+      const bool wrapped = wrap != "none" && !(wrap == "odd" && rank == 1 && i == 2);
+      blocks.push_back(wrapped ? spur::FullyShard<Block>(spur::fully_shard(block, options))
+                               : spur::FullyShard<Block>(block, nullptr));
+    }
+    if (wrap == "tied") blocks[1]->register_parameter("tied", blocks[0]->fc->weight);  // h0's, also in h1
+    head = register_module("head", torch::nn::Linear(24, 4));
+    offset = register_buffer("offset", torch::zeros({8}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = input(frozen(x + offset));
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (wrap_skip && i == 1) continue;
+      h = blocks[i](h);
+      if (wrap_twice && i == 1) h = blocks[i](h);
+    }
+    return head(h);
+  }
+  torch::nn::Linear frozen{nullptr}, input{nullptr}, head{nullptr};
+  std::vector<spur::FullyShard<Block>> blocks;
+  torch::Tensor offset;
+  bool wrap_skip = false, wrap_twice = false;
+};
+TORCH_MODULE(ShardNet);
+
+int shard(const Args& args) {
+  spur::AcceleratorOptions options;
+  options.gradient_accumulation_steps = args.accumulate;
+  spur::Accelerator accelerator(options);
+  const int64_t world = accelerator.num_processes();
+  const int64_t rank = accelerator.process_index();
+  const int64_t k = accelerator.gradient_accumulation_steps();
+  const int64_t micro = 2;
+  auto [x, y] = make_data(args.steps, world * k * micro);
+  torch::manual_seed(2000 + rank);  // rank 0's weights reach every rank at prepare
+  ShardNet net(args.wrap, rank);
+  net->wrap_skip = args.wrap == "skip";
+  net->wrap_twice = args.wrap == "twice";
+  {
+    torch::NoGradGuard no_grad;
+    net->offset.fill_(0.01f * static_cast<float>(rank + 1));
+  }
+  std::vector<torch::Tensor> trained;
+  for (const auto& p : unique_parameters(*net)) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  std::unique_ptr<torch::optim::Optimizer> base;
+  if (args.optimizer == "adamw") {
+    base = std::make_unique<torch::optim::AdamW>(trained, torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+  } else {
+    base = std::make_unique<torch::optim::SGD>(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  auto [model, optimizer] = accelerator.prepare(net, *base);
+  int64_t first = 0;
+  if (args.load) {
+    accelerator.load_state(args.out + "/checkpoint");
+    first = args.save_at;
+  }
+  for (int64_t step = first; step < args.steps; ++step) {
+    for (int64_t i = 0; i < k; ++i) {
+      auto scope = accelerator.accumulate(model);
+      const int64_t offset = (rank * k + i) * micro;
+      auto loss =
+          torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)), y[step].narrow(0, offset, micro));
+      accelerator.backward(loss);
+      if (args.clip > 0 && accelerator.sync_gradients()) {
+        const auto norm = accelerator.clip_grad_norm_(model->parameters(), args.clip).item<double>();
+        if (rank == 0) std::printf("norm %lld %.9g\n", static_cast<long long>(step), norm);
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+      const auto mean = accelerator.reduce(loss.detach(), spur::Reduction::mean).item<double>();
+      if (accelerator.is_main_process() && accelerator.sync_gradients()) {
+        std::printf("loss %lld %.9g\n", static_cast<long long>(step), mean);
+      }
+    }
+    if (step + 1 == args.save_at && !args.load) accelerator.save_state(args.out + "/checkpoint");
+  }
+  {
+    torch::NoGradGuard no_grad;
+    auto eval = model(x[0]);  // a forward without gradients gathers and frees as well
+    if (rank == 0) std::printf("eval %.9g\n", eval.sum().item<double>());
+  }
+  accelerator.save_model(model, args.out + "/model");
+  std::fflush(stdout);
+  auto full = accelerator.summon_full_params(/*writeback=*/false);
   write_flat(args.out + "/rank" + std::to_string(rank) + ".bin", flat(*net));
   return 0;
 }
@@ -1480,6 +1600,8 @@ int main(int argc, char** argv) try {
     code = ddp(args);
   } else if (args.scenario == "zero") {
     return zero(args);
+  } else if (args.scenario == "shard") {
+    return shard(args);
   } else if (args.scenario == "accumulate") {
     code = accumulate(args);
   } else if (args.scenario == "collectives") {

@@ -396,9 +396,9 @@ class CheckpointTest : public QObject {
     QTest::newRow("a hash that is not one") << "\"hash\": \""
                                             << "\"hash\": \"X"
                                             << "not 16 lower-case hex digits";
-    QTest::newRow("ZeRO stage 3") << "\"zero_stage\": 0"
-                                  << "\"zero_stage\": 3"
-                                  << "zero_stage is 3, outside 0..2";
+    QTest::newRow("ZeRO stage 4") << "\"zero_stage\": 0"
+                                  << "\"zero_stage\": 4"
+                                  << "zero_stage is 4, outside 0..3";
     QTest::newRow("no processes") << "\"world_size\": 1"
                                   << "\"world_size\": 0"
                                   << "world_size is 0, outside 1..";

@@ -90,7 +90,7 @@ CheckpointState parse_checkpoint_state(const std::string& text) {
   state.models = integer(root, "models", 0, 1 << 20);
   state.optimizers = integer(root, "optimizers", 0, 1 << 20);
   // Written since ZeRO: older files (no key) hold whole optimizer states.
-  state.zero_stage = root.find("zero_stage") ? integer(root, "zero_stage", 0, 2) : 0;
+  state.zero_stage = root.find("zero_stage") ? integer(root, "zero_stage", 0, 3) : 0;
   state.schedulers = integer(root, "schedulers", 0, 1 << 20);
   state.custom_objects = integer(root, "custom_objects", 0, 1 << 20);
   state.accumulation_step = integer(root, "accumulation_step", 0, kMost);

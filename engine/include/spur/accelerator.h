@@ -327,6 +327,11 @@ class Accelerator {
   void set_save_iteration(int64_t iteration);
   HookHandle register_save_state_pre_hook(SaveStatePreHook hook);
   HookHandle register_load_state_pre_hook(LoadStatePreHook hook);
+  /// ZeRO stage 3: every prepared model's parameters whole on every rank until the returned scope ends, as FSDP's
+  /// summon_full_params: to read or change them outside a forward (print them, copy weights, evaluate by hand).
+  /// Changes made to them are kept when `writeback` (Default: true). Every rank calls it; without stage 3 it
+  /// does nothing. save_state, load_state, save_model and get_state_dict gather by themselves.
+  Scope summon_full_params(bool writeback = true);
   /// The module's parameters and buffers by name (tied tensors under each of their names), detached, on the CPU.
   template <typename M>
   NamedTensors get_state_dict(const PreparedModel<M>& model) const {

@@ -16,6 +16,7 @@
 #include <spur/error.h>
 
 #include "accelerator_core.h"
+#include "distributed/fully_shard.h"
 
 namespace spur {
 namespace detail {
@@ -190,7 +191,10 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 NamedTensors Accelerator::get_state_dict(const torch::nn::Module& module) const {
-  return detail::cpu_state_dict(module, /*copy=*/false);
+  // Stage 3: gathered (every rank calls it then) and copied, since the gathered memory is freed again after.
+  const bool sharded = core_->zero_stage >= 3 && !core_->zero_layouts.empty();
+  auto full = detail::gather_full_parameters(*core_, /*writeback=*/false);
+  return detail::cpu_state_dict(module, /*copy=*/sharded);
 }
 
 void Accelerator::save(const NamedTensors& tensors, const std::string& path, SaveOptions options) const {

@@ -26,6 +26,7 @@
 
 #include "accelerator_core.h"
 #include "checkpoint/project.h"
+#include "distributed/fully_shard.h"
 #include <spur/core/checkpoint_state.h>
 #include "compat/torch_compat.h"
 #include <spur/core/progress_file.h>
@@ -257,6 +258,8 @@ std::string Accelerator::save_state(const std::string& output_dir) {
                 "accumulated so far live in each rank's shard, which checkpoints do not hold yet; save after "
                 "optimizer.step()");
   }
+  // Stage 3: the parameters whole while they are written (the main process writes the consolidated model).
+  auto full = detail::gather_full_parameters(core, /*writeback=*/false);
   const bool automatic = output_dir.empty();
   std::string dir = output_dir;
   if (automatic) {
@@ -432,6 +435,8 @@ std::string Accelerator::save_state(const std::string& output_dir) {
 std::string Accelerator::load_state(const std::string& input_dir) {
   progress::Scope loading("load_state");
   auto& core = *core_;
+  // Stage 3: the parameters whole while the weights are copied in, then back into each rank's shard.
+  auto full = detail::gather_full_parameters(core, /*writeback=*/true);
   std::string dir = input_dir;
   if (dir.empty()) {
     if (!core.project.automatic_checkpoint_naming) {
@@ -687,6 +692,7 @@ std::string Accelerator::load_state(const std::string& input_dir) {
 }
 
 void Accelerator::save_module(torch::nn::Module& module, const std::string& dir, const SaveModelOptions& options) {
+  auto full = detail::gather_full_parameters(*core_, /*writeback=*/false);  // stage 3: whole while written
   // Only the main process writes; every rank learns whether it failed (a bad shard size, an unwritable
   // directory, a dtype safetensors cannot hold), instead of waiting at a barrier for the collective timeout.
   std::string failure;

@@ -20,6 +20,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
+#include "distributed/fully_shard.h"
 #include <spur/core/progress_file.h>
 
 namespace spur::detail {
@@ -230,6 +231,11 @@ class ReducerModelSync final : public ModelSync {
           }
         }
       }
+      if (core_->zero_stage >= 3) {
+        // Stage 3: one layout per fully_shard unit, gathered only around its uses (fully_shard.h).
+        sharded_ = ShardedModel::create(core_, *module_);
+        return;
+      }
       auto layout = std::make_shared<ZeroLayout>(trained, core_->comm->size(), core_->comm->rank(),
                                                  static_cast<int>(core_->zero_stage));
       core_->zero_layouts.push_back(layout);
@@ -264,6 +270,7 @@ class ReducerModelSync final : public ModelSync {
       } catch (const std::exception& e) {
         core_->comm->fail("forward (bucket and buffer sync)", e);
       }
+      if (sharded_) sharded_->begin_forward();
     }
     autocast_seen_ = detail::autocast_scopes_opened() + 1;  // the prepared call opens one (when it has a precision)
     if (core_->precision == Precision::no) return std::nullopt;
@@ -274,6 +281,10 @@ class ReducerModelSync final : public ModelSync {
     const bool sync = torch::GradMode::is_enabled() && require_sync_;
     require_forward_param_sync_ = sync;
     if (watch_ && torch::GradMode::is_enabled()) watch_->forward_ran();
+    if (sharded_) {
+      sharded_->end_forward(torch::GradMode::is_enabled(), sync);
+      return false;
+    }
     if (zero_gradients_ && sync) {
       // Parameters that take no part are reduced as zeros at the end of backward: no sink needed.
       zero_gradients_->prepare_for_backward();
@@ -344,7 +355,9 @@ class ReducerModelSync final : public ModelSync {
           "spur::PreparedModel<NetImpl>& parameter)");
     }
     require_forward_param_sync_ = true;
-    if (zero_gradients_) {
+    if (sharded_) {
+      sharded_->arm();
+    } else if (zero_gradients_) {
       zero_gradients_->prepare_for_backward();
     } else if (reducer_) {
       reducer_->prepare_for_backward({});
@@ -421,6 +434,7 @@ class ReducerModelSync final : public ModelSync {
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   std::shared_ptr<ZeroGradients> zero_gradients_;  // ZeRO stage 2, instead of the Reducer
+  std::shared_ptr<ShardedModel> sharded_;          // ZeRO stage 3, instead of both
   std::vector<torch::Tensor> trained_;             // the trained parameters, as the Reducer holds them
   std::shared_ptr<BackwardWatch> watch_;           // distributed runs with trained parameters
   bool require_sync_ = true;

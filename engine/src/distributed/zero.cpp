@@ -32,6 +32,22 @@ struct SettleHook final : torch::autograd::FunctionPreHook {
   size_t entry_;
 };
 
+// Stage 3: a gathered unit's memory is freed and allocated again under the same storage, which the parameters and
+// every view autograd saved of them share (as FSDP frees its unsharded parameters' storage). While freed, a tensor
+// of that storage fails on use ("its data is not allocated yet") instead of reading freed memory.
+void free_storage(const torch::Tensor& tensor) {
+  auto* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+  storage->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& tensor) {
+  auto* storage = tensor.storage().unsafeGetStorageImpl();
+  const auto bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
 std::string shape_text(const torch::Tensor& t) {
   std::string text = "[";
   for (int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.size(d));
@@ -78,6 +94,7 @@ ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int 
     grad_shard_ = torch::zeros({chunk_}, options.requires_grad(false));
     marker_ = torch::empty({0}, options.requires_grad(false));
   }
+  if (stage_ >= 3) shard_ = flat_.narrow(0, owned_begin(), chunk_).clone();
   entry_has_grad.assign(entries_.size(), 0);
   marked_.assign(entries_.size(), 0);
 }
@@ -99,7 +116,7 @@ void ZeroLayout::refresh(size_t entry) {
     marked_[entry] = 0;
     clear_reduced(entry);
   }
-  if (!marker_there && is_marker(e.param, grad)) grad = torch::Tensor();  // what zero_grad left of it
+  if (!marker_there && is_marker_of(entry, grad)) grad = torch::Tensor();  // what zero_grad left of it
 }
 
 void ZeroLayout::settle(size_t entry) {
@@ -117,7 +134,38 @@ void ZeroLayout::clear_reduced(size_t entry) {
   if (lo < hi && grad_shard_.defined()) grad_shard_.narrow(0, lo - owned_begin(), hi - lo).zero_();
 }
 
+void ZeroLayout::unshard(Communicator& comm) {
+  if (gathered_) return;
+  torch::NoGradGuard no_grad;
+  allocate_storage(flat_);
+  gathered_ = true;
+  regather(comm);
+}
+
+void ZeroLayout::regather(Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  flat_.narrow(0, owned_begin(), chunk_).copy_(shard_);
+  comm.allgather_chunks_(flat_);
+}
+
+void ZeroLayout::reshard() {
+  if (stage_ < 3 || !gathered_) return;
+  free_storage(flat_);
+  gathered_ = false;
+}
+
+void ZeroLayout::write_back() {
+  if (stage_ < 3 || !gathered_) return;
+  torch::NoGradGuard no_grad;
+  shard_.copy_(flat_.narrow(0, owned_begin(), chunk_));
+}
+
+torch::Tensor ZeroLayout::owned_values(int64_t lo, int64_t hi) {
+  return stage_ >= 3 ? shard_.narrow(0, lo - owned_begin(), hi - lo) : flat_.narrow(0, lo, hi - lo);
+}
+
 void ZeroLayout::check_views() const {
+  if (!gathered_) return;  // stage 3 between uses: the parameters' storage is the buffer's, freed
   const auto* base = static_cast<const char*>(flat_.data_ptr());
   const auto element = static_cast<int64_t>(flat_.element_size());
   for (const auto& entry : entries_) {
@@ -293,7 +341,12 @@ void ZeroGradients::complete(Bucket& bucket) {
   bucket.buffer = torch::Tensor();
 }
 
+void ZeroGradients::drain() {
+  while (completed_ < next_) complete(buckets_[completed_++]);
+}
+
 void ZeroGradients::finish() {
+  if (!armed_) return;  // finished already (stage 3 finishes every unit's at the end of backward, in one order)
   // Parameters that got no gradient in this backward are reduced as zeros (the ranks that used them need the
   // sum). With find_unused_parameters, one small all-reduce tells which parameters no rank used: those get no
   // gradient at all, so the optimizer skips them, as under DDP (its Reducer leaves them untouched).
@@ -364,7 +417,7 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
       const int64_t lo = std::max(entry->offset, layout->owned_begin());
       const int64_t hi = std::min(entry->offset + entry->numel, layout->owned_end());
       if (lo >= hi) continue;  // none of this parameter is this rank's
-      auto shard = layout->flat().narrow(0, lo, hi - lo);
+      auto shard = layout->owned_values(lo, hi);
       shards.push_back(shard);
       slices_.push_back({shard, param, layout, entries_.back().second, lo, hi});
     }
@@ -400,6 +453,12 @@ void ZeroShards::detach_gradients() {
 void ZeroShards::all_gather() {
   torch::NoGradGuard no_grad;
   for (auto* layout : layouts_) {
+    if (layout->stage() >= 3) {
+      // Stage 3 gathers each unit when it is next used; one gathered now (the steps between a forward and its
+      // backward, or inside summon_full_params) is gathered again from the stepped shards.
+      if (layout->gathered()) layout->regather(*comm_);
+      continue;
+    }
     layout->check_views();
     comm_->allgather_chunks_(layout->flat());
   }

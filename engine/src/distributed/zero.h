@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// ZeRO stages 1 and 2 (DeepSpeed's names; FSDP's SHARD_GRAD_OP is stage 2): each rank keeps the optimizer state
-// (stage 1), and the reduced gradients too (stage 2), of its own contiguous shard of the parameters only.
+// ZeRO stages 1 to 3 (DeepSpeed's names; FSDP's SHARD_GRAD_OP is stage 2, FULL_SHARD stage 3): each rank keeps the
+// optimizer state (stage 1), and the reduced gradients too (stage 2), and the parameters too between their uses
+// (stage 3), of its own contiguous shard only.
 //
 //   ZeroLayout      one prepared model's trained parameters laid end to end in one flat buffer of
 //                   world x chunk elements (each starting on a 64-byte boundary, as a tensor of its own does; gaps
@@ -9,6 +10,9 @@
 //   ZeroGradients   stage 2's gradient reduction (instead of DDP's Reducer): hooks on every parameter's gradient
 //                   accumulator reduce buckets, in a fixed order, while backward still runs; each rank keeps
 //                   its owned range of the reduced gradient and frees the parameters' full gradients.
+//                   Stage 3: one layout per spur::fully_shard unit (fully_shard.h); the buffer's memory exists only
+//                   while the unit is gathered (unshard: all-gather from the owned shard; reshard: freed, the
+//                   parameters empty), and the owned values live in a shard of their own.
 //   ZeroShards      a prepared optimizer's view of the layouts: its parameter groups list this rank's slices of
 //                   the parameters (so any LibTorch optimizer whose state is per parameter, and only per element,
 //                   steps exactly as it would on the whole), their gradients point at the reduced gradients'
@@ -87,10 +91,36 @@ class ZeroLayout {
   void settle(size_t entry);
   /// Stage 2: drops `entry`'s reduced gradient (its range of grad_shard is zeroed).
   void clear_reduced(size_t entry);
-  /// True for a .grad() that is the marker or what zero_grad left of it (not a gradient of the parameter).
+  /// True for a .grad() that is the marker or what zero_grad left of it (not a gradient of the parameter). A
+  /// stage-3 parameter between its uses is empty itself: see the entry's numel instead (is_marker_of).
   static bool is_marker(const torch::Tensor& param, const torch::Tensor& grad) {
     return grad.defined() && grad.numel() == 0 && param.numel() > 0;
   }
+  bool is_marker_of(size_t entry, const torch::Tensor& grad) const {
+    return grad.defined() && grad.numel() == 0 && entries_[entry].numel > 0;
+  }
+  // Stage 3. The parameters' values live in shard() (this rank's `chunk` elements of the flat range, owned_begin()
+  // on); flat() has memory only while gathered(). unshard() fills it from every rank's shard (a collective: every
+  // rank, in the same order) and points the parameters at their places in it again; reshard() frees it (also the
+  // memory autograd's saved views of the parameters point at: unshard() refills that same storage in place). The
+  // parameters keep their shapes; a use of one while its unit is not gathered fails ("data is not allocated")
+  // instead of reading freed memory.
+
+  /// Stage 3: true while flat() holds the whole unit (always true for stages 1 and 2).
+  bool gathered() const { return gathered_; }
+  /// Stage 3: gathers the unit (nothing when it is gathered already).
+  void unshard(Communicator& comm);
+  /// Stage 3: gathers again after the shards changed (a step while gathered).
+  void regather(Communicator& comm);
+  /// Stage 3: frees the gathered unit (nothing when it is not gathered).
+  void reshard();
+  /// Stage 3, while gathered: the owned range of flat() back into shard() (weights loaded into the parameters).
+  void write_back();
+  /// This rank's values of the flat range [lo, hi) inside the owned range: a view the optimizer steps.
+  torch::Tensor owned_values(int64_t lo, int64_t hi);
+  /// Stage 3: this rank's `chunk` values.
+  torch::Tensor& shard() { return shard_; }
+
   /// Throws spur::Error when a parameter's storage is no longer its place in the buffer (replaced after prepare:
   /// torch::load into the module, module->to(...)): the optimizer would step the buffer and the model read
   /// something else.
@@ -103,6 +133,8 @@ class ZeroLayout {
   torch::Tensor flat_;
   torch::Tensor grad_shard_;
   torch::Tensor marker_;      // stage 2: what reduced parameters' .grad() is set to
+  torch::Tensor shard_;       // stage 3: the owned values
+  bool gathered_ = true;
   std::vector<char> marked_;  // stage 2, per entry: .grad() was set to marker_ and not settled since
   std::vector<Entry> entries_;
   std::unordered_map<const void*, size_t> index_;
@@ -120,6 +152,16 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
   /// Arms the hooks for the coming backward (a synchronising one). A previous backward that failed part-way (an
   /// exception: its end-of-backward callback never ran) is discarded first, with the gradients it had reduced.
   void prepare_for_backward();
+  /// Armed and not finished: what the end of backward does (every bucket reduced, the shard's gradients marked).
+  /// Stage 3 calls it for every unit in one order at the end of backward; the callback each queues then finds
+  /// nothing left.
+  void finish_if_armed() {
+    if (armed_) finish();
+  }
+  /// Waits for the buckets already started and keeps their slices (their full-size buffers are freed).
+  void drain();
+  /// A gradient of this layout came in the current backward.
+  bool started() const { return started_; }
 
  private:
   struct Bucket {

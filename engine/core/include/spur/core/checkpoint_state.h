@@ -37,7 +37,7 @@ struct CheckpointState {
   int64_t world_size = 1;  // processes that saved it (>= 1)
   int64_t models = 0;      // model files model.safetensors, model_1.safetensors, ... (>= 0)
   int64_t optimizers = 0;
-  int64_t zero_stage = 0;  // 0 (whole optimizer state), 1 or 2 (sharded per rank)
+  int64_t zero_stage = 0;  // 0 (whole optimizer state), 1, 2 or 3 (sharded per rank)
   int64_t schedulers = 0;
   int64_t custom_objects = 0;
   int64_t accumulation_step = 0;  // GradientState::step at the save (>= 0)
