@@ -3,7 +3,8 @@
 //   step_bench single WORKLOAD [--steps N]   one process: hand-written LibTorch step vs Spur step, interleaved
 //   step_bench rank WORKLOAD [--steps N]     one rank of a Spur DDP run (RANK, WORLD_SIZE... from the driver)
 //   step_bench adamw WORKLOAD [--steps N]    the same with AdamW (lr 1e-3, weight decay 0.01): zero_bench.py runs it
-//                                            with SPUR_ZERO_STAGE 0, 1 and 2 (issue 17)
+//                                            with SPUR_ZERO_STAGE 0, 1, 2 and 3 (issues 17, 37); with
+//                                            SPUR_BENCH_FULLY_SHARD=1 each Linear is a spur::fully_shard unit
 // With SPUR_PROGRESS_FILE set (what `spur launch --hang_timeout` gives a rank), `rank` also prints what progress
 // reporting costs: the file's changes per step and the time of one operation's report (enter and leave).
 // Prints one JSON object per line; run_benchmarks.py turns them into ratios.
@@ -27,6 +28,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <spur/fully_shard.h>
 #include <spur/spur.h>
 
 #include "bench_support.h"
@@ -41,6 +43,7 @@ using spur::bench::print_rank_record;
 struct Workload {
   std::string name;
   int64_t in, hidden, out, batch;
+  int64_t layers = 1;  // hidden-to-hidden Linear layers
 };
 
 Workload workload(const std::string& name) {
@@ -50,15 +53,44 @@ Workload workload(const std::string& name) {
   if (name == "wide") return {"wide", 1024, 4096, 10, 32};
   // And one where the model state dwarfs a LibTorch process's own ~130 MiB (75 M parameters, 300 MB).
   if (name == "wider") return {"wider", 1024, 8192, 10, 8};
-  throw spur::Error("unknown workload " + name + " (small, large, wide, wider)");
+  // Issue 37: 75 M parameters in 18 equal blocks (each 2048 x 2048), where sharding per block can pay.
+  if (name == "deep") return {"deep", 2048, 2048, 10, 32, 17};
+  throw spur::Error("unknown workload " + name + " (small, large, wide, wider, deep)");
 }
 
 torch::nn::Sequential make_model(const Workload& w) {
   torch::manual_seed(0);
-  return torch::nn::Sequential(torch::nn::Linear(w.in, w.hidden), torch::nn::ReLU(),
-                               torch::nn::Linear(w.hidden, w.hidden), torch::nn::ReLU(),
-                               torch::nn::Linear(w.hidden, w.out));
+  torch::nn::Sequential model(torch::nn::Linear(w.in, w.hidden), torch::nn::ReLU());
+  for (int64_t i = 0; i < w.layers; ++i) {
+    model->push_back(torch::nn::Linear(w.hidden, w.hidden));
+    model->push_back(torch::nn::ReLU());
+  }
+  model->push_back(torch::nn::Linear(w.hidden, w.out));
+  return model;
 }
+
+// The same layers, each a spur::fully_shard unit (a Sequential calls its children itself, so it cannot).
+struct ShardedMlpImpl : torch::nn::Module {
+  explicit ShardedMlpImpl(const Workload& w) {
+    torch::manual_seed(0);
+    std::vector<std::pair<int64_t, int64_t>> shapes{{w.in, w.hidden}};
+    for (int64_t i = 0; i < w.layers; ++i) shapes.emplace_back(w.hidden, w.hidden);
+    shapes.emplace_back(w.hidden, w.out);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      auto layer = register_module(std::to_string(2 * i), torch::nn::Linear(shapes[i].first, shapes[i].second));
+      layers.push_back(spur::fully_shard(layer));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      x = layers[i](x);
+      if (i + 1 < layers.size()) x = torch::relu(x);
+    }
+    return x;
+  }
+  std::vector<spur::FullyShard<torch::nn::Linear>> layers;
+};
+TORCH_MODULE(ShardedMlp);
 
 struct Batches {
   std::vector<torch::Tensor> x, y;
@@ -130,10 +162,9 @@ int single(const Workload& w, int steps) {
   return 0;
 }
 
-template <typename Optimizer>
-int rank(const Workload& w, int steps) {
+template <typename Optimizer, typename Net>
+int rank(const Workload& w, int steps, Net net) {
   spur::Accelerator accelerator;
-  auto net = make_model(w);
   Optimizer base = [&] {
     if constexpr (std::is_same_v<Optimizer, torch::optim::AdamW>) {
       return torch::optim::AdamW(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
@@ -182,14 +213,18 @@ int rank(const Workload& w, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc < 3) throw spur::Error("usage: step_bench single|rank small|large [--steps N]");
+  if (argc < 3) throw spur::Error("usage: step_bench single|rank|adamw WORKLOAD [--steps N]");
   const std::string mode = argv[1];
   const auto w = workload(argv[2]);
   int steps = 200;
   if (argc >= 5 && std::string(argv[3]) == "--steps") steps = std::max(10, std::stoi(argv[4]));
   if (mode == "single") return single(w, steps);
-  if (mode == "rank") return rank<torch::optim::SGD>(w, steps);
-  if (mode == "adamw") return rank<torch::optim::AdamW>(w, steps);
+  if (mode == "rank") return rank<torch::optim::SGD>(w, steps, make_model(w));
+  if (mode == "adamw") {
+    const char* wrap = std::getenv("SPUR_BENCH_FULLY_SHARD");
+    if (wrap && std::string(wrap) == "1") return rank<torch::optim::AdamW>(w, steps, ShardedMlp(w));
+    return rank<torch::optim::AdamW>(w, steps, make_model(w));
+  }
   throw spur::Error("unknown mode " + mode);
 } catch (const std::exception& e) {
   std::cerr << "step_bench: " << e.what() << "\n";

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The peer of Spur's ZeRO benchmark (issue 17): PyTorch's own DistributedDataParallel with AdamW, and DDP with
-# torch.distributed.optim.ZeroRedundancyOptimizer(AdamW) (ZeRO stage 1 in PyTorch), Gloo on the CPU. Started by
-# zero_bench.py with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR...); prints one JSON record per rank.
-#   python zero_peer.py WORKLOAD ddp|zero STEPS
+# torch.distributed.optim.ZeroRedundancyOptimizer(AdamW) (ZeRO stage 1 in PyTorch), and FSDP2's fully_shard on each
+# Linear and then the model (issue 37; ZeRO stage 3 in PyTorch), Gloo on the CPU. Started by zero_bench.py with
+# torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR...); prints one JSON record per rank.
+#   python zero_peer.py WORKLOAD ddp|zero|fsdp2 STEPS
 import statistics
 import sys
 import time
@@ -16,18 +17,28 @@ from torch.nn.parallel import DistributedDataParallel
 
 from peer_memory import memory_mib, write_record
 
-WORKLOADS = {"small": (256, 512, 10, 64), "large": (1024, 2048, 10, 128), "wide": (1024, 4096, 10, 32),
-             "wider": (1024, 8192, 10, 8)}
+# (in, hidden, out, batch, hidden-to-hidden layers): step_bench.cpp's
+WORKLOADS = {"small": (256, 512, 10, 64, 1), "large": (1024, 2048, 10, 128, 1), "wide": (1024, 4096, 10, 32, 1),
+             "wider": (1024, 8192, 10, 8, 1), "deep": (2048, 2048, 10, 32, 17)}
 
 
 def main():
     name, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    n_in, hidden, n_out, batch = WORKLOADS[name]
+    n_in, hidden, n_out, batch, layers = WORKLOADS[name]
     dist.init_process_group("gloo")
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                          nn.Linear(hidden, n_out))
-    model = DistributedDataParallel(model, gradient_as_bucket_view=True)
+    parts = [nn.Linear(n_in, hidden), nn.ReLU()]
+    for _ in range(layers):
+        parts += [nn.Linear(hidden, hidden), nn.ReLU()]
+    model = nn.Sequential(*parts, nn.Linear(hidden, n_out))
+    if mode == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    else:
+        model = DistributedDataParallel(model, gradient_as_bucket_view=True)
     if mode == "zero":
         optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3,
                                             weight_decay=0.01)

@@ -4,11 +4,13 @@
 // one inf verdict); an optimizer prepared before its model is refused by name on every rank. Issue 37: stage 3
 // (parameters sharded, spur::fully_shard blocks) trains as DDP does too, saves DDP's checkpoints and resumes from its
 // own, and refuses a wrong wrapping by name on every rank.
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -108,6 +110,78 @@ bool copy_dir(const QString& from, const QString& to) {
   }
   return true;
 }
+
+// One memory cgroup per rank (SPUR_TEST_CGROUP-<rank>), made under the cgroup v1 memory controller or cgroup v2,
+// removed again (the ranks gone) when this goes out of scope. Empty base() where neither can be written (not root).
+class RankCgroups {
+ public:
+  explicit RankCgroups(int world) : world_(world) {
+    const QString name = QString("spur-test-%1-%2").arg(QCoreApplication::applicationPid()).arg(counter_++);
+    for (const auto& [root, v2] :
+         {std::pair{QString("/sys/fs/cgroup/memory"), false}, std::pair{QString("/sys/fs/cgroup"), true}}) {
+      if (!QFile::exists(root + (v2 ? "/cgroup.controllers" : "/memory.limit_in_bytes"))) continue;
+      bool made = true;
+      for (int rank = 0; rank < world && made; ++rank)
+        made = QDir().mkdir(root + "/" + name + "-" + QString::number(rank));
+      if (made) {
+        base_ = root + "/" + name;
+        v2_ = v2;
+        return;
+      }
+      remove_dirs(root + "/" + name);
+    }
+  }
+  ~RankCgroups() {
+    if (!base_.isEmpty()) remove_dirs(base_);
+  }
+  const QString& base() const { return base_; }
+  /// Each rank's limit (0: none).
+  bool limit(qint64 bytes) {
+    for (int rank = 0; rank < world_; ++rank) {
+      const QString dir = base_ + "-" + QString::number(rank);
+      if (v2_) {
+        if (!write(dir + "/memory.max", bytes ? QByteArray::number(bytes) : "max")) return false;
+        if (QFile::exists(dir + "/memory.swap.max")) write(dir + "/memory.swap.max", "0");
+      } else if (!write(dir + "/memory.limit_in_bytes", bytes ? QByteArray::number(bytes) : "-1")) {
+        return false;
+      }
+    }
+    return true;
+  }
+  /// The largest peak of any rank's cgroup since it was made (v1's max_usage_in_bytes, v2's memory.peak); -1 when
+  /// the kernel does not keep one.
+  qint64 peak() const {
+    qint64 most = -1;
+    for (int rank = 0; rank < world_; ++rank) {
+      QFile file(base_ + "-" + QString::number(rank) + (v2_ ? "/memory.peak" : "/memory.max_usage_in_bytes"));
+      if (file.open(QIODevice::ReadOnly)) most = std::max(most, file.readAll().trimmed().toLongLong());
+    }
+    return most;
+  }
+  /// Resets the peaks (v1 only; v2's memory.peak counts from the cgroup's making, so each run takes new ones).
+  void reset_peak() {
+    for (int rank = 0; rank < world_ && !v2_; ++rank) {
+      write(base_ + "-" + QString::number(rank) + "/memory.max_usage_in_bytes", "0");
+    }
+  }
+  /// The program and arguments that start a rank inside its cgroup.
+  QStringList wrap(const QString& program, const QStringList& args) const {
+    return QStringList{"-c", "echo $$ > \"" + base_ + "-$RANK/cgroup.procs\" && exec \"$0\" \"$@\"", program} + args;
+  }
+
+ private:
+  static bool write(const QString& path, const QByteArray& value) {
+    QFile file(path);
+    return file.open(QIODevice::WriteOnly) && file.write(value) == value.size();
+  }
+  void remove_dirs(const QString& base) {
+    for (int rank = 0; rank < world_; ++rank) QDir().rmdir(base + "-" + QString::number(rank));
+  }
+  static inline int counter_ = 0;
+  int world_;
+  QString base_;
+  bool v2_ = false;
+};
 
 std::vector<double> norms(const QString& output) {
   std::vector<double> values;
@@ -278,16 +352,24 @@ class ZeroTest : public QObject {
     QTest::addColumn<double>("clip");
     QTest::addColumn<QString>("precision");
     QTest::addColumn<bool>("gloo");
-    QTest::newRow("2 ranks, blocks, SGD") << 2 << "blocks" << "sgd" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, blocks, AdamW") << 3 << "blocks" << "adamw" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, whole model one unit, AdamW") << 3 << "none" << "adamw" << 1 << 0.0 << "no" << false;
-    QTest::newRow("2 ranks, blocks kept gathered, AdamW") << 2 << "keep" << "adamw" << 1 << 0.0 << "no" << false;
-    QTest::newRow("3 ranks, blocks, AdamW, 2 micro-steps, clipped")
-        << 3 << "blocks" << "adamw" << 2 << 0.05 << "no" << false;
-    QTest::newRow("2 ranks, blocks, AdamW, Gloo") << 2 << "blocks" << "adamw" << 1 << 0.0 << "no" << true;
-    QTest::newRow("3 ranks, blocks, SGD, 2 micro-steps, Gloo") << 3 << "blocks" << "sgd" << 2 << 0.0 << "no" << true;
-    QTest::newRow("2 ranks, blocks, AdamW, bf16") << 2 << "blocks" << "adamw" << 1 << 0.0 << "bf16" << false;
-    QTest::newRow("2 ranks, blocks, SGD, fp16, clipped") << 2 << "blocks" << "sgd" << 1 << 0.05 << "fp16" << false;
+    QTest::newRow("2 ranks, blocks, SGD") << 2 << "blocks"
+                                          << "sgd" << 1 << 0.0 << "no" << false;
+    QTest::newRow("3 ranks, blocks, AdamW") << 3 << "blocks"
+                                            << "adamw" << 1 << 0.0 << "no" << false;
+    QTest::newRow("3 ranks, whole model one unit, AdamW") << 3 << "none"
+                                                          << "adamw" << 1 << 0.0 << "no" << false;
+    QTest::newRow("2 ranks, blocks kept gathered, AdamW") << 2 << "keep"
+                                                          << "adamw" << 1 << 0.0 << "no" << false;
+    QTest::newRow("3 ranks, blocks, AdamW, 2 micro-steps, clipped") << 3 << "blocks"
+                                                                    << "adamw" << 2 << 0.05 << "no" << false;
+    QTest::newRow("2 ranks, blocks, AdamW, Gloo") << 2 << "blocks"
+                                                  << "adamw" << 1 << 0.0 << "no" << true;
+    QTest::newRow("3 ranks, blocks, SGD, 2 micro-steps, Gloo") << 3 << "blocks"
+                                                               << "sgd" << 2 << 0.0 << "no" << true;
+    QTest::newRow("2 ranks, blocks, AdamW, bf16") << 2 << "blocks"
+                                                  << "adamw" << 1 << 0.0 << "bf16" << false;
+    QTest::newRow("2 ranks, blocks, SGD, fp16, clipped") << 2 << "blocks"
+                                                         << "sgd" << 1 << 0.05 << "fp16" << false;
   }
   void fully_shard_equals_ddp() {
     QFETCH(int, world);
@@ -302,8 +384,11 @@ class ZeroTest : public QObject {
       QSKIP("this LibTorch runs fp16 autocast on CUDA only");
     }
     QTemporaryDir ddp_dir, shard_dir;
-    const QStringList args{"--steps", "6", "--optimizer", optimizer, "--accumulate", QString::number(accumulate),
-                           "--clip", QString::number(clip), "--wrap", wrap};
+    const QStringList args{"--steps",      "6",
+                           "--optimizer",  optimizer,
+                           "--accumulate", QString::number(accumulate),
+                           "--clip",       QString::number(clip),
+                           "--wrap",       wrap};
     const auto ddp = train_shard(ddp_dir.path(), world, 0, args, precision, gloo);
     QVERIFY2(ddp.params.size() == size_t(world), qPrintable(ddp.output));
     const auto sharded = train_shard(shard_dir.path(), world, 3, args, precision, gloo);
@@ -358,10 +443,14 @@ class ZeroTest : public QObject {
   void fully_shard_mistakes_are_named_data() {
     QTest::addColumn<QString>("wrap");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("a block called twice") << "twice" << "block 'h1' was called twice in one forward";
-    QTest::newRow("a block not called") << "skip" << "block 'h1' was not called in this forward";
-    QTest::newRow("a weight tied across blocks") << "tied" << "belongs to block 'h1' and to block 'h0'";
-    QTest::newRow("ranks wrapping differently") << "odd" << "the ranks wrap the model differently";
+    QTest::newRow("a block called twice") << "twice"
+                                          << "block 'h1' was called twice in one forward";
+    QTest::newRow("a block not called") << "skip"
+                                        << "block 'h1' was not called in this forward";
+    QTest::newRow("a weight tied across blocks") << "tied"
+                                                 << "belongs to block 'h1' and to block 'h0'";
+    QTest::newRow("ranks wrapping differently") << "odd"
+                                                << "the ranks wrap the model differently";
   }
   void fully_shard_mistakes_are_named() {
     QFETCH(QString, wrap);
@@ -375,6 +464,39 @@ class ZeroTest : public QObject {
       const auto result = ranks.result(rank);
       QVERIFY2(result.exit_code != 0 && result.output.contains(expected), qPrintable(ranks.transcript()));
     }
+  }
+
+  // The point of stage 3: a model (67 M parameters, AdamW) whose DDP training does not fit a per-rank memory limit
+  // trains under stage 3 within it. The limit is stage 3's own peak (measured in the same cgroups, unlimited) and a
+  // sixth more; DDP must be stopped by it (else the limit would prove nothing), stage 3 must finish.
+  void fully_shard_trains_where_ddp_does_not_fit() {
+    const int world = 3;
+    RankCgroups cgroups(world);
+    if (cgroups.base().isEmpty()) QSKIP("no memory cgroup can be made here (cgroup v1 or v2, as root)");
+    QTemporaryDir dir;
+    const QStringList args{"shard", "--out",    dir.path(), "--steps",   "3", "--optimizer", "adamw", "--width",
+                           "2048",  "--blocks", "16",       "--outputs", "0"};
+    auto run = [&](int stage) {
+      RankGroup ranks("/bin/sh", cgroups.wrap(SPUR_TEST_WORKER, args), world);
+      ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
+      bool ok = ranks.start() && ranks.wait(300000);
+      for (int rank = 0; rank < world; ++rank)
+        ok = ok && ranks.result(rank).exit_code == 0 && !ranks.result(rank).crashed;
+      return std::pair{ok, ranks.transcript()};
+    };
+    QVERIFY(cgroups.limit(0));
+    cgroups.reset_peak();
+    const auto free_run = run(3);
+    QVERIFY2(free_run.first, qPrintable(free_run.second));
+    const qint64 stage3_peak = cgroups.peak();
+    if (stage3_peak <= 0) QSKIP("this kernel keeps no peak of a cgroup's memory");
+    const qint64 limit = stage3_peak + stage3_peak / 6;
+    qInfo("stage 3's peak per rank %.0f MiB; limit %.0f MiB", stage3_peak / 1048576.0, limit / 1048576.0);
+    QVERIFY(cgroups.limit(limit));
+    const auto ddp = run(0);
+    QVERIFY2(!ddp.first, qPrintable("DDP fitted within the limit:\n" + ddp.second));
+    const auto sharded = run(3);
+    QVERIFY2(sharded.first, qPrintable("stage 3 did not fit within its own peak and a sixth:\n" + sharded.second));
   }
 
   // Accelerate's DeepSpeed variables select the stage; an offload setting Spur does not honour is named once.

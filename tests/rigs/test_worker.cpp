@@ -4,6 +4,7 @@
 // (flat float32 parameter files) and prints "OK name" / "FAIL name: why" lines. Exit 0 only if nothing failed.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +65,9 @@ struct Args {
   std::string poison;                   // scaler_oracle: "step:branch,..." (branch a or b gets inputs of 1e4 there)
   std::string wrap = "blocks";          // shard: which modules spur::fully_shard wraps (blocks, none, keep, twice,
                                         // skip, tied, odd)
+  int64_t width = 24;                   // shard: the blocks' width
+  int64_t blocks = 3;                   // shard: how many
+  bool outputs = true;                  // shard: evaluate, save the model and write the parameters at the end
 };
 
 Args parse(int argc, char** argv) {
@@ -94,6 +98,9 @@ Args parse(int argc, char** argv) {
     else if (key == "--zero_grad") args.zero_grad = value;
     else if (key == "--poison") args.poison = value;
     else if (key == "--wrap") args.wrap = value;
+    else if (key == "--width") args.width = std::stoll(value);
+    else if (key == "--blocks") args.blocks = std::stoll(value);
+    else if (key == "--outputs") args.outputs = value == "1";
     else throw spur::Error("test_worker: unknown option " + key);
   }
   return args;
@@ -866,14 +873,14 @@ int zero(const Args& args) {
 }
 
 // Issue 37: a model of blocks for ZeRO stage 3. The root holds an input layer, a frozen layer, a buffer and the
-// head; three blocks (Linear + LayerNorm + tanh, 24 wide) are spur::fully_shard units (--wrap blocks), or not
-// (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong ways are there
-// for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks (tied), rank 1
-// wrapping a block fewer (odd).
+// head; --blocks blocks (Linear + LayerNorm + tanh, --width wide; 3 of 24 by default) are spur::fully_shard units
+// (--wrap blocks), or not (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong
+// ways are there for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks
+// (tied), rank 1 wrapping a block fewer (odd).
 struct BlockImpl : torch::nn::Module {
-  BlockImpl() {
-    fc = register_module("fc", torch::nn::Linear(24, 24));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({24})));
+  explicit BlockImpl(int64_t width) {
+    fc = register_module("fc", torch::nn::Linear(width, width));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
   }
   torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(norm(fc(x))); }
   torch::nn::Linear fc{nullptr};
@@ -882,20 +889,20 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct ShardNetImpl : torch::nn::Module {
-  ShardNetImpl(const std::string& wrap, int64_t rank) {
+  ShardNetImpl(const std::string& wrap, int64_t rank, int64_t width, int64_t count) {
     frozen = register_module("frozen", torch::nn::Linear(8, 8));
     for (auto& p : frozen->parameters()) p.set_requires_grad(false);
-    input = register_module("input", torch::nn::Linear(8, 24));
+    input = register_module("input", torch::nn::Linear(8, width));
     spur::FullyShardOptions options;
     options.reshard_after_forward = wrap != "keep";
-    for (int i = 0; i < 3; ++i) {
-      auto block = register_module("h" + std::to_string(i), Block());
+    for (int64_t i = 0; i < count; ++i) {
+      auto block = register_module("h" + std::to_string(i), Block(width));
       const bool wrapped = wrap != "none" && !(wrap == "odd" && rank == 1 && i == 2);
       blocks.push_back(wrapped ? spur::FullyShard<Block>(spur::fully_shard(block, options))
                                : spur::FullyShard<Block>(block, nullptr));
     }
     if (wrap == "tied") blocks[1]->register_parameter("tied", blocks[0]->fc->weight);  // h0's, also in h1
-    head = register_module("head", torch::nn::Linear(24, 4));
+    head = register_module("head", torch::nn::Linear(width, 4));
     offset = register_buffer("offset", torch::zeros({8}));
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -924,7 +931,7 @@ int shard(const Args& args) {
   const int64_t micro = 2;
   auto [x, y] = make_data(args.steps, world * k * micro);
   torch::manual_seed(2000 + rank);  // rank 0's weights reach every rank at prepare
-  ShardNet net(args.wrap, rank);
+  ShardNet net(args.wrap, rank, args.width, args.blocks);
   net->wrap_skip = args.wrap == "skip";
   net->wrap_twice = args.wrap == "twice";
   {
@@ -967,6 +974,10 @@ int shard(const Args& args) {
     }
     if (step + 1 == args.save_at && !args.load) accelerator.save_state(args.out + "/checkpoint");
   }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak_rss_mib %lld %.1f\n", static_cast<long long>(rank), static_cast<double>(usage.ru_maxrss) / 1024);
+  if (!args.outputs) return 0;
   {
     torch::NoGradGuard no_grad;
     auto eval = model(x[0]);  // a forward without gradients gathers and frees as well

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <malloc.h>
+
 #include <iostream>
 #include <mutex>
 #include <unordered_map>
@@ -83,8 +85,8 @@ void ShardedCall::finish(const std::vector<torch::Tensor>& outputs) {
 
 // --- a unit ------------------------------------------------------------------------------------------------------
 
-ShardedUnit::ShardedUnit(std::string name, std::shared_ptr<ZeroLayout> layout,
-                         std::shared_ptr<ZeroGradients> gradients, FullyShardOptions options, ShardedModel* model)
+ShardedUnit::ShardedUnit(std::string name, std::shared_ptr<ZeroLayout> layout, std::shared_ptr<ZeroGradients> gradients,
+                         FullyShardOptions options, ShardedModel* model)
     : name_(std::move(name)),
       layout_(std::move(layout)),
       gradients_(std::move(gradients)),
@@ -167,38 +169,37 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
   units[0].name = kRootName;
   if (auto slot = slot_of(module)) units[0].slot = slot;  // fully_shard(model) itself: the root's options
   std::unordered_map<const void*, std::pair<size_t, std::string>> owner;  // trained parameter -> unit, name
-  std::function<void(torch::nn::Module&, const std::string&, size_t)> visit = [&](torch::nn::Module& m,
-                                                                                   const std::string& prefix,
-                                                                                   size_t unit) {
-    if (&m != &module) {
-      if (auto slot = slot_of(m)) {
-        // A block registered under two names is one unit.
-        const auto it = std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.slot == slot; });
-        if (it != units.end()) {
-          unit = static_cast<size_t>(it - units.begin());
-        } else {
-          units.push_back({"block '" + prefix + "'", slot, {}, {}});
-          unit = units.size() - 1;
+  std::function<void(torch::nn::Module&, const std::string&, size_t)> visit =
+      [&](torch::nn::Module& m, const std::string& prefix, size_t unit) {
+        if (&m != &module) {
+          if (auto slot = slot_of(m)) {
+            // A block registered under two names is one unit.
+            const auto it = std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.slot == slot; });
+            if (it != units.end()) {
+              unit = static_cast<size_t>(it - units.begin());
+            } else {
+              units.push_back({"block '" + prefix + "'", slot, {}, {}});
+              unit = units.size() - 1;
+            }
+          }
         }
-      }
-    }
-    for (const auto& item : m.named_parameters(/*recurse=*/false)) {
-      const auto& p = item.value();
-      if (!p.requires_grad()) continue;  // frozen parameters stay whole on every rank
-      const auto name = joined(prefix, item.key());
-      const auto [it, inserted] = owner.emplace(p.unsafeGetTensorImpl(), std::pair{unit, name});
-      if (inserted) {
-        units[unit].params.push_back(p);
-        units[unit].names.push_back(name);
-      } else if (it->second.first != unit) {
-        throw Error("ZeRO stage 3: the parameter '" + name + "' (also '" + it->second.second + "') belongs to " +
-                    units[unit].name + " and to " + units[it->second.first].name +
-                    ": a weight tied across fully_shard units cannot be gathered and freed with each of them. Tie "
-                    "weights within one unit (wrap the module that holds both, or leave them in the root)");
-      }
-    }
-    for (const auto& child : m.named_children()) visit(*child.value(), joined(prefix, child.key()), unit);
-  };
+        for (const auto& item : m.named_parameters(/*recurse=*/false)) {
+          const auto& p = item.value();
+          if (!p.requires_grad()) continue;  // frozen parameters stay whole on every rank
+          const auto name = joined(prefix, item.key());
+          const auto [it, inserted] = owner.emplace(p.unsafeGetTensorImpl(), std::pair{unit, name});
+          if (inserted) {
+            units[unit].params.push_back(p);
+            units[unit].names.push_back(name);
+          } else if (it->second.first != unit) {
+            throw Error("ZeRO stage 3: the parameter '" + name + "' (also '" + it->second.second + "') belongs to " +
+                        units[unit].name + " and to " + units[it->second.first].name +
+                        ": a weight tied across fully_shard units cannot be gathered and freed with each of them. Tie "
+                        "weights within one unit (wrap the module that holds both, or leave them in the root)");
+          }
+        }
+        for (const auto& child : m.named_children()) visit(*child.value(), joined(prefix, child.key()), unit);
+      };
   visit(module, "", 0);
 
   // Every rank must cut the model into the same units: they gather and reduce together.
@@ -228,12 +229,18 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
   const auto& options = core->options;
   const std::size_t first_cap =
       options.first_bucket_cap_bytes.value_or(core->device.is_cuda() ? std::size_t{1} << 20 : std::size_t{4} << 20);
-  const std::size_t cap = core->comm->shared_memory()
-                              ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
-                              : options.bucket_cap_bytes;
+  const std::size_t cap = core->comm->shared_memory() ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
+                                                      : options.bucket_cap_bytes;
+  auto pool = std::make_shared<StoragePool>();
   for (auto& unit : units) {
     if (unit.params.empty()) continue;  // a block with frozen parameters only, or no root parameters
-    auto layout = std::make_shared<ZeroLayout>(unit.params, core->comm->size(), core->comm->rank(), 3);
+    auto layout = std::make_shared<ZeroLayout>(unit.params, core->comm->size(), core->comm->rank(), 3, pool);
+    try {
+      core->comm->broadcast_(layout->flat(), 0);  // rank 0's weights (model_sync.cpp left the trained ones to here)
+    } catch (const std::exception& e) {
+      core->comm->fail("prepare(model) (broadcast of " + unit.name + " from rank 0)", e);
+    }
+    layout->write_back();
     auto gradients =
         ZeroGradients::create(layout, core->comm, cap, std::min(first_cap, cap), options.find_unused_parameters);
     const FullyShardOptions unit_options = unit.slot ? unit.slot->options : FullyShardOptions{};
@@ -254,12 +261,17 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
     self->units_.push_back(std::move(sharded));
     layout->reshard();
   }
+  // The whole model each rank built is freed now (only the shards are left): back to the system, or the heap would
+  // keep it as the process's footprint (glibc keeps freed memory at the heap's top, and Spur asks it to).
+  malloc_trim(0);
   return self;
 }
 
 Communicator& ShardedModel::comm() { return *core_->comm; }
 
-void ShardedModel::fail(const std::string& operation, const std::exception& cause) { core_->comm->fail(operation, cause); }
+void ShardedModel::fail(const std::string& operation, const std::exception& cause) {
+  core_->comm->fail(operation, cause);
+}
 
 void ShardedModel::begin_forward() {
   if (module_->parameters(/*recurse=*/true).size() != parameter_count_) {

@@ -99,7 +99,7 @@ class ShardedModel : public std::enable_shared_from_this<ShardedModel> {
 
   std::shared_ptr<AcceleratorCore> core_;
   torch::nn::Module* module_;
-  size_t parameter_count_ = 0;  // the module's, at prepare
+  size_t parameter_count_ = 0;                       // the module's, at prepare
   std::vector<std::shared_ptr<ShardedUnit>> units_;  // root first, when it has trained parameters
   ShardedUnit* root_ = nullptr;
   ShardedUnit* in_flight_ = nullptr;

@@ -201,6 +201,9 @@ class ReducerModelSync final : public ModelSync {
       // [0], which cannot be copied into a [0, 6] parameter: they stay out.)
       std::vector<torch::Tensor> state;
       for (const auto& tensor : all_params) {
+        // Stage 3 sends each unit's trained parameters once they lie in its flat buffer, in place (fully_shard.cpp):
+        // a bucket here would hold a copy of them while the model is still whole on every rank, the run's peak.
+        if (core_->zero_stage >= 3 && tensor.requires_grad()) continue;
         if (tensor.numel() > 0) state.push_back(tensor);
       }
       for (const auto& tensor : buffers_) {

@@ -34,18 +34,16 @@ struct SettleHook final : torch::autograd::FunctionPreHook {
 
 // Stage 3: a gathered unit's memory is freed and allocated again under the same storage, which the parameters and
 // every view autograd saved of them share (as FSDP frees its unsharded parameters' storage). While freed, a tensor
-// of that storage fails on use ("its data is not allocated yet") instead of reading freed memory.
-void free_storage(const torch::Tensor& tensor) {
+// of that storage fails on use ("its data is not allocated yet") instead of reading freed memory. Returns the block.
+at::DataPtr free_storage(const torch::Tensor& tensor) {
   auto* storage = tensor.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(at::DataPtr(nullptr, tensor.device()));
+  auto block = storage->set_data_ptr(at::DataPtr(nullptr, tensor.device()));
   storage->set_nbytes(0);
+  return block;
 }
 
-void allocate_storage(const torch::Tensor& tensor) {
-  auto* storage = tensor.storage().unsafeGetStorageImpl();
-  const auto bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
+size_t storage_bytes(const torch::Tensor& tensor) {
+  return static_cast<size_t>(tensor.numel()) * tensor.element_size();
 }
 
 std::string shape_text(const torch::Tensor& t) {
@@ -56,8 +54,9 @@ std::string shape_text(const torch::Tensor& t) {
 
 }  // namespace
 
-ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage)
-    : stage_(stage), rank_(rank) {
+ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage,
+                       std::shared_ptr<StoragePool> pool)
+    : stage_(stage), rank_(rank), pool_(std::move(pool)) {
   if (params.empty()) throw Error("ZeRO: a model without trained parameters has nothing to shard");
   const auto options = params.front().options();
   int64_t total = 0;
@@ -80,7 +79,17 @@ ZeroLayout::ZeroLayout(const std::vector<torch::Tensor>& params, int world, int 
   }
   chunk_ = std::max<int64_t>(1, (total + world - 1) / world);
   torch::NoGradGuard no_grad;
-  flat_ = torch::zeros({chunk_ * world}, options.requires_grad(false));
+  if (stage_ >= 3 && pool_) {
+    flat_ = torch::empty({0}, options.requires_grad(false));
+    auto* storage = flat_.storage().unsafeGetStorageImpl();
+    const auto bytes = static_cast<size_t>(chunk_ * world) * flat_.element_size();
+    storage->set_data_ptr_noswap(pool_->take(*storage, bytes));
+    storage->set_nbytes(bytes);
+    flat_.set_(flat_.storage(), 0, {chunk_ * world}, {1});
+    flat_.zero_();
+  } else {
+    flat_ = torch::zeros({chunk_ * world}, options.requires_grad(false));
+  }
   for (size_t k = 0; k < params.size(); ++k) {
     const auto& p = params[k];
     auto slot = flat_.narrow(0, offsets[k], p.numel());
@@ -134,10 +143,32 @@ void ZeroLayout::clear_reduced(size_t entry) {
   if (lo < hi && grad_shard_.defined()) grad_shard_.narrow(0, lo - owned_begin(), hi - lo).zero_();
 }
 
+at::DataPtr StoragePool::take(c10::StorageImpl& storage, size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    auto& blocks = free_[bytes];
+    if (!blocks.empty()) {
+      auto block = std::move(blocks.back());
+      blocks.pop_back();
+      return block;
+    }
+  }
+  return storage.allocator()->allocate(bytes);
+}
+
+void StoragePool::give(at::DataPtr block, size_t bytes) {
+  std::lock_guard lock(mutex_);
+  auto& blocks = free_[bytes];
+  if (blocks.size() < keep_) blocks.push_back(std::move(block));
+}
+
 void ZeroLayout::unshard(Communicator& comm) {
   if (gathered_) return;
   torch::NoGradGuard no_grad;
-  allocate_storage(flat_);
+  auto* storage = flat_.storage().unsafeGetStorageImpl();
+  const size_t bytes = storage_bytes(flat_);
+  storage->set_data_ptr_noswap(pool_ ? pool_->take(*storage, bytes) : storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
   gathered_ = true;
   regather(comm);
 }
@@ -150,7 +181,8 @@ void ZeroLayout::regather(Communicator& comm) {
 
 void ZeroLayout::reshard() {
   if (stage_ < 3 || !gathered_) return;
-  free_storage(flat_);
+  auto block = free_storage(flat_);
+  if (pool_) pool_->give(std::move(block), storage_bytes(flat_));
   gathered_ = false;
 }
 

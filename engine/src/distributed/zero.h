@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +45,23 @@
 
 namespace spur::detail {
 
+/// Stage 3: the memory of gathered units, kept for the next gather of the same size instead of going back to the
+/// allocator at every free: each block is gathered twice a step, and glibc's heap, handed blocks of a unit's size
+/// that often between the step's other allocations, holds several hundred MiB more than the step uses (measured:
+/// 870 MiB of heap for 396 in use on a 67 M-parameter model at 3 ranks). At most `keep` blocks per size.
+class StoragePool {
+ public:
+  explicit StoragePool(size_t keep = 2) : keep_(keep) {}
+  /// A block of `bytes` for `storage` (kept, else from its allocator).
+  at::DataPtr take(c10::StorageImpl& storage, size_t bytes);
+  void give(at::DataPtr block, size_t bytes);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<at::DataPtr>> free_;
+  size_t keep_;
+};
+
 class ZeroLayout {
  public:
   struct Entry {
@@ -52,8 +70,10 @@ class ZeroLayout {
     int64_t numel = 0;
   };
 
-  /// Flattens `params` (one dtype and device; distinct tensors) into the buffer; their values are kept.
-  ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage);
+  /// Flattens `params` (one dtype and device; distinct tensors) into the buffer; their values are kept. Stage 3
+  /// takes the buffer from `pool` (a model's units, built one after another, then share one block).
+  ZeroLayout(const std::vector<torch::Tensor>& params, int world, int rank, int stage,
+             std::shared_ptr<StoragePool> pool = nullptr);
 
   int stage() const { return stage_; }
   int64_t chunk() const { return chunk_; }
@@ -132,9 +152,10 @@ class ZeroLayout {
   int64_t chunk_ = 0;
   torch::Tensor flat_;
   torch::Tensor grad_shard_;
-  torch::Tensor marker_;      // stage 2: what reduced parameters' .grad() is set to
-  torch::Tensor shard_;       // stage 3: the owned values
+  torch::Tensor marker_;  // stage 2: what reduced parameters' .grad() is set to
+  torch::Tensor shard_;   // stage 3: the owned values
   bool gathered_ = true;
+  std::shared_ptr<StoragePool> pool_;
   std::vector<char> marked_;  // stage 2, per entry: .grad() was set to marker_ and not settled since
   std::vector<Entry> entries_;
   std::unordered_map<const void*, size_t> index_;
