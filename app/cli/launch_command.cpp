@@ -60,7 +60,7 @@ const char* kUsage =
     "  --machine_rank R --main_process_ip IP --main_process_port P --mixed_precision no|fp16|bf16 --cpu\n"
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
     "  --use_deepspeed [--zero_stage 1|2|3] | --use_fsdp --fsdp_sharding_strategy FULL_SHARD|SHARD_GRAD_OP|NO_SHARD\n"
-    "  | --use_fsdp --fsdp_reshard_after_forward false (FSDP2's SHARD_GRAD_OP)\n"
+    "  | --use_fsdp --fsdp_reshard_after_forward true|false (FSDP2's FULL_SHARD or SHARD_GRAD_OP)\n"
     "  (ZeRO: optimizer state, with stage 2 gradients too, with stage 3 parameters too, sharded)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"

@@ -69,8 +69,7 @@ struct GptImpl : torch::nn::Module {
     positions = register_module("positions", torch::nn::Embedding(block_size, n_embd));
     drop = register_module("drop", torch::nn::Dropout(dropout));
     for (int64_t i = 0; i < n_layer; ++i)
-      blocks.push_back(
-          spur::fully_shard(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout))));
+      blocks.push_back(spur::fully_shard(register_module("block" + std::to_string(i), Block(n_embd, n_head, dropout))));
     ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(n_embd, 256).bias(false)));
     // GPT-2's initialisation: normal(0, 0.02) for weights, zero biases; residual projections scaled by depth.

@@ -391,16 +391,21 @@ int main(int argc, char** argv) try {
       if (step >= o.max_steps) break;
     }
   }
-  if (o.sample_bytes > 0 && accelerator.is_main_process()) {
-    std::cout << "--- sample (prompt \"def \") ---\n"
-              << continue_text(net, "def ", o.sample_bytes, accelerator.device()) << "\n---" << std::endl;
-  }
-  if (o.checksum) {
-    torch::NoGradGuard no_grad;
-    double sum = 0;
-    for (const auto& p : net->parameters()) sum += p.to(torch::kDouble).abs().sum().item<double>();
-    std::printf("rank %lld checksum %.10e\n", static_cast<long long>(accelerator.process_index()), sum);
-    std::fflush(stdout);
+  {
+    // Under ZeRO stage 3 (FSDP's FULL_SHARD) each rank keeps 1/N of the weights: whole here, on every rank, for the
+    // sample and the checksum (nothing to do otherwise).
+    auto full = accelerator.summon_full_params(/*writeback=*/false);
+    if (o.sample_bytes > 0 && accelerator.is_main_process()) {
+      std::cout << "--- sample (prompt \"def \") ---\n"
+                << continue_text(net, "def ", o.sample_bytes, accelerator.device()) << "\n---" << std::endl;
+    }
+    if (o.checksum) {
+      torch::NoGradGuard no_grad;
+      double sum = 0;
+      for (const auto& p : net->parameters()) sum += p.to(torch::kDouble).abs().sum().item<double>();
+      std::printf("rank %lld checksum %.10e\n", static_cast<long long>(accelerator.process_index()), sum);
+      std::fflush(stdout);
+    }
   }
   accelerator.end_training();
   return EXIT_SUCCESS;

@@ -451,6 +451,8 @@ class ZeroTest : public QObject {
                                                  << "belongs to block 'h1' and to block 'h0'";
     QTest::newRow("ranks wrapping differently") << "odd"
                                                 << "the ranks wrap the model differently";
+    QTest::newRow("a parameter added after prepare") << "changed"
+                                                     << "its parameters were changed after prepare";
   }
   void fully_shard_mistakes_are_named() {
     QFETCH(QString, wrap);

@@ -12,7 +12,7 @@
 // loss ignores), SGD / SGD with momentum and weight decay / Adam / AdamW, one optimizer over all, two over parts, or
 // one over the head only with the backbone still trained, StepLR schedulers, 1-4 accumulation micro-steps with
 // sync_each_batch on or off, clipping by norm (2 or inf) or by value, fp32 / bf16 / fp16 with the loss scaler
-// (initial scales that overflow, short growth intervals), ZeRO 0/1/2, the model's zero_grad or the optimizers', to
+// (initial scales that overflow, short growth intervals), ZeRO 0/1/2/3, the model's zero_grad or the optimizers', to
 // none or in place, and an exception thrown after a forward and caught outside the accumulate() scope.
 //
 // The reference follows what DistributedDataParallel defines: each rank's gradients accumulate locally (as
@@ -192,19 +192,20 @@ Setup generate(uint64_t seed, int world, bool shm) {
   static constexpr double kScales[] = {256.0, 65536.0, 16777216.0, 1099511627776.0};  // 2^8 .. 2^40
   s.init_scale = kScales[random.below(4)];
   s.growth_interval = 1 + random.below(3);
-  s.zero = random.below(3);
+  s.zero = random.below(4);
   s.zeroing = random.chance(2) ? Zeroing::model : Zeroing::optimizers;
   s.set_to_none = random.chance(2);
   if (random.chance(4)) {
     const int micro_steps = s.steps * s.accumulate;
     // Where the run can survive it: on a local micro-step any ranks may throw (no collective is pending); on a
-    // synchronising one (every micro-step of sync_each_batch, every one with no accumulation) all of them.
+    // synchronising one (every micro-step of sync_each_batch, every one with no accumulation) all of them. Under
+    // stage 3 every forward and backward gathers (a collective), so there too all of them (as under FSDP).
     std::vector<int> local;
     for (int m = 0; m < micro_steps; ++m) {
       if ((m + 1) % s.accumulate != 0) local.push_back(m);
     }
     const uint32_t all = (1u << world) - 1;
-    if (!local.empty() && !s.sync_each_batch) {
+    if (!local.empty() && !s.sync_each_batch && s.zero < 3) {
       s.throw_micro = local[static_cast<size_t>(random.below(static_cast<int>(local.size())))];
       s.throw_ranks = 1u + static_cast<uint32_t>(random.below(static_cast<int>(all)));
     } else {
@@ -368,7 +369,11 @@ std::vector<std::pair<std::string, torch::Tensor>> train_with_spur(const Setup& 
       }
     }
   }
-  return trained(*net);
+  // Stage 3 keeps 1/N of the parameters between uses: gathered (a no-op otherwise), and copied while whole.
+  auto full = accelerator.summon_full_params(/*writeback=*/false);
+  auto result = trained(*net);
+  for (auto& item : result) item.second = item.second.detach().clone();
+  return result;
 }
 
 // --- the reference: LibTorch alone ------------------------------------------------------------------------------
@@ -575,10 +580,10 @@ double tolerance(const Setup& s) {
   if (s.world > 1) {
     if (!s.shm) allowed = std::max(allowed, half ? 2e-3 : 2e-5);  // Gloo: divided first, summed in ring order
     if (s.zero > 0 && s.clip == Clip::norm) allowed = std::max(allowed, half ? 2e-3 : 2e-5);  // norm in double
-    // Stage 2 keeps a reduced gradient that nothing cleared (a head-only optimizer leaves the backbone's) and adds
-    // the next reduction to it, where DDP reduces the sum: the same value, not the same rounding.
-    // So does sync_each_batch, whose every micro-step reduces what the last one kept.
-    if (s.zero == 2 && ((s.split == Setup::Split::head_only && s.zeroing == Zeroing::optimizers) ||
+    // Stages 2 and 3 keep a reduced gradient that nothing cleared (a head-only optimizer leaves the backbone's) and
+    // adds the next reduction to it, where DDP reduces the sum: the same value, not the same rounding. So does
+    // sync_each_batch, whose every micro-step reduces what the last one kept.
+    if (s.zero >= 2 && ((s.split == Setup::Split::head_only && s.zeroing == Zeroing::optimizers) ||
                         (s.sync_each_batch && s.accumulate > 1))) {
       allowed = std::max(allowed, half ? 2e-3 : 2e-5);
     }

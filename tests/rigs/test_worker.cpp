@@ -876,7 +876,7 @@ int zero(const Args& args) {
 // head; --blocks blocks (Linear + LayerNorm + tanh, --width wide; 3 of 24 by default) are spur::fully_shard units
 // (--wrap blocks), or not (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong
 // ways are there for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks
-// (tied), rank 1 wrapping a block fewer (odd).
+// (tied), rank 1 wrapping a block fewer (odd), a parameter added after prepare (changed).
 struct BlockImpl : torch::nn::Module {
   explicit BlockImpl(int64_t width) {
     fc = register_module("fc", torch::nn::Linear(width, width));
@@ -949,6 +949,7 @@ int shard(const Args& args) {
     base = std::make_unique<torch::optim::SGD>(trained, torch::optim::SGDOptions(0.1).momentum(0.9));
   }
   auto [model, optimizer] = accelerator.prepare(net, *base);
+  if (args.wrap == "changed") net->blocks[0]->register_parameter("late", torch::zeros({2}));  // after prepare
   int64_t first = 0;
   if (args.load) {
     accelerator.load_state(args.out + "/checkpoint");

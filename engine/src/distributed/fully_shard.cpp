@@ -231,7 +231,7 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
       options.first_bucket_cap_bytes.value_or(core->device.is_cuda() ? std::size_t{1} << 20 : std::size_t{4} << 20);
   const std::size_t cap = core->comm->shared_memory() ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
                                                       : options.bucket_cap_bytes;
-  auto pool = std::make_shared<StoragePool>();
+  auto pool = std::make_shared<StoragePool>(1);
   for (auto& unit : units) {
     if (unit.params.empty()) continue;  // a block with frozen parameters only, or no root parameters
     auto layout = std::make_shared<ZeroLayout>(unit.params, core->comm->size(), core->comm->rank(), 3, pool);
@@ -280,6 +280,16 @@ void ShardedModel::begin_forward() {
                 " when it was prepared: its parameters were changed after prepare (a module or parameter added or "
                 "removed). Build the whole model before accelerator.prepare");
   }
+  if (end_queued_) {
+    // The last backward stopped part-way (it threw: out of memory, inside find_executable_batch_size) and its end
+    // never ran: its units are freed and counted afresh (each ZeroGradients drops what it had reduced).
+    end_queued_ = false;
+    in_flight_ = nullptr;
+    for (auto& unit : units_) {
+      unit->ready = 0;
+      unit->layout().reshard();
+    }
+  }
   for (auto& unit : units_) unit->calls = 0;
   if (root_) {
     try {
@@ -321,14 +331,15 @@ void ShardedModel::backward_started() {
 }
 
 void ShardedModel::unit_done(ShardedUnit* unit) {
-  if (in_flight_ && in_flight_ != unit) {
-    try {
-      in_flight_->gradients().drain();
-    } catch (const std::exception& e) {
-      fail("backward (stage 3 reduction of " + in_flight_->name() + ")", e);
-    }
+  // Through shared memory the unit's reduction already ran (synchronously): its buffers go now. Over Gloo or NCCL
+  // it may still be in flight, overlapping the next unit's backward: the previous unit's is waited for instead.
+  auto* done = core_->comm->shared_memory() ? unit : std::exchange(in_flight_, unit);
+  if (!done || (done == unit && !core_->comm->shared_memory())) return;
+  try {
+    done->gradients().drain();
+  } catch (const std::exception& e) {
+    fail("backward (stage 3 reduction of " + done->name() + ")", e);
   }
-  in_flight_ = unit;
 }
 
 void ShardedModel::end_backward() {
@@ -349,7 +360,7 @@ void ShardedModel::end_backward() {
 }
 
 Scope gather_full_parameters(AcceleratorCore& core, bool writeback) {
-  std::vector<ZeroLayout*> gathered;
+  std::vector<ZeroLayout*> all, gathered;
   for (const auto& layout : core.zero_layouts) {
     if (layout->stage() < 3) continue;
     if (!layout->gathered()) {
@@ -361,15 +372,16 @@ Scope gather_full_parameters(AcceleratorCore& core, bool writeback) {
       }
       gathered.push_back(layout.get());
     }
+    all.push_back(layout.get());
   }
-  if (gathered.empty() && !writeback) return Scope();
-  std::vector<ZeroLayout*> all;
-  for (const auto& layout : core.zero_layouts) {
-    if (layout->stage() >= 3) all.push_back(layout.get());
-  }
+  if (all.empty()) return Scope();
+  // Pinned: a block called inside the scope (sampling on the main process alone) must not free its unit, which
+  // would then have to be gathered again, a collective the other ranks are not in.
+  for (auto* layout : all) layout->pin();
   return Scope::restoring([all = std::move(all), gathered = std::move(gathered), writeback] {
-    if (writeback) {
-      for (auto* layout : all) layout->write_back();
+    for (auto* layout : all) {
+      if (writeback) layout->write_back();
+      layout->unpin();
     }
     for (auto* layout : gathered) layout->reshard();
   });

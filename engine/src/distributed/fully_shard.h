@@ -8,10 +8,12 @@
 //   forward   the prepared model's call gathers the root; a block's call gathers the block (all-gather from the
 //             shards), runs it, hooks its outputs and frees it again (reshard_after_forward).
 //   backward  the first gradient reaching a block's outputs gathers it again (the memory its saved views point at
-//             is refilled in place); once every parameter of the unit has its gradient, the unit is freed and the
-//             previous unit's reduction is waited for (at most one unit's buckets in flight). At the end of
-//             backward every armed unit finishes its reduction, in unit order on every rank, and all are freed.
-//   step      the optimizer steps the shards (ZeroShards); nothing is gathered until the next forward.
+//             is refilled in place); once every parameter of the unit has its gradient, the unit is freed, and its
+//             reduction's buffers with it (shared memory reduces synchronously), or the previous unit's reduction
+//             is waited for (Gloo, NCCL: at most one unit's buckets in flight). At the end of backward every armed
+//             unit finishes its reduction, in unit order on every rank, and all are freed.
+//   step      the optimizer steps the shards (ZeroShards); nothing is gathered until the next forward. What the
+//             step freed goes back to the system (malloc_trim).
 //
 // Threading: the training thread; the hooks run on autograd's backward thread, which the training thread waits for.
 #pragma once
@@ -90,7 +92,7 @@ class ShardedModel : public std::enable_shared_from_this<ShardedModel> {
   Communicator& comm();
   /// From the hooks: the first of a backward queues the end of backward.
   void backward_started();
-  /// `unit` has all its gradients: the unit before it finishes its reduction (what it has in flight).
+  /// `unit` has all its gradients: its reduction finishes (shared memory), or the previous unit's (in flight).
   void unit_done(ShardedUnit* unit);
   [[noreturn]] void fail(const std::string& operation, const std::exception& cause);
 

@@ -132,8 +132,12 @@ class ZeroLayout {
   void unshard(Communicator& comm);
   /// Stage 3: gathers again after the shards changed (a step while gathered).
   void regather(Communicator& comm);
-  /// Stage 3: frees the gathered unit (nothing when it is not gathered).
+  /// Stage 3: frees the gathered unit (nothing when it is not gathered, or pinned).
   void reshard();
+  /// Stage 3: kept gathered until as many unpin() calls (summon_full_params: a block called meanwhile, on one rank
+  /// only, neither frees it nor gathers it again).
+  void pin() { ++pins_; }
+  void unpin() { --pins_; }
   /// Stage 3, while gathered: the owned range of flat() back into shard() (weights loaded into the parameters).
   void write_back();
   /// This rank's values of the flat range [lo, hi) inside the owned range: a view the optimizer steps.
@@ -155,6 +159,7 @@ class ZeroLayout {
   torch::Tensor marker_;  // stage 2: what reduced parameters' .grad() is set to
   torch::Tensor shard_;   // stage 3: the owned values
   bool gathered_ = true;
+  int pins_ = 0;
   std::shared_ptr<StoragePool> pool_;
   std::vector<char> marked_;  // stage 2, per entry: .grad() was set to marker_ and not settled since
   std::vector<Entry> entries_;
