@@ -278,8 +278,9 @@ int main(int argc, char** argv) try {
   if (!o.sample.empty()) {
     // Sampling from a checkpoint: load the weights and continue the prompt, on the main process.
     if (o.resume.empty()) throw spur::Error("--sample needs --resume_from_checkpoint PATH|latest");
+    spur::load_model(*net, checkpoint_to_resume());  // before prepare: under ZeRO stage 3 it then shards them
     auto model = accelerator.prepare(net);
-    spur::load_model(*net, checkpoint_to_resume());
+    auto full = accelerator.summon_full_params(/*writeback=*/false);  // stage 3: whole on every rank, then
     if (accelerator.is_main_process())
       std::cout << continue_text(net, o.sample, o.sample_bytes, accelerator.device()) << "\n";
     return EXIT_SUCCESS;

@@ -303,13 +303,13 @@ class ConfigTest : public QObject {
     QTemporaryDir dir;
     const QString path = write(dir, "fsdp.yaml",
                                "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: "
-                               "FULL_SHARD\n  nested:\n    list: [1, 2]\n");
+                               "HYBRID_SHARD\n  nested:\n    list: [1, 2]\n");
     const auto result = spur_cli({"config", "show", "--config_file", path});
     QCOMPARE(result.exit_code, 0);
-    QVERIFY(result.output.contains("fsdp_sharding_strategy: FULL_SHARD"));
+    QVERIFY(result.output.contains("fsdp_sharding_strategy: HYBRID_SHARD"));
     QVERIFY(result.output.contains("- 1"));
     QVERIFY2(result.output.contains("note: distributed_type FSDP with this fsdp_sharding_strategy: Spur's ZeRO runs "
-                                    "stage 1 and 2"),
+                                    "stages 1 to 3"),
              qPrintable(result.output));
     QVERIFY2(result.output.contains("note: fsdp_config.nested ...: not acted on by Spur"), qPrintable(result.output));
     QVERIFY2(!result.output.contains("fsdp_config.fsdp_sharding_strategy"), qPrintable(result.output));
@@ -341,8 +341,8 @@ class ConfigTest : public QObject {
                                << QStringList{"--use_fsdp", "--fsdp_sharding_strategy", "shard_grad_op"}
                                << "SPUR_ZERO_STAGE=2";
     // Issue 37: stage 3 runs (FSDP's default strategy, FULL_SHARD; FSDP2's resharding; DeepSpeed's zero_stage 3).
-    QTest::newRow("fsdp default is stage 3") << "distributed_type: FSDP\n" + two << QStringList{}
-                                             << "SPUR_ZERO_STAGE=3";
+    QTest::newRow("fsdp default is stage 3")
+        << "distributed_type: FSDP\n" + two << QStringList{} << "SPUR_ZERO_STAGE=3";
     QTest::newRow("fsdp2 resharding") << "distributed_type: FSDP\n" + two +
                                              "fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n"
                                       << QStringList{} << "SPUR_ZERO_STAGE=3";

@@ -370,6 +370,10 @@ class ZeroTest : public QObject {
                                                   << "adamw" << 1 << 0.0 << "bf16" << false;
     QTest::newRow("2 ranks, blocks, SGD, fp16, clipped") << 2 << "blocks"
                                                          << "sgd" << 1 << 0.05 << "fp16" << false;
+    // Review finding: a forward without gradients between a training forward and its backward freed the root.
+    QTest::newRow("3 ranks, blocks, AdamW, a forward without gradients before each backward")
+        << 3 << "eval_between"
+        << "adamw" << 1 << 0.0 << "no" << false;
   }
   void fully_shard_equals_ddp() {
     QFETCH(int, world);
@@ -453,6 +457,8 @@ class ZeroTest : public QObject {
                                                 << "the ranks wrap the model differently";
     QTest::newRow("a parameter added after prepare") << "changed"
                                                      << "its parameters were changed after prepare";
+    QTest::newRow("find_unused_parameters with blocks") << "unused"
+                                                        << "does not run with find_unused_parameters";
   }
   void fully_shard_mistakes_are_named() {
     QFETCH(QString, wrap);

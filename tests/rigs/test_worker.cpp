@@ -876,7 +876,8 @@ int zero(const Args& args) {
 // head; --blocks blocks (Linear + LayerNorm + tanh, --width wide; 3 of 24 by default) are spur::fully_shard units
 // (--wrap blocks), or not (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong
 // ways are there for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks
-// (tied), rank 1 wrapping a block fewer (odd), a parameter added after prepare (changed).
+// (tied), rank 1 wrapping a block fewer (odd), a parameter added after prepare (changed), find_unused_parameters
+// (unused); and a forward without gradients before each backward (eval_between, blocks wrapped).
 struct BlockImpl : torch::nn::Module {
   explicit BlockImpl(int64_t width) {
     fc = register_module("fc", torch::nn::Linear(width, width));
@@ -897,7 +898,7 @@ struct ShardNetImpl : torch::nn::Module {
     options.reshard_after_forward = wrap != "keep";
     for (int64_t i = 0; i < count; ++i) {
       auto block = register_module("h" + std::to_string(i), Block(width));
-      const bool wrapped = wrap != "none" && !(wrap == "odd" && rank == 1 && i == 2);
+      const bool wrapped = wrap != "none" && !(wrap == "odd" && rank == 1 && i == 2);  // else "blocks" and the rest
       blocks.push_back(wrapped ? spur::FullyShard<Block>(spur::fully_shard(block, options))
                                : spur::FullyShard<Block>(block, nullptr));
     }
@@ -924,6 +925,7 @@ TORCH_MODULE(ShardNet);
 int shard(const Args& args) {
   spur::AcceleratorOptions options;
   options.gradient_accumulation_steps = args.accumulate;
+  options.find_unused_parameters = args.wrap == "unused";
   spur::Accelerator accelerator(options);
   const int64_t world = accelerator.num_processes();
   const int64_t rank = accelerator.process_index();
@@ -961,6 +963,12 @@ int shard(const Args& args) {
       const int64_t offset = (rank * k + i) * micro;
       auto loss =
           torch::nn::functional::mse_loss(model(x[step].narrow(0, offset, micro)), y[step].narrow(0, offset, micro));
+      if (args.wrap == "eval_between") {
+        // A forward without gradients between a training forward and its backward (an evaluation, a sample):
+        // under stage 3 it frees the root, which the backward must gather again.
+        torch::NoGradGuard no_grad;
+        model(x[step].narrow(0, 0, 1));
+      }
       accelerator.backward(loss);
       if (args.clip > 0 && accelerator.sync_gradients()) {
         const auto norm = accelerator.clip_grad_norm_(model->parameters(), args.clip).item<double>();

@@ -333,6 +333,7 @@ class Accelerator {
   /// does nothing. save_state, load_state, save_model and get_state_dict gather by themselves.
   Scope summon_full_params(bool writeback = true);
   /// The module's parameters and buffers by name (tied tensors under each of their names), detached, on the CPU.
+  /// Under ZeRO stage 3 it gathers them (copies): every rank calls it then.
   template <typename M>
   NamedTensors get_state_dict(const PreparedModel<M>& model) const {
     return get_state_dict(static_cast<const torch::nn::Module&>(*model.ptr()));

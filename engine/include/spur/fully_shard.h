@@ -19,8 +19,8 @@
 // without the wrapper. LibTorch modules have no forward hooks, hence the call through the wrapper: calling the
 // block's forward directly under stage 3 fails on its first parameter ("data is not allocated"), as a use of a
 // parameter outside its block's call does. Mistakes are refused by name at prepare or at the first step: a
-// parameter shared by two blocks, a block called twice in one forward, a block not called in a forward (unless
-// find_unused_parameters), ranks that wrap differently.
+// parameter shared by two blocks, a block called twice in one forward, a block not called in a forward, ranks that
+// wrap differently, find_unused_parameters with blocks (a block's parameters must all get gradients, on every rank).
 //
 // Threading: the training thread (the backward hooks run on autograd's thread, which it waits for).
 #pragma once

@@ -514,10 +514,16 @@ std::string Accelerator::load_state(const std::string& input_dir) {
                     " processes, or start afresh from its consolidated weights (spur::load_model(*model, \"" + dir +
                     "\") loads model.safetensors at any number of processes)");
       }
+      if (saved_stage > 0 && sharded_stage(core) > 0 && (saved_stage >= 3) != (sharded_stage(core) >= 3)) {
+        // Stage 3 shards each unit's parameters on its own; stages 1 and 2 the whole model's at once.
+        throw Error("its optimizer state is sharded per ZeRO stage " + std::to_string(saved_stage) +
+                    " and this run is stage " + std::to_string(sharded_stage(core)) + ": resume with stage " +
+                    std::to_string(saved_stage) + ", or start afresh from its weights (spur::load_model)");
+      }
       if ((saved_stage > 0) != (sharded_stage(core) > 0)) {
         throw Error(saved_stage > 0
                         ? "its optimizer state is sharded (ZeRO stage " + std::to_string(saved_stage) +
-                              ") and this run's is not: resume with ZeRO stage 1 or 2"
+                              ") and this run's is not: resume with ZeRO stage " + std::to_string(saved_stage)
                         : "its optimizer state is whole (saved without ZeRO) and this run shards it (ZeRO "
                           "stage " +
                               std::to_string(core.zero_stage) +

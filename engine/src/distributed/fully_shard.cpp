@@ -123,7 +123,9 @@ void ShardedUnit::after_forward(const std::vector<torch::Tensor>& outputs) {
       });
     }
   }
-  if (!grad || !hooked || options_.reshard_after_forward) layout_->reshard();
+  // A block whose outputs Spur cannot see (a struct of its own: collect_tensors knows tensors, and vectors, pairs
+  // and tuples of them) is kept gathered until the end of backward: nothing would gather it again.
+  if (!grad || (hooked && options_.reshard_after_forward)) layout_->reshard();
 }
 
 void ShardedUnit::forward_failed() noexcept {
@@ -132,7 +134,7 @@ void ShardedUnit::forward_failed() noexcept {
 }
 
 void ShardedUnit::before_backward() {
-  model_->backward_started();
+  model_->backward_started(/*gradients=*/false);
   if (layout_->gathered()) return;
   try {
     layout_->unshard(model_->comm());
@@ -142,7 +144,7 @@ void ShardedUnit::before_backward() {
 }
 
 void ShardedUnit::gradient_ready() {
-  model_->backward_started();
+  model_->backward_started(/*gradients=*/true);
   if (++ready != layout_->entries().size()) return;
   // Every parameter of the unit has its gradient, so no node of this backward reads them any more.
   model_->unit_done(this);
@@ -169,6 +171,7 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
   units[0].name = kRootName;
   if (auto slot = slot_of(module)) units[0].slot = slot;  // fully_shard(model) itself: the root's options
   std::unordered_map<const void*, std::pair<size_t, std::string>> owner;  // trained parameter -> unit, name
+  std::string mistake;  // told to every rank once they have compared layouts (a throw here could be one rank's)
   std::function<void(torch::nn::Module&, const std::string&, size_t)> visit =
       [&](torch::nn::Module& m, const std::string& prefix, size_t unit) {
         if (&m != &module) {
@@ -191,11 +194,11 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
           if (inserted) {
             units[unit].params.push_back(p);
             units[unit].names.push_back(name);
-          } else if (it->second.first != unit) {
-            throw Error("ZeRO stage 3: the parameter '" + name + "' (also '" + it->second.second + "') belongs to " +
-                        units[unit].name + " and to " + units[it->second.first].name +
-                        ": a weight tied across fully_shard units cannot be gathered and freed with each of them. Tie "
-                        "weights within one unit (wrap the module that holds both, or leave them in the root)");
+          } else if (it->second.first != unit && mistake.empty()) {
+            mistake = "ZeRO stage 3: the parameter '" + name + "' (also '" + it->second.second + "') belongs to " +
+                      units[unit].name + " and to " + units[it->second.first].name +
+                      ": a weight tied across fully_shard units cannot be gathered and freed with each of them. Tie "
+                      "weights within one unit (wrap the module that holds both, or leave them in the root)";
           }
         }
         for (const auto& child : m.named_children()) visit(*child.value(), joined(prefix, child.key()), unit);
@@ -207,10 +210,23 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
   for (const auto& unit : units) {
     int64_t numel = 0;
     for (const auto& p : unit.params) numel += p.numel();
+    const bool reshard = !unit.slot || unit.slot->options.reshard_after_forward;
     layout_text += unit.name + ": " + std::to_string(unit.params.size()) + " parameter(s), " + std::to_string(numel) +
-                   " element(s)\n";
+                   " element(s)" + (reshard ? "" : ", kept from forward to backward") + "\n";
   }
-  const auto all = gather_bytes(core->comm.get(), layout_text);
+  const auto all = gather_bytes(core->comm.get(), mistake.empty() ? layout_text : "!" + mistake);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty() || all[r][0] != '!') continue;
+    const bool mine = static_cast<int>(r) == core->comm->rank();
+    throw Error(all[r].substr(1) + (mine ? "" : " (on rank " + std::to_string(r) + ")"));
+  }
+  if (units.size() > 1 && core->options.find_unused_parameters) {
+    throw Error(
+        "ZeRO stage 3 with fully_shard blocks does not run with find_unused_parameters yet: a block whose parameter "
+        "got no gradient on one rank would reduce at the end of backward there and during it elsewhere, out of step "
+        "with the blocks' gathers. Call every block in every forward, on every rank, without "
+        "find_unused_parameters (a model without blocks, one unit, runs with it)");
+  }
   for (size_t r = 1; r < all.size(); ++r) {
     if (all[r] != all[0]) {
       throw Error("prepare(model) on " + core->comm->describe() +
@@ -243,6 +259,7 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
     layout->write_back();
     auto gradients =
         ZeroGradients::create(layout, core->comm, cap, std::min(first_cap, cap), options.find_unused_parameters);
+    gradients->finish_by_owner();  // end_backward finishes every unit, in this order on every rank
     const FullyShardOptions unit_options = unit.slot ? unit.slot->options : FullyShardOptions{};
     auto sharded = std::make_shared<ShardedUnit>(unit.name, layout, gradients, unit_options, self.get());
     std::weak_ptr<ShardedUnit> weak = sharded;
@@ -282,11 +299,13 @@ void ShardedModel::begin_forward() {
   }
   if (end_queued_) {
     // The last backward stopped part-way (it threw: out of memory, inside find_executable_batch_size) and its end
-    // never ran: its units are freed and counted afresh (each ZeroGradients drops what it had reduced).
+    // never ran: its units are freed and counted afresh, their reductions forgotten and disarmed.
     end_queued_ = false;
+    gradients_seen_ = false;
     in_flight_ = nullptr;
     for (auto& unit : units_) {
       unit->ready = 0;
+      unit->gradients().reset();
       unit->layout().reshard();
     }
   }
@@ -300,18 +319,28 @@ void ShardedModel::begin_forward() {
   }
 }
 
-void ShardedModel::end_forward(bool grad, bool sync) {
+void ShardedModel::end_forward(bool grad, bool sync, const std::vector<torch::Tensor>& outputs) {
   if (!grad) {
     if (root_) root_->layout().reshard();
     return;
   }
-  if (!core_->options.find_unused_parameters) {
-    for (const auto& unit : units_) {
-      if (unit.get() == root_ || unit->calls > 0) continue;
-      throw Error("ZeRO stage 3: " + unit->name() +
-                  " was not called in this forward (its parameters would get no gradient on this rank). Call "
-                  "every fully_shard block through its wrapper (`block(x)`, not `block->forward(x)`), or set "
-                  "find_unused_parameters when a forward skips some");
+  for (const auto& unit : units_) {
+    if (unit.get() == root_ || unit->calls > 0) continue;
+    throw Error("ZeRO stage 3: " + unit->name() +
+                " was not called in this forward (its parameters would get no gradient, and the ranks would reduce "
+                "out of step). Call every fully_shard block through its wrapper (`block(x)`, not "
+                "`block->forward(x)`), in every forward, on every rank");
+  }
+  if (root_) {
+    // The root stays gathered until its backward (as FSDP2 keeps its root); should anything free it meanwhile (a
+    // forward without gradients, the end of another backward), the first gradient reaching the outputs gathers it.
+    std::weak_ptr<ShardedModel> weak = shared_from_this();
+    auto* root = root_;
+    for (auto output : outputs) {
+      if (!output.requires_grad()) continue;
+      output.register_hook([weak, root](const torch::Tensor&) {
+        if (weak.lock()) root->before_backward();
+      });
     }
   }
   if (sync) arm();
@@ -321,7 +350,8 @@ void ShardedModel::arm() {
   for (auto& unit : units_) unit->gradients().prepare_for_backward();
 }
 
-void ShardedModel::backward_started() {
+void ShardedModel::backward_started(bool gradients) {
+  gradients_seen_ = gradients_seen_ || gradients;
   if (end_queued_) return;
   end_queued_ = true;
   std::weak_ptr<ShardedModel> weak = shared_from_this();
@@ -343,12 +373,17 @@ void ShardedModel::unit_done(ShardedUnit* unit) {
 }
 
 void ShardedModel::end_backward() {
-  end_queued_ = false;
   in_flight_ = nullptr;
+  if (!gradients_seen_) {
+    // A pass over the outputs alone (autograd::grad, for a gradient penalty): it gathered blocks, which stay
+    // gathered (a graph it made with create_graph may read them) and armed, for the backward still to come.
+    end_queued_ = false;
+    return;
+  }
   try {
     for (auto& unit : units_) unit->gradients().finish_if_armed();  // the same order on every rank
   } catch (const Error&) {
-    throw;
+    throw;  // end_queued_ stays set: the next forward starts clean
   } catch (const std::exception& e) {
     fail("backward (stage 3 reduction)", e);
   }
@@ -357,6 +392,8 @@ void ShardedModel::end_backward() {
     unit->ready = 0;
     unit->calls = 0;
   }
+  gradients_seen_ = false;
+  end_queued_ = false;
 }
 
 Scope gather_full_parameters(AcceleratorCore& core, bool writeback) {

@@ -83,15 +83,17 @@ class ShardedModel : public std::enable_shared_from_this<ShardedModel> {
 
   /// The prepared model's call begins: refuses a model changed since prepare, gathers the root.
   void begin_forward();
-  /// Its forward returned. `grad`: with gradients; `sync`: the coming backward synchronises (arms every unit's
-  /// reduction). Refuses a block not called in a forward with gradients (unless find_unused_parameters).
-  void end_forward(bool grad, bool sync);
+  /// Its forward returned. `grad`: with gradients (the outputs that need one are hooked: the first gradient
+  /// reaching them gathers the root again, had anything freed it); `sync`: the coming backward synchronises (arms
+  /// every unit's reduction). Refuses a block not called in a forward with gradients.
+  void end_forward(bool grad, bool sync, const std::vector<torch::Tensor>& outputs);
   /// Arms every unit's reduction (a backward the program's own forward led to).
   void arm();
 
   Communicator& comm();
-  /// From the hooks: the first of a backward queues the end of backward.
-  void backward_started();
+  /// From the hooks: the first of an autograd pass queues its end; `gradients`: a parameter's gradient came (a
+  /// backward, not only autograd::grad over the outputs), so that end finishes the reductions and frees every unit.
+  void backward_started(bool gradients);
   /// `unit` has all its gradients: its reduction finishes (shared memory), or the previous unit's (in flight).
   void unit_done(ShardedUnit* unit);
   [[noreturn]] void fail(const std::string& operation, const std::exception& cause);
@@ -106,6 +108,7 @@ class ShardedModel : public std::enable_shared_from_this<ShardedModel> {
   ShardedUnit* root_ = nullptr;
   ShardedUnit* in_flight_ = nullptr;
   bool end_queued_ = false;
+  bool gradients_seen_ = false;  // in the pass end_queued_ belongs to
 };
 
 }  // namespace spur::detail

@@ -285,7 +285,7 @@ class ReducerModelSync final : public ModelSync {
     require_forward_param_sync_ = sync;
     if (watch_ && torch::GradMode::is_enabled()) watch_->forward_ran();
     if (sharded_) {
-      sharded_->end_forward(torch::GradMode::is_enabled(), sync);
+      sharded_->end_forward(torch::GradMode::is_enabled(), sync, outputs);
       return false;
     }
     if (zero_gradients_ && sync) {

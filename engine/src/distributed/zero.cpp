@@ -172,6 +172,7 @@ void ZeroLayout::unshard(Communicator& comm) {
   storage->set_data_ptr_noswap(pool_ ? pool_->take(*storage, bytes) : storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
   gathered_ = true;
+  check_views();  // a parameter whose storage was replaced (torch::load after prepare) no longer lies in it
   regather(comm);
 }
 
@@ -269,6 +270,11 @@ std::shared_ptr<ZeroGradients> ZeroGradients::create(std::shared_ptr<ZeroLayout>
   return self;
 }
 
+void ZeroGradients::reset() {
+  if (started_) prepare_for_backward();  // forgets the unfinished backward (below)
+  armed_ = false;
+}
+
 void ZeroGradients::prepare_for_backward() {
   if (started_) {
     // The last backward stopped part-way (it threw: out of memory, a lost peer) and its end-of-backward callback
@@ -295,7 +301,7 @@ void ZeroGradients::ready(size_t entry) {
   if (!armed_ || seen_[entry]) return;
   seen_[entry] = true;
   started_ = true;
-  if (!finish_queued_) {
+  if (!finish_queued_ && !owner_finishes_) {
     finish_queued_ = true;
     std::weak_ptr<ZeroGradients> weak = shared_from_this();
     torch::autograd::Engine::get_default_engine().queue_callback([weak] {

@@ -111,8 +111,8 @@ class ZeroLayout {
   void settle(size_t entry);
   /// Stage 2: drops `entry`'s reduced gradient (its range of grad_shard is zeroed).
   void clear_reduced(size_t entry);
-  /// True for a .grad() that is the marker or what zero_grad left of it (not a gradient of the parameter). A
-  /// stage-3 parameter between its uses is empty itself: see the entry's numel instead (is_marker_of).
+  /// True for a .grad() that is the marker or what zero_grad left of it (not a gradient of the parameter).
+  /// is_marker_of reads the entry's size instead of the parameter's (the same numbers; no tensor read).
   static bool is_marker(const torch::Tensor& param, const torch::Tensor& grad) {
     return grad.defined() && grad.numel() == 0 && param.numel() > 0;
   }
@@ -186,6 +186,11 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
   }
   /// Waits for the buckets already started and keeps their slices (their full-size buffers are freed).
   void drain();
+  /// Stage 3: the model's end of backward finishes every unit's reduction in one order; no callback of its own.
+  void finish_by_owner() { owner_finishes_ = true; }
+  /// Stage 3: a backward that stopped part-way is forgotten (what it had reduced dropped) and the reduction
+  /// disarmed, so that a following local micro-step (no_sync) keeps its gradients.
+  void reset();
   /// A gradient of this layout came in the current backward.
   bool started() const { return started_; }
 
@@ -216,6 +221,7 @@ class ZeroGradients : public std::enable_shared_from_this<ZeroGradients> {
   size_t completed_ = 0;                             // buckets whose slice is in grad_shard
   bool armed_ = false;
   bool finish_queued_ = false;
+  bool owner_finishes_ = false;
 };
 
 class ZeroShards {
