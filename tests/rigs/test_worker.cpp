@@ -883,7 +883,8 @@ struct BlockImpl : torch::nn::Module {
     fc = register_module("fc", torch::nn::Linear(width, width));
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(norm(fc(x))); }
+  // (LayerNorm in float: LibTorch 1.13's CPU kernel refuses a bf16 input with float weights under autocast.)
+  torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(norm(fc(x).to(torch::kFloat))); }
   torch::nn::Linear fc{nullptr};
   torch::nn::LayerNorm norm{nullptr};
 };
