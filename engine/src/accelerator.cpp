@@ -88,8 +88,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<de
   }
   core.zero_stage = options.zero_stage.value_or(core.state.zero_stage.value_or(0));
   if (core.zero_stage < 0 || core.zero_stage > 3) {
-    throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) +
-                "; it must be 0, 1, 2 or 3");
+    throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) + "; it must be 0, 1, 2 or 3");
   }
   if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {
     for (const auto& note : core.state.ignored_sharding_settings) std::cerr << "spur: warning: " << note << "\n";

@@ -479,8 +479,9 @@ class ZeroTest : public QObject {
   // sixth more; DDP must be stopped by it (else the limit would prove nothing), stage 3 must finish.
   void fully_shard_trains_where_ddp_does_not_fit() {
 #if defined(__SANITIZE_ADDRESS__)
-    QSKIP("under AddressSanitizer the memory is its allocator's (shadow, quarantine), not Spur's: the default tree's "
-          "run of this test is the measure");
+    QSKIP(
+        "under AddressSanitizer the memory is its allocator's (shadow, quarantine), not Spur's: the default tree's "
+        "run of this test is the measure");
 #endif
     const int world = 3;
     RankCgroups cgroups(world);
