@@ -30,7 +30,8 @@ namespace {
 
 torch::Device pick_device(bool cpu, int64_t local_rank) {
   if (cpu || !torch::cuda::is_available()) return torch::Device(torch::kCPU);
-  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  // (A c10::DeviceIndex, signed char, on LibTorch 2.x; a size_t on 1.13: never negative either way.)
+  const auto count = static_cast<int64_t>(static_cast<unsigned char>(torch::cuda::device_count()));
   const auto index = static_cast<c10::DeviceIndex>(local_rank % count);
   compat::set_cuda_device(index);
   return torch::Device(torch::kCUDA, index);
@@ -66,7 +67,7 @@ void keep_freed_memory(bool wanted) {
 
 }  // namespace
 
-Accelerator::Accelerator(AcceleratorOptions options) : core_(std::make_shared<detail::AcceleratorCore>()) {
+Accelerator::Accelerator(const AcceleratorOptions& options) : core_(std::make_shared<detail::AcceleratorCore>()) {
   keep_freed_memory(options.cpu_memory_cache);
   auto& core = *core_;
   core.state = ProcessState::from_environment();

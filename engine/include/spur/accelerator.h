@@ -96,7 +96,7 @@ class Accelerator {
   /// Reads the launcher's environment and, when the run has more than one process, joins the process group
   /// (TCPStore rendezvous; Gloo on CPU, NCCL on CUDA). Throws spur::Error naming host, port and timeout when
   /// the other ranks do not arrive in time. Accelerators in one process share the process group.
-  explicit Accelerator(AcceleratorOptions options = {});
+  explicit Accelerator(const AcceleratorOptions& options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;

@@ -114,7 +114,7 @@ void ShardedUnit::after_forward(const std::vector<torch::Tensor>& outputs) {
   bool hooked = false;
   if (grad) {
     std::weak_ptr<ShardedModel> model = model_->shared_from_this();
-    for (auto output : outputs) {
+    for (const auto& output : outputs) {
       if (!output.requires_grad()) continue;
       hooked = true;
       // Runs before the node that made this output: the unit's backward is about to read its parameters.
@@ -272,9 +272,10 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
                 return outputs;
               }));
     }
-    if (unit.slot && &unit != &units[0]) unit.slot->unit = sharded;
+    const bool root = &unit == units.data();
+    if (unit.slot && !root) unit.slot->unit = sharded;
     core->zero_layouts.push_back(layout);
-    if (&unit == &units[0]) self->root_ = sharded.get();
+    if (root) self->root_ = sharded.get();
     self->units_.push_back(std::move(sharded));
     layout->reshard();
   }
@@ -336,7 +337,7 @@ void ShardedModel::end_forward(bool grad, bool sync, const std::vector<torch::Te
     // forward without gradients, the end of another backward), the first gradient reaching the outputs gathers it.
     std::weak_ptr<ShardedModel> weak = shared_from_this();
     auto* root = root_;
-    for (auto output : outputs) {
+    for (const auto& output : outputs) {
       if (!output.requires_grad()) continue;
       output.register_hook([weak, root](const torch::Tensor&) {
         if (weak.lock()) root->before_backward();
