@@ -31,39 +31,12 @@ struct Run {
   QString output;                          // rank 0's
 };
 
-// One run of the worker's `zero` scenario; every rank must exit 0.
-Run train(const QString& dir, int world, int stage, const QString& optimizer, int accumulate, double clip,
-          const QString& precision, bool gloo, const QString& zero_grad = "optimizer") {
+// One run of a worker scenario (its arguments after the scenario's name) at `stage`; every rank must exit 0, and
+// each rank's parameters are read from DIR/rank<r>.bin.
+Run run_scenario(const QString& scenario, const QString& dir, int world, int stage, const QStringList& args,
+                 const QString& precision, bool gloo) {
   Run run;
-  RankGroup ranks(SPUR_TEST_WORKER,
-                  {"zero", "--out", dir, "--steps", "6", "--optimizer", optimizer, "--accumulate",
-                   QString::number(accumulate), "--clip", QString::number(clip), "--zero_grad", zero_grad},
-                  world);
-  ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
-  ranks.set_env("SPUR_MIXED_PRECISION", precision);
-  if (gloo) ranks.set_env("SPUR_SHM_ALLREDUCE", "0");
-  if (!ranks.start() || !ranks.wait(180000)) {
-    run.output = "ranks did not finish:\n" + ranks.transcript();
-    return run;
-  }
-  for (int rank = 0; rank < world; ++rank) {
-    const auto result = ranks.result(rank);
-    if (result.exit_code != 0 || result.crashed) {
-      run.output = ranks.transcript();
-      run.params.clear();
-      return run;
-    }
-    run.params.push_back(read_floats(dir + QString("/rank%1.bin").arg(rank)));
-  }
-  run.output = ranks.result(0).output;
-  return run;
-}
-
-// One run of the worker's `shard` scenario (ShardNet, fully_shard blocks) at `stage`.
-Run train_shard(const QString& dir, int world, int stage, const QStringList& args, const QString& precision,
-                bool gloo) {
-  Run run;
-  RankGroup ranks(SPUR_TEST_WORKER, QStringList{"shard", "--out", dir} + args, world);
+  RankGroup ranks(SPUR_TEST_WORKER, QStringList{scenario, "--out", dir} + args, world);
   ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
   ranks.set_env("SPUR_MIXED_PRECISION", precision);
   if (gloo) ranks.set_env("SPUR_SHM_ALLREDUCE", "0");
@@ -81,6 +54,21 @@ Run train_shard(const QString& dir, int world, int stage, const QStringList& arg
   for (int rank = 0; rank < world; ++rank) run.params.push_back(read_floats(dir + QString("/rank%1.bin").arg(rank)));
   run.output = ranks.result(0).output;
   return run;
+}
+
+// The worker's `zero` scenario (the tied-weight Net, 6 steps).
+Run train(const QString& dir, int world, int stage, const QString& optimizer, int accumulate, double clip,
+          const QString& precision, bool gloo, const QString& zero_grad = "optimizer") {
+  return run_scenario("zero", dir, world, stage,
+                      {"--steps", "6", "--optimizer", optimizer, "--accumulate", QString::number(accumulate), "--clip",
+                       QString::number(clip), "--zero_grad", zero_grad},
+                      precision, gloo);
+}
+
+// The worker's `shard` scenario (ShardNet, fully_shard blocks).
+Run train_shard(const QString& dir, int world, int stage, const QStringList& args, const QString& precision,
+                bool gloo) {
+  return run_scenario("shard", dir, world, stage, args, precision, gloo);
 }
 
 QStringList losses(const QString& output) {

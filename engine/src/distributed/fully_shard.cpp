@@ -165,7 +165,6 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
     std::string name;
     std::shared_ptr<ShardSlot> slot;
     std::vector<torch::Tensor> params;
-    std::vector<std::string> names;
   };
   std::vector<Unit> units(1);
   units[0].name = kRootName;
@@ -181,7 +180,7 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
             if (it != units.end()) {
               unit = static_cast<size_t>(it - units.begin());
             } else {
-              units.push_back({"block '" + prefix + "'", slot, {}, {}});
+              units.push_back({"block '" + prefix + "'", slot, {}});
               unit = units.size() - 1;
             }
           }
@@ -193,7 +192,6 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
           const auto [it, inserted] = owner.emplace(p.unsafeGetTensorImpl(), std::pair{unit, name});
           if (inserted) {
             units[unit].params.push_back(p);
-            units[unit].names.push_back(name);
           } else if (it->second.first != unit && mistake.empty()) {
             mistake = "ZeRO stage 3: the parameter '" + name + "' (also '" + it->second.second + "') belongs to " +
                       units[unit].name + " and to " + units[it->second.first].name +
@@ -247,7 +245,7 @@ std::shared_ptr<ShardedModel> ShardedModel::create(const std::shared_ptr<Acceler
       options.first_bucket_cap_bytes.value_or(core->device.is_cuda() ? std::size_t{1} << 20 : std::size_t{4} << 20);
   const std::size_t cap = core->comm->shared_memory() ? std::min(options.bucket_cap_bytes, ShmAllreduce::kChunkBytes)
                                                       : options.bucket_cap_bytes;
-  auto pool = std::make_shared<StoragePool>(1);
+  auto pool = std::make_shared<StoragePool>();
   for (auto& unit : units) {
     if (unit.params.empty()) continue;  // a block with frozen parameters only, or no root parameters
     auto layout = std::make_shared<ZeroLayout>(unit.params, core->comm->size(), core->comm->rank(), 3, pool);
