@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: spur_state.json, the checkpoint manifest load_state reads before it restores anything. Anything may
 // be refused with a spur::Error; what is accepted must be in range (world size >= 1, counts and positions >= 0,
-// ZeRO stage 0-2), every listed file a plain name in the checkpoint's own folder, listed once, and the manifest
+// ZeRO stage 0-3), every listed file a plain name in the checkpoint's own folder, listed once, and the manifest
 // must write back to text that reads as the same manifest.
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (state.world_size < 1 || state.models < 0 || state.optimizers < 0 || state.schedulers < 0 ||
-      state.custom_objects < 0 || state.accumulation_step < 0 || state.zero_stage < 0 || state.zero_stage > 2) {
+      state.custom_objects < 0 || state.accumulation_step < 0 || state.zero_stage < 0 || state.zero_stage > 3) {
     __builtin_trap();
   }
   for (const auto& loader : state.loaders) {

@@ -93,10 +93,9 @@ QByteArray file_bytes(const QString& path) {
 
 bool copy_dir(const QString& from, const QString& to) {
   QDir().mkpath(to);
-  for (const auto& name : QDir(from).entryList(QDir::Files)) {
-    if (!QFile::copy(from + "/" + name, to + "/" + name)) return false;
-  }
-  return true;
+  const QStringList names = QDir(from).entryList(QDir::Files);
+  return std::ranges::all_of(names,
+                             [&](const QString& name) { return QFile::copy(from + "/" + name, to + "/" + name); });
 }
 
 // One memory cgroup per rank (SPUR_TEST_CGROUP-<rank>), made under the cgroup v1 memory controller or cgroup v2,
@@ -154,6 +153,7 @@ class RankCgroups {
   }
   /// The program and arguments that start a rank inside its cgroup.
   QStringList wrap(const QString& program, const QStringList& args) const {
+    // NOLINTNEXTLINE(modernize-raw-string-literal): Qt 6.4's moc loses the class on raw strings with spaces
     return QStringList{"-c", "echo $$ > \"" + base_ + "-$RANK/cgroup.procs\" && exec \"$0\" \"$@\"", program} + args;
   }
 

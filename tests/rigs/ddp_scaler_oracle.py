@@ -11,6 +11,7 @@ AcceleratedScheduler rule). Rank 0 prints one JSON line per step: the scale the 
 skipped, both learning rates after the schedulers. Weights and data need not match Spur's: what is compared depends
 only on where the overflows are."""
 import json
+import os
 import sys
 
 import torch
@@ -67,10 +68,12 @@ def rank_main(rank, port, steps, poisoned):
         if rank == 0:
             print(json.dumps({"step": step, "scale": scale, "skipped_a": skipped[0], "skipped_b": skipped[1],
                               "lr_a": opt_a.param_groups[0]["lr"], "lr_b": opt_b.param_groups[0]["lr"]}), flush=True)
-    # Both ranks at the end before Gloo is torn down: a rank tearing down while the other still sends crashed once
-    # in CI ("terminate called without an active exception" in torch's own process, 2026-12-06).
+    # Both ranks at the end, then out without tearing Gloo down: its teardown crashed in CI twice ("terminate called
+    # without an active exception" in torch's own process, 2026-12-06, and again 2026-12-07 with a barrier before
+    # destroy_process_group; pytorch/pytorch#190489 and #179291 describe the same). Everything compared is printed.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def main():
