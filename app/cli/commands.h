@@ -24,6 +24,8 @@ class Arguments;
 
 /// `spur config [default|show|validate]`: write, show and check Accelerate-format run configurations.
 int config_command(const QStringList& arguments);
+/// `spur merge-weights CHECKPOINT_DIR OUTPUT_DIR`: a sharded checkpoint's weights as one model.safetensors.
+int merge_weights_command(const QStringList& arguments);
 /// `spur launch [flags] PROGRAM [ARGS...]`: this machine's ranks of a run, supervised.
 int launch_command(const QStringList& given);
 /// `spur launch --on HOST ...` (cli/launch_on.cpp): `arguments` as given, `config_path` the configuration in effect

@@ -61,6 +61,7 @@ const char* kUsage =
     "  --gpu_ids 0,1 --gradient_accumulation_steps K --num_cpu_threads_per_process T\n"
     "  --use_deepspeed [--zero_stage 1|2|3] | --use_fsdp --fsdp_sharding_strategy FULL_SHARD|SHARD_GRAD_OP|NO_SHARD\n"
     "  | --use_fsdp --fsdp_reshard_after_forward true|false (FSDP2's FULL_SHARD or SHARD_GRAD_OP)\n"
+    "  [--fsdp_state_dict_type FULL_STATE_DICT|SHARDED_STATE_DICT (stage 3's checkpoints: gathered, or per rank)]\n"
     "  (ZeRO: optimizer state, with stage 2 gradients too, with stage 3 parameters too, sharded)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"
@@ -206,6 +207,7 @@ int launch_command(const QStringList& given) {
       options.num_cpu_threads_per_process = static_cast<int>(*v);
     }
     if (const auto stage = zero_stage_flags(args)) options.zero_stage = *stage;
+    if (auto v = args.value("fsdp_state_dict_type")) options.state_dict_type = *v;
     // The remote half of an SSH fan-out gets the run's variables on its standard input, before anything else
     // there: values never travel in an argument list.
     if (args.has("env_on_stdin")) options.environment << app::read_environment_block(STDIN_FILENO, 60000);

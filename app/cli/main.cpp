@@ -13,18 +13,19 @@ namespace {
 int usage(QTextStream& out) {
   out << "usage: spur <command> [arguments]\n\n"
          "commands:\n"
-         "  config      write a run configuration (questions; or default, show, validate FILE)\n"
-         "  launch      run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
-         "  test        check the configured setup: rendezvous, all-reduce, gather and a synchronised step\n"
-         "  runs        the run history: list, show, export, config, logs, rm, tag, note\n"
-         "  sweep       many runs from one W&B sweep file: run FILE, list, show, stop, resume\n"
-         "  sagemaker   follow, stop or describe a SageMaker training job: spur sagemaker follow JOB\n"
-         "  slurm       follow, stop or describe a Slurm job of spur launch --slurm: spur slurm follow JOB\n"
-         "  env         print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
-         "  shard-plan  print which batches each rank's data loader yields (--help for its flags)\n\n"
+         "  config         write a run configuration (questions; or default, show, validate FILE)\n"
+         "  launch         run a program on this machine's ranks: spur launch [flags] PROGRAM [ARGS...]\n"
+         "  test           check the configured setup: rendezvous, all-reduce, gather and a synchronised step\n"
+         "  runs           the run history: list, show, export, config, logs, rm, tag, note\n"
+         "  sweep          many runs from one W&B sweep file: run FILE, list, show, stop, resume\n"
+         "  sagemaker      follow, stop or describe a SageMaker training job: spur sagemaker follow JOB\n"
+         "  slurm          follow, stop or describe a Slurm job of spur launch --slurm: spur slurm follow JOB\n"
+         "  env            print what a bug report needs: versions, compiler, CPU/GPU, BLAS, the config in effect\n"
+         "  shard-plan     print which batches each rank's data loader yields (--help for its flags)\n"
+         "  merge-weights  one model.safetensors from a sharded checkpoint: spur merge-weights CHECKPOINT OUT\n\n"
          "options:\n"
-         "  --version   print Spur's version\n"
-         "  --help      print this help\n";
+         "  --version      print Spur's version\n"
+         "  --help         print this help\n";
   return 0;
 }
 
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     if (command == "sagemaker") return spur::cli::sagemaker_command(arguments);
     if (command == "slurm") return spur::cli::slurm_command(arguments);
     if (command == "shard-plan") return spur::cli::shard_plan_command(arguments);
+    if (command == "merge-weights") return spur::cli::merge_weights_command(arguments);
   } catch (const std::bad_alloc&) {
     // A request too large for this machine's memory is an error to name, not an abort.
     err << "spur " << command << ": out of memory (is a count or size in the command far larger than meant?)\n";

@@ -684,7 +684,8 @@ std::vector<std::string> RunConfig::unsupported() const {
                     "the file");
   }
   honoured_only("deepspeed_config", {"zero_stage", "deepspeed_multinode_launcher"}, type == "DEEPSPEED");
-  honoured_only("fsdp_config", {"fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward"},
+  honoured_only("fsdp_config",
+                {"fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward", "fsdp_state_dict_type"},
                 type == "FSDP");
   for (const char* key : {"megatron_lm_config", "parallelism_config", "fp8_config", "dynamo_config", "mpirun_config"}) {
     const YAML::Node* node = find(key);
@@ -727,6 +728,18 @@ int RunConfig::zero_stage() const {
     return fsdp_strategy_stage(nested("fsdp_config", "fsdp_sharding_strategy").value_or("FULL_SHARD")).value_or(-1);
   }
   return 0;
+}
+
+std::string RunConfig::state_dict_type() const {
+  if (distributed_type() != "FSDP") return {};
+  const YAML::Node* node = find("fsdp_config");
+  if (!node || !node->IsMap()) return {};
+  if ((*node)["fsdp_state_dict_type"] && (*node)["fsdp_state_dict_type"].IsScalar()) {
+    return (*node)["fsdp_state_dict_type"].Scalar();
+  }
+  const bool fsdp2 =
+      (*node)["fsdp_version"] && (*node)["fsdp_version"].IsScalar() && (*node)["fsdp_version"].Scalar() == "2";
+  return fsdp2 ? "SHARDED_STATE_DICT" : "";
 }
 
 std::string config_home() {

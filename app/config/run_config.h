@@ -44,6 +44,9 @@ class RunConfig {
   /// fsdp_config.fsdp_sharding_strategy (SHARD_GRAD_OP 2, NO_SHARD 0, FULL_SHARD (the default) 3; hybrid ones -1,
   /// which Spur refuses), else 0.
   int zero_stage() const;
+  /// How stage 3 checkpoints the weights, as the file says it (FSDP's fsdp_config.fsdp_state_dict_type, as
+  /// written; Accelerate's default for fsdp_version 2, SHARDED_STATE_DICT, when it says none), else "".
+  std::string state_dict_type() const;
   bool use_cpu() const { return flag("use_cpu", false); }
   bool debug() const { return flag("debug", false); }
   /// Total over all machines; -1 when the file leaves it to the command line.

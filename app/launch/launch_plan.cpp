@@ -3,6 +3,7 @@
 // torchrun run unchanged) plus Spur's own, and Accelerate's rules for the totals (num_processes is the total
 // over all machines; a machine runs num_processes / num_machines of them).
 #include "launch/launch_plan.h"
+
 #include "launch/secrets.h"
 #include "launch/launch_request.h"
 
@@ -20,6 +21,8 @@
 #include <QRegularExpression>
 #include <QSet>
 #include <QStandardPaths>
+
+#include <spur/core/zero_stage.h>
 
 namespace spur::app {
 
@@ -104,6 +107,16 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
                 "fsdp_config.fsdp_sharding_strategy) is not one Spur runs: zero_stage 1, 2 or 3, or "
                 "FULL_SHARD / SHARD_GRAD_OP / NO_SHARD"));
   }
+  plan.state_dict_type =
+      options.state_dict_type.value_or(config ? QString::fromStdString(config->state_dict_type()) : QString());
+  if (!plan.state_dict_type.isEmpty()) {
+    const auto type = fsdp_state_dict_type(plan.state_dict_type.toStdString());
+    if (!type || *type == "LOCAL_STATE_DICT") {
+      throw LaunchError((options.state_dict_type ? "--fsdp_state_dict_type " : "fsdp_config.fsdp_state_dict_type ") +
+                        plan.state_dict_type + ": Spur writes FULL_STATE_DICT or SHARDED_STATE_DICT");
+    }
+    plan.state_dict_type = QString::fromStdString(*type);
+  }
   const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
 
   // Threads: what the user set wins; else the machine's cores shared between its ranks (torchrun sets 1).
@@ -177,6 +190,7 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     }
     // Only when asked for: a program started plainly keeps what its environment says.
     if (plan.zero_stage > 0) env.insert("SPUR_ZERO_STAGE", QString::number(plan.zero_stage));
+    if (!plan.state_dict_type.isEmpty()) env.insert("FSDP_STATE_DICT_TYPE", plan.state_dict_type);
     if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
     for (const auto& [name, value] : options.environment) env.insert(name, value);
     if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);

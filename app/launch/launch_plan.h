@@ -36,6 +36,8 @@ struct LaunchOptions {
   std::optional<int> num_cpu_threads_per_process;
   /// ZeRO stage from `--use_deepspeed [--zero_stage N]` or `--use_fsdp [--fsdp_sharding_strategy S]`.
   std::optional<int> zero_stage;
+  /// `--fsdp_state_dict_type`: FULL_STATE_DICT or SHARDED_STATE_DICT (how ZeRO stage 3 checkpoints the weights).
+  std::optional<QString> state_dict_type;
   /// `--env NAME=VALUE`: set for every rank (over the launcher's own environment).
   QList<QPair<QString, QString>> environment;
 };
@@ -72,6 +74,7 @@ struct LaunchPlan {
   QString mixed_precision = "no";
   bool use_cpu = false;
   int zero_stage = 0;           // SPUR_ZERO_STAGE for every rank when above 0
+  QString state_dict_type;      // FSDP_STATE_DICT_TYPE for every rank when set
   std::vector<RankSpec> ranks;  // this machine's ranks
   QStringList notes;            // config keys Spur does not act on, and other things worth saying
   /// Human-readable: each rank's command and the variables the launcher sets.

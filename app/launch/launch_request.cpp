@@ -51,6 +51,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "zero_stage",
                                    "fsdp_sharding_strategy",
                                    "fsdp_reshard_after_forward",
+                                   "fsdp_state_dict_type",
                                    "on",
                                    "on_dir"};
   return flags;

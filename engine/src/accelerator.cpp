@@ -24,6 +24,7 @@
 #include "distributed/fully_shard.h"
 #include "compat/torch_compat.h"
 #include <spur/core/progress_file.h>
+#include <spur/core/zero_stage.h>
 
 namespace spur {
 namespace {
@@ -90,6 +91,16 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : core_(std::make_sh
   core.zero_stage = options.zero_stage.value_or(core.state.zero_stage.value_or(0));
   if (core.zero_stage < 0 || core.zero_stage > 3) {
     throw Error("AcceleratorOptions::zero_stage is " + std::to_string(core.zero_stage) + "; it must be 0, 1, 2 or 3");
+  }
+  if (options.state_dict_type) {
+    const auto type = fsdp_state_dict_type(*options.state_dict_type);
+    if (!type || *type == "LOCAL_STATE_DICT") {
+      throw Error("AcceleratorOptions::state_dict_type is '" + *options.state_dict_type +
+                  "'; it must be FULL_STATE_DICT or SHARDED_STATE_DICT");
+    }
+    core.sharded_state_dict = *type == "SHARDED_STATE_DICT";
+  } else {
+    core.sharded_state_dict = core.state.state_dict_type.value_or("FULL_STATE_DICT") == "SHARDED_STATE_DICT";
   }
   if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {
     for (const auto& note : core.state.ignored_sharding_settings) std::cerr << "spur: warning: " << note << "\n";

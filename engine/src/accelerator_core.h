@@ -49,6 +49,8 @@ class AcceleratorCore {
   // ZeRO (stage > 0 and more than one process): each prepared model's flat layout, and each prepared optimizer's
   // shard of them (indexed as `optimizers`; null for none).
   int64_t zero_stage = 0;
+  // Stage 3's save_state writes each rank's shard of the weights (SHARDED_STATE_DICT) instead of gathering them.
+  bool sharded_state_dict = false;
   std::vector<std::shared_ptr<ZeroLayout>> zero_layouts;
   std::vector<std::shared_ptr<ZeroShards>> zero_shards;
   ZeroShards* shards_of(const torch::optim::Optimizer& optimizer) const {

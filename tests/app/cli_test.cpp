@@ -255,6 +255,7 @@ class CliTest : public QObject {
     QTest::newRow("sagemaker") << QStringList{"sagemaker", "--help"} << "usage: spur sagemaker";
     QTest::newRow("test") << QStringList{"test", "--help"} << "usage: spur test";
     QTest::newRow("shard-plan") << QStringList{"shard-plan", "--help"} << "usage: spur shard-plan";
+    QTest::newRow("merge-weights") << QStringList{"merge-weights", "--help"} << "usage: spur merge-weights";
   }
   void every_command_answers_help() {
     QFETCH(QStringList, arguments);
@@ -313,6 +314,60 @@ class CliTest : public QObject {
     const auto [configured, config_output] = as_nobody({"config", "default"});
     QVERIFY2(configured != 0 && config_output.contains("/nonexistent/.config/spur"), qPrintable(config_output));
     QCOMPARE(QDir(dir.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden), QStringList());
+  }
+
+  // Issue 37: a checkpoint of a stage-3 run saved with SHARDED_STATE_DICT (one file per rank) merged into the
+  // model.safetensors a FULL_STATE_DICT save writes, as `accelerate merge-weights` does: the same bytes as the DDP
+  // run's, read by the safetensors library; what cannot be merged is named.
+  void merge_weights_writes_the_whole_model() {
+    QTemporaryDir sharded, ddp, out;
+    const QStringList args{"--steps", "2", "--save_at", "1", "--blocks", "2"};
+    for (const auto& [dir, stage] : {std::make_pair(sharded.path(), 3), std::make_pair(ddp.path(), 0)}) {
+      spur::test::RankGroup ranks(SPUR_TEST_WORKER, QStringList{"shard", "--out", dir} + args, 2);
+      ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
+      ranks.set_env("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT");  // stage 0: whole weights all the same
+      QVERIFY(ranks.start());
+      QVERIFY2(ranks.wait(120000), qPrintable(ranks.transcript()));
+      for (int rank = 0; rank < 2; ++rank) QVERIFY2(ranks.result(rank).exit_code == 0, qPrintable(ranks.transcript()));
+    }
+    const QString checkpoint = sharded.filePath("checkpoint");
+    QVERIFY(QFile::exists(checkpoint + "/model_rank1.safetensors"));
+    QVERIFY(!QFile::exists(checkpoint + "/model.safetensors"));
+
+    auto result = spur_cli({"merge-weights", checkpoint, out.path()});
+    QVERIFY2(result.exit_code == 0 && result.output.contains(out.filePath("model.safetensors")),
+             qPrintable(result.output));
+    QFile merged(out.filePath("model.safetensors")), whole(ddp.filePath("checkpoint/model.safetensors"));
+    QVERIFY(merged.open(QIODevice::ReadOnly) && whole.open(QIODevice::ReadOnly));
+    QVERIFY(merged.readAll() == whole.readAll());
+    QProcess python;
+    python.start(SPUR_PEER_PYTHON,
+                 {"-c",
+                  "import sys, numpy; from safetensors import safe_open\n"
+                  "with safe_open(sys.argv[1], 'np') as a, safe_open(sys.argv[2], 'np') as b:\n"
+                  "  assert sorted(a.keys()) == sorted(b.keys())\n"
+                  "  assert all(numpy.array_equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys())\n"
+                  "  print('same', len(list(a.keys())))",
+                  out.filePath("model.safetensors"), ddp.filePath("checkpoint/model.safetensors")});
+    QVERIFY(python.waitForFinished(60000));
+    const QString read = QString::fromUtf8(python.readAllStandardOutput()).trimmed();
+    QVERIFY2(python.exitCode() == 0 && read == "same 15", qPrintable(read + python.readAllStandardError()));
+
+    result = spur_cli({"merge-weights", ddp.filePath("checkpoint"), out.filePath("again")});
+    QVERIFY2(result.exit_code == 1 && result.output.contains("holds its weights whole already"),
+             qPrintable(result.output));
+    result = spur_cli({"merge-weights", out.filePath("nothing"), out.filePath("again")});
+    QVERIFY2(result.exit_code == 1 && result.output.contains("is not a directory"), qPrintable(result.output));
+    result = spur_cli({"merge-weights", checkpoint});
+    QVERIFY2(result.exit_code == 2 && result.output.contains("needs CHECKPOINT_DIR and OUTPUT_DIR"),
+             qPrintable(result.output));
+    result = spur_cli({"merge-weights", checkpoint, checkpoint});
+    QVERIFY2(result.exit_code == 2 && result.output.contains("OUTPUT_DIR is the checkpoint itself"),
+             qPrintable(result.output));
+    QVERIFY(QFile::remove(checkpoint + "/model_rank0.safetensors"));
+    result = spur_cli({"merge-weights", checkpoint, out.filePath("again")});
+    QVERIFY2(result.exit_code == 1 && result.output.contains("model_rank0.safetensors is missing"),
+             qPrintable(result.output));
   }
 
   void unknown_command_is_named() {

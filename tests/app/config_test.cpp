@@ -376,6 +376,51 @@ class ConfigTest : public QObject {
     QCOMPARE(result.exit_code == 0, expected.startsWith("SPUR_ZERO_STAGE="));
   }
 
+  // FSDP's state_dict_type (how stage 3 checkpoints the weights) reaches the ranks as FSDP_STATE_DICT_TYPE, as
+  // `accelerate launch` sets it: from fsdp_config.fsdp_state_dict_type, from the flag, or FSDP2's default
+  // (SHARDED_STATE_DICT); LOCAL_STATE_DICT and unknown names are refused by name before anything starts.
+  void state_dict_type_reaches_the_ranks_data() {
+    QTest::addColumn<QString>("yaml");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("expected");
+    QTest::addColumn<bool>("launches");
+    const QString fsdp = "distributed_type: FSDP\nnum_processes: 2\n";
+    QTest::newRow("fsdp1: none set") << fsdp << QStringList{} << "!FSDP_STATE_DICT_TYPE" << true;
+    QTest::newRow("sharded in the file") << fsdp + "fsdp_config:\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+                                         << QStringList{} << "FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT" << true;
+    QTest::newRow("fsdp2's default") << fsdp + "fsdp_config:\n  fsdp_version: 2\n"
+                                     << QStringList{} << "FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT" << true;
+    QTest::newRow("fsdp2, full in the file")
+        << fsdp + "fsdp_config:\n  fsdp_version: 2\n  fsdp_state_dict_type: FULL_STATE_DICT\n"
+        << QStringList{} << "FSDP_STATE_DICT_TYPE=FULL_STATE_DICT" << true;
+    QTest::newRow("the flag, by number") << fsdp << QStringList{"--fsdp_state_dict_type", "3"}
+                                         << "FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT" << true;
+    QTest::newRow("local refused") << fsdp + "fsdp_config:\n  fsdp_state_dict_type: LOCAL_STATE_DICT\n"
+                                   << QStringList{}
+                                   << "fsdp_config.fsdp_state_dict_type LOCAL_STATE_DICT: Spur writes FULL_STATE_DICT "
+                                      "or SHARDED_STATE_DICT"
+                                   << false;
+    QTest::newRow("unknown flag value") << fsdp << QStringList{"--fsdp_state_dict_type", "HALF"}
+                                        << "--fsdp_state_dict_type HALF: Spur writes" << false;
+  }
+  void state_dict_type_reaches_the_ranks() {
+    QFETCH(QString, yaml);
+    QFETCH(QStringList, flags);
+    QFETCH(QString, expected);
+    QFETCH(bool, launches);
+    QTemporaryDir dir;
+    const QString path = write(dir, "fsdp.yaml", yaml);
+    const auto result =
+        spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+    QCOMPARE(result.exit_code == 0, launches);
+    if (expected.startsWith('!')) {
+      QVERIFY2(result.output.contains("RANK=1") && !result.output.contains(expected.mid(1)), qPrintable(result.output));
+      return;
+    }
+    QVERIFY2(result.output.contains(expected), qPrintable(result.output));
+    QVERIFY2(!result.output.contains("fsdp_state_dict_type") || !launches, qPrintable(result.output));  // no note
+  }
+
   // Found by fuzz_config in CI: a CR before a comma in a flow mapping stayed in the plain value ("static\r"), which
   // then read back without it. CR LF, CR and LF are each one line break, as YAML (and PyYAML) read them.
   void carriage_returns_are_line_breaks() {

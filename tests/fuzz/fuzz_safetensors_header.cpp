@@ -2,7 +2,10 @@
 // Fuzz target: a safetensors file as load_safetensors reads it (8-byte little-endian header length, the JSON
 // header, the data part), up to the tensors themselves. Anything may be refused with a spur::Error; what is
 // accepted must describe the data part exactly: tensors in order, no gap or overlap, each one's bytes equal to its
-// shape's element count times its element size, computed here without overflow.
+// shape's element count times its element size, computed here without overflow. The writer's layout of what was
+// accepted (layout_safetensors, which save_safetensors and the sharded-checkpoint merge use) must read back as the
+// same tensors, and a sharded checkpoint's metadata (spur.shard, spur.slices), where accepted, must write back to
+// metadata that reads as the same.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -10,7 +13,9 @@
 
 #include <spur/error.h>
 
+#include <spur/core/checkpoint_merge.h>
 #include <spur/core/safetensors_header.h>
+#include <spur/core/safetensors_writer.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;
@@ -30,6 +35,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expected = entry.end;
     }
     if (expected != data_size) __builtin_trap();
+
+    auto entries = header.entries;
+    const auto again =
+        spur::detail::parse_safetensors_header(spur::detail::layout_safetensors(entries, header.metadata),
+                                               data_size);  // a refusal here escapes: a finding
+    if (again.metadata != header.metadata || again.entries.size() != header.entries.size()) __builtin_trap();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const auto& a = entries[i];
+      const auto& b = again.entries[i];
+      if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.begin != b.begin || a.end != b.end) {
+        __builtin_trap();
+      }
+    }
+  } catch (const spur::Error&) {
+    return 0;
+  }
+  try {
+    // Only the metadata matters here; the header was accepted above.
+    const auto header = spur::detail::parse_safetensors_header(text, data_size);
+    const auto info = spur::detail::parse_shard_file_metadata(header.metadata);
+    const auto back = spur::detail::parse_shard_file_metadata(spur::detail::shard_file_metadata(info));
+    if (back.rank != info.rank || back.world != info.world || back.aliases != info.aliases ||
+        back.slices.size() != info.slices.size()) {
+      __builtin_trap();
+    }
+    for (const auto& [name, slice] : info.slices) {
+      const auto it = back.slices.find(name);
+      if (it == back.slices.end() || it->second.offset != slice.offset || it->second.shape != slice.shape) {
+        __builtin_trap();
+      }
+    }
   } catch (const spur::Error&) {
   }
   return 0;

@@ -18,6 +18,9 @@
 #include "float_files.h"
 #include "rank_group.h"
 #include "test_main.h"
+#include <spur/error.h>
+
+#include <spur/core/checkpoint_merge.h>
 #include <spur/core/torch_features.h>
 
 using spur::test::max_abs_diff;
@@ -34,10 +37,11 @@ struct Run {
 // One run of a worker scenario (its arguments after the scenario's name) at `stage`; every rank must exit 0, and
 // each rank's parameters are read from DIR/rank<r>.bin.
 Run run_scenario(const QString& scenario, const QString& dir, int world, int stage, const QStringList& args,
-                 const QString& precision, bool gloo) {
+                 const QString& precision, bool gloo, const QString& state_dict_type = {}) {
   Run run;
   RankGroup ranks(SPUR_TEST_WORKER, QStringList{scenario, "--out", dir} + args, world);
   ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
+  if (!state_dict_type.isEmpty()) ranks.set_env("FSDP_STATE_DICT_TYPE", state_dict_type);
   ranks.set_env("SPUR_MIXED_PRECISION", precision);
   if (gloo) ranks.set_env("SPUR_SHM_ALLREDUCE", "0");
   if (!ranks.start() || !ranks.wait(180000)) {
@@ -66,9 +70,9 @@ Run train(const QString& dir, int world, int stage, const QString& optimizer, in
 }
 
 // The worker's `shard` scenario (ShardNet, fully_shard blocks).
-Run train_shard(const QString& dir, int world, int stage, const QStringList& args, const QString& precision,
-                bool gloo) {
-  return run_scenario("shard", dir, world, stage, args, precision, gloo);
+Run train_shard(const QString& dir, int world, int stage, const QStringList& args, const QString& precision, bool gloo,
+                const QString& state_dict_type = {}) {
+  return run_scenario("shard", dir, world, stage, args, precision, gloo, state_dict_type);
 }
 
 QStringList losses(const QString& output) {
@@ -412,23 +416,77 @@ class ZeroTest : public QObject {
 
   // A stage-3 checkpoint: DDP's consolidated model.safetensors, each rank's optimizer shard; resuming from it at
   // step 3 ends exactly where the uninterrupted run does.
+  // FSDP's two state dict types: FULL_STATE_DICT gathers and writes DDP's model.safetensors; SHARDED_STATE_DICT
+  // writes each rank's shard (model_rank<r>.safetensors), which merged are DDP's bytes too. Either resumes bit for
+  // bit where the uninterrupted run ends.
+  void fully_shard_checkpoints_resume_data() {
+    QTest::addColumn<QString>("type");
+    QTest::newRow("FULL_STATE_DICT") << "FULL_STATE_DICT";
+    QTest::newRow("SHARDED_STATE_DICT") << "SHARDED_STATE_DICT";
+  }
   void fully_shard_checkpoints_resume() {
-    QTemporaryDir ddp_dir, whole_dir, resumed_dir;
+    QFETCH(QString, type);
+    QTemporaryDir ddp_dir, whole_dir, resumed_dir, merged_dir;
     const QStringList args{"--steps", "6", "--optimizer", "adamw", "--save_at", "3"};
     const auto ddp = train_shard(ddp_dir.path(), 3, 0, args, "no", false);
     QVERIFY2(ddp.params.size() == 3, qPrintable(ddp.output));
-    const auto whole = train_shard(whole_dir.path(), 3, 3, args, "no", false);
+    const auto whole = train_shard(whole_dir.path(), 3, 3, args, "no", false, type);
     QVERIFY2(whole.params.size() == 3, qPrintable(whole.output));
-    QCOMPARE(file_bytes(whole_dir.filePath("checkpoint/model.safetensors")),
-             file_bytes(ddp_dir.filePath("checkpoint/model.safetensors")));
+    const QString ddp_model = ddp_dir.filePath("checkpoint/model.safetensors");
+    if (type == "FULL_STATE_DICT") {
+      QCOMPARE(file_bytes(whole_dir.filePath("checkpoint/model.safetensors")), file_bytes(ddp_model));
+    } else {
+      QVERIFY(!QFile::exists(whole_dir.filePath("checkpoint/model.safetensors")));
+      for (int rank = 0; rank < 3; ++rank) {
+        QVERIFY(QFile::exists(whole_dir.filePath(QString("checkpoint/model_rank%1.safetensors").arg(rank))));
+      }
+      const auto written = spur::detail::merge_sharded_checkpoint(whole_dir.filePath("checkpoint").toStdString(),
+                                                                  merged_dir.path().toStdString());
+      QCOMPARE(written.size(), size_t(1));
+      QCOMPARE(file_bytes(merged_dir.filePath("model.safetensors")), file_bytes(ddp_model));
+    }
     for (int rank = 0; rank < 3; ++rank) {
       QVERIFY(QFile::exists(whole_dir.filePath(QString("checkpoint/optimizer_rank%1.pt").arg(rank))));
     }
     QVERIFY(copy_dir(whole_dir.filePath("checkpoint"), resumed_dir.filePath("checkpoint")));
-    const auto resumed = train_shard(resumed_dir.path(), 3, 3, args + QStringList{"--load", "1"}, "no", false);
+    const auto resumed = train_shard(resumed_dir.path(), 3, 3, args + QStringList{"--load", "1"}, "no", false, type);
     QVERIFY2(resumed.params.size() == 3, qPrintable(resumed.output));
     QVERIFY2(resumed.params[0] == whole.params[0],
              qPrintable(QString("resumed differs by %1").arg(max_abs_diff(resumed.params[0], whole.params[0]))));
+    if (type != "SHARDED_STATE_DICT") return;
+
+    // Where a sharded checkpoint cannot load, every rank says so and names the merge.
+    auto refused = [&](int world, int stage, const QString& expected) {
+      RankGroup ranks(SPUR_TEST_WORKER, QStringList{"shard", "--out", resumed_dir.path(), "--load", "1"} + args, world);
+      ranks.set_env("SPUR_ZERO_STAGE", QString::number(stage));
+      if (!ranks.start() || !ranks.wait(90000)) return "did not finish:\n" + ranks.transcript();
+      for (int rank = 0; rank < world; ++rank) {
+        const auto result = ranks.result(rank);
+        if (result.exit_code == 0 || !result.output.contains(expected) ||
+            !result.output.contains("spur merge-weights")) {
+          return "rank " + QString::number(rank) + ":\n" + ranks.transcript();
+        }
+      }
+      return QString();
+    };
+    QString problem = refused(2, 3, "sharded over 3 processes");
+    QVERIFY2(problem.isEmpty(), qPrintable(problem));
+    problem = refused(3, 0, "this run's is not");
+    QVERIFY2(problem.isEmpty(), qPrintable(problem));
+
+    // The merge checks every rank's file against the manifest, and names the one at fault.
+    const QString checkpoint = resumed_dir.filePath("checkpoint");
+    QFile altered(checkpoint + "/model_rank1.safetensors");
+    QVERIFY(altered.open(QIODevice::Append));
+    altered.write("x");
+    altered.close();
+    try {
+      spur::detail::merge_sharded_checkpoint(checkpoint.toStdString(), merged_dir.filePath("again").toStdString());
+      QFAIL("an altered rank file was merged");
+    } catch (const spur::Error& e) {
+      QVERIFY2(QString(e.what()).contains("model_rank1.safetensors"), e.what());
+    }
+    QVERIFY(!QFile::exists(merged_dir.filePath("again/model.safetensors")));
   }
 
   // Wrong wrappings are refused by name on every rank, never a hang.

@@ -235,6 +235,31 @@ class ProcessStateTest : public QObject {
     QCOMPARE(int(state.ignored_sharding_settings.size()), ignored);
   }
 
+  // Issue 37: FSDP's state_dict_type, as `accelerate launch` sets it (FSDP_STATE_DICT_TYPE), or FSDP2's default.
+  void state_dict_type_from_launchers_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<QString>("type");  // empty: unset
+    QTest::newRow("nothing") << ""
+                             << "";
+    QTest::newRow("fsdp1 default") << "ACCELERATE_USE_FSDP=true"
+                                   << "";
+    QTest::newRow("fsdp2 default") << "ACCELERATE_USE_FSDP=true FSDP_VERSION=2"
+                                   << "SHARDED_STATE_DICT";
+    QTest::newRow("set, any case") << "FSDP_STATE_DICT_TYPE=sharded_state_dict"
+                                   << "SHARDED_STATE_DICT";
+    QTest::newRow("by number") << "FSDP_STATE_DICT_TYPE=1"
+                               << "FULL_STATE_DICT";
+    QTest::newRow("set wins over fsdp2's default")
+        << "ACCELERATE_USE_FSDP=true FSDP_VERSION=2 FSDP_STATE_DICT_TYPE=FULL_STATE_DICT"
+        << "FULL_STATE_DICT";
+  }
+  void state_dict_type_from_launchers() {
+    QFETCH(QString, env);
+    QFETCH(QString, type);
+    const auto state = read(env_of(env));
+    QCOMPARE(QString::fromStdString(state.state_dict_type.value_or("")), type);
+  }
+
   void errors_name_the_variable_data() {
     QTest::addColumn<QString>("env");
     QTest::addColumn<QString>("expected");
@@ -270,6 +295,10 @@ class ProcessStateTest : public QObject {
                                        << "ACCELERATE_DEEPSPEED_ZERO_STAGE='x' is not an integer";
     QTest::newRow("fsdp hybrid") << "ACCELERATE_USE_FSDP=1 FSDP_SHARDING_STRATEGY=HYBRID_SHARD"
                                  << "FSDP_SHARDING_STRATEGY=HYBRID_SHARD: hybrid sharding";
+    QTest::newRow("local state dict") << "FSDP_STATE_DICT_TYPE=LOCAL_STATE_DICT"
+                                      << "FSDP_STATE_DICT_TYPE='LOCAL_STATE_DICT': LOCAL_STATE_DICT";
+    QTest::newRow("unknown state dict") << "FSDP_STATE_DICT_TYPE=HALF"
+                                        << "FSDP_STATE_DICT_TYPE='HALF' is not a state dict type";
   }
 
   void errors_name_the_variable() {

@@ -151,4 +151,13 @@ std::string write_checkpoint_state(const CheckpointState& state) {
   return json::write(json::Value(std::move(root))) + "\n";
 }
 
+std::string checkpoint_model_file(size_t i) {
+  return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
+}
+
+std::string checkpoint_model_shard_file(size_t i, int64_t rank) {
+  return (i == 0 ? std::string("model") : "model_" + std::to_string(i)) + "_rank" + std::to_string(rank) +
+         ".safetensors";
+}
+
 }  // namespace spur::detail

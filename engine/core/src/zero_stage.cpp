@@ -33,4 +33,12 @@ std::optional<int> fsdp_reshard_stage(std::string_view reshard_after_forward) {
   return std::nullopt;
 }
 
+std::optional<std::string> fsdp_state_dict_type(std::string_view type) {
+  const std::string name = upper(type);
+  if (name == "FULL_STATE_DICT" || name == "1") return "FULL_STATE_DICT";
+  if (name == "LOCAL_STATE_DICT" || name == "2") return "LOCAL_STATE_DICT";
+  if (name == "SHARDED_STATE_DICT" || name == "3") return "SHARDED_STATE_DICT";
+  return std::nullopt;
+}
+
 }  // namespace spur

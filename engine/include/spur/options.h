@@ -101,11 +101,18 @@ struct AcceleratorOptions {
   bool find_unused_parameters = false;
   /// ZeRO sharding, as DeepSpeed's stages: 0 plain data parallel; 1 each rank keeps the optimizer state of its
   /// 1/N of the parameters only (steps it, then all-gathers the parameters); 2 the reduced gradients are sharded
-  /// too (reduced in buckets during backward; parameters' .grad() stay undefined after a synchronising backward).
-  /// Results equal data parallel's; the optimizer must be prepared after (or with) its model. Stage 3 is not
-  /// implemented (docs/zero.md). Default: the launcher's SPUR_ZERO_STAGE, or Accelerate's DeepSpeed / FSDP
-  /// variables (ProcessState::zero_stage), else 0.
+  /// too (reduced in buckets during backward; parameters' .grad() stay undefined after a synchronising backward);
+  /// 3 the parameters too, per spur::fully_shard block (spur/fully_shard.h, docs/zero.md). Results equal data
+  /// parallel's; the optimizer must be prepared after (or with) its model. Default: the launcher's SPUR_ZERO_STAGE,
+  /// or Accelerate's DeepSpeed / FSDP variables (ProcessState::zero_stage), else 0.
   std::optional<int64_t> zero_stage;
+  /// How save_state writes the weights under ZeRO stage 3, as FSDP's state_dict_type: "FULL_STATE_DICT" (gathered,
+  /// one model.safetensors, the bytes DDP writes) or "SHARDED_STATE_DICT" (each rank writes its own shard,
+  /// model_rank<r>.safetensors, nothing gathered; load_state at the same world size reads them back, and
+  /// `spur merge-weights` makes one model.safetensors of them). Stages 0-2 write whole weights either way.
+  /// save_model and get_state_dict always gather. Default: the launcher's FSDP_STATE_DICT_TYPE
+  /// (ProcessState::state_dict_type), else FULL_STATE_DICT.
+  std::optional<std::string> state_dict_type;
   /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
   bool broadcast_buffers = true;
   /// Gradients live inside the all-reduce buckets, which saves copying every gradient in and out of them each

@@ -40,12 +40,16 @@ struct ProcessState {
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<std::chrono::seconds> rendezvous_timeout;
   std::optional<std::chrono::seconds> collective_timeout;
-  /// ZeRO stage (0: plain DDP, 1: optimizer state sharded, 2: gradients too): SPUR_ZERO_STAGE, else Accelerate's
-  /// ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE (default 2), else ACCELERATE_USE_FSDP +
-  /// FSDP_SHARDING_STRATEGY (SHARD_GRAD_OP: 2, NO_SHARD: 0, FULL_SHARD, the default: 3, which Spur refuses).
+  /// ZeRO stage (0: plain DDP, 1: optimizer state sharded, 2: gradients too, 3: parameters too): SPUR_ZERO_STAGE,
+  /// else Accelerate's ACCELERATE_USE_DEEPSPEED + ACCELERATE_DEEPSPEED_ZERO_STAGE (default 2), else
+  /// ACCELERATE_USE_FSDP + FSDP_SHARDING_STRATEGY (SHARD_GRAD_OP: 2, NO_SHARD: 0, FULL_SHARD, the default: 3) or,
+  /// with FSDP_VERSION=2, FSDP_RESHARD_AFTER_FORWARD (true, the default: 3, false: 2).
   std::optional<int64_t> zero_stage;
   /// Where zero_stage came from ("SPUR_ZERO_STAGE", "FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP"...), for messages.
   std::string zero_stage_source;
+  /// FSDP's state_dict_type: "FULL_STATE_DICT" or "SHARDED_STATE_DICT" (FSDP_STATE_DICT_TYPE; Accelerate's default
+  /// for FSDP2, SHARDED_STATE_DICT, when ACCELERATE_USE_FSDP and FSDP_VERSION=2 say FSDP2 without one).
+  std::optional<std::string> state_dict_type;
   /// DeepSpeed and FSDP settings the launcher passed that Spur does not honour, each by name and value (the main
   /// process warns once).
   std::vector<std::string> ignored_sharding_settings;

@@ -14,6 +14,7 @@
 #include <spur/json.h>
 
 #include <spur/core/safetensors_header.h>
+#include <spur/core/safetensors_writer.h>
 
 namespace spur {
 namespace {
@@ -35,35 +36,6 @@ const char* dtype_name(c10::ScalarType type, const std::string& tensor) {
   }
   throw Error("safetensors cannot store tensor '" + tensor + "' of dtype " + c10::toString(type));
 }
-
-// FNV-1a over 8-byte words (bytes for the tail): cheap enough to run over every byte written.
-class Digest {
- public:
-  void update(const char* data, size_t size) {
-    size_t i = 0;
-    // Words are consumed from whatever offset the stream is at, so the hash does not depend on how the
-    // caller splits the bytes: buffer them.
-    while (i < size) {
-      pending_[pending_size_++] = data[i++];
-      if (pending_size_ == 8) {
-        uint64_t word;
-        std::memcpy(&word, pending_, 8);
-        hash_ = (hash_ ^ word) * 1099511628211ull;
-        pending_size_ = 0;
-      }
-    }
-  }
-  uint64_t finish() {
-    uint64_t h = hash_;
-    for (size_t i = 0; i < pending_size_; ++i) h = (h ^ static_cast<unsigned char>(pending_[i])) * 1099511628211ull;
-    return h;
-  }
-
- private:
-  uint64_t hash_ = 1469598103934665603ull;
-  char pending_[8] = {};
-  size_t pending_size_ = 0;
-};
 
 class File {
  public:
@@ -102,7 +74,7 @@ class File {
   std::string path_;
   int fd_ = -1;
   int64_t size_ = 0;
-  Digest digest_;
+  detail::Digest digest_;
 };
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
@@ -113,41 +85,28 @@ class File {
 
 std::pair<int64_t, uint64_t> save_safetensors(const std::string& path, const NamedTensors& tensors,
                                               const std::map<std::string, std::string>& metadata) {
-  // Larger elements first, so every tensor's data stays aligned to its element size.
-  std::vector<std::pair<std::string, torch::Tensor>> ordered;
+  std::map<std::string, torch::Tensor> data;
+  std::vector<detail::SafetensorsEntry> entries;
   for (const auto& [name, tensor] : tensors) {
     if (name == "__metadata__") throw Error("a tensor cannot be named __metadata__ in " + path);
-    ordered.emplace_back(name, tensor.detach().to(torch::kCPU).contiguous());
+    auto contiguous = tensor.detach().to(torch::kCPU).contiguous();
+    detail::SafetensorsEntry entry;
+    entry.name = name;
+    entry.dtype = dtype_name(contiguous.scalar_type(), name);
+    entry.shape.assign(contiguous.sizes().begin(), contiguous.sizes().end());
+    entries.push_back(std::move(entry));
+    data[name] = std::move(contiguous);
   }
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
-    if (a.second.element_size() != b.second.element_size()) return a.second.element_size() > b.second.element_size();
-    return a.first < b.first;
-  });
-
-  json::Object header;
-  if (!metadata.empty()) {
-    json::Object meta;
-    for (const auto& [key, value] : metadata) meta.emplace_back(key, value);
-    header.emplace_back("__metadata__", std::move(meta));
-  }
-  int64_t offset = 0;
-  for (const auto& [name, tensor] : ordered) {
-    json::Array shape;
-    for (const auto d : tensor.sizes()) shape.emplace_back(static_cast<int64_t>(d));
-    const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
-    header.emplace_back(name, json::Object{{"dtype", dtype_name(tensor.scalar_type(), name)},
-                                           {"shape", std::move(shape)},
-                                           {"data_offsets", json::Array{offset, offset + bytes}}});
-    offset += bytes;
-  }
-  std::string text = json::write(json::Value(std::move(header)));
-  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string text = detail::layout_safetensors(entries, metadata);
 
   File file(path);
   const uint64_t length = text.size();  // little-endian on the machines Spur runs on (x86-64, aarch64)
   file.write(&length, 8);
   file.write(text.data(), text.size());
-  for (const auto& entry : ordered) file.write(entry.second.data_ptr(), entry.second.nbytes());
+  for (const auto& entry : entries) {
+    const auto& tensor = data.at(entry.name);
+    file.write(tensor.data_ptr(), tensor.nbytes());
+  }
   return file.close();
 }
 
@@ -217,16 +176,6 @@ std::pair<int64_t, uint64_t> write_file(const std::string& path, const std::stri
 
 }  // namespace detail
 
-uint64_t file_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint file " + path + " is missing or unreadable");
-  Digest digest;
-  std::vector<char> buffer(1 << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    digest.update(buffer.data(), static_cast<size_t>(in.gcount()));
-  }
-  return digest.finish();
-}
+uint64_t file_digest(const std::string& path) { return detail::digest_file(path); }
 
 }  // namespace spur

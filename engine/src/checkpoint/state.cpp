@@ -27,6 +27,7 @@
 #include "accelerator_core.h"
 #include "checkpoint/project.h"
 #include "distributed/fully_shard.h"
+#include <spur/core/checkpoint_merge.h>
 #include <spur/core/checkpoint_state.h>
 #include "compat/torch_compat.h"
 #include <spur/core/progress_file.h>
@@ -127,9 +128,7 @@ torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const std::st
   return t;
 }
 
-std::string model_file(size_t i) {
-  return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
-}
+std::string model_file(size_t i) { return detail::checkpoint_model_file(i); }
 std::string indexed(const std::string& stem, size_t i) {
   std::string name = stem;
   if (i > 0) name.append("_").append(std::to_string(i));
@@ -231,6 +230,113 @@ detail::CheckpointLoader loader_record(const detail::LoaderState& loader) {
 std::string gradients_file(int64_t rank) { return "gradients_" + std::to_string(rank) + ".safetensors"; }
 
 // Every model's accumulated gradients, under "<model index>.<parameter name>" (tied tensors once).
+// Stage 3: the layout holding `tensor` and its entry there; nulls for a buffer or a parameter nothing shards.
+std::pair<detail::ZeroLayout*, const detail::ZeroLayout::Entry*> stage3_entry(const detail::AcceleratorCore& core,
+                                                                              const torch::Tensor& tensor) {
+  for (const auto& layout : core.zero_layouts) {
+    if (layout->stage() < 3) continue;
+    if (const auto* entry = layout->find(tensor)) return {layout.get(), entry};
+  }
+  return {nullptr, nullptr};
+}
+
+// The flat range [lo, hi) of `entry` that this rank owns (empty: lo >= hi).
+std::pair<int64_t, int64_t> owned_range(const detail::ZeroLayout& layout, const detail::ZeroLayout::Entry& entry) {
+  return {std::max(entry.offset, layout.owned_begin()), std::min(entry.offset + entry.numel, layout.owned_end())};
+}
+
+// SHARDED_STATE_DICT under stage 3: save_state writes each rank's own shard of the weights, gathering nothing.
+// Save pre-hooks see whole weights, so with hooks the weights are gathered and written whole.
+bool shards_weights(const detail::AcceleratorCore& core) {
+  if (!core.sharded_state_dict || !core.save_hooks.empty()) return false;
+  return std::any_of(core.zero_layouts.begin(), core.zero_layouts.end(),
+                     [](const auto& layout) { return layout->stage() >= 3; });
+}
+
+// This rank's file of model `module`'s sharded weights (checkpoint_merge.h): its range of each sharded parameter,
+// and on rank 0 the tensors nothing shards, whole.
+std::pair<int64_t, uint64_t> save_weight_shard(const detail::AcceleratorCore& core, const torch::nn::Module& module,
+                                               const std::string& path) {
+  const auto dict = state_dict(module);
+  detail::ShardFileInfo info;
+  info.rank = core.state.rank;
+  info.world = core.state.world_size;
+  if (info.rank == 0) info.aliases = aliases_text(dict);
+  NamedTensors tensors;
+  for (const auto& [name, tensor] : dict.tensors) {
+    const auto [layout, entry] = stage3_entry(core, tensor);
+    if (!layout) {
+      if (info.rank == 0) tensors.emplace_back(name, tensor);
+      continue;
+    }
+    const auto [lo, hi] = owned_range(*layout, *entry);
+    if (lo >= hi) continue;
+    info.slices[name] = detail::ShardSlice{lo - entry->offset, tensor.sizes().vec()};
+    tensors.emplace_back(name, layout->owned_values(lo, hi));
+  }
+  return save_safetensors(path, tensors, detail::shard_file_metadata(info));
+}
+
+// Checks this rank's shard file (and rank 0's, for the tensors nothing shards) against the model's layout as it is
+// now: every range this rank owns present, of its shape and dtype. Throws spur::Error naming the file and tensor.
+// Then, with `restore`, copies them in (the shards, and the whole tensors).
+void load_weight_shard(const detail::AcceleratorCore& core, torch::nn::Module& module, const SafetensorsFile& own,
+                       const std::string& own_path, const SafetensorsFile& first, const std::string& first_path,
+                       bool restore) {
+  detail::ShardFileInfo info;
+  try {
+    info = detail::parse_shard_file_metadata(own.metadata);
+  } catch (const Error& e) {
+    throw Error("checkpoint file " + own_path + ": " + e.what());
+  }
+  if (info.rank != core.state.rank || info.world != core.state.world_size) {
+    throw Error("checkpoint file " + own_path + " is rank " + std::to_string(info.rank) + " of " +
+                std::to_string(info.world) + "'s shard, not this rank's (" + std::to_string(core.state.rank) + " of " +
+                std::to_string(core.state.world_size) + ")");
+  }
+  std::map<std::string, torch::Tensor> mine(own.tensors.begin(), own.tensors.end());
+  std::map<std::string, torch::Tensor> whole;
+  for (const auto& [name, tensor] : first.tensors) {
+    if (core.state.rank != 0 || !info.slices.contains(name)) whole.emplace(name, tensor);
+  }
+  size_t used = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : state_dict(module).tensors) {
+    const auto [layout, entry] = stage3_entry(core, tensor);
+    if (!layout) {
+      const auto it = whole.find(name);
+      if (it == whole.end() || info.slices.contains(name) || it->second.sizes() != tensor.sizes() ||
+          it->second.scalar_type() != tensor.scalar_type()) {
+        throw Error("checkpoint file " + first_path + " does not hold '" + name + "' whole (shape " +
+                    c10::str(tensor.sizes()) + ", " + c10::toString(tensor.scalar_type()) +
+                    "): the model is not the one saved");
+      }
+      if (restore) tensor.copy_(it->second);
+      if (core.state.rank == 0) ++used;
+      continue;
+    }
+    const auto [lo, hi] = owned_range(*layout, *entry);
+    if (lo >= hi) continue;
+    const auto slice = info.slices.find(name);
+    const auto it = mine.find(name);
+    if (slice == info.slices.end() || it == mine.end() || slice->second.offset != lo - entry->offset ||
+        slice->second.shape != tensor.sizes().vec() || it->second.numel() != hi - lo ||
+        it->second.scalar_type() != tensor.scalar_type()) {
+      throw Error("checkpoint file " + own_path + " does not hold this rank's range of '" + name + "' (elements " +
+                  std::to_string(lo - entry->offset) + " to " + std::to_string(hi - entry->offset) + " of shape " +
+                  c10::str(tensor.sizes()) +
+                  "): the model, or how it is wrapped in fully_shard blocks, is not the one saved");
+    }
+    if (restore) layout->owned_values(lo, hi).copy_(it->second.view({-1}));
+    ++used;
+  }
+  if (used != mine.size()) {
+    throw Error("checkpoint file " + own_path + " holds tensors this model does not have (" +
+                std::to_string(mine.size() - used) + " of " + std::to_string(mine.size()) +
+                "): the model is not the one saved");
+  }
+}
+
 NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
   NamedTensors grads;
   for (size_t i = 0; i < models.size(); ++i) {
@@ -258,8 +364,10 @@ std::string Accelerator::save_state(const std::string& output_dir) {
                 "accumulated so far live in each rank's shard, which checkpoints do not hold yet; save after "
                 "optimizer.step()");
   }
-  // Stage 3: the parameters whole while they are written (the main process writes the consolidated model).
-  auto full = detail::gather_full_parameters(core, /*writeback=*/false);
+  // Stage 3: the parameters whole while they are written (the main process writes the consolidated model), unless
+  // each rank writes its own shard (SHARDED_STATE_DICT).
+  const bool shard_files = shards_weights(core);
+  auto full = shard_files ? Scope() : detail::gather_full_parameters(core, /*writeback=*/false);
   const bool automatic = output_dir.empty();
   std::string dir = output_dir;
   if (automatic) {
@@ -317,7 +425,7 @@ std::string Accelerator::save_state(const std::string& output_dir) {
   };
   if (is_main_process()) {
     failure = attempt([&] {
-      for (size_t i = 0; i < model_count; ++i) {
+      for (size_t i = 0; i < model_count && !shard_files; ++i) {
         const auto dict = hooked ? dedupe(hooked_weights[i]) : state_dict(*core.models[i]);
         record(model_file(i), save_safetensors(tmp + "/" + model_file(i), dict.tensors,
                                                {{"format", "pt"}, {"spur.aliases", aliases_text(dict)}}));
@@ -358,6 +466,7 @@ std::string Accelerator::save_state(const std::string& output_dir) {
   // and hash through one gather.
   std::pair<int64_t, uint64_t> written{-1, 0}, grads_written{0, 0};
   std::vector<std::pair<int64_t, uint64_t>> shards_written(core.optimizers.size(), {0, 0});
+  std::vector<std::pair<int64_t, uint64_t>> weights_written(shard_files ? core.models.size() : 0, {0, 0});
   const bool mid_accumulation = core.accumulation_steps > 1 && core.gradient.step % core.accumulation_steps != 0;
   const std::string rng_failure = attempt([&] {
     torch::serialize::OutputArchive rng;
@@ -374,6 +483,10 @@ std::string Accelerator::save_state(const std::string& output_dir) {
       core.optimizers[i]->save(archive);
       shards_written[i] = write_archive(tmp + "/" + optimizer_shard_file(i, process_index()), archive);
     }
+    for (size_t i = 0; i < weights_written.size(); ++i) {
+      weights_written[i] =
+          save_weight_shard(core, *core.models[i], tmp + "/" + detail::checkpoint_model_shard_file(i, process_index()));
+    }
     if (mid_accumulation) {
       const auto grads = gradients(core.models);
       if (!grads.empty()) {
@@ -386,6 +499,10 @@ std::string Accelerator::save_state(const std::string& output_dir) {
   std::vector<int64_t> mine{written.first, static_cast<int64_t>(written.second), grads_written.first,
                             static_cast<int64_t>(grads_written.second)};
   for (const auto& [size, hash] : shards_written) {
+    mine.push_back(size);
+    mine.push_back(static_cast<int64_t>(hash));
+  }
+  for (const auto& [size, hash] : weights_written) {
     mine.push_back(size);
     mine.push_back(static_cast<int64_t>(hash));
   }
@@ -405,6 +522,12 @@ std::string Accelerator::save_state(const std::string& output_dir) {
           if (!sharded(core, i)) continue;
           if (all[r][column].item<int64_t>() <= 0) return;  // that rank failed; agree() reports it
           record(optimizer_shard_file(i, r),
+                 {all[r][column].item<int64_t>(), static_cast<uint64_t>(all[r][column + 1].item<int64_t>())});
+        }
+        for (size_t i = 0; i < weights_written.size(); ++i) {
+          const int64_t column = 4 + 2 * static_cast<int64_t>(core.optimizers.size() + i);
+          if (all[r][column].item<int64_t>() <= 0) return;  // that rank failed; agree() reports it
+          record(detail::checkpoint_model_shard_file(i, r),
                  {all[r][column].item<int64_t>(), static_cast<uint64_t>(all[r][column + 1].item<int64_t>())});
         }
       }
@@ -435,8 +558,6 @@ std::string Accelerator::save_state(const std::string& output_dir) {
 std::string Accelerator::load_state(const std::string& input_dir) {
   progress::Scope loading("load_state");
   auto& core = *core_;
-  // Stage 3: the parameters whole while the weights are copied in, then back into each rank's shard.
-  auto full = detail::gather_full_parameters(core, /*writeback=*/true);
   std::string dir = input_dir;
   if (dir.empty()) {
     if (!core.project.automatic_checkpoint_naming) {
@@ -489,6 +610,8 @@ std::string Accelerator::load_state(const std::string& input_dir) {
   ModelList models = core.models;
   std::vector<std::string> to_read;
   bool restore_gradients = false;
+  bool sharded_weights = false;
+  std::vector<std::pair<SafetensorsFile, SafetensorsFile>> weight_shards;  // per model: this rank's, rank 0's
   for (size_t i = 0; i < core.optimizers.size(); ++i) {
     to_read.emplace_back(sharded(core, i) ? optimizer_shard_file(i, process_index()) : indexed("optimizer", i));
   }
@@ -507,27 +630,31 @@ std::string Accelerator::load_state(const std::string& input_dir) {
     try {
       const int64_t world = state.world_size;
       const int64_t saved_stage = state.zero_stage;
+      sharded_weights = state.models > 0 && state.file(detail::checkpoint_model_shard_file(0, 0)) != nullptr;
+      // How to start afresh from the checkpoint's weights at any number of processes.
+      const std::string afresh = sharded_weights
+                                     ? "start afresh from its weights merged (spur merge-weights " + dir +
+                                           " OUTPUT_DIR, then spur::load_model(*model, OUTPUT_DIR))"
+                                     : "start afresh from its consolidated weights (spur::load_model(*model, \"" + dir +
+                                           "\") loads model.safetensors at any number of processes)";
       if (saved_stage > 0 && world != num_processes()) {
         throw Error("it holds the optimizer state sharded over " + std::to_string(world) + " processes (ZeRO stage " +
                     std::to_string(saved_stage) + ") and this run has " + std::to_string(num_processes()) +
-                    ": resume with " + std::to_string(world) +
-                    " processes, or start afresh from its consolidated weights (spur::load_model(*model, \"" + dir +
-                    "\") loads model.safetensors at any number of processes)");
+                    ": resume with " + std::to_string(world) + " processes, or " + afresh);
       }
       if (saved_stage > 0 && sharded_stage(core) > 0 && (saved_stage >= 3) != (sharded_stage(core) >= 3)) {
         // Stage 3 shards each unit's parameters on its own; stages 1 and 2 the whole model's at once.
         throw Error("its optimizer state is sharded per ZeRO stage " + std::to_string(saved_stage) +
                     " and this run is stage " + std::to_string(sharded_stage(core)) + ": resume with stage " +
-                    std::to_string(saved_stage) + ", or start afresh from its weights (spur::load_model)");
+                    std::to_string(saved_stage) + ", or " + afresh);
       }
       if ((saved_stage > 0) != (sharded_stage(core) > 0)) {
-        throw Error(saved_stage > 0
-                        ? "its optimizer state is sharded (ZeRO stage " + std::to_string(saved_stage) +
-                              ") and this run's is not: resume with ZeRO stage " + std::to_string(saved_stage)
-                        : "its optimizer state is whole (saved without ZeRO) and this run shards it (ZeRO "
-                          "stage " +
-                              std::to_string(core.zero_stage) +
-                              "): resume without ZeRO, or start afresh from its weights (spur::load_model)");
+        throw Error(saved_stage > 0 ? "its optimizer state is sharded (ZeRO stage " + std::to_string(saved_stage) +
+                                          ") and this run's is not: resume with ZeRO stage " +
+                                          std::to_string(saved_stage) + ", or " + afresh
+                                    : "its optimizer state is whole (saved without ZeRO) and this run shards it (ZeRO "
+                                      "stage " +
+                                          std::to_string(core.zero_stage) + "): resume without ZeRO, or " + afresh);
       }
       if (world != num_processes()) {
         throw Error("it was saved by " + std::to_string(world) + " processes and this run has " +
@@ -547,7 +674,24 @@ std::string Accelerator::load_state(const std::string& input_dir) {
                     " (prepare the same objects, in the same order, before "
                     "load_state)");
       }
-      for (int64_t i = 0; i < saved_models; ++i) to_read.push_back(model_file(static_cast<size_t>(i)));
+      // SHARDED_STATE_DICT: each rank's shard of the weights, read by that rank (and rank 0's, for the tensors
+      // nothing shards), into a stage-3 run of the same world size whose layout is the one saved.
+      if (sharded_weights && !std::any_of(core.zero_layouts.begin(), core.zero_layouts.end(),
+                                          [](const auto& layout) { return layout->stage() >= 3; })) {
+        throw Error("it holds the weights sharded over " + std::to_string(world) +
+                    " processes (SHARDED_STATE_DICT, ZeRO stage 3) and this run does not shard them: resume with "
+                    "ZeRO stage 3, or " +
+                    afresh);
+      }
+      for (int64_t i = 0; i < saved_models; ++i) {
+        const auto m = static_cast<size_t>(i);
+        if (!sharded_weights) {
+          to_read.push_back(model_file(m));
+          continue;
+        }
+        to_read.push_back(detail::checkpoint_model_shard_file(m, process_index()));
+        if (process_index() != 0) to_read.push_back(detail::checkpoint_model_shard_file(m, 0));
+      }
       expect_count(state.optimizers, core.optimizers.size(), "optimizer(s)");
       expect_count(state.schedulers, core.schedulers.size(), "scheduler(s)");
       expect_count(state.custom_objects, core.custom.size(), "registered object(s)");
@@ -572,8 +716,21 @@ std::string Accelerator::load_state(const std::string& input_dir) {
       verified_path(gradients_file(process_index()));
       restore_gradients = true;
     }
+    for (int64_t i = 0; sharded_weights && i < state.models; ++i) {
+      const auto m = static_cast<size_t>(i);
+      const auto own = base + detail::checkpoint_model_shard_file(m, process_index());
+      const auto first = base + detail::checkpoint_model_shard_file(m, 0);
+      weight_shards.emplace_back(load_safetensors(own),
+                                 process_index() == 0 ? SafetensorsFile{} : load_safetensors(first));
+      auto& [mine, zero] = weight_shards.back();
+      load_weight_shard(core, *core.models[m], mine, own, process_index() == 0 ? mine : zero, first,
+                        /*restore=*/false);
+    }
   });
   agree(comm(), failure, "load_state(" + dir + ")");
+  // Stage 3 with whole weights: the parameters whole while the weights are copied in, then back into each rank's
+  // shard.
+  auto full = sharded_weights ? Scope() : detail::gather_full_parameters(core, /*writeback=*/true);
 
   failure = attempt([&] {
     for (auto& [id, hook] : core.load_hooks) hook(models, dir);
@@ -589,7 +746,19 @@ std::string Accelerator::load_state(const std::string& input_dir) {
   agree(comm(), failure, "load_state(" + dir + ") pre-hook");
 
   // Phase 2: restore.
-  for (size_t i = 0; i < models.size(); ++i) {
+  for (size_t i = 0; sharded_weights && i < models.size(); ++i) {
+    const auto& [mine, zero] = weight_shards[i];
+    load_weight_shard(core, *models[i], mine, base + detail::checkpoint_model_shard_file(i, process_index()),
+                      process_index() == 0 ? mine : zero, base + detail::checkpoint_model_shard_file(i, 0),
+                      /*restore=*/true);
+  }
+  if (sharded_weights) {
+    // A unit gathered now (kept for its backward, or pinned) holds the values from before: gathered again.
+    for (const auto& layout : core.zero_layouts) {
+      if (layout->stage() >= 3 && layout->gathered()) layout->regather(*core.comm);
+    }
+  }
+  for (size_t i = 0; i < models.size() && !sharded_weights; ++i) {
     const auto path = base + model_file(i);
     auto file = load_safetensors(path);
     std::map<std::string, torch::Tensor> loaded(file.tensors.begin(), file.tensors.end());

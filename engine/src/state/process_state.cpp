@@ -132,6 +132,26 @@ void read_sharding(const ProcessState::Lookup& lookup, ProcessState& state) {
   }
 }
 
+// FSDP's state_dict_type: FSDP_STATE_DICT_TYPE (what `accelerate launch` and `spur launch` set), else
+// Accelerate's default for FSDP2 (SHARDED_STATE_DICT) when the launcher asked for it.
+void read_state_dict_type(const ProcessState::Lookup& lookup, ProcessState& state) {
+  if (auto text = lookup_any(lookup, {"FSDP_STATE_DICT_TYPE"}); text && !text->empty()) {
+    const auto type = fsdp_state_dict_type(*text);
+    if (!type || *type == "LOCAL_STATE_DICT") {
+      throw Error("environment variable FSDP_STATE_DICT_TYPE='" + *text +
+                  (type ? "': LOCAL_STATE_DICT (FSDP1's flat parameters) is not written by Spur"
+                        : "' is not a state dict type") +
+                  ": FULL_STATE_DICT or SHARDED_STATE_DICT");
+    }
+    state.state_dict_type = *type;
+    return;
+  }
+  if (bool_var(lookup, {"ACCELERATE_USE_FSDP"}).value_or(false) &&
+      lookup_any(lookup, {"FSDP_VERSION"}).value_or("1") == "2") {
+    state.state_dict_type = "SHARDED_STATE_DICT";
+  }
+}
+
 // Slurm's compressed host list ("node[07-09,12],gpu1", "rack[1-2]-n[3-4]"): its first host ("node07", "rack1-n3").
 std::string first_slurm_host(const std::string& list) {
   std::string host;
@@ -306,6 +326,7 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   state.rendezvous_timeout = seconds_var(lookup, "SPUR_RENDEZVOUS_TIMEOUT");
   state.collective_timeout = seconds_var(lookup, "SPUR_COLLECTIVE_TIMEOUT");
   read_sharding(lookup, state);
+  read_state_dict_type(lookup, state);
   return state;
 }
 

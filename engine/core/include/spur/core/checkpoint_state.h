@@ -7,6 +7,7 @@
 // the key at fault; the caller adds the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,5 +60,11 @@ std::string write_checkpoint_state(const CheckpointState& state);
 
 /// 16 lower-case hex digits, as the manifest writes a file's hash.
 std::string hash_text(uint64_t hash);
+
+/// Prepared model i's weights, whole: model.safetensors, model_1.safetensors...
+std::string checkpoint_model_file(size_t i);
+/// Rank `rank`'s part of prepared model i's weights (SHARDED_STATE_DICT under ZeRO stage 3):
+/// model_rank0.safetensors, model_1_rank0.safetensors... (checkpoint_merge.h describes what they hold).
+std::string checkpoint_model_shard_file(size_t i, int64_t rank);
 
 }  // namespace spur::detail

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace spur {
@@ -22,5 +23,11 @@ std::optional<int> fsdp_strategy_stage(std::string_view strategy);
 /// FSDP2's fsdp_reshard_after_forward (fsdp_version 2): "true" (any case; resharding, FULL_SHARD) 3, "false"
 /// (keeping the parameters, SHARD_GRAD_OP) 2; nullopt for anything else.
 std::optional<int> fsdp_reshard_stage(std::string_view reshard_after_forward);
+
+/// FSDP's state_dict_type, by name (any case) or torch's StateDictType number: FULL_STATE_DICT (1) "FULL_STATE_DICT",
+/// SHARDED_STATE_DICT (3) "SHARDED_STATE_DICT"; LOCAL_STATE_DICT (2) "LOCAL_STATE_DICT" (FSDP1's flat parameters,
+/// which Spur does not write: callers refuse it by name); nullopt for anything else. Accelerate's default is
+/// FULL_STATE_DICT for FSDP1 and SHARDED_STATE_DICT for FSDP2 (fsdp_version 2).
+std::optional<std::string> fsdp_state_dict_type(std::string_view type);
 
 }  // namespace spur
