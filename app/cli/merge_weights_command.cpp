@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QTextStream>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <spur/error.h>
@@ -39,6 +40,17 @@ int merge_weights_command(const QStringList& arguments) {
     if (std::filesystem::equivalent(checkpoint, output, error)) {
       throw UsageError("OUTPUT_DIR is the checkpoint itself: name another folder");
     }
+    if (args.has("remove_checkpoint_dir")) {
+      // The merged weights must not go where the checkpoint's removal would take them.
+      const auto from = std::filesystem::weakly_canonical(checkpoint, error);
+      const auto to = std::filesystem::weakly_canonical(output, error);
+      const auto [end, rest] = std::mismatch(from.begin(), from.end(), to.begin(), to.end());
+      if (end == from.end()) {
+        throw UsageError(
+            "--remove_checkpoint_dir would remove OUTPUT_DIR too (it is inside the checkpoint): name a "
+            "folder outside it");
+      }
+    }
     for (const auto& path : detail::merge_sharded_checkpoint(checkpoint, output)) {
       out << "spur merge-weights: wrote " << QString::fromStdString(path) << "\n";
     }
@@ -52,7 +64,7 @@ int merge_weights_command(const QStringList& arguments) {
   } catch (const UsageError& e) {
     err << "spur merge-weights: " << e.what() << "\n";
     return 2;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // spur::Error, and the file system's own errors
     err << "spur merge-weights: " << e.what() << "\n";
   }
   return 1;

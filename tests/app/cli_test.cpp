@@ -351,7 +351,7 @@ class CliTest : public QObject {
                   out.filePath("model.safetensors"), ddp.filePath("checkpoint/model.safetensors")});
     QVERIFY(python.waitForFinished(60000));
     const QString read = QString::fromUtf8(python.readAllStandardOutput()).trimmed();
-    QVERIFY2(python.exitCode() == 0 && read == "same 15", qPrintable(read + python.readAllStandardError()));
+    QVERIFY2(python.exitCode() == 0 && read == "same 16", qPrintable(read + python.readAllStandardError()));
 
     result = spur_cli({"merge-weights", ddp.filePath("checkpoint"), out.filePath("again")});
     QVERIFY2(result.exit_code == 1 && result.output.contains("holds its weights whole already"),
@@ -364,6 +364,10 @@ class CliTest : public QObject {
     result = spur_cli({"merge-weights", checkpoint, checkpoint});
     QVERIFY2(result.exit_code == 2 && result.output.contains("OUTPUT_DIR is the checkpoint itself"),
              qPrintable(result.output));
+    result = spur_cli({"merge-weights", checkpoint, checkpoint + "/merged", "--remove_checkpoint_dir"});
+    QVERIFY2(result.exit_code == 2 && result.output.contains("--remove_checkpoint_dir would remove OUTPUT_DIR too"),
+             qPrintable(result.output));
+    QVERIFY(QFile::exists(checkpoint + "/spur_state.json"));
     QVERIFY(QFile::remove(checkpoint + "/model_rank0.safetensors"));
     result = spur_cli({"merge-weights", checkpoint, out.filePath("again")});
     QVERIFY2(result.exit_code == 1 && result.output.contains("model_rank0.safetensors is missing"),

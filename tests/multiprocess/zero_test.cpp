@@ -414,8 +414,6 @@ class ZeroTest : public QObject {
     }
   }
 
-  // A stage-3 checkpoint: DDP's consolidated model.safetensors, each rank's optimizer shard; resuming from it at
-  // step 3 ends exactly where the uninterrupted run does.
   // FSDP's two state dict types: FULL_STATE_DICT gathers and writes DDP's model.safetensors; SHARDED_STATE_DICT
   // writes each rank's shard (model_rank<r>.safetensors), which merged are DDP's bytes too. Either resumes bit for
   // bit where the uninterrupted run ends.
@@ -487,6 +485,33 @@ class ZeroTest : public QObject {
       QVERIFY2(QString(e.what()).contains("model_rank1.safetensors"), e.what());
     }
     QVERIFY(!QFile::exists(merged_dir.filePath("again/model.safetensors")));
+  }
+
+  // Which state dict type save_state writes is agreed by the ranks before anything is gathered: ranks set
+  // differently are refused by name on every rank; a save_state pre-hook on one rank only (it sees whole weights)
+  // makes every rank gather and write the weights whole, instead of a hang.
+  void sharded_saves_are_agreed_by_the_ranks() {
+    QTemporaryDir differ, hooked;
+    // NOLINTNEXTLINE(modernize-raw-string-literal): Qt 6.4's moc loses the class on raw strings with spaces
+    const QString rank1_sharded =
+        "if [ \"$RANK\" = 1 ]; then export FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT; fi; "
+        "exec \"$0\" \"$@\"";
+    RankGroup ranks(
+        "bash",
+        {"-c", rank1_sharded, SPUR_TEST_WORKER, "shard", "--out", differ.path(), "--steps", "2", "--save_at", "1"}, 2);
+    ranks.set_env("SPUR_ZERO_STAGE", "3");
+    QVERIFY(ranks.start());
+    QVERIFY2(ranks.wait(90000), qPrintable(ranks.transcript()));
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto result = ranks.result(rank);
+      QVERIFY2(result.exit_code != 0 && result.output.contains("the ranks disagree on the state dict type"),
+               qPrintable(ranks.transcript()));
+    }
+    const auto run = train_shard(hooked.path(), 2, 3, {"--steps", "2", "--save_at", "1", "--save_hook_rank", "0"}, "no",
+                                 false, "SHARDED_STATE_DICT");
+    QVERIFY2(run.params.size() == 2, qPrintable(run.output));
+    QVERIFY(QFile::exists(hooked.filePath("checkpoint/model.safetensors")));
+    QVERIFY(!QFile::exists(hooked.filePath("checkpoint/model_rank0.safetensors")));
   }
 
   // Wrong wrappings are refused by name on every rank, never a hang.

@@ -67,6 +67,7 @@ struct Args {
                                         // skip, tied, odd)
   int64_t width = 24;                   // shard: the blocks' width
   int64_t blocks = 3;                   // shard: how many
+  int64_t save_hook_rank = -1;          // shard: this rank registers a save_state pre-hook (that changes nothing)
   bool outputs = true;                  // shard: evaluate, save the model and write the parameters at the end
 };
 
@@ -100,6 +101,7 @@ Args parse(int argc, char** argv) {
     else if (key == "--wrap") args.wrap = value;
     else if (key == "--width") args.width = std::stoll(value);
     else if (key == "--blocks") args.blocks = std::stoll(value);
+    else if (key == "--save_hook_rank") args.save_hook_rank = std::stoll(value);
     else if (key == "--outputs") args.outputs = value == "1";
     else throw spur::Error("test_worker: unknown option " + key);
   }
@@ -872,8 +874,9 @@ int zero(const Args& args) {
   return 0;
 }
 
-// Issue 37: a model of blocks for ZeRO stage 3. The root holds an input layer, a frozen layer, a buffer and the
-// head; --blocks blocks (Linear + LayerNorm + tanh, --width wide; 3 of 24 by default) are spur::fully_shard units
+// Issue 37: a model of blocks for ZeRO stage 3. The root holds an input layer, a frozen layer, a buffer, a trained
+// parameter of no elements and the head; --blocks blocks (Linear + LayerNorm + tanh, --width wide; 3 of 24 by default)
+// are spur::fully_shard units
 // (--wrap blocks), or not (none: the whole model one unit), or kept gathered from forward to backward (keep); the wrong
 // ways are there for the refusals: a block called twice (twice), one not called (skip), a weight tied across blocks
 // (tied), rank 1 wrapping a block fewer (odd), a parameter added after prepare (changed), find_unused_parameters
@@ -906,9 +909,11 @@ struct ShardNetImpl : torch::nn::Module {
     if (wrap == "tied") blocks[1]->register_parameter("tied", blocks[0]->fc->weight);  // h0's, also in h1
     head = register_module("head", torch::nn::Linear(width, 4));
     offset = register_buffer("offset", torch::zeros({8}));
+    empty = register_parameter("empty", torch::zeros({0, width}));  // trained, no elements: in every checkpoint
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = input(frozen(x + offset));
+    h = torch::cat({h, torch::matmul(h, empty.t())}, 1);  // no columns: only the gradient's path
     for (size_t i = 0; i < blocks.size(); ++i) {
       if (wrap_skip && i == 1) continue;
       h = blocks[i](h);
@@ -918,7 +923,7 @@ struct ShardNetImpl : torch::nn::Module {
   }
   torch::nn::Linear frozen{nullptr}, input{nullptr}, head{nullptr};
   std::vector<spur::FullyShard<Block>> blocks;
-  torch::Tensor offset;
+  torch::Tensor offset, empty;
   bool wrap_skip = false, wrap_twice = false;
 };
 TORCH_MODULE(ShardNet);
@@ -953,6 +958,10 @@ int shard(const Args& args) {
   }
   auto [model, optimizer] = accelerator.prepare(net, *base);
   if (args.wrap == "changed") net->blocks[0]->register_parameter("late", torch::zeros({2}));  // after prepare
+  if (rank == args.save_hook_rank) {
+    accelerator.register_save_state_pre_hook(
+        [](spur::ModelList&, std::vector<spur::NamedTensors>&, const std::string&) {});
+  }
   int64_t first = 0;
   if (args.load) {
     accelerator.load_state(args.out + "/checkpoint");

@@ -81,6 +81,27 @@ class CheckpointTest : public QObject {
     }
   }
 
+  // Found by issue 37's sharded checkpoints: a tensor of no elements starts where the next one does, and the reader
+  // sorted the tensors by start alone: from 17 tensors on (where std::sort stops being an insertion sort) the empty
+  // one could land after its neighbour and the file was refused ("does not start where the previous ends").
+  void empty_tensors_among_many_round_trip() {
+    QTemporaryDir dir;
+    const auto path = (dir.path() + "/many.safetensors").toStdString();
+    spur::NamedTensors tensors;
+    for (int i = 0; i < 20; ++i) {  // the empty one first, as a model's "empty" before "frozen.bias"
+      tensors.emplace_back("t" + std::to_string(100 + i),
+                           i == 0 ? torch::zeros({0, 4}) : torch::full({3}, static_cast<float>(i)));
+    }
+    spur::save_safetensors(path, tensors);
+    const auto loaded = spur::load_safetensors(path);
+    QCOMPARE(loaded.tensors.size(), tensors.size());
+    std::map<std::string, torch::Tensor> by_name(loaded.tensors.begin(), loaded.tensors.end());
+    for (const auto& [name, tensor] : tensors) {
+      QVERIFY2(by_name.contains(name) && by_name[name].sizes() == tensor.sizes() && by_name[name].equal(tensor),
+               name.c_str());
+    }
+  }
+
   // Issue 13: files Spur writes open with the real safetensors package (safe_open), tensor for tensor.
   void safetensors_package_reads_what_spur_writes() {
     QTemporaryDir dir;
@@ -204,6 +225,18 @@ class CheckpointTest : public QObject {
     QVERIFY(std::filesystem::exists(out + "/model.safetensors"));
     QVERIFY(!std::filesystem::exists(out + "/model-00001-of-00002.safetensors"));
     QVERIFY(!std::filesystem::exists(out + ".spur-tmp"));
+  }
+
+  // A checkpoint whose weights are sharded per rank (ZeRO stage 3, SHARDED_STATE_DICT) has no model.safetensors:
+  // load_model says so and names the merge, instead of "missing".
+  void sharded_checkpoints_name_the_merge() {
+    QTemporaryDir dir;
+    const std::string out = dir.path().toStdString();
+    torch::nn::Linear net(4, 4);
+    spur::save_safetensors(out + "/model_rank0.safetensors", {{"weight", net->weight.view({-1})}});
+    const QString error = expect_error([&] { spur::load_model(*net, out); });
+    QVERIFY2(error.contains("holds its weights sharded per rank") && error.contains("spur merge-weights " + dir.path()),
+             qPrintable(error));
   }
 
   // An index Spur did not write cannot make load_model open a file outside the checkpoint, or take a tensor from a

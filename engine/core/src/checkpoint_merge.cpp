@@ -94,7 +94,17 @@ void write_durably(const std::string& path, const std::string& header, const std
   put(reinterpret_cast<const char*>(&length), 8);
   put(header.data(), header.size());
   for (const auto& part : data) put(part.data(), part.size());
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  const int error = errno;
+  if (::close(fd) != 0 || !synced) throw Error("cannot write " + path + ": " + std::strerror(synced ? errno : error));
+}
+
+// The folder's entries on disk (a rename into it survives a crash).
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 }  // namespace
@@ -160,8 +170,9 @@ ShardFileInfo parse_shard_file_metadata(const std::map<std::string, std::string>
 
 std::vector<std::string> merge_sharded_checkpoint(const std::string& checkpoint_dir, const std::string& output_dir) {
   const std::string manifest = checkpoint_dir + "/spur_state.json";
-  if (!fs::is_directory(checkpoint_dir)) throw Error("checkpoint " + checkpoint_dir + " is not a directory");
-  if (!fs::exists(manifest)) {
+  std::error_code error;
+  if (!fs::is_directory(checkpoint_dir, error)) throw Error("checkpoint " + checkpoint_dir + " is not a directory");
+  if (!fs::exists(manifest, error)) {
     throw Error("checkpoint " + checkpoint_dir + " has no spur_state.json (is it the folder save_state wrote?)");
   }
   CheckpointState state;
@@ -175,10 +186,13 @@ std::vector<std::string> merge_sharded_checkpoint(const std::string& checkpoint_
     throw Error("checkpoint " + checkpoint_dir + " holds its weights whole already (" + checkpoint_model_file(0) +
                 ", FULL_STATE_DICT): nothing to merge");
   }
+  if (fs::exists(output_dir + "/model.safetensors.index.json", error)) {
+    // load_model reads the index first: it would load the old shards, not the merged file.
+    throw Error(output_dir +
+                " holds model.safetensors.index.json (weights save_model wrote in shards): merge into "
+                "another folder");
+  }
   std::vector<std::string> written;
-  std::error_code error;
-  fs::create_directories(output_dir, error);
-  if (error) throw Error("cannot create " + output_dir + ": " + error.message());
   for (int64_t model = 0; model < state.models; ++model) {
     struct Piece {
       int64_t offset;
@@ -277,11 +291,21 @@ std::vector<std::string> merge_sharded_checkpoint(const std::string& checkpoint_
         bytes.append(piece.data, static_cast<size_t>(piece.bytes));
       data.push_back(std::move(bytes));
     }
+    if (model == 0) {  // once every file of the first model is checked
+      fs::create_directories(output_dir, error);
+      if (error) throw Error("cannot create " + output_dir + ": " + error.message());
+    }
     const std::string target = output_dir + "/" + checkpoint_model_file(static_cast<size_t>(model));
     const std::string temporary = target + ".spur-tmp";
-    write_durably(temporary, header, data);
-    fs::rename(temporary, target, error);
-    if (error) throw Error("cannot write " + target + ": " + error.message());
+    try {
+      write_durably(temporary, header, data);
+      fs::rename(temporary, target, error);
+      if (error) throw Error("cannot write " + target + ": " + error.message());
+    } catch (const Error&) {
+      fs::remove(temporary, error);
+      throw;
+    }
+    sync_directory(output_dir);
     written.push_back(target);
   }
   return written;

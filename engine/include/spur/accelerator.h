@@ -330,7 +330,9 @@ class Accelerator {
   /// ZeRO stage 3: every prepared model's parameters whole on every rank until the returned scope ends, as FSDP's
   /// summon_full_params: to read or change them outside a forward (print them, copy weights, evaluate by hand).
   /// Changes made to them are kept when `writeback` (Default: true). Every rank calls it; without stage 3 it
-  /// does nothing. save_state, load_state, save_model and get_state_dict gather by themselves.
+  /// does nothing. save_model and get_state_dict gather by themselves, and save_state and load_state with whole
+  /// weights (FULL_STATE_DICT; with SHARDED_STATE_DICT each rank writes and reads its own shard, gathering only
+  /// for save or load pre-hooks, which see whole weights).
   Scope summon_full_params(bool writeback = true);
   /// The module's parameters and buffers by name (tied tensors under each of their names), detached, on the CPU.
   /// Under ZeRO stage 3 it gathers them (copies): every rank calls it then.

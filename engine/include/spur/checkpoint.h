@@ -42,7 +42,9 @@ struct SaveModelOptions {
 };
 
 /// Loads weights that save_model (or save_state) wrote into `module`: `dir` holding model.safetensors, or the
-/// shards listed by model.safetensors.index.json. Names, shapes and dtypes must match; errors name the file.
+/// shards listed by model.safetensors.index.json. Names, shapes and dtypes must match; errors name the file. A
+/// checkpoint whose weights are sharded per rank (ZeRO stage 3's SHARDED_STATE_DICT) is refused, naming
+/// `spur merge-weights`, which writes the model.safetensors this reads.
 void load_model(torch::nn::Module& module, const std::string& dir);
 
 namespace detail {

@@ -109,9 +109,10 @@ struct AcceleratorOptions {
   /// How save_state writes the weights under ZeRO stage 3, as FSDP's state_dict_type: "FULL_STATE_DICT" (gathered,
   /// one model.safetensors, the bytes DDP writes) or "SHARDED_STATE_DICT" (each rank writes its own shard,
   /// model_rank<r>.safetensors, nothing gathered; load_state at the same world size reads them back, and
-  /// `spur merge-weights` makes one model.safetensors of them). Stages 0-2 write whole weights either way.
-  /// save_model and get_state_dict always gather. Default: the launcher's FSDP_STATE_DICT_TYPE
-  /// (ProcessState::state_dict_type), else FULL_STATE_DICT.
+  /// `spur merge-weights` makes one model.safetensors of them). Stages 0-2 write whole weights either way, and so
+  /// does a save with save_state pre-hooks on any rank (they see whole weights). Every rank must say the same (a
+  /// difference is refused by name at save_state). save_model and get_state_dict always gather. Default: the launcher's
+  /// FSDP_STATE_DICT_TYPE (ProcessState::state_dict_type), else FULL_STATE_DICT.
   std::optional<std::string> state_dict_type;
   /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
   bool broadcast_buffers = true;

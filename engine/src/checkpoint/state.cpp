@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Accelerator::save_state / load_state / save_model. Layout of a state directory:
 //   model.safetensors, model_1.safetensors...   weights (tied tensors once; the others named in metadata)
+//   model_rank<r>.safetensors...                instead, under ZeRO stage 3 with SHARDED_STATE_DICT: each rank's own
+//                                               range of the weights (core/include/spur/core/checkpoint_merge.h)
 //   optimizer.pt, scheduler.pt, scaler.pt, custom_checkpoint_<i>.pt   LibTorch archives (main process)
+//   optimizer_rank<r>.pt...                     instead of optimizer.pt under ZeRO: each rank's shard of its state
 //   random_states_<rank>.pt                     each rank's RNG states
+//   gradients_<rank>.safetensors                saved mid-accumulation: each rank's gradients so far
 //   spur_state.json                             world size, loader positions, counters, every file's size and hash
 // Accelerate's names, where the content is what Accelerate writes (safetensors); LibTorch archives are .pt where
 // Accelerate writes Python pickles (.bin, .pkl): Spur's state directories are for Spur runs.
@@ -229,7 +233,6 @@ detail::CheckpointLoader loader_record(const detail::LoaderState& loader) {
 
 std::string gradients_file(int64_t rank) { return "gradients_" + std::to_string(rank) + ".safetensors"; }
 
-// Every model's accumulated gradients, under "<model index>.<parameter name>" (tied tensors once).
 // Stage 3: the layout holding `tensor` and its entry there; nulls for a buffer or a parameter nothing shards.
 std::pair<detail::ZeroLayout*, const detail::ZeroLayout::Entry*> stage3_entry(const detail::AcceleratorCore& core,
                                                                               const torch::Tensor& tensor) {
@@ -245,12 +248,38 @@ std::pair<int64_t, int64_t> owned_range(const detail::ZeroLayout& layout, const 
   return {std::max(entry.offset, layout.owned_begin()), std::min(entry.offset + entry.numel, layout.owned_end())};
 }
 
-// SHARDED_STATE_DICT under stage 3: save_state writes each rank's own shard of the weights, gathering nothing.
-// Save pre-hooks see whole weights, so with hooks the weights are gathered and written whole.
-bool shards_weights(const detail::AcceleratorCore& core) {
-  if (!core.sharded_state_dict || !core.save_hooks.empty()) return false;
+bool has_stage3(const detail::AcceleratorCore& core) {
   return std::any_of(core.zero_layouts.begin(), core.zero_layouts.end(),
                      [](const auto& layout) { return layout->stage() >= 3; });
+}
+
+// Stage 3 only (every rank has the same units, agreed at prepare): whether any rank has `hooks` (save or load
+// pre-hooks, which see whole weights), and whether save_state writes each rank's own shard of the weights
+// (SHARDED_STATE_DICT on every rank; with `type`, a rank whose setting differs is refused by name on every rank).
+// One small gather, so that every rank takes the same collectives after it.
+struct StateDictPlan {
+  bool sharded = false;
+  bool hooks = false;
+};
+StateDictPlan agree_state_dict(detail::AcceleratorCore& core, bool hooks, bool type, const std::string& what) {
+  if (!has_stage3(core)) return {};
+  const auto all = detail::gather_tensor(
+      core.comm.get(),
+      torch::tensor(std::vector<int64_t>{core.sharded_state_dict ? 1 : 0, hooks ? 1 : 0}, torch::kLong).unsqueeze(0));
+  StateDictPlan plan{true, false};
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const bool sharded = all[r][0].item<int64_t>() != 0;
+    if (type && sharded != core.sharded_state_dict) {
+      throw Error(what + ": the ranks disagree on the state dict type (rank " + std::to_string(core.state.rank) + ": " +
+                  (core.sharded_state_dict ? "SHARDED" : "FULL") + "_STATE_DICT, rank " + std::to_string(r) + ": " +
+                  (sharded ? "SHARDED" : "FULL") +
+                  "_STATE_DICT): set FSDP_STATE_DICT_TYPE (or AcceleratorOptions::state_dict_type) alike on every "
+                  "rank");
+    }
+    plan.sharded = plan.sharded && sharded;
+    plan.hooks = plan.hooks || all[r][1].item<int64_t>() != 0;
+  }
+  return plan;
 }
 
 // This rank's file of model `module`'s sharded weights (checkpoint_merge.h): its range of each sharded parameter,
@@ -270,9 +299,16 @@ std::pair<int64_t, uint64_t> save_weight_shard(const detail::AcceleratorCore& co
       continue;
     }
     const auto [lo, hi] = owned_range(*layout, *entry);
+    if (entry->numel == 0 && info.rank == 0) {  // nobody owns an element of it: rank 0 lists it, empty
+      info.slices[name] = detail::ShardSlice{0, tensor.sizes().vec()};
+      tensors.emplace_back(name, torch::empty({0}, tensor.options()));
+      continue;
+    }
     if (lo >= hi) continue;
     info.slices[name] = detail::ShardSlice{lo - entry->offset, tensor.sizes().vec()};
-    tensors.emplace_back(name, layout->owned_values(lo, hi));
+    // Gathered (inside summon_full_params, maybe changed there): the gathered values, as FULL_STATE_DICT writes.
+    tensors.emplace_back(name,
+                         layout->gathered() ? layout->flat().narrow(0, lo, hi - lo) : layout->owned_values(lo, hi));
   }
   return save_safetensors(path, tensors, detail::shard_file_metadata(info));
 }
@@ -316,9 +352,17 @@ void load_weight_shard(const detail::AcceleratorCore& core, torch::nn::Module& m
       continue;
     }
     const auto [lo, hi] = owned_range(*layout, *entry);
-    if (lo >= hi) continue;
     const auto slice = info.slices.find(name);
     const auto it = mine.find(name);
+    if (entry->numel == 0 && core.state.rank == 0) {  // listed, empty, by rank 0
+      if (slice == info.slices.end() || it == mine.end() || it->second.numel() != 0) {
+        throw Error("checkpoint file " + own_path + " does not list '" + name + "' (no elements, shape " +
+                    c10::str(tensor.sizes()) + "): the model is not the one saved");
+      }
+      ++used;
+      continue;
+    }
+    if (lo >= hi) continue;
     if (slice == info.slices.end() || it == mine.end() || slice->second.offset != lo - entry->offset ||
         slice->second.shape != tensor.sizes().vec() || it->second.numel() != hi - lo ||
         it->second.scalar_type() != tensor.scalar_type()) {
@@ -331,12 +375,23 @@ void load_weight_shard(const detail::AcceleratorCore& core, torch::nn::Module& m
     ++used;
   }
   if (used != mine.size()) {
-    throw Error("checkpoint file " + own_path + " holds tensors this model does not have (" +
-                std::to_string(mine.size() - used) + " of " + std::to_string(mine.size()) +
-                "): the model is not the one saved");
+    const auto dict = state_dict(module);
+    std::string extra;
+    for (const auto& [name, tensor] : mine) {
+      const bool known = std::any_of(dict.tensors.begin(), dict.tensors.end(),
+                                     [&name = name](const auto& entry) { return entry.first == name; });
+      if (!known) {
+        extra = name;
+        break;
+      }
+    }
+    throw Error("checkpoint file " + own_path + " holds " + std::to_string(mine.size() - used) +
+                " tensor(s) this model does not have" + (extra.empty() ? "" : " ('" + extra + "')") +
+                ": the model is not the one saved");
   }
 }
 
+// Every model's accumulated gradients, under "<model index>.<parameter name>" (tied tensors once).
 NamedTensors gradients(const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
   NamedTensors grads;
   for (size_t i = 0; i < models.size(); ++i) {
@@ -366,7 +421,8 @@ std::string Accelerator::save_state(const std::string& output_dir) {
   }
   // Stage 3: the parameters whole while they are written (the main process writes the consolidated model), unless
   // each rank writes its own shard (SHARDED_STATE_DICT).
-  const bool shard_files = shards_weights(core);
+  const auto plan = agree_state_dict(core, !core.save_hooks.empty(), /*type=*/true, "save_state(" + output_dir + ")");
+  const bool shard_files = plan.sharded && !plan.hooks;  // pre-hooks see whole weights: gathered, written whole
   auto full = shard_files ? Scope() : detail::gather_full_parameters(core, /*writeback=*/false);
   const bool automatic = output_dir.empty();
   std::string dir = output_dir;
@@ -676,8 +732,7 @@ std::string Accelerator::load_state(const std::string& input_dir) {
       }
       // SHARDED_STATE_DICT: each rank's shard of the weights, read by that rank (and rank 0's, for the tensors
       // nothing shards), into a stage-3 run of the same world size whose layout is the one saved.
-      if (sharded_weights && !std::any_of(core.zero_layouts.begin(), core.zero_layouts.end(),
-                                          [](const auto& layout) { return layout->stage() >= 3; })) {
+      if (sharded_weights && !has_stage3(core)) {
         throw Error("it holds the weights sharded over " + std::to_string(world) +
                     " processes (SHARDED_STATE_DICT, ZeRO stage 3) and this run does not shard them: resume with "
                     "ZeRO stage 3, or " +
@@ -729,8 +784,11 @@ std::string Accelerator::load_state(const std::string& input_dir) {
   });
   agree(comm(), failure, "load_state(" + dir + ")");
   // Stage 3 with whole weights: the parameters whole while the weights are copied in, then back into each rank's
-  // shard.
-  auto full = sharded_weights ? Scope() : detail::gather_full_parameters(core, /*writeback=*/true);
+  // shard. With sharded weights, whole only if some rank's load pre-hooks may read or load them (every rank agrees).
+  const bool hooks_anywhere =
+      sharded_weights &&
+      agree_state_dict(core, !core.load_hooks.empty(), /*type=*/false, "load_state(" + dir + ")").hooks;
+  auto full = sharded_weights && !hooks_anywhere ? Scope() : detail::gather_full_parameters(core, /*writeback=*/true);
 
   failure = attempt([&] {
     for (auto& [id, hook] : core.load_hooks) hook(models, dir);
@@ -744,6 +802,17 @@ std::string Accelerator::load_state(const std::string& input_dir) {
     }
   });
   agree(comm(), failure, "load_state(" + dir + ") pre-hook");
+
+  // The models the hooks left checked again against the files (every rank agrees before any rank restores).
+  failure = attempt([&] {
+    for (size_t i = 0; sharded_weights && i < models.size(); ++i) {
+      const auto& [mine, zero] = weight_shards[i];
+      load_weight_shard(core, *models[i], mine, base + detail::checkpoint_model_shard_file(i, process_index()),
+                        process_index() == 0 ? mine : zero, base + detail::checkpoint_model_shard_file(i, 0),
+                        /*restore=*/false);
+    }
+  });
+  agree(comm(), failure, "load_state(" + dir + ")");
 
   // Phase 2: restore.
   for (size_t i = 0; sharded_weights && i < models.size(); ++i) {
@@ -935,6 +1004,13 @@ void load_model(torch::nn::Module& module, const std::string& dir) {
     return;
   }
   const std::string path = dir + "/model.safetensors";
+  if (!fs::exists(path) && fs::exists(dir + "/" + detail::checkpoint_model_shard_file(0, 0))) {
+    throw Error("checkpoint " + dir +
+                " holds its weights sharded per rank (SHARDED_STATE_DICT under ZeRO stage 3: model_rank<r>.safetensors)"
+                ", which load_state reads back in a stage-3 run of the same size; to load them here, merge them "
+                "first: spur merge-weights " +
+                dir + " OUTPUT_DIR, then load OUTPUT_DIR");
+  }
   for (auto& [name, t] : load_safetensors(path).tensors) loaded[name] = t;
   assign(module, loaded, path);
 }
