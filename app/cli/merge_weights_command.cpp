@@ -43,9 +43,10 @@ int merge_weights_command(const QStringList& arguments) {
     if (args.has("remove_checkpoint_dir")) {
       // The merged weights must not go where the checkpoint's removal would take them.
       const auto from = std::filesystem::weakly_canonical(checkpoint, error);
+      if (error) throw Error("cannot resolve " + checkpoint + ": " + error.message());
       const auto to = std::filesystem::weakly_canonical(output, error);
-      const auto [end, rest] = std::mismatch(from.begin(), from.end(), to.begin(), to.end());
-      if (end == from.end()) {
+      if (error) throw Error("cannot resolve " + output + ": " + error.message());
+      if (std::mismatch(from.begin(), from.end(), to.begin(), to.end()).first == from.end()) {
         throw UsageError(
             "--remove_checkpoint_dir would remove OUTPUT_DIR too (it is inside the checkpoint): name a "
             "folder outside it");

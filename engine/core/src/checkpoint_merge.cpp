@@ -260,8 +260,9 @@ std::vector<std::string> merge_sharded_checkpoint(const std::string& checkpoint_
         } catch (const Error& e) {
           throw Error("checkpoint " + checkpoint_dir + ": tensor '" + name + "': " + e.what());
         }
-        std::sort(whole.pieces.begin(), whole.pieces.end(),
-                  [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+        std::sort(whole.pieces.begin(), whole.pieces.end(), [](const Piece& a, const Piece& b) {
+          return a.offset != b.offset ? a.offset < b.offset : a.bytes < b.bytes;
+        });
         int64_t next = 0;
         for (const auto& piece : whole.pieces) {
           if (piece.offset != next) {

@@ -65,10 +65,12 @@ SafetensorsHeader parse_safetensors_header(const std::string& text, int64_t data
       throw Error("tensor '" + name + "': " + e.what());
     }
   }
-  // By offsets; a tensor of no elements first where it starts where another does (it ends there too).
-  std::sort(result.entries.begin(), result.entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  // By offsets; a tensor of no elements first where it starts where another does (it ends there too), and empty
+  // tensors at one offset in the header's order (the writer's).
+  std::stable_sort(result.entries.begin(), result.entries.end(),
+                   [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                   });
   int64_t expected = 0;
   for (const auto& entry : result.entries) {
     if (entry.begin != expected) throw Error("tensor '" + entry.name + "' does not start where the previous ends");

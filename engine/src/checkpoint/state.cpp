@@ -355,9 +355,11 @@ void load_weight_shard(const detail::AcceleratorCore& core, torch::nn::Module& m
     const auto slice = info.slices.find(name);
     const auto it = mine.find(name);
     if (entry->numel == 0 && core.state.rank == 0) {  // listed, empty, by rank 0
-      if (slice == info.slices.end() || it == mine.end() || it->second.numel() != 0) {
-        throw Error("checkpoint file " + own_path + " does not list '" + name + "' (no elements, shape " +
-                    c10::str(tensor.sizes()) + "): the model is not the one saved");
+      if (slice == info.slices.end() || it == mine.end() || it->second.numel() != 0 ||
+          slice->second.shape != tensor.sizes().vec() || it->second.scalar_type() != tensor.scalar_type()) {
+        throw Error("checkpoint file " + own_path + " does not hold '" + name +
+                    "' as this model has it (no elements, shape " + c10::str(tensor.sizes()) +
+                    "): the model is not the one saved");
       }
       ++used;
       continue;
