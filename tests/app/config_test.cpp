@@ -33,6 +33,13 @@ QString write(const QTemporaryDir& dir, const QString& name, const QString& text
   return path;
 }
 
+// `spur launch --dry_run /bin/true` with `yaml` as the configuration file and `flags` before the program.
+spur::test::RankResult dry_run(const QString& yaml, const QStringList& flags) {
+  QTemporaryDir dir;
+  const QString path = write(dir, "config.yaml", yaml);
+  return spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+}
+
 QString read(const QString& path) {
   QFile file(path);
   file.open(QIODevice::ReadOnly);
@@ -363,10 +370,7 @@ class ConfigTest : public QObject {
     QFETCH(QString, yaml);
     QFETCH(QStringList, flags);
     QFETCH(QString, expected);
-    QTemporaryDir dir;
-    const QString path = write(dir, "zero.yaml", yaml);
-    const auto result =
-        spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+    const auto result = dry_run(yaml, flags);
     if (expected.startsWith('!')) {
       QCOMPARE(result.exit_code, 0);
       QVERIFY2(result.output.contains("RANK=1") && !result.output.contains(expected.mid(1)), qPrintable(result.output));
@@ -408,10 +412,7 @@ class ConfigTest : public QObject {
     QFETCH(QStringList, flags);
     QFETCH(QString, expected);
     QFETCH(bool, launches);
-    QTemporaryDir dir;
-    const QString path = write(dir, "fsdp.yaml", yaml);
-    const auto result =
-        spur_cli(QStringList{"launch", "--config_file", path, "--dry_run"} + flags + QStringList{"/bin/true"});
+    const auto result = dry_run(yaml, flags);
     QCOMPARE(result.exit_code == 0, launches);
     if (expected.startsWith('!')) {
       QVERIFY2(result.output.contains("RANK=1") && !result.output.contains(expected.mid(1)), qPrintable(result.output));

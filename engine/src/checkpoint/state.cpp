@@ -243,11 +243,6 @@ std::pair<detail::ZeroLayout*, const detail::ZeroLayout::Entry*> stage3_entry(co
   return {nullptr, nullptr};
 }
 
-// The flat range [lo, hi) of `entry` that this rank owns (empty: lo >= hi).
-std::pair<int64_t, int64_t> owned_range(const detail::ZeroLayout& layout, const detail::ZeroLayout::Entry& entry) {
-  return {std::max(entry.offset, layout.owned_begin()), std::min(entry.offset + entry.numel, layout.owned_end())};
-}
-
 bool has_stage3(const detail::AcceleratorCore& core) {
   return std::any_of(core.zero_layouts.begin(), core.zero_layouts.end(),
                      [](const auto& layout) { return layout->stage() >= 3; });
@@ -298,7 +293,7 @@ std::pair<int64_t, uint64_t> save_weight_shard(const detail::AcceleratorCore& co
       if (info.rank == 0) tensors.emplace_back(name, tensor);
       continue;
     }
-    const auto [lo, hi] = owned_range(*layout, *entry);
+    const auto [lo, hi] = layout->owned_range(*entry);
     if (entry->numel == 0 && info.rank == 0) {  // nobody owns an element of it: rank 0 lists it, empty
       info.slices[name] = detail::ShardSlice{0, tensor.sizes().vec()};
       tensors.emplace_back(name, torch::empty({0}, tensor.options()));
@@ -351,7 +346,7 @@ void load_weight_shard(const detail::AcceleratorCore& core, torch::nn::Module& m
       if (core.state.rank == 0) ++used;
       continue;
     }
-    const auto [lo, hi] = owned_range(*layout, *entry);
+    const auto [lo, hi] = layout->owned_range(*entry);
     const auto slice = info.slices.find(name);
     const auto it = mine.find(name);
     if (entry->numel == 0 && core.state.rank == 0) {  // listed, empty, by rank 0
@@ -805,24 +800,20 @@ std::string Accelerator::load_state(const std::string& input_dir) {
   });
   agree(comm(), failure, "load_state(" + dir + ") pre-hook");
 
-  // The models the hooks left checked again against the files (every rank agrees before any rank restores).
-  failure = attempt([&] {
+  // The sharded weights checked against (restore: copied into) the models the hooks left.
+  auto sharded_restore = [&](bool restore) {
     for (size_t i = 0; sharded_weights && i < models.size(); ++i) {
       const auto& [mine, zero] = weight_shards[i];
       load_weight_shard(core, *models[i], mine, base + detail::checkpoint_model_shard_file(i, process_index()),
-                        process_index() == 0 ? mine : zero, base + detail::checkpoint_model_shard_file(i, 0),
-                        /*restore=*/false);
+                        process_index() == 0 ? mine : zero, base + detail::checkpoint_model_shard_file(i, 0), restore);
     }
-  });
+  };
+  // The models the hooks left checked again against the files (every rank agrees before any rank restores).
+  failure = attempt([&] { sharded_restore(/*restore=*/false); });
   agree(comm(), failure, "load_state(" + dir + ")");
 
   // Phase 2: restore.
-  for (size_t i = 0; sharded_weights && i < models.size(); ++i) {
-    const auto& [mine, zero] = weight_shards[i];
-    load_weight_shard(core, *models[i], mine, base + detail::checkpoint_model_shard_file(i, process_index()),
-                      process_index() == 0 ? mine : zero, base + detail::checkpoint_model_shard_file(i, 0),
-                      /*restore=*/true);
-  }
+  sharded_restore(/*restore=*/true);
   if (sharded_weights) {
     // A unit gathered now (kept for its backward, or pinned) holds the values from before: gathered again.
     for (const auto& layout : core.zero_layouts) {

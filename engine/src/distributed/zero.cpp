@@ -137,11 +137,13 @@ void ZeroLayout::settle(size_t entry) {
   entries_[entry].param.mutable_grad() = torch::Tensor();
 }
 
+std::pair<int64_t, int64_t> ZeroLayout::owned_range(const Entry& entry) const {
+  return {std::max(entry.offset, owned_begin()), std::min(entry.offset + entry.numel, owned_end())};
+}
+
 void ZeroLayout::clear_reduced(size_t entry) {
-  const auto& e = entries_[entry];
   entry_has_grad[entry] = 0;
-  const int64_t lo = std::max(e.offset, owned_begin());
-  const int64_t hi = std::min(e.offset + e.numel, owned_end());
+  const auto [lo, hi] = owned_range(entries_[entry]);
   if (lo < hi && grad_shard_.defined()) grad_shard_.narrow(0, lo - owned_begin(), hi - lo).zero_();
 }
 
@@ -454,8 +456,7 @@ ZeroShards::ZeroShards(torch::optim::Optimizer& optimizer, const std::vector<std
       params_.push_back(param);
       entries_.emplace_back(layout, static_cast<size_t>(entry - layout->entries().data()));
       if (seen_layouts.insert(layout).second) layouts_.push_back(layout);
-      const int64_t lo = std::max(entry->offset, layout->owned_begin());
-      const int64_t hi = std::min(entry->offset + entry->numel, layout->owned_end());
+      const auto [lo, hi] = layout->owned_range(*entry);
       if (lo >= hi) continue;  // none of this parameter is this rank's
       auto shard = layout->owned_values(lo, hi);
       shards.push_back(shard);

@@ -80,6 +80,8 @@ class ZeroLayout {
   int64_t chunk() const { return chunk_; }
   int64_t owned_begin() const { return rank_ * chunk_; }
   int64_t owned_end() const { return (rank_ + 1) * chunk_; }
+  /// The flat range [lo, hi) of `entry` that this rank owns (none: lo >= hi).
+  std::pair<int64_t, int64_t> owned_range(const Entry& entry) const;
   const std::vector<Entry>& entries() const { return entries_; }
   /// The entry of `param`, or nullptr when it is not one of this layout's.
   const Entry* find(const torch::Tensor& param) const;
