@@ -63,6 +63,7 @@ const char* kUsage =
     "  | --use_fsdp --fsdp_reshard_after_forward true|false (FSDP2's FULL_SHARD or SHARD_GRAD_OP)\n"
     "  [--fsdp_state_dict_type FULL_STATE_DICT|SHARDED_STATE_DICT (stage 3's checkpoints: gathered, or per rank)]\n"
     "  (ZeRO: optimizer state, with stage 2 gradients too, with stage 3 parameters too, sharded)\n"
+    "  --ddp_comm_hook no|fp16|bf16 (DDP's gradient compression, as Accelerate's comm_hook; stages 0-1)\n"
     "  --env NAME=VALUE (repeatable: set for every rank) --dry_run (print the plan)\n"
     "  --run_name NAME --tag T (repeatable) --notes TEXT --parent_run ID (the run's record in the history; the\n"
     "  parent is the run this one is launched again from, as the Studio's Relaunch records it)\n"
@@ -208,6 +209,7 @@ int launch_command(const QStringList& given) {
     }
     if (const auto stage = zero_stage_flags(args)) options.zero_stage = *stage;
     if (auto v = args.value("fsdp_state_dict_type")) options.state_dict_type = *v;
+    if (auto v = args.value("ddp_comm_hook")) options.comm_hook = *v;
     // The remote half of an SSH fan-out gets the run's variables on its standard input, before anything else
     // there: values never travel in an argument list.
     if (args.has("env_on_stdin")) options.environment << app::read_environment_block(STDIN_FILENO, 60000);

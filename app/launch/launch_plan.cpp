@@ -22,6 +22,7 @@
 #include <QSet>
 #include <QStandardPaths>
 
+#include <spur/core/comm_hook.h>
 #include <spur/core/zero_stage.h>
 
 namespace spur::app {
@@ -117,6 +118,15 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     }
     plan.state_dict_type = QString::fromStdString(*type);
   }
+  if (options.comm_hook) {
+    std::string why;
+    const auto hook = parse_comm_hook(options.comm_hook->toStdString(), &why);
+    if (!hook) throw LaunchError("--ddp_comm_hook " + QString::fromStdString(why));
+    if (auto conflict = comm_hook_stage_conflict(*hook, plan.zero_stage)) {
+      throw LaunchError("--ddp_comm_hook " + *options.comm_hook + ": " + QString::fromStdString(*conflict));
+    }
+    if (*hook != CommHook::no) plan.comm_hook = comm_hook_name(*hook);
+  }
   const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
 
   // Threads: what the user set wins; else the machine's cores shared between its ranks (torchrun sets 1).
@@ -191,6 +201,7 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     // Only when asked for: a program started plainly keeps what its environment says.
     if (plan.zero_stage > 0) env.insert("SPUR_ZERO_STAGE", QString::number(plan.zero_stage));
     if (!plan.state_dict_type.isEmpty()) env.insert("FSDP_STATE_DICT_TYPE", plan.state_dict_type);
+    if (!plan.comm_hook.isEmpty()) env.insert("SPUR_DDP_COMM_HOOK", plan.comm_hook);
     if (threads > 0) env.insert("OMP_NUM_THREADS", QString::number(threads));
     for (const auto& [name, value] : options.environment) env.insert(name, value);
     if (!plan.use_cpu && gpu_ids != "all") env.insert("CUDA_VISIBLE_DEVICES", gpu_ids);

@@ -38,6 +38,8 @@ struct LaunchOptions {
   std::optional<int> zero_stage;
   /// `--fsdp_state_dict_type`: FULL_STATE_DICT or SHARDED_STATE_DICT (how ZeRO stage 3 checkpoints the weights).
   std::optional<QString> state_dict_type;
+  /// `--ddp_comm_hook`: DDP's gradient communication hook by Accelerate's name (no, fp16, bf16).
+  std::optional<QString> comm_hook;
   /// `--env NAME=VALUE`: set for every rank (over the launcher's own environment).
   QList<QPair<QString, QString>> environment;
 };
@@ -75,6 +77,7 @@ struct LaunchPlan {
   bool use_cpu = false;
   int zero_stage = 0;           // SPUR_ZERO_STAGE for every rank when above 0
   QString state_dict_type;      // FSDP_STATE_DICT_TYPE for every rank when set
+  QString comm_hook;            // SPUR_DDP_COMM_HOOK for every rank when set (and not "no")
   std::vector<RankSpec> ranks;  // this machine's ranks
   QStringList notes;            // config keys Spur does not act on, and other things worth saying
   /// Human-readable: each rank's command and the variables the launcher sets.

@@ -52,6 +52,7 @@ const QSet<QString>& launch_valued_flags() {
                                    "fsdp_sharding_strategy",
                                    "fsdp_reshard_after_forward",
                                    "fsdp_state_dict_type",
+                                   "ddp_comm_hook",
                                    "on",
                                    "on_dir"};
   return flags;

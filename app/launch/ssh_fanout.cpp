@@ -209,6 +209,7 @@ QStringList machine_launch_arguments(const QString& spur, const LaunchPlan& plan
     remote << "--use_deepspeed"
            << "--zero_stage" << QString::number(plan.zero_stage);
   if (!plan.state_dict_type.isEmpty()) remote << "--fsdp_state_dict_type" << plan.state_dict_type;
+  if (!plan.comm_hook.isEmpty()) remote << "--ddp_comm_hook" << plan.comm_hook;
   if (launch.gpu_ids) remote << "--gpu_ids" << *launch.gpu_ids;
   if (launch.gradient_accumulation_steps) {
     remote << "--gradient_accumulation_steps" << QString::number(*launch.gradient_accumulation_steps);

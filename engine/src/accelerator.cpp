@@ -23,6 +23,7 @@
 #include "accelerator_core.h"
 #include "distributed/fully_shard.h"
 #include "compat/torch_compat.h"
+#include <spur/core/comm_hook.h>
 #include <spur/core/progress_file.h>
 #include <spur/core/zero_stage.h>
 
@@ -101,6 +102,20 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : core_(std::make_sh
     core.sharded_state_dict = *type == "SHARDED_STATE_DICT";
   } else {
     core.sharded_state_dict = core.state.state_dict_type.value_or("FULL_STATE_DICT") == "SHARDED_STATE_DICT";
+  }
+  {
+    std::string why;
+    const auto hook = options.comm_hook ? parse_comm_hook(*options.comm_hook, &why)
+                                        : parse_comm_hook(core.state.comm_hook.value_or("no"), &why);
+    if (!hook) throw Error("AcceleratorOptions::comm_hook " + why);
+    core.comm_hook = *hook;
+    if (auto conflict = comm_hook_stage_conflict(core.comm_hook, static_cast<int>(core.zero_stage))) {
+      throw Error((options.comm_hook ? std::string("AcceleratorOptions::comm_hook") : std::string("SPUR_DDP_COMM_HOOK")) +
+                  " = " + comm_hook_name(core.comm_hook) + " with ZeRO stage " + std::to_string(core.zero_stage) +
+                  (core.state.zero_stage_source.empty() || options.zero_stage ? std::string()
+                                                                               : " (" + core.state.zero_stage_source + ")") +
+                  ": " + *conflict);
+    }
   }
   if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {
     for (const auto& note : core.state.ignored_sharding_settings) std::cerr << "spur: warning: " << note << "\n";

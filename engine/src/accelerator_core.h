@@ -21,6 +21,8 @@
 #include <spur/precision.h>
 #include <spur/state.h>
 
+#include <spur/core/comm_hook.h>
+
 #include "distributed/communicator.h"
 #include "distributed/zero.h"
 #include "tracking/tracking_hub.h"
@@ -51,6 +53,8 @@ class AcceleratorCore {
   int64_t zero_stage = 0;
   // Stage 3's save_state writes each rank's shard of the weights (SHARDED_STATE_DICT) instead of gathering them.
   bool sharded_state_dict = false;
+  // DDP's gradient communication hook (comm_hooks.h): compresses each bucket on its way (stages 0 and 1).
+  CommHook comm_hook = CommHook::no;
   std::vector<std::shared_ptr<ZeroLayout>> zero_layouts;
   std::vector<std::shared_ptr<ZeroShards>> zero_shards;
   ZeroShards* shards_of(const torch::optim::Optimizer& optimizer) const {

@@ -422,6 +422,46 @@ class ConfigTest : public QObject {
     QVERIFY2(!result.output.contains("fsdp_state_dict_type") || !launches, qPrintable(result.output));  // no note
   }
 
+  // Issue 38: `--ddp_comm_hook` reaches every rank as SPUR_DDP_COMM_HOOK; unknown names, PowerSGD and a hook with
+  // ZeRO stage 2 or 3 are refused by name before anything starts.
+  void comm_hook_reaches_the_ranks_data() {
+    QTest::addColumn<QString>("yaml");
+    QTest::addColumn<QStringList>("flags");
+    QTest::addColumn<QString>("expected");
+    QTest::addColumn<bool>("launches");
+    const QString multi = "distributed_type: MULTI_CPU\nnum_processes: 2\n";
+    QTest::newRow("none") << multi << QStringList{} << "!SPUR_DDP_COMM_HOOK" << true;
+    QTest::newRow("fp16") << multi << QStringList{"--ddp_comm_hook", "fp16"} << "SPUR_DDP_COMM_HOOK=fp16" << true;
+    QTest::newRow("bf16, any case") << multi << QStringList{"--ddp-comm-hook", "BF16"} << "SPUR_DDP_COMM_HOOK=bf16"
+                                    << true;
+    QTest::newRow("no") << multi << QStringList{"--ddp_comm_hook", "no"} << "!SPUR_DDP_COMM_HOOK" << true;
+    QTest::newRow("with ZeRO stage 1") << multi << QStringList{"--use_deepspeed", "--zero_stage", "1", "--ddp_comm_hook",
+                                                               "fp16"}
+                                       << "SPUR_DDP_COMM_HOOK=fp16" << true;
+    QTest::newRow("unknown") << multi << QStringList{"--ddp_comm_hook", "fp8"}
+                             << "--ddp_comm_hook 'fp8' is not a communication hook: no, fp16, bf16" << false;
+    QTest::newRow("PowerSGD") << multi << QStringList{"--ddp_comm_hook", "power_sgd"}
+                              << "--ddp_comm_hook 'power_sgd' (PowerSGD) is Accelerate's but Spur does not run it yet"
+                              << false;
+    QTest::newRow("with ZeRO stage 2")
+        << multi << QStringList{"--use_deepspeed", "--zero_stage", "2", "--ddp_comm_hook", "bf16"}
+        << "--ddp_comm_hook bf16: the bf16 communication hook compresses DDP's gradient buckets, and ZeRO stage 2"
+        << false;
+  }
+  void comm_hook_reaches_the_ranks() {
+    QFETCH(QString, yaml);
+    QFETCH(QStringList, flags);
+    QFETCH(QString, expected);
+    QFETCH(bool, launches);
+    const auto result = dry_run(yaml, flags);
+    QCOMPARE(result.exit_code == 0, launches);
+    if (expected.startsWith('!')) {
+      QVERIFY2(result.output.contains("RANK=1") && !result.output.contains(expected.mid(1)), qPrintable(result.output));
+      return;
+    }
+    QVERIFY2(result.output.contains(expected), qPrintable(result.output));
+  }
+
   // Found by fuzz_config in CI: a CR before a comma in a flow mapping stayed in the plain value ("static\r"), which
   // then read back without it. CR LF, CR and LF are each one line break, as YAML (and PyYAML) read them.
   void carriage_returns_are_line_breaks() {

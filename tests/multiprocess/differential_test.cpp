@@ -75,7 +75,8 @@ class DifferentialTest : public QObject {
               280000);
   }
 
-  // The set-ups that caught issue 32's defects, kept by name (each failed before its fix).
+  // The set-ups that caught issue 32's defects, kept by name (each failed before its fix), and named set-ups of
+  // later issues.
   void regressions_data() {
     QTest::addColumn<QString>("name");
     QTest::addColumn<int>("world");
@@ -83,6 +84,11 @@ class DifferentialTest : public QObject {
                              "exception-in-accumulate", "exception-in-accumulate-zero2", "zero1-clip-head-only",
                              "zero2-clip-head-only", "zero1-empty-parameter", "zero2-empty-parameter"}) {
       QTest::newRow(qPrintable(QString("%1, 2 ranks").arg(name))) << QString(name) << 2;
+    }
+    // Issue 38: the compression hooks by name (the drawn set-ups draw them too), at 2 and 3 ranks.
+    for (const char* name : {"fp16-hook", "bf16-hook", "zero1-bf16-hook"}) {
+      QTest::newRow(qPrintable(QString("%1, 2 ranks").arg(name))) << QString(name) << 2;
+      QTest::newRow(qPrintable(QString("%1, 3 ranks").arg(name))) << QString(name) << 3;
     }
     QTest::newRow("zero2-model-zero-grad, 3 ranks") << QString("zero2-model-zero-grad") << 3;
     QTest::newRow("zero2-clip-head-only, 3 ranks") << QString("zero2-clip-head-only") << 3;

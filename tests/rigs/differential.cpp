@@ -13,7 +13,8 @@
 // one over the head only with the backbone still trained, StepLR schedulers, 1-4 accumulation micro-steps with
 // sync_each_batch on or off, clipping by norm (2 or inf) or by value, fp32 / bf16 / fp16 with the loss scaler
 // (initial scales that overflow, short growth intervals), ZeRO 0/1/2/3, the model's zero_grad or the optimizers', to
-// none or in place, and an exception thrown after a forward and caught outside the accumulate() scope.
+// none or in place, an exception thrown after a forward and caught outside the accumulate() scope, and (stages 0
+// and 1) DDP's fp16 or bf16 compression hook (torch's arithmetic: cast, divided, summed in the half type).
 //
 // The reference follows what DistributedDataParallel defines: each rank's gradients accumulate locally (as
 // AccumulateGrad does) until a synchronising backward replaces them on every rank by their average; the optimizer
@@ -77,6 +78,9 @@ struct Random {
 enum class Opt { sgd, momentum, adam, adamw };
 enum class Clip { none, norm, value };
 enum class Zeroing { optimizers, model };
+// DDP's communication hook (stages 0 and 1): none, or torch's fp16 / bf16 compression.
+enum class Hook { no, fp16, bf16 };
+const char* name(Hook h) { return h == Hook::fp16 ? "fp16" : h == Hook::bf16 ? "bf16" : "no"; }
 
 const char* name(Opt o) {
   switch (o) {
@@ -115,6 +119,7 @@ struct Setup {
   int zero = 0;
   Zeroing zeroing = Zeroing::optimizers;
   bool set_to_none = true;
+  Hook hook = Hook::no;
   int throw_micro = -1;      // global micro-step at which...
   uint32_t throw_ranks = 0;  // ...these ranks throw after their forward
 
@@ -148,6 +153,7 @@ struct Setup {
     if (clip == Clip::value) text << ", clip value " << clip_to;
     text << ", " << (zeroing == Zeroing::model ? "model->zero_grad" : "optimizer.zero_grad")
          << (set_to_none ? "(none)" : "(in place)");
+    if (hook != Hook::no) text << ", " << name(hook) << " comm hook";
     if (throw_micro >= 0) text << ", throws at micro-step " << throw_micro << " on ranks mask " << throw_ranks;
     return text.str();
   }
@@ -212,6 +218,13 @@ Setup generate(uint64_t seed, int world, bool shm) {
       s.throw_micro = random.below(micro_steps);
       s.throw_ranks = all;
     }
+  }
+  // Drawn last, so that the draws above stay what they were before hooks existed.
+  if (world > 1 && s.zero <= 1) {
+    const int hook = random.below(4);
+    s.hook = hook == 2 ? Hook::fp16 : hook == 3 ? Hook::bf16 : Hook::no;
+    // Gloo sums bfloat16 from LibTorch 2.2 (Spur refuses the bf16 hook over Gloo before).
+    if (s.hook == Hook::bf16 && !shm && !SPUR_DIFF_TORCH_AT_LEAST(2, 2)) s.hook = Hook::fp16;
   }
   return s;
 }
@@ -334,6 +347,7 @@ std::vector<std::pair<std::string, torch::Tensor>> train_with_spur(const Setup& 
   options.find_unused_parameters = s.unused_head;
   options.scaler.init_scale = s.init_scale;
   options.scaler.growth_interval = s.growth_interval;
+  if (s.hook != Hook::no) options.comm_hook = name(s.hook);
   spur::Accelerator accelerator(options);
   auto model = accelerator.prepare(net);
   std::vector<spur::PreparedOptimizer> optimizers;
@@ -505,7 +519,13 @@ std::vector<std::pair<std::string, torch::Tensor>> train_reference(const Setup& 
             return g.defined() ? g : torch::zeros_like(leaves[k]);
           };
           torch::Tensor reduced;
-          if (s.shm) {  // shared memory: the sum in rank order, then the division
+          if (s.hook != Hook::no) {  // torch's compress hook: cast, divided there, summed there, cast back
+            const auto type = s.hook == Hook::fp16 ? torch::kHalf : torch::kBFloat16;
+            auto compressed = [&](int r) { return part(r).to(type).div_(s.world); };
+            reduced = compressed(0) + compressed(1);
+            for (int r = 2; r < s.world; ++r) reduced = reduced + compressed(r);
+            reduced = reduced.to(torch::kFloat);
+          } else if (s.shm) {  // shared memory: the sum in rank order, then the division
             reduced = part(0) + part(1);
             for (int r = 2; r < s.world; ++r) reduced = reduced + part(r);
             reduced = reduced / s.world;
@@ -578,7 +598,8 @@ double tolerance(const Setup& s) {
   double allowed = 0;
   const bool half = s.precision != spur::Precision::no;
   if (s.world > 1) {
-    if (!s.shm) allowed = std::max(allowed, half ? 2e-3 : 2e-5);  // Gloo: divided first, summed in ring order
+    // Gloo: divided first, summed in ring order (a compress hook's half sums: as coarse as half precision)
+    if (!s.shm) allowed = std::max(allowed, half || s.hook != Hook::no ? 2e-3 : 2e-5);
     if (s.zero > 0 && s.clip == Clip::norm) allowed = std::max(allowed, half ? 2e-3 : 2e-5);  // norm in double
     // Stages 2 and 3 keep a reduced gradient that nothing cleared (a head-only optimizer leaves the backbone's) and
     // adds the next reduction to it, where DDP reduces the sum: the same value, not the same rounding. So does
@@ -640,8 +661,8 @@ Outcome run_case(const Setup& s, int rank) {
 
 // `--override key=value,...` changes a drawn set-up, to narrow a failure down by hand: zero, precision (fp32,
 // bf16, fp16), clip (none, norm, value), accumulate, sync_each_batch, zeroing (model, optimizers), set_to_none,
-// throw (off), opt (sgd, sgd-momentum, adam, adamw: both optimizers), split (one, two, head_only), shm is not one
-// (it is the run's: SPUR_SHM_ALLREDUCE).
+// throw (off), opt (sgd, sgd-momentum, adam, adamw: both optimizers), split (one, two, head_only), hook (no, fp16,
+// bf16); shm is not one (it is the run's: SPUR_SHM_ALLREDUCE).
 void apply_overrides(Setup& s, const std::string& overrides) {
   std::stringstream list(overrides);
   for (std::string item; std::getline(list, item, ',');) {
@@ -671,6 +692,8 @@ void apply_overrides(Setup& s, const std::string& overrides) {
       for (auto o : {Opt::sgd, Opt::momentum, Opt::adam, Opt::adamw}) {
         if (value == name(o)) s.opt[0] = s.opt[1] = o;
       }
+    } else if (key == "hook") {
+      s.hook = value == "fp16" ? Hook::fp16 : value == "bf16" ? Hook::bf16 : Hook::no;
     } else if (key == "split") {
       s.split = value == "two" ? Setup::Split::two : value == "head_only" ? Setup::Split::head_only : Setup::Split::one;
     } else {
@@ -711,6 +734,14 @@ std::optional<Setup> regression(const std::string& name, int world, bool shm) {
     s.zero = name[4] == '1' ? 1 : 2;
     s.empty = true;
     s.opt[0] = Opt::adamw;
+  } else if (name == "fp16-hook" || name == "bf16-hook" || name == "zero1-bf16-hook") {
+    // Issue 38 (not a defect): torch's compression hooks on DDP's buckets, with accumulation and clipping.
+    s.hook = name.find("fp16") != std::string::npos ? Hook::fp16 : Hook::bf16;
+    s.zero = name.rfind("zero1", 0) == 0 ? 1 : 0;
+    s.opt[0] = Opt::adamw;
+    s.accumulate = 2;
+    s.clip = Clip::norm;
+    s.clip_to = 0.05;
   } else {
     return std::nullopt;
   }
@@ -792,6 +823,7 @@ int run(int argc, char** argv) {
     if (s.clip != Clip::none) covered["clipping"] += 1;
     if (s.empty) covered["empty parameter"] += 1;
     if (s.unused_head) covered["unused output"] += 1;
+    if (s.hook != Hook::no) covered[std::string(name(s.hook)) + " hook"] += 1;
     if (!outcome.ok) {
       ++failed;
       std::cout << "FAIL case seed " << this_seed << " on rank " << rank << " (" << s.describe()

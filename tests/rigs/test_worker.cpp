@@ -1125,6 +1125,51 @@ int leave_early(const Args&) {
   return 0;
 }
 
+// Issue 38 beside torch (tests/rigs/ddp_hook_oracle.py, the same set-up under DDP with torch's own hook): a
+// Linear(6, 5) - tanh - Linear(5, 3) model whose weights and data come from formulas (no random generator to agree
+// on), trained by SGD with momentum on every rank's own rows for --steps steps. The communication hook is the
+// launcher's (SPUR_DDP_COMM_HOOK). Rank 0 prints every parameter's float32 bits, one line per parameter.
+struct HookNetImpl : torch::nn::Module {
+  HookNetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(6, 5));
+    fc2 = register_module("fc2", torch::nn::Linear(5, 3));
+    torch::NoGradGuard no_grad;
+    double offset = 0;
+    for (auto& p : parameters()) {
+      p.copy_(torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.37 + offset).mul(0.5).view_as(p));
+      offset += 1;
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(HookNet);
+
+int hook_oracle(const Args& args) {
+  spur::Accelerator accelerator;
+  const auto rank = static_cast<double>(accelerator.process_index());
+  HookNet net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto [model, opt] = accelerator.prepare(net, sgd);
+  for (int64_t step = 0; step < args.steps; ++step) {
+    const auto s = static_cast<double>(step);
+    auto x = torch::cos(torch::arange(24, torch::kFloat) * 0.11 + (s * 1.3 + rank * 0.7)).mul(2.0).view({4, 6});
+    auto y = torch::sin(torch::arange(12, torch::kFloat) * 0.23 + (s + rank)).view({4, 3});
+    accelerator.backward(torch::nn::functional::mse_loss(model(x), y));
+    opt.step();
+    opt.zero_grad();
+  }
+  if (accelerator.is_main_process()) {
+    for (const auto& item : net->named_parameters()) {
+      const auto bits = item.value().detach().contiguous().view(torch::kInt);
+      std::printf("param %s:", item.key().c_str());
+      for (int64_t i = 0; i < bits.numel(); ++i) std::printf(" %d", bits.data_ptr<int32_t>()[i]);
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
 // Issue 32 (5, 6) beside torch (tests/rigs/ddp_scaler_oracle.py, the same set-up under DDP and
 // torch.amp.GradScaler): two branches, each trained by its own optimizer (AdamW for a, SGD for b) and StepLR, in fp16
 // on 2 ranks; on the poisoned steps one branch's inputs on rank 0 are 1e4, so its scaled gradients overflow and only
@@ -1680,6 +1725,8 @@ int main(int argc, char** argv) try {
     code = unwrapped(args);
   } else if (args.scenario == "own_steps") {
     code = own_steps(args);
+  } else if (args.scenario == "hook_oracle") {
+    code = hook_oracle(args);
   } else if (args.scenario == "scaler_oracle") {
     code = scaler_oracle(args);
   } else if (args.scenario == "save_model_failure") {

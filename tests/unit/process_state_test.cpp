@@ -260,6 +260,26 @@ class ProcessStateTest : public QObject {
     QCOMPARE(QString::fromStdString(state.state_dict_type.value_or("")), type);
   }
 
+  // Issue 38: DDP's communication hook, as `spur launch --ddp_comm_hook` sets it (SPUR_DDP_COMM_HOOK).
+  void comm_hook_from_launchers_data() {
+    QTest::addColumn<QString>("env");
+    QTest::addColumn<QString>("hook");  // empty: unset
+    QTest::newRow("nothing") << ""
+                             << "";
+    QTest::newRow("fp16") << "SPUR_DDP_COMM_HOOK=fp16"
+                          << "fp16";
+    QTest::newRow("any case") << "SPUR_DDP_COMM_HOOK=BF16"
+                              << "bf16";
+    QTest::newRow("no") << "SPUR_DDP_COMM_HOOK=no"
+                        << "no";
+  }
+  void comm_hook_from_launchers() {
+    QFETCH(QString, env);
+    QFETCH(QString, hook);
+    const auto state = read(env_of(env));
+    QCOMPARE(QString::fromStdString(state.comm_hook.value_or("")), hook);
+  }
+
   void errors_name_the_variable_data() {
     QTest::addColumn<QString>("env");
     QTest::addColumn<QString>("expected");
@@ -295,6 +315,10 @@ class ProcessStateTest : public QObject {
                                        << "ACCELERATE_DEEPSPEED_ZERO_STAGE='x' is not an integer";
     QTest::newRow("fsdp hybrid") << "ACCELERATE_USE_FSDP=1 FSDP_SHARDING_STRATEGY=HYBRID_SHARD"
                                  << "FSDP_SHARDING_STRATEGY=HYBRID_SHARD: hybrid sharding";
+    QTest::newRow("unknown comm hook") << "SPUR_DDP_COMM_HOOK=fp8"
+                                       << "SPUR_DDP_COMM_HOOK='fp8' is not a communication hook: no, fp16, bf16";
+    QTest::newRow("PowerSGD") << "SPUR_DDP_COMM_HOOK=batched_power_sgd"
+                              << "SPUR_DDP_COMM_HOOK='batched_power_sgd' (PowerSGD) is Accelerate's but Spur does not";
     QTest::newRow("local state dict") << "FSDP_STATE_DICT_TYPE=LOCAL_STATE_DICT"
                                       << "FSDP_STATE_DICT_TYPE='LOCAL_STATE_DICT': LOCAL_STATE_DICT";
     QTest::newRow("unknown state dict") << "FSDP_STATE_DICT_TYPE=HALF"

@@ -114,6 +114,13 @@ struct AcceleratorOptions {
   /// difference is refused by name at save_state). save_model and get_state_dict always gather. Default: the launcher's
   /// FSDP_STATE_DICT_TYPE (ProcessState::state_dict_type), else FULL_STATE_DICT.
   std::optional<std::string> state_dict_type;
+  /// DDP's gradient communication hook, as Accelerate's DistributedDataParallelKwargs(comm_hook=...): "no", "fp16"
+  /// or "bf16" (torch's fp16_compress_hook and bf16_compress_hook: each bucket cast to the half type, divided by the
+  /// world size there, summed in it and cast back; half the bytes on the wire, the results torch's DDP with the same
+  /// hook gives). ZeRO stages 2 and 3 reduce gradients without DDP's buckets and refuse a hook; every rank must say
+  /// the same (refused at prepare). Default: the launcher's SPUR_DDP_COMM_HOOK (`spur launch --ddp_comm_hook`),
+  /// else "no".
+  std::optional<std::string> comm_hook;
   /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
   bool broadcast_buffers = true;
   /// Gradients live inside the all-reduce buckets, which saves copying every gradient in and out of them each

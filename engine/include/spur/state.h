@@ -50,6 +50,8 @@ struct ProcessState {
   /// FSDP's state_dict_type: "FULL_STATE_DICT" or "SHARDED_STATE_DICT" (FSDP_STATE_DICT_TYPE; Accelerate's default
   /// for FSDP2, SHARDED_STATE_DICT, when ACCELERATE_USE_FSDP and FSDP_VERSION=2 say FSDP2 without one).
   std::optional<std::string> state_dict_type;
+  /// DDP's gradient communication hook, by Accelerate's name ("no", "fp16", "bf16"): SPUR_DDP_COMM_HOOK.
+  std::optional<std::string> comm_hook;
   /// DeepSpeed and FSDP settings the launcher passed that Spur does not honour, each by name and value (the main
   /// process warns once).
   std::vector<std::string> ignored_sharding_settings;

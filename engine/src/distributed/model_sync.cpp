@@ -20,6 +20,7 @@
 
 #include "accelerator_core.h"
 #include "compat/torch_compat.h"
+#include "distributed/comm_hooks.h"
 #include "distributed/fully_shard.h"
 #include <spur/core/progress_file.h>
 
@@ -34,26 +35,6 @@ constexpr size_t kBroadcastBucketBytes = 250u << 20;
 // then fire, and the Reducer, which prepare_for_backward told to expect every parameter reachable from any
 // output, finishes every bucket instead of waiting for gradients that never come. Outputs are cloned, as DDP
 // does, so that a caller's in-place change to one is not a change to a view made inside a custom function.
-// DDP's gradient all-reduce through shared memory (ranks all on this machine): the Reducer hands each ready
-// bucket here instead of to Gloo. DDP's own hook divides by the world size before summing; this one sums, then
-// divides, on every rank alike.
-class SharedMemoryHook final : public c10d::CommHookInterface {
- public:
-  explicit SharedMemoryHook(ShmAllreduce* shm) : shm_(shm) {}
-  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
-    auto& tensor = bucket.getBufferRef();
-    shm_->allreduce(tensor);
-    tensor.div_(shm_->size());
-    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-    future->markCompleted(c10::IValue(tensor));
-    return future;
-  }
-  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
-
- private:
-  ShmAllreduce* shm_;
-};
-
 struct OutputSink : torch::autograd::Function<OutputSink> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList outputs) {
     ctx->set_materialize_grads(false);
@@ -170,11 +151,25 @@ class ReducerModelSync final : public ModelSync {
 
     const auto& group = core_->comm->group();
     // The parameter and buffer counts first (one small gather): c10d's check below reads the first parameter
-    // unguarded, and ranks that disagree on whether there is one would not even meet in the same collective.
+    // unguarded, and ranks that disagree on whether there is one would not even meet in the same collective. The
+    // communication hook rides along: ranks that compress differently would sum unrelated bytes.
     const auto counts = detail::gather_tensor(
-        core_->comm.get(),
-        torch::tensor({static_cast<int64_t>(all_params.size()), static_cast<int64_t>(buffers_.size())}, torch::kLong)
-            .unsqueeze(0));
+        core_->comm.get(), torch::tensor({static_cast<int64_t>(all_params.size()), static_cast<int64_t>(buffers_.size()),
+                                          static_cast<int64_t>(core_->comm_hook)},
+                                         torch::kLong)
+                               .unsqueeze(0));
+    for (int64_t r = 1; r < counts.size(0); ++r) {
+      if (counts[r][2].item<int64_t>() != counts[0][2].item<int64_t>()) {
+        auto name = [&](int64_t row) {
+          return std::string(comm_hook_name(static_cast<CommHook>(counts[row][2].item<int64_t>())));
+        };
+        std::string message = "prepare(model) on " + core_->comm->describe();
+        message += ": rank 0 uses the " + name(0) + " communication hook and rank " + std::to_string(r);
+        message += " the " + name(r) + " one (AcceleratorOptions::comm_hook, SPUR_DDP_COMM_HOOK): every rank must ";
+        message += "use the same";
+        throw Error(message);
+      }
+    }
     for (int64_t r = 1; r < counts.size(0); ++r) {
       if (!counts[r].equal(counts[0])) {
         throw Error("prepare(model) on " + core_->comm->describe() +
@@ -260,7 +255,7 @@ class ReducerModelSync final : public ModelSync {
     reducer_ = compat::make_reducer(trained, std::move(buckets), std::move(limits), group, expect_sparse,
                                     static_cast<int64_t>(options.bucket_cap_bytes), options.find_unused_parameters,
                                     options.gradient_as_bucket_view, std::move(names), static_cast<int64_t>(first_cap));
-    if (auto* shm = core_->comm->shared_memory()) reducer_->register_comm_hook(std::make_unique<SharedMemoryHook>(shm));
+    if (auto hook = make_comm_hook(core_->comm_hook, *core_->comm)) reducer_->register_comm_hook(std::move(hook));
   }
 
   std::optional<AutocastScope> begin_forward() override {

@@ -14,6 +14,7 @@
 #include <spur/error.h>
 #include <spur/options.h>
 
+#include <spur/core/comm_hook.h>
 #include <spur/core/zero_stage.h>
 
 namespace spur {
@@ -150,6 +151,16 @@ void read_state_dict_type(const ProcessState::Lookup& lookup, ProcessState& stat
       lookup_any(lookup, {"FSDP_VERSION"}).value_or("1") == "2") {
     state.state_dict_type = "SHARDED_STATE_DICT";
   }
+}
+
+// DDP's communication hook: SPUR_DDP_COMM_HOOK (what `spur launch --ddp_comm_hook` sets), by Accelerate's name.
+void read_comm_hook(const ProcessState::Lookup& lookup, ProcessState& state) {
+  auto text = lookup_any(lookup, {"SPUR_DDP_COMM_HOOK"});
+  if (!text || text->empty()) return;
+  std::string why;
+  const auto hook = parse_comm_hook(*text, &why);
+  if (!hook) throw Error("environment variable SPUR_DDP_COMM_HOOK=" + why);
+  state.comm_hook = comm_hook_name(*hook);
 }
 
 // Slurm's compressed host list ("node[07-09,12],gpu1", "rack[1-2]-n[3-4]"): its first host ("node07", "rack1-n3").
@@ -327,6 +338,7 @@ ProcessState ProcessState::from_environment(const Lookup& lookup) {
   state.collective_timeout = seconds_var(lookup, "SPUR_COLLECTIVE_TIMEOUT");
   read_sharding(lookup, state);
   read_state_dict_type(lookup, state);
+  read_comm_hook(lookup, state);
   return state;
 }
 

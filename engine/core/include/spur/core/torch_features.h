@@ -22,6 +22,10 @@ constexpr bool at_least(int major, int minor, Version since) {
 /// Bfloat16"), so mixed_precision fp16 on the CPU needs at least this.
 inline constexpr Version kCpuAutocastHalf{2, 2};
 
+/// Gloo sums bfloat16 tensors from 2.2 (PyTorch PR 113557; before: "Invalid scalar type"), which the bf16
+/// communication hook needs where gradients travel through Gloo (ranks on several machines).
+inline constexpr Version kGlooBFloat16{2, 2};
+
 /// TCPStoreOptions::masterListenFd honoured by the default (libuv) store backend from 2.8: the rendezvous store then
 /// listens on MASTER_ADDR only, not on every interface (1.13 has no way to choose).
 inline constexpr Version kStoreListeningSocket{2, 8};
