@@ -141,6 +141,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : core_(std::make_sh
     }
     config.gloo_channels = options.gloo_channels;
     config.shared_memory_allreduce = options.shared_memory_allreduce;
+    config.hierarchical_allreduce = options.hierarchical_allreduce;
     core.comm = detail::Communicator::join(config);
     if (core.zero_stage > 0 && core.scaler) {
       // One inf/nan verdict for all shards: every rank skips the step, or none does.
@@ -180,6 +181,7 @@ bool Accelerator::distributed() const { return core_->comm != nullptr; }
 std::string Accelerator::gradient_transport() const {
   if (!core_->comm) return "none";
   if (core_->comm->shared_memory()) return "shared memory";
+  if (core_->comm->hierarchical()) return "shared memory + gloo";
   return core_->device.is_cuda() ? "nccl" : "gloo";
 }
 torch::Device Accelerator::device() const { return core_->device; }

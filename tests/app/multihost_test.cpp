@@ -12,9 +12,13 @@
 // closed) while the job goes on, and with the cable back the desktop reattaches and follows the run to its end.
 #include <signal.h>
 
+#include <cmath>
+#include <cstring>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QMap>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -315,6 +319,69 @@ class MultiHostTest : public QObject {
                  result.output.contains("gradients via gloo"),
              qPrintable(result.output));
     QVERIFY2(result.output.contains("epoch 1 accuracy"), qPrintable(result.output));
+  }
+
+  // Issue 38: 2 machines x 2 ranks sum gradients hierarchically (shared memory within each host, Gloo between the
+  // two leaders), chosen from where the ranks are; SPUR_HIERARCHICAL_ALLREDUCE=0 keeps Gloo's flat ring. With each
+  // communication hook, the hook oracle's weights agree between the two sums (float rounding apart).
+  void hierarchy_and_hooks_match_the_flat_sum_data() {
+    QTest::addColumn<QString>("hook");
+    QTest::newRow("no hook") << "no";
+    QTest::newRow("fp16") << "fp16";
+    QTest::newRow("bf16") << "bf16";
+  }
+  void hierarchy_and_hooks_match_the_flat_sum() {
+    QFETCH(QString, hook);
+    auto run = [&](bool hierarchical, const QStringList& program) {
+      return spur::test::run_process(
+          "bash",
+          QStringList{rig()} + launch(QStringList{"--num_processes", "4", "--ddp_comm_hook", hook, "--env",
+                                                  QString("SPUR_HIERARCHICAL_ALLREDUCE=") + (hierarchical ? "1" : "0")} +
+                                      program),
+          environment(), 240000);
+    };
+    QMap<bool, QVector<float>> weights;
+    for (const bool hierarchical : {true, false}) {
+      const auto oracle = run(hierarchical, {SPUR_TEST_WORKER, "hook_oracle", "--steps", "5"});
+      QVERIFY2(oracle.exit_code == 0, qPrintable(oracle.output));
+      QVERIFY2(oracle.output.contains(hierarchical ? "gradients via shared memory + gloo" : "gradients via gloo"),
+               qPrintable(oracle.output));
+      for (const auto& line : oracle.output.split('\n')) {
+        const auto at = line.indexOf("param ");
+        if (at < 0) continue;
+        for (const auto& bits : line.mid(line.indexOf(':', at) + 1).split(' ', Qt::SkipEmptyParts)) {
+          const qint32 value = bits.toInt();
+          float f = 0;
+          std::memcpy(&f, &value, sizeof f);
+          weights[hierarchical] << f;
+        }
+      }
+    }
+    QCOMPARE(weights[true].size(), 53);  // 6x5 + 5 + 5x3 + 3
+    QCOMPARE(weights[false].size(), 53);
+    double worst = 0;
+    for (int i = 0; i < 53; ++i) worst = std::max(worst, double(std::abs(weights[true][i] - weights[false][i])));
+    QVERIFY2(worst <= (hook == "no" ? 1e-6 : 1e-3), qPrintable(QString("largest difference %1").arg(worst)));
+  }
+
+  // Both sums train the differential test's drawn set-ups (each draws its own hook and ZeRO stage) to its
+  // reference, on 2 machines x 2 ranks (Gloo's tolerance: the order of the sum is not the reference's).
+  void drawn_setups_train_alike_across_machines_data() {
+    QTest::addColumn<bool>("hierarchical");
+    QTest::newRow("hierarchical") << true;
+    QTest::newRow("flat") << false;
+  }
+  void drawn_setups_train_alike_across_machines() {
+    QFETCH(bool, hierarchical);
+    const auto drawn = spur::test::run_process(
+        "bash",
+        QStringList{rig()} + launch({"--num_processes", "4", "--env",
+                                     QString("SPUR_HIERARCHICAL_ALLREDUCE=") + (hierarchical ? "1" : "0"),
+                                     SPUR_TEST_WORKER, "differential", "--seed", "38", "--cases", "16"}),
+        environment(), 240000);
+    QVERIFY2(drawn.exit_code == 0 && drawn.output.contains("16 passed"), qPrintable(drawn.output));
+    QVERIFY2(drawn.output.contains(hierarchical ? "rank(s), shared memory + gloo" : "rank(s), gloo"),
+             qPrintable(drawn.output));
   }
 
   // h1's cable is pulled while both ranks all-reduce every step: rank 0 gives up within the collective timeout

@@ -4,6 +4,7 @@
 # ACCELERATE_USE_CPU=1 (Accelerate's torchrun launcher with its MULTI_CPU / Gloo state: on a machine without GPUs
 # its MULTI_CPU launch path needs mpirun); tests/gpu/run.sh starts one process on the GPU. Prints one JSON record
 # per rank.
+import os
 import statistics
 import sys
 import time
@@ -29,7 +30,13 @@ def main():
     name = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     n_in, hidden, n_out, batch = WORKLOADS[name]
-    accelerator = Accelerator()
+    # DDP's communication hook as Accelerate takes it (multihost_bench.py sets SPUR_PEER_COMM_HOOK: fp16, bf16).
+    hook = os.environ.get("SPUR_PEER_COMM_HOOK", "no")
+    handlers = []
+    if hook != "no":
+        from accelerate.utils import DDPCommunicationHookType, DistributedDataParallelKwargs
+        handlers.append(DistributedDataParallelKwargs(comm_hook=DDPCommunicationHookType(hook)))
+    accelerator = Accelerator(kwargs_handlers=handlers)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                           nn.Linear(hidden, n_out))
@@ -49,7 +56,7 @@ def main():
             torch.cuda.synchronize()
         if i >= 20:
             times.append((time.perf_counter() - t0) * 1000)
-    write_rank_record(accelerator, name, times, device=str(accelerator.device))
+    write_rank_record(accelerator, name, times, device=str(accelerator.device), comm_hook=hook)
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

@@ -1160,6 +1160,7 @@ int hook_oracle(const Args& args) {
     opt.zero_grad();
   }
   if (accelerator.is_main_process()) {
+    std::printf("gradients via %s\n", accelerator.gradient_transport().c_str());
     for (const auto& item : net->named_parameters()) {
       const auto bits = item.value().detach().contiguous().view(torch::kInt);
       std::printf("param %s:", item.key().c_str());

@@ -110,7 +110,7 @@ class Accelerator {
   bool is_local_main_process() const;
   bool distributed() const;
   /// How gradients are summed across ranks: "none" (one process), "shared memory" (every rank on this machine,
-  /// CPU), "gloo" or "nccl".
+  /// CPU), "shared memory + gloo" (hierarchical: within machines, then across them), "gloo" or "nccl".
   std::string gradient_transport() const;
   torch::Device device() const;
   Precision mixed_precision() const;

@@ -134,6 +134,11 @@ struct AcceleratorOptions {
   /// TCP loopback: the same sums in a fixed rank order, identical on every rank, several times faster for large
   /// buckets. Default: true (SPUR_SHM_ALLREDUCE=0 turns it off).
   bool shared_memory_allreduce = true;
+  /// When the ranks share machines across several (2 machines x 2 ranks...), gradients are summed within each
+  /// machine through shared memory, across machines among one leader per machine (Gloo), and handed back within
+  /// each machine: one stream per machine crosses the link instead of one per rank. Default: true
+  /// (SPUR_HIERARCHICAL_ALLREDUCE=0, or shared_memory_allreduce = false, keep Gloo's flat all-reduce).
+  bool hierarchical_allreduce = true;
   /// Keep CPU memory freed during a step for the next one (glibc's allocator: blocks up to 32 MiB from the heap,
   /// up to 1 GiB kept at its top) instead of returning it to the OS and faulting it in again: ~10% of a CNN or
   /// transformer step on the CPU, at the cost of holding the step's peak memory. Set once per process, by the

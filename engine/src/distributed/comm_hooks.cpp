@@ -3,6 +3,7 @@
 #include "distributed/comm_hooks.h"
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <torch/version.h>
@@ -16,45 +17,47 @@
 namespace spur::detail {
 namespace {
 
-c10::intrusive_ptr<c10::ivalue::Future> completed(const at::Tensor& tensor) {
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
-  future->markCompleted(c10::IValue(tensor));
-  return future;
+// The tensor a bucket's future completed with: the hooks' own futures hold it alone, a process group's a list.
+at::Tensor result_tensor(const c10::IValue& result) {
+  return result.isTensor() ? result.toTensor() : result.toTensorVector().at(0);
 }
 
-// DDP's gradient all-reduce through shared memory (ranks all on this machine): the Reducer hands each ready bucket
-// here instead of to Gloo. DDP's own hook divides by the world size before summing; this one sums, then divides,
-// on every rank alike.
+// DDP's gradient all-reduce through shared memory (ranks all on this machine) or hierarchically (several machines,
+// some with several ranks): the Reducer hands each ready bucket here instead of to Gloo. The sum starts here; its
+// end (the hierarchical sum's hand-back within each machine) comes when the Reducer takes the result at the end of
+// backward, every bucket in order on every rank, so the leg between machines runs while backward goes on. DDP's
+// own hook divides by the world size before summing; this one sums, then divides, on every rank alike.
 class SharedMemoryHook final : public c10d::CommHookInterface {
  public:
-  explicit SharedMemoryHook(ShmAllreduce* shm) : shm_(shm) {}
+  explicit SharedMemoryHook(GradientSum* sum) : sum_(sum) {}
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
-    auto& tensor = bucket.getBufferRef();
-    shm_->allreduce(tensor);
-    tensor.div_(shm_->size());
-    return completed(tensor);
+    return sum_->start(bucket.getBufferRef());
   }
-  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+  at::Tensor parseHookResult(const c10::IValue& result) override {
+    at::Tensor tensor = result_tensor(result);
+    sum_->finish(tensor);
+    return tensor.div_(sum_->world_size());
+  }
 
  private:
-  ShmAllreduce* shm_;
+  GradientSum* sum_;
 };
 
 // torch's fp16_compress_hook and bf16_compress_hook, step for step: the bucket cast to the half type, divided by
-// the world size in it, summed in it (through shared memory in rank order, or the process group), and copied back
-// into the bucket. The same roundings as torch's hook, so the same results as torch's DDP with it (to the bit where
-// the sum's order is the same: always at 2 ranks).
+// the world size in it, summed in it (through shared memory or hierarchically, or the process group), and copied
+// back into the bucket. The same roundings as torch's hook, so the same results as torch's DDP with it (to the bit
+// where the sum's order is the same: always at 2 ranks).
 class CompressHook final : public c10d::CommHookInterface {
  public:
-  CompressHook(at::ScalarType type, ShmAllreduce* shm, c10::intrusive_ptr<c10d::ProcessGroup> group, int size)
-      : type_(type), shm_(shm), group_(std::move(group)), size_(size) {}
+  CompressHook(at::ScalarType type, GradientSum* sum, c10::intrusive_ptr<c10d::ProcessGroup> group, int size)
+      : type_(type), sum_(sum), group_(std::move(group)), size_(size) {}
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
     at::Tensor buffer = bucket.getBufferRef();
     at::Tensor compressed = buffer.to(type_).div_(size_);
-    if (shm_) {
-      shm_->allreduce(compressed);
-      buffer.copy_(compressed);
-      return completed(buffer);
+    if (sum_) {
+      // Finished (and copied back into its bucket) when the Reducer takes the result: see SharedMemoryHook.
+      pending_.emplace(compressed.data_ptr(), buffer);
+      return sum_->start(compressed);
     }
     std::vector<at::Tensor> tensors{compressed};
     auto work = group_->allreduce(tensors);
@@ -66,30 +69,40 @@ class CompressHook final : public c10d::CommHookInterface {
         },
         c10::TensorType::get());
   }
-  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+  at::Tensor parseHookResult(const c10::IValue& result) override {
+    at::Tensor tensor = result_tensor(result);
+    auto it = pending_.find(tensor.data_ptr());
+    if (it == pending_.end()) return tensor;  // the process group's: decompressed already
+    at::Tensor buffer = std::move(it->second);
+    pending_.erase(it);
+    sum_->finish(tensor);
+    buffer.copy_(tensor);
+    return buffer;
+  }
 
  private:
   at::ScalarType type_;
-  ShmAllreduce* shm_;
+  GradientSum* sum_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int size_;
+  std::unordered_map<const void*, at::Tensor> pending_;  // compressed bucket -> its bucket, until finished
 };
 
 }  // namespace
 
 std::unique_ptr<c10d::CommHookInterface> make_comm_hook(CommHook hook, Communicator& comm) {
-  auto* shm = comm.shared_memory();
+  auto* sum = comm.gradient_sum();
   if (hook == CommHook::fp16 || hook == CommHook::bf16) {
     const bool bf16 = hook == CommHook::bf16;
-    if (bf16 && !shm && comm.device().is_cpu() &&
+    if (bf16 && !comm.shared_memory() && comm.device().is_cpu() &&
         !torch_features::at_least(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, torch_features::kGlooBFloat16)) {
       throw Error("the bf16 communication hook on " + comm.describe() + ": this LibTorch (" + TORCH_VERSION +
-                  ")'s Gloo cannot sum bfloat16 (from 2.2 on), and the gradients go through Gloo here (" +
+                  ")'s Gloo cannot sum bfloat16 (from 2.2 on), and the gradients cross Gloo here (" +
                   comm.shared_memory_note() + "): use the fp16 hook, or none");
     }
-    return std::make_unique<CompressHook>(bf16 ? at::kBFloat16 : at::kHalf, shm, comm.group(), comm.size());
+    return std::make_unique<CompressHook>(bf16 ? at::kBFloat16 : at::kHalf, sum, comm.group(), comm.size());
   }
-  if (shm) return std::make_unique<SharedMemoryHook>(shm);
+  if (sum) return std::make_unique<SharedMemoryHook>(sum);
   return nullptr;
 }
 

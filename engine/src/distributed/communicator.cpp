@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include <spur/error.h>
 
 #include "compat/torch_compat.h"
@@ -99,14 +101,67 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
     if (!config.shared_memory_allreduce || (choice && std::string(choice) == "0")) {
       communicator->shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0)";
     } else {
-      // Mapping the segment is part of joining: its wait is the rendezvous's, not a collective's (30 minutes).
-      const auto attach = std::chrono::duration_cast<std::chrono::milliseconds>(config.rendezvous_timeout);
-      communicator->shm_ = ShmAllreduce::create(*store, state.rank, state.world_size, std::min(attach, timeout),
-                                                timeout, &communicator->shm_note_);
+      communicator->join_shared_memory(config, store, timeout);
     }
   }
   joined() = std::move(communicator);
   return joined();
+}
+
+void Communicator::join_shared_memory(const Config& config, const c10::intrusive_ptr<c10d::Store>& store,
+                                      std::chrono::milliseconds timeout) {
+  // Mapping a segment is part of joining: its wait is the rendezvous's, not a collective's (30 minutes).
+  const auto attach =
+      std::min(std::chrono::duration_cast<std::chrono::milliseconds>(config.rendezvous_timeout), timeout);
+  const auto machine = ShmAllreduce::machines(*store, rank_, size_);
+  const int machines = *std::max_element(machine.begin(), machine.end()) + 1;
+  std::vector<int> members;
+  int index = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (machine[static_cast<size_t>(r)] != machine[static_cast<size_t>(rank_)]) continue;
+    if (r == rank_) index = static_cast<int>(members.size());
+    members.push_back(r);
+  }
+  if (machines == 1) {
+    shm_ = ShmAllreduce::create(*store, members, index, attach, timeout, &shm_note_);
+    return;
+  }
+  shm_note_ = "the ranks are on several machines";
+  std::vector<int> per_machine(static_cast<size_t>(machines), 0);
+  for (const int m : machine) per_machine[static_cast<size_t>(m)] += 1;
+  if (*std::max_element(per_machine.begin(), per_machine.end()) < 2) return;  // one rank per machine: Gloo's ring
+  const char* choice = std::getenv("SPUR_HIERARCHICAL_ALLREDUCE");
+  if (!config.hierarchical_allreduce || (choice && std::string(choice) == "0")) {
+    shm_note_ += " (hierarchical all-reduce off: hierarchical_allreduce = false or SPUR_HIERARCHICAL_ALLREDUCE=0)";
+    return;
+  }
+  // Each machine's segment, then the verdict of every rank through the store: all go hierarchical or none does
+  // (a machine whose segment failed would otherwise sum over Gloo while the others wait in shared memory).
+  std::unique_ptr<ShmAllreduce> local;
+  std::string why_not;
+  bool ok = true;
+  if (members.size() > 1) {
+    local = ShmAllreduce::create(*store, members, index, attach, timeout, &why_not);
+    ok = local != nullptr;
+  }
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string prefix = std::string("spur/hierarchy/") + (restart ? restart : "0") + "/";
+  store->set(prefix + "ok/" + std::to_string(rank_), std::vector<uint8_t>{static_cast<uint8_t>(ok ? '1' : '0')});
+  for (int r = 0; r < size_; ++r) {
+    if (store->get(prefix + "ok/" + std::to_string(r)) != std::vector<uint8_t>{'1'}) {
+      shm_note_ += " (no hierarchical all-reduce: rank " + std::to_string(r) + " could not map its machine's shared memory" +
+                   (r == rank_ ? ": " + why_not : std::string()) + ")";
+      return;
+    }
+  }
+  c10::intrusive_ptr<c10d::ProcessGroup> leaders;
+  if (index == 0) {
+    // The machines' leaders (each machine's lowest rank) form a Gloo group of their own, numbered by machine.
+    auto leader_store = c10::make_intrusive<c10d::PrefixStore>(prefix + "leaders", store);
+    leaders = compat::make_gloo_group(leader_store, machine[static_cast<size_t>(rank_)], machines,
+                                      gloo_devices(config.state, config.gloo_channels), timeout);
+  }
+  hier_ = std::make_unique<HierarchicalAllreduce>(std::move(local), std::move(leaders), machines, size_);
 }
 
 Communicator::Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,
@@ -149,6 +204,7 @@ void Communicator::mark_left() {
   // purpose, and the store's host may be out of reach (a cut link), where a set would wait for the store's timeout.
   if (failed_) return;
   if (shm_) shm_->mark_left();
+  if (hier_) hier_->mark_left();
   const auto timeout = store_->getTimeout();
   try {
     store_->setTimeout(std::chrono::seconds(5));  // (for this mark only: a later Accelerator may join again)
@@ -162,6 +218,7 @@ void Communicator::mark_left() {
 void Communicator::mark_present() {
   failed_ = false;
   if (shm_) shm_->mark_present();
+  if (hier_) hier_->mark_present();
   try {
     store_->deleteKey(left_key(rank_));
   } catch (const std::exception&) {

@@ -16,6 +16,7 @@
 
 #include <spur/state.h>
 
+#include "distributed/hierarchical_allreduce.h"
 #include "distributed/shm_allreduce.h"
 
 namespace spur::detail {
@@ -33,6 +34,8 @@ class Communicator {
     int gloo_channels = 2;
     /// Gloo runs whose ranks are all on this machine sum DDP's gradients through shared memory.
     bool shared_memory_allreduce = true;
+    /// Gloo runs whose ranks share machines across several sum them hierarchically (hierarchical_allreduce.h).
+    bool hierarchical_allreduce = true;
   };
 
   /// Rendezvous and process-group creation. The first call in a process joins; later calls return the same
@@ -49,6 +52,11 @@ class Communicator {
   ShmAllreduce* shared_memory() const { return shm_.get(); }
   /// Why there is none ("the ranks are on several machines", "disabled by SPUR_SHM_ALLREDUCE=0"...).
   const std::string& shared_memory_note() const { return shm_note_; }
+  /// The hierarchical sum, when the ranks share machines across several (Gloo runs); else nullptr.
+  const HierarchicalAllreduce* hierarchical() const { return hier_.get(); }
+  /// The gradient buckets' sum where it does not go through the process group: shared memory, or hierarchical;
+  /// nullptr: the process group's all-reduce.
+  GradientSum* gradient_sum() const { return shm_ ? static_cast<GradientSum*>(shm_.get()) : hier_.get(); }
   /// "rank 1 of 2 (gloo, store 127.0.0.1:29500)", for error messages.
   std::string describe() const;
 
@@ -80,6 +88,10 @@ class Communicator {
                c10::intrusive_ptr<c10d::ProcessGroup> group);
 
  private:
+  // The gradient sum's shared memory: one segment when every rank is on this machine, else one per machine and
+  // the leaders' group (HierarchicalAllreduce) when some machine has several ranks. Every rank calls it.
+  void join_shared_memory(const Config& config, const c10::intrusive_ptr<c10d::Store>& store,
+                          std::chrono::milliseconds timeout);
   int rank_;
   int size_;
   torch::Device device_;
@@ -91,6 +103,7 @@ class Communicator {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::unique_ptr<ShmAllreduce> shm_;
   std::string shm_note_;
+  std::unique_ptr<HierarchicalAllreduce> hier_;
 };
 
 /// What a collective that waited for a rank which left on purpose says about it: "left ..." and how to stop

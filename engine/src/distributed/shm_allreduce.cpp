@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -153,27 +154,40 @@ struct ShmAllreduce::Header {
   int64_t size;
 };
 
-std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank, int size,
+std::string ShmAllreduce::store_prefix() {
+  // torchrun's agent store outlives a restarted group: keys of this attempt only.
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return std::string("spur/shm/") + (restart ? restart : "0") + "/";
+}
+
+std::vector<int> ShmAllreduce::machines(c10d::Store& store, int rank, int size) {
+  const std::string prefix = store_prefix();
+  store.set(prefix + "host/" + std::to_string(rank), bytes(machine_identity()));
+  std::vector<std::string> seen;
+  std::vector<int> machine(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const std::string identity = text(store.get(prefix + "host/" + std::to_string(r)));
+    auto it = std::find(seen.begin(), seen.end(), identity);
+    machine[static_cast<std::size_t>(r)] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(identity);
+  }
+  return machine;
+}
+
+std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, const std::vector<int>& members, int index,
                                                    std::chrono::milliseconds attach_timeout,
                                                    std::chrono::milliseconds timeout, std::string* why_not) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
-  // torchrun's agent store outlives a restarted group: keys of this attempt only.
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const std::string prefix = std::string("spur/shm/") + (restart ? restart : "0") + "/";
+  // Each machine's ranks have their own keys, under their first rank's number.
+  const std::string prefix = store_prefix() + "group-" + std::to_string(members.empty() ? 0 : members.front()) + "/";
   auto say = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return nullptr;
   };
+  const int size = static_cast<int>(members.size());
+  const int rank = index;
   if (size < 2 || size > kMaxRanks) return say("not a multi-process run of at most 1024 ranks");
-
-  // 1. All ranks on this machine? Every rank reaches the same verdict from the same keys.
-  store.set(prefix + "host/" + std::to_string(rank), bytes(machine_identity()));
-  std::string first;
-  for (int r = 0; r < size; ++r) {
-    const std::string identity = text(store.get(prefix + "host/" + std::to_string(r)));
-    if (r == 0) first = identity;
-    if (identity != first) return say("the ranks are on several machines");
-  }
+  auto global = [&](int r) { return std::to_string(members[static_cast<std::size_t>(r)]); };
 
   // Who each rank is, for the attach wait below: a peer that dies before it attaches is seen by its pid where the
   // ranks share a PID namespace; elsewhere only the attach timeout ends the wait.
@@ -205,7 +219,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
   } else {
     name = text(store.get(prefix + "name"));
     if (name.empty()) {
-      failure = "rank 0 could not create shared memory";
+      failure = "rank " + global(0) + " could not create shared memory";
     } else {
       fd = ::shm_open(name.c_str(), O_RDWR, 0600);
       if (fd < 0) {
@@ -260,7 +274,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
         if (space == std::string::npos || here.empty() || who.substr(space + 1) != here) continue;
         const auto pid = static_cast<pid_t>(std::stol(who.substr(0, space)));
         if (pid > 0 && !running(pid)) {
-          failure = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died before attaching";
+          failure = "rank " + global(r) + " (pid " + std::to_string(pid) + ") died before attaching";
         }
       }
     }
@@ -276,11 +290,18 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(c10d::Store& store, int rank,
     if (fd >= 0) ::close(fd);
     return say(failure.empty() ? "another rank could not attach to the shared memory" : failure);
   }
-  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(base, length, fd, rank, size, timeout));
+  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(base, length, fd, members, rank, timeout));
 }
 
-ShmAllreduce::ShmAllreduce(void* base, std::size_t bytes, int fd, int rank, int size, std::chrono::milliseconds timeout)
-    : base_(base), bytes_(bytes), fd_(fd), rank_(rank), size_(size), timeout_(timeout) {}
+ShmAllreduce::ShmAllreduce(void* base, std::size_t bytes, int fd, std::vector<int> members, int index,
+                           std::chrono::milliseconds timeout)
+    : base_(base),
+      bytes_(bytes),
+      fd_(fd),
+      members_(std::move(members)),
+      rank_(index),
+      size_(static_cast<int>(members_.size())),
+      timeout_(timeout) {}
 
 void ShmAllreduce::mark_left() {
   auto& pid = counter(base_, field_offset(size_, kPid, rank_));
@@ -324,15 +345,15 @@ void ShmAllreduce::wait_all(const char* what, std::size_t first_offset, uint64_t
       if (!locked(fd_, r, 1)) {
         const auto pid = counter(base_, field_offset(size_, kPid, r)).load(std::memory_order_acquire);
         if (pid & kLeftBit) {
-          throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + std::to_string(r) +
+          throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + rank_name(r) +
                       " (pid " + std::to_string(pid & ~kLeftBit) + ") " + left_early_explanation());
         }
-        throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + std::to_string(r) +
+        throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): peer rank " + rank_name(r) +
                     " (pid " + std::to_string(pid) + ") is gone");
       }
       if (now - start > timeout_) {
         throw Error("shared-memory gradient all-reduce (" + std::string(what) + "): Timed out after " +
-                    std::to_string(timeout_.count() / 1000) + " s waiting for peer rank " + std::to_string(r));
+                    std::to_string(timeout_.count() / 1000) + " s waiting for peer rank " + rank_name(r));
       }
     }
   }
@@ -378,6 +399,42 @@ void ShmAllreduce::allreduce(at::Tensor& tensor) {
   (void)flat;
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> GradientSum::start(at::Tensor& tensor) {
+  allreduce(tensor);
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  future->markCompleted(c10::IValue(tensor));
+  return future;
+}
+
+void ShmAllreduce::broadcast(at::Tensor& tensor, int root) {
+  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
+    throw Error("shared-memory broadcast takes contiguous CPU tensors");
+  }
+  const auto element = static_cast<int64_t>(tensor.element_size());
+  const int64_t per_chunk = static_cast<int64_t>(kChunkBytes) / element;
+  const int64_t total = tensor.numel();
+  auto* data = static_cast<std::byte*>(tensor.data_ptr());
+  const uint64_t call = ++calls_;
+  for (int64_t begin = 0; begin < total; begin += per_chunk) {
+    const int64_t n = std::min(per_chunk, total - begin);
+    const uint64_t generation = ++generation_;
+    const int buffer = static_cast<int>(generation % 2);
+    const auto chunk_bytes = static_cast<std::size_t>(n * element);
+    // The root's chunk goes straight to the output slot, which every rank copies once all have arrived.
+    if (rank_ == root) std::memcpy(slot(buffer, size_), data + begin * element, chunk_bytes);
+    const std::size_t mine = field_offset(size_, kCall, rank_);
+    counter(base_, mine).store(call, std::memory_order_relaxed);
+    counter(base_, mine + 8).store(static_cast<uint64_t>(total), std::memory_order_relaxed);
+    counter(base_, mine + 16).store(static_cast<uint64_t>(element), std::memory_order_relaxed);
+    counter(base_, field_offset(size_, kArrived, rank_)).store(generation, std::memory_order_release);
+    wait_all("waiting for the machine's sum", field_offset(size_, kArrived, 0), generation);
+    check_same_call(call, total, element);
+    if (rank_ != root) std::memcpy(data + begin * element, slot(buffer, size_), chunk_bytes);
+    counter(base_, field_offset(size_, kReduced, rank_)).store(generation, std::memory_order_release);
+    wait_all("waiting for every rank to take the machine's sum", field_offset(size_, kReduced, 0), generation);
+  }
+}
+
 void ShmAllreduce::check_same_call(uint64_t call, int64_t total, int64_t element) const {
   // Every rank compares every peer's description with its own, so on a mismatch all of them throw here, at the
   // first chunk, before any data is mixed: no rank is left waiting.
@@ -387,9 +444,9 @@ void ShmAllreduce::check_same_call(uint64_t call, int64_t total, int64_t element
     const auto their_total = static_cast<int64_t>(counter(base_, theirs + 8).load(std::memory_order_relaxed));
     const auto their_element = static_cast<int64_t>(counter(base_, theirs + 16).load(std::memory_order_relaxed));
     if (their_call == call && their_total == total && their_element == element) continue;
-    throw Error("shared-memory gradient all-reduce: rank " + std::to_string(r) + " reduces " +
+    throw Error("shared-memory gradient all-reduce: rank " + rank_name(r) + " reduces " +
                 std::to_string(their_total) + " elements of " + std::to_string(their_element) + " bytes (its call " +
-                std::to_string(their_call) + ") where rank " + std::to_string(rank_) + " reduces " +
+                std::to_string(their_call) + ") where rank " + rank_name(rank_) + " reduces " +
                 std::to_string(total) + " of " + std::to_string(element) + " bytes (call " + std::to_string(call) +
                 "): the ranks' models, their buckets or the order of their collectives differ, and summing them "
                 "would mix unrelated values");

@@ -356,9 +356,9 @@ void ZeroGradients::launch(Bucket& bucket) {
     }
   }
   if (bucket.buffer.numel() == 0) return;  // empty parameters only: nothing to reduce (alike on every rank)
-  if (auto* shm = comm_->shared_memory()) {
-    // As the DDP path's shared-memory hook: sum, then divide, on every rank alike.
-    shm->allreduce(bucket.buffer);
+  if (auto* sum = comm_->gradient_sum()) {
+    // As the DDP path's shared-memory hook (one machine, or hierarchical): sum, then divide, on every rank alike.
+    sum->allreduce(bucket.buffer);
     bucket.buffer.div_(comm_->size());
   } else {
     // As DDP's default hook: divide, then sum.
