@@ -125,7 +125,8 @@ LaunchPlan make_plan(const std::optional<RunConfig>& config, const LaunchOptions
     if (auto conflict = comm_hook_stage_conflict(*hook, plan.zero_stage)) {
       throw LaunchError("--ddp_comm_hook " + *options.comm_hook + ": " + QString::fromStdString(*conflict));
     }
-    if (*hook != CommHook::no) plan.comm_hook = comm_hook_name(*hook);
+    // "no" too: the flag wins over a SPUR_DDP_COMM_HOOK the launcher's own environment would pass on.
+    plan.comm_hook = comm_hook_name(*hook);
   }
   const QString gpu_ids = options.gpu_ids.value_or(config ? QString::fromStdString(config->gpu_ids()) : "all");
 

@@ -77,7 +77,7 @@ struct LaunchPlan {
   bool use_cpu = false;
   int zero_stage = 0;           // SPUR_ZERO_STAGE for every rank when above 0
   QString state_dict_type;      // FSDP_STATE_DICT_TYPE for every rank when set
-  QString comm_hook;            // SPUR_DDP_COMM_HOOK for every rank when set (and not "no")
+  QString comm_hook;            // SPUR_DDP_COMM_HOOK for every rank when --ddp_comm_hook was given
   std::vector<RankSpec> ranks;  // this machine's ranks
   QStringList notes;            // config keys Spur does not act on, and other things worth saying
   /// Human-readable: each rank's command and the variables the launcher sets.

@@ -384,26 +384,37 @@ class MultiHostTest : public QObject {
              qPrintable(drawn.output));
   }
 
-  // h1's cable is pulled while both ranks all-reduce every step: rank 0 gives up within the collective timeout
-  // (8 s here), the launcher stops, names h1 as no longer answering and exits non-zero; rank 1, cut off on h1,
-  // stops by itself within its own timeout, leaving nothing running there.
+  // h1's cable is pulled while every rank all-reduces every step: rank 0 gives up within the collective timeout
+  // (8 s here), the launcher stops, names h1 as no longer answering and exits non-zero; the ranks cut off on h1
+  // stop by themselves within their own timeout, leaving nothing running there. Also with 2 ranks per host, whose
+  // gradients are summed hierarchically (issue 38): the leaders' leg between the hosts is what the cut breaks, and
+  // the other rank of each host, waiting for its leader in shared memory, stops with it.
+  void a_cut_link_stops_every_rank_and_names_the_host_data() {
+    QTest::addColumn<int>("per_host");
+    QTest::newRow("1 rank per host (Gloo)") << 1;
+    QTest::newRow("2 ranks per host (hierarchical)") << 2;
+  }
   void a_cut_link_stops_every_rank_and_names_the_host() {
+    QFETCH(int, per_host);
+    QProcess::execute("bash", {rig(), "join", rig_.path(), "1"});  // the row before cut it
+    auto rejoin = qScopeGuard([&] { QProcess::execute("bash", {rig(), "join", rig_.path(), "1"}); });
     QProcess launcher;
     launcher.setProcessEnvironment(environment());
     launcher.setProcessChannelMode(QProcess::MergedChannels);
-    launcher.start("bash", QStringList{rig()} + launch({"--num_processes", "2", "--env", "SPUR_COLLECTIVE_TIMEOUT=8",
-                                                        SPUR_TEST_WORKER, "hang", "--steps", "100000000"}));
+    launcher.start("bash", QStringList{rig()} + launch({"--num_processes", QString::number(2 * per_host), "--env",
+                                                        "SPUR_COLLECTIVE_TIMEOUT=8", SPUR_TEST_WORKER, "hang",
+                                                        "--steps", "100000000"}));
     QVERIFY(launcher.waitForStarted());
     QByteArray output;
     QElapsedTimer timer;
     timer.start();
-    while (
-        !(output.contains("[h0] [rank0] rank 0 is training") && output.contains("[h1] [rank1] rank 1 is training")) &&
-        timer.elapsed() < 120000 && launcher.state() == QProcess::Running) {
+    const QByteArray last = QString("[h1] [rank%1] rank %1 is training").arg(2 * per_host - 1).toUtf8();
+    while (!(output.contains("[h0] [rank0] rank 0 is training") && output.contains(last)) &&
+           timer.elapsed() < 120000 && launcher.state() == QProcess::Running) {
       launcher.waitForReadyRead(200);
       output += launcher.readAll();
     }
-    QVERIFY2(output.contains("rank 1 is training"), output.constData());
+    QVERIFY2(output.contains(last), output.constData());
     QProcess::execute("bash", {rig(), "cut", rig_.path(), "1"});
     QElapsedTimer since_cut;
     since_cut.start();

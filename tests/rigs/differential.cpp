@@ -832,7 +832,9 @@ int run(int argc, char** argv) {
       std::cout << "FAIL case seed " << this_seed << " on rank " << rank << " (" << s.describe()
                 << "): " << outcome.detail << "\n  again: " << (transport == "gloo" ? "SPUR_SHM_ALLREDUCE=0 " : "")
                 << "spur launch --num_processes " << world << " test_worker differential "
-                << (pinned ? "--case " + named : "--case_seed " + std::to_string(this_seed)) << std::endl;
+                << (pinned ? "--case " + named : "--case_seed " + std::to_string(this_seed))
+                << (transport == "shared memory + gloo" ? " (across the same machines: the sum is hierarchical)" : "")
+                << std::endl;
     }
   }
   if (rank == 0) {

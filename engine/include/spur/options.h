@@ -116,10 +116,10 @@ struct AcceleratorOptions {
   std::optional<std::string> state_dict_type;
   /// DDP's gradient communication hook, as Accelerate's DistributedDataParallelKwargs(comm_hook=...): "no", "fp16"
   /// or "bf16" (torch's fp16_compress_hook and bf16_compress_hook: each bucket cast to the half type, divided by the
-  /// world size there, summed in it and cast back; half the bytes on the wire, the results torch's DDP with the same
-  /// hook gives). ZeRO stages 2 and 3 reduce gradients without DDP's buckets and refuse a hook; every rank must say
-  /// the same (refused at prepare). Default: the launcher's SPUR_DDP_COMM_HOOK (`spur launch --ddp_comm_hook`),
-  /// else "no".
+  /// world size there, summed in it and cast back; half the bytes on the wire; at 2 ranks the bits torch's DDP with
+  /// the same hook gives, at more the order of the sum differs). bf16 over Gloo needs LibTorch 2.2 or later. ZeRO
+  /// stages 2 and 3 reduce gradients without DDP's buckets and refuse a hook; every rank must say the same (refused
+  /// at prepare). Default: the launcher's SPUR_DDP_COMM_HOOK (`spur launch --ddp_comm_hook`), else "no".
   std::optional<std::string> comm_hook;
   /// Copy rank 0's buffers (batch-norm statistics...) to every rank before each training forward.
   bool broadcast_buffers = true;
@@ -136,7 +136,8 @@ struct AcceleratorOptions {
   bool shared_memory_allreduce = true;
   /// When the ranks share machines across several (2 machines x 2 ranks...), gradients are summed within each
   /// machine through shared memory, across machines among one leader per machine (Gloo), and handed back within
-  /// each machine: one stream per machine crosses the link instead of one per rank. Default: true
+  /// each machine: one stream per machine crosses the link instead of one per rank. Taken only if every rank allows
+  /// it; read when the process first joins the run (as shared_memory_allreduce). Default: true
   /// (SPUR_HIERARCHICAL_ALLREDUCE=0, or shared_memory_allreduce = false, keep Gloo's flat all-reduce).
   bool hierarchical_allreduce = true;
   /// Keep CPU memory freed during a step for the next one (glibc's allocator: blocks up to 32 MiB from the heap,

@@ -3,7 +3,6 @@
 #include "distributed/comm_hooks.h"
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <torch/version.h>
@@ -17,11 +16,6 @@
 namespace spur::detail {
 namespace {
 
-// The tensor a bucket's future completed with: the hooks' own futures hold it alone, a process group's a list.
-at::Tensor result_tensor(const c10::IValue& result) {
-  return result.isTensor() ? result.toTensor() : result.toTensorVector().at(0);
-}
-
 // DDP's gradient all-reduce through shared memory (ranks all on this machine) or hierarchically (several machines,
 // some with several ranks): the Reducer hands each ready bucket here instead of to Gloo. The sum starts here; its
 // end (the hierarchical sum's hand-back within each machine) comes when the Reducer takes the result at the end of
@@ -34,7 +28,7 @@ class SharedMemoryHook final : public c10d::CommHookInterface {
     return sum_->start(bucket.getBufferRef());
   }
   at::Tensor parseHookResult(const c10::IValue& result) override {
-    at::Tensor tensor = result_tensor(result);
+    at::Tensor tensor = result.toTensor();
     sum_->finish(tensor);
     return tensor.div_(sum_->world_size());
   }
@@ -55,29 +49,32 @@ class CompressHook final : public c10d::CommHookInterface {
     at::Tensor buffer = bucket.getBufferRef();
     at::Tensor compressed = buffer.to(type_).div_(size_);
     if (sum_) {
-      // Finished (and copied back into its bucket) when the Reducer takes the result: see SharedMemoryHook.
-      pending_.emplace(compressed.data_ptr(), buffer);
-      return sum_->start(compressed);
+      // Finished (and copied back into its bucket) when the Reducer takes the result, see SharedMemoryHook: the
+      // future carries both tensors there, [compressed, bucket].
+      return sum_->start(compressed)->then(
+          [buffer, compressed](c10::ivalue::Future& sum) {
+            (void)sum.value();  // a failed sum fails the bucket
+            return c10::IValue(std::vector<at::Tensor>{compressed, buffer});
+          },
+          c10::ListType::ofTensors());
     }
     std::vector<at::Tensor> tensors{compressed};
     auto work = group_->allreduce(tensors);
     // Decompressed in place when the sum arrives (torch's hook does the same, to keep the peak low).
     return work->getFuture()->then(
-        [buffer, compressed](c10::ivalue::Future&) {
+        [buffer, compressed](c10::ivalue::Future& sum) {
+          (void)sum.value();  // a failed all-reduce fails the bucket, never hands back this rank's own part
           buffer.copy_(compressed);
           return c10::IValue(buffer);
         },
         c10::TensorType::get());
   }
   at::Tensor parseHookResult(const c10::IValue& result) override {
-    at::Tensor tensor = result_tensor(result);
-    auto it = pending_.find(tensor.data_ptr());
-    if (it == pending_.end()) return tensor;  // the process group's: decompressed already
-    at::Tensor buffer = std::move(it->second);
-    pending_.erase(it);
-    sum_->finish(tensor);
-    buffer.copy_(tensor);
-    return buffer;
+    if (result.isTensor()) return result.toTensor();  // the process group's: decompressed already
+    auto tensors = result.toTensorVector();            // [compressed, bucket]
+    sum_->finish(tensors.at(0));
+    tensors.at(1).copy_(tensors.at(0));
+    return tensors.at(1);
   }
 
  private:
@@ -85,7 +82,6 @@ class CompressHook final : public c10d::CommHookInterface {
   GradientSum* sum_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int size_;
-  std::unordered_map<const void*, at::Tensor> pending_;  // compressed bucket -> its bucket, until finished
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The communication hooks c10d's Reducer hands DDP's gradient buckets to: the sum through shared memory when
-// every rank is on this machine, and Accelerate's compression hooks (fp16, bf16: torch's fp16_compress_hook and
-// bf16_compress_hook, over shared memory or the process group). Internal.
+// every rank is on this machine, or hierarchically when the ranks share machines across several, and Accelerate's
+// compression hooks (fp16, bf16: torch's fp16_compress_hook and bf16_compress_hook, over either of those or the
+// process group). Internal.
 //
 // Threads: a hook runs on the thread that runs backward (the training thread on the CPU), one bucket at a time.
 #pragma once

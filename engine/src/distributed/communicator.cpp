@@ -96,20 +96,38 @@ std::shared_ptr<Communicator> Communicator::join(const Config& config) {
                 " (on several machines, set GLOO_SOCKET_IFNAME to the interface the machines share)");
   }
   auto communicator = std::make_shared<Communicator>(config, store, group);
-  if (!config.device.is_cuda()) {
-    const char* choice = std::getenv("SPUR_SHM_ALLREDUCE");
-    if (!config.shared_memory_allreduce || (choice && std::string(choice) == "0")) {
-      communicator->shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0)";
-    } else {
-      communicator->join_shared_memory(config, store, timeout);
-    }
-  }
+  if (!config.device.is_cuda()) communicator->join_shared_memory(config, store, timeout);
   joined() = std::move(communicator);
   return joined();
 }
 
 void Communicator::join_shared_memory(const Config& config, const c10::intrusive_ptr<c10d::Store>& store,
                                       std::chrono::milliseconds timeout) {
+  // What each rank was told: the settings may differ between ranks (over SSH a variable exported on one machine
+  // reaches that machine's ranks only), and the run takes a path only if every rank allows it, so that all take the
+  // same one. Every rank says its own before any rank decides anything.
+  auto allowed = [](bool option, const char* variable) {
+    const char* value = std::getenv(variable);
+    return option && !(value && std::string(value) == "0");
+  };
+  const bool shm_wanted = allowed(config.shared_memory_allreduce, "SPUR_SHM_ALLREDUCE");
+  const bool hier_wanted = allowed(config.hierarchical_allreduce, "SPUR_HIERARCHICAL_ALLREDUCE");
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string prefix = std::string("spur/hierarchy/") + (restart ? restart : "0") + "/";
+  store->set(prefix + "wants/" + std::to_string(rank_),
+             std::vector<uint8_t>{static_cast<uint8_t>(shm_wanted ? '1' : '0'),
+                                  static_cast<uint8_t>(hier_wanted ? '1' : '0')});
+  int shm_off = -1, hier_off = -1;  // the first rank that turned each off
+  for (int r = 0; r < size_; ++r) {
+    const auto wants = store->get(prefix + "wants/" + std::to_string(r));
+    if (shm_off < 0 && (wants.size() != 2 || wants[0] != '1')) shm_off = r;
+    if (hier_off < 0 && (wants.size() != 2 || wants[1] != '1')) hier_off = r;
+  }
+  auto where = [&](int r) { return r == rank_ ? std::string() : " on rank " + std::to_string(r); };
+  if (shm_off >= 0) {
+    shm_note_ = "off (shared_memory_allreduce = false or SPUR_SHM_ALLREDUCE=0" + where(shm_off) + ")";
+    return;
+  }
   // Mapping a segment is part of joining: its wait is the rendezvous's, not a collective's (30 minutes).
   const auto attach =
       std::min(std::chrono::duration_cast<std::chrono::milliseconds>(config.rendezvous_timeout), timeout);
@@ -130,9 +148,9 @@ void Communicator::join_shared_memory(const Config& config, const c10::intrusive
   std::vector<int> per_machine(static_cast<size_t>(machines), 0);
   for (const int m : machine) per_machine[static_cast<size_t>(m)] += 1;
   if (*std::max_element(per_machine.begin(), per_machine.end()) < 2) return;  // one rank per machine: Gloo's ring
-  const char* choice = std::getenv("SPUR_HIERARCHICAL_ALLREDUCE");
-  if (!config.hierarchical_allreduce || (choice && std::string(choice) == "0")) {
-    shm_note_ += " (hierarchical all-reduce off: hierarchical_allreduce = false or SPUR_HIERARCHICAL_ALLREDUCE=0)";
+  if (hier_off >= 0) {
+    shm_note_ += " (hierarchical all-reduce off: hierarchical_allreduce = false or SPUR_HIERARCHICAL_ALLREDUCE=0" +
+                 where(hier_off) + ")";
     return;
   }
   // Each machine's segment, then the verdict of every rank through the store: all go hierarchical or none does
@@ -144,8 +162,6 @@ void Communicator::join_shared_memory(const Config& config, const c10::intrusive
     local = ShmAllreduce::create(*store, members, index, attach, timeout, &why_not);
     ok = local != nullptr;
   }
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const std::string prefix = std::string("spur/hierarchy/") + (restart ? restart : "0") + "/";
   store->set(prefix + "ok/" + std::to_string(rank_), std::vector<uint8_t>{static_cast<uint8_t>(ok ? '1' : '0')});
   for (int r = 0; r < size_; ++r) {
     if (store->get(prefix + "ok/" + std::to_string(r)) != std::vector<uint8_t>{'1'}) {

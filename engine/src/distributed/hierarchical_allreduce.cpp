@@ -16,7 +16,7 @@ void HierarchicalAllreduce::allreduce(at::Tensor& tensor) {
   {
     progress::Scope across("all-reduce among the machines' leaders");
     future->wait();
-    (void)future->value();  // rethrows the leaders' failure
+    (void)future->value();  // rethrows the leaders' failure (the leg's, passed on by start()'s callback)
   }
   finish(tensor);
 }
@@ -27,8 +27,16 @@ c10::intrusive_ptr<c10::ivalue::Future> HierarchicalAllreduce::start(at::Tensor&
   // 2. The machines' sums, among the leaders, while the caller goes on.
   if (leaders_) {
     std::vector<at::Tensor> tensors{tensor};
+    ShmAllreduce* local = local_.get();
     return leaders_->allreduce(tensors)->getFuture()->then(
-        [tensor](c10::ivalue::Future&) { return c10::IValue(tensor); }, c10::TensorType::get());
+        [tensor, local](c10::ivalue::Future& leg) {
+          // A failed leg fails the sum (never the machine's own sum handed on as the run's), and tells this
+          // machine's other ranks, which wait for the hand-back, at once.
+          if (leg.hasError() && local) local->fail_members();
+          (void)leg.value();  // rethrows the leg's error into this future
+          return c10::IValue(tensor);
+        },
+        c10::TensorType::get());
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
   future->markCompleted(c10::IValue(tensor));
@@ -38,11 +46,6 @@ c10::intrusive_ptr<c10::ivalue::Future> HierarchicalAllreduce::start(at::Tensor&
 void HierarchicalAllreduce::finish(at::Tensor& tensor) {
   // 3. The leader's (index 0: the machine's lowest rank) result, to its machine.
   if (local_) local_->broadcast(tensor, 0);
-}
-
-std::string HierarchicalAllreduce::describe() const {
-  return std::to_string(machines_) + " machines, " + std::to_string(world_) +
-         " ranks: shared memory within each, Gloo among the " + std::to_string(machines_) + " leaders";
 }
 
 void HierarchicalAllreduce::mark_left() {

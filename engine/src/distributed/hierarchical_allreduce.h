@@ -35,8 +35,6 @@ class HierarchicalAllreduce final : public GradientSum {
   c10::intrusive_ptr<c10::ivalue::Future> start(at::Tensor& tensor) override;
   /// The leader's result to its machine's ranks.
   void finish(at::Tensor& tensor) override;
-  /// "2 machines, 4 ranks: shared memory within each, Gloo among the 2 leaders", for the start-up line.
-  std::string describe() const;
   /// As ShmAllreduce's: this rank leaves on purpose, or is back.
   void mark_left();
   void mark_present();

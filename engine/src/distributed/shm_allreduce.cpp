@@ -37,6 +37,10 @@ constexpr int kMaxRanks = 1024;
 enum Field : std::size_t { kPid = 0, kArrived = 1, kReduced = 2, kCall = 3, kFields = 4 };
 // Set in a rank's kPid field when it leaves on purpose (mark_left).
 constexpr uint64_t kLeftBit = uint64_t{1} << 63;
+// In the header's line, after magic and size: 1 + the global rank that failed beyond this machine (fail_members).
+constexpr std::size_t kFailedOffset = 16;
+// What a member's call does, beside its element size in the kCall description: ranks must agree on it too.
+constexpr uint64_t kBroadcastBit = uint64_t{1} << 40;
 
 std::size_t field_offset(int size, Field field, int rank) {
   return kLine +
@@ -308,6 +312,11 @@ void ShmAllreduce::mark_left() {
   pid.store(pid.load(std::memory_order_relaxed) | kLeftBit, std::memory_order_release);
 }
 
+void ShmAllreduce::fail_members() {
+  counter(base_, kFailedOffset).store(static_cast<uint64_t>(members_[static_cast<std::size_t>(rank_)]) + 1,
+                                      std::memory_order_release);
+}
+
 void ShmAllreduce::mark_present() {
   auto& pid = counter(base_, field_offset(size_, kPid, rank_));
   pid.store(pid.load(std::memory_order_relaxed) & ~kLeftBit, std::memory_order_release);
@@ -342,6 +351,11 @@ void ShmAllreduce::wait_all(const char* what, std::size_t first_offset, uint64_t
       const auto now = std::chrono::steady_clock::now();
       if (now < next_check) continue;
       next_check = now + std::chrono::milliseconds(10);
+      if (const auto failed = counter(base_, kFailedOffset).load(std::memory_order_acquire)) {
+        throw Error("shared-memory gradient sum (" + std::string(what) + "): rank " + std::to_string(failed - 1) +
+                    ", this machine's leader, could not sum with the other machines (the leg between machines "
+                    "failed: its own error says why)");
+      }
       if (!locked(fd_, r, 1)) {
         const auto pid = counter(base_, field_offset(size_, kPid, r)).load(std::memory_order_acquire);
         if (pid & kLeftBit) {
@@ -425,10 +439,10 @@ void ShmAllreduce::broadcast(at::Tensor& tensor, int root) {
     const std::size_t mine = field_offset(size_, kCall, rank_);
     counter(base_, mine).store(call, std::memory_order_relaxed);
     counter(base_, mine + 8).store(static_cast<uint64_t>(total), std::memory_order_relaxed);
-    counter(base_, mine + 16).store(static_cast<uint64_t>(element), std::memory_order_relaxed);
+    counter(base_, mine + 16).store(static_cast<uint64_t>(element) | kBroadcastBit, std::memory_order_relaxed);
     counter(base_, field_offset(size_, kArrived, rank_)).store(generation, std::memory_order_release);
     wait_all("waiting for the machine's sum", field_offset(size_, kArrived, 0), generation);
-    check_same_call(call, total, element);
+    check_same_call(call, total, element | static_cast<int64_t>(kBroadcastBit));
     if (rank_ != root) std::memcpy(data + begin * element, slot(buffer, size_), chunk_bytes);
     counter(base_, field_offset(size_, kReduced, rank_)).store(generation, std::memory_order_release);
     wait_all("waiting for every rank to take the machine's sum", field_offset(size_, kReduced, 0), generation);
@@ -444,10 +458,14 @@ void ShmAllreduce::check_same_call(uint64_t call, int64_t total, int64_t element
     const auto their_total = static_cast<int64_t>(counter(base_, theirs + 8).load(std::memory_order_relaxed));
     const auto their_element = static_cast<int64_t>(counter(base_, theirs + 16).load(std::memory_order_relaxed));
     if (their_call == call && their_total == total && their_element == element) continue;
-    throw Error("shared-memory gradient all-reduce: rank " + rank_name(r) + " reduces " +
-                std::to_string(their_total) + " elements of " + std::to_string(their_element) + " bytes (its call " +
-                std::to_string(their_call) + ") where rank " + rank_name(rank_) + " reduces " +
-                std::to_string(total) + " of " + std::to_string(element) + " bytes (call " + std::to_string(call) +
+    auto describe = [](int64_t n, int64_t described) {
+      const auto bits = static_cast<uint64_t>(described);
+      return std::string((bits & kBroadcastBit) ? "broadcasts " : "reduces ") + std::to_string(n) + " elements of " +
+             std::to_string(bits & ~kBroadcastBit) + " bytes";
+    };
+    throw Error("shared-memory gradient all-reduce: rank " + rank_name(r) + " " + describe(their_total, their_element) +
+                " (its call " + std::to_string(their_call) + ") where rank " + rank_name(rank_) + " " +
+                describe(total, element) + " (call " + std::to_string(call) +
                 "): the ranks' models, their buckets or the order of their collectives differ, and summing them "
                 "would mix unrelated values");
   }

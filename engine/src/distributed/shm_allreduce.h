@@ -84,6 +84,10 @@ class ShmAllreduce final : public GradientSum {
   void mark_left();
   /// Undoes mark_left (a later Accelerator of the same program).
   void mark_present();
+  /// This rank failed in a collective beyond this machine (the hierarchical sum's leg between machines): every
+  /// member waiting in this segment then stops with an error naming it, instead of waiting out the timeout. Any
+  /// thread may call it.
+  void fail_members();
   /// Bytes of one chunk (per rank and buffer).
   static constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
 
