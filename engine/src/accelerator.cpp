@@ -110,11 +110,12 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : core_(std::make_sh
     if (!hook) throw Error("AcceleratorOptions::comm_hook " + why);
     core.comm_hook = *hook;
     if (auto conflict = comm_hook_stage_conflict(core.comm_hook, static_cast<int>(core.zero_stage))) {
-      throw Error((options.comm_hook ? std::string("AcceleratorOptions::comm_hook") : std::string("SPUR_DDP_COMM_HOOK")) +
-                  " = " + comm_hook_name(core.comm_hook) + " with ZeRO stage " + std::to_string(core.zero_stage) +
-                  (core.state.zero_stage_source.empty() || options.zero_stage ? std::string()
-                                                                               : " (" + core.state.zero_stage_source + ")") +
-                  ": " + *conflict);
+      throw Error(
+          (options.comm_hook ? std::string("AcceleratorOptions::comm_hook") : std::string("SPUR_DDP_COMM_HOOK")) +
+          " = " + comm_hook_name(core.comm_hook) + " with ZeRO stage " + std::to_string(core.zero_stage) +
+          (core.state.zero_stage_source.empty() || options.zero_stage ? std::string()
+                                                                      : " (" + core.state.zero_stage_source + ")") +
+          ": " + *conflict);
     }
   }
   if (core.state.is_main_process() && !core.state.ignored_sharding_settings.empty()) {

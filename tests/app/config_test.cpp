@@ -434,10 +434,10 @@ class ConfigTest : public QObject {
     QTest::newRow("fp16") << multi << QStringList{"--ddp_comm_hook", "fp16"} << "SPUR_DDP_COMM_HOOK=fp16" << true;
     QTest::newRow("bf16, any case") << multi << QStringList{"--ddp-comm-hook", "BF16"} << "SPUR_DDP_COMM_HOOK=bf16"
                                     << true;
-    QTest::newRow("no, over the environment's") << multi << QStringList{"--ddp_comm_hook", "no"}
-                                                << "SPUR_DDP_COMM_HOOK=no" << true;
-    QTest::newRow("with ZeRO stage 1") << multi << QStringList{"--use_deepspeed", "--zero_stage", "1", "--ddp_comm_hook",
-                                                               "fp16"}
+    QTest::newRow("no, over the environment's")
+        << multi << QStringList{"--ddp_comm_hook", "no"} << "SPUR_DDP_COMM_HOOK=no" << true;
+    QTest::newRow("with ZeRO stage 1") << multi
+                                       << QStringList{"--use_deepspeed", "--zero_stage", "1", "--ddp_comm_hook", "fp16"}
                                        << "SPUR_DDP_COMM_HOOK=fp16" << true;
     QTest::newRow("unknown") << multi << QStringList{"--ddp_comm_hook", "fp8"}
                              << "--ddp_comm_hook 'fp8' is not a communication hook: no, fp16, bf16" << false;

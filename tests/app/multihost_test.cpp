@@ -335,9 +335,10 @@ class MultiHostTest : public QObject {
     auto run = [&](bool hierarchical, const QStringList& program) {
       return spur::test::run_process(
           "bash",
-          QStringList{rig()} + launch(QStringList{"--num_processes", "4", "--ddp_comm_hook", hook, "--env",
-                                                  QString("SPUR_HIERARCHICAL_ALLREDUCE=") + (hierarchical ? "1" : "0")} +
-                                      program),
+          QStringList{rig()} +
+              launch(QStringList{"--num_processes", "4", "--ddp_comm_hook", hook, "--env",
+                                 QString("SPUR_HIERARCHICAL_ALLREDUCE=") + (hierarchical ? "1" : "0")} +
+                     program),
           environment(), 240000);
     };
     QMap<bool, QVector<float>> weights;
@@ -401,16 +402,16 @@ class MultiHostTest : public QObject {
     QProcess launcher;
     launcher.setProcessEnvironment(environment());
     launcher.setProcessChannelMode(QProcess::MergedChannels);
-    launcher.start("bash", QStringList{rig()} + launch({"--num_processes", QString::number(2 * per_host), "--env",
-                                                        "SPUR_COLLECTIVE_TIMEOUT=8", SPUR_TEST_WORKER, "hang",
-                                                        "--steps", "100000000"}));
+    launcher.start("bash", QStringList{rig()} +
+                               launch({"--num_processes", QString::number(2 * per_host), "--env",
+                                       "SPUR_COLLECTIVE_TIMEOUT=8", SPUR_TEST_WORKER, "hang", "--steps", "100000000"}));
     QVERIFY(launcher.waitForStarted());
     QByteArray output;
     QElapsedTimer timer;
     timer.start();
     const QByteArray last = QString("[h1] [rank%1] rank %1 is training").arg(2 * per_host - 1).toUtf8();
-    while (!(output.contains("[h0] [rank0] rank 0 is training") && output.contains(last)) &&
-           timer.elapsed() < 120000 && launcher.state() == QProcess::Running) {
+    while (!(output.contains("[h0] [rank0] rank 0 is training") && output.contains(last)) && timer.elapsed() < 120000 &&
+           launcher.state() == QProcess::Running) {
       launcher.waitForReadyRead(200);
       output += launcher.readAll();
     }

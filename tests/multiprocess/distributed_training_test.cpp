@@ -387,8 +387,8 @@ class DistributedTrainingTest : public QObject {
       RankGroup ranks(SPUR_TEST_WORKER, {"hook_oracle", "--steps", steps}, 2);
       ranks.set_env("SPUR_DDP_COMM_HOOK", with);
       if (gloo) ranks.set_env("SPUR_SHM_ALLREDUCE", "0");
-      const bool ok = ranks.start() && ranks.wait(120000) && ranks.result(0).exit_code == 0 &&
-                      ranks.result(1).exit_code == 0;
+      const bool ok =
+          ranks.start() && ranks.wait(120000) && ranks.result(0).exit_code == 0 && ranks.result(1).exit_code == 0;
       return ok ? QString(ranks.result(0).output).split('\n').filter(QRegularExpression("^param ")).join('\n')
                 : "failed:\n" + ranks.transcript();
     };
@@ -414,10 +414,22 @@ class DistributedTrainingTest : public QObject {
     QTest::addColumn<QString>("rank1");
     QTest::addColumn<QString>("zero_stage");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("unknown name") << "fp8" << "fp8" << "0" << "SPUR_DDP_COMM_HOOK='fp8' is not a communication hook: no, fp16, bf16";
-    QTest::newRow("PowerSGD") << "power_sgd" << "power_sgd" << "0" << "(PowerSGD) is Accelerate's but Spur does not run it yet";
-    QTest::newRow("ZeRO stage 2") << "fp16" << "fp16" << "2" << "SPUR_DDP_COMM_HOOK = fp16 with ZeRO stage 2";
-    QTest::newRow("ranks differ") << "no" << "bf16" << "0" << "rank 0 uses the no communication hook and rank 1 the bf16 one";
+    QTest::newRow("unknown name") << "fp8"
+                                  << "fp8"
+                                  << "0"
+                                  << "SPUR_DDP_COMM_HOOK='fp8' is not a communication hook: no, fp16, bf16";
+    QTest::newRow("PowerSGD") << "power_sgd"
+                              << "power_sgd"
+                              << "0"
+                              << "(PowerSGD) is Accelerate's but Spur does not run it yet";
+    QTest::newRow("ZeRO stage 2") << "fp16"
+                                  << "fp16"
+                                  << "2"
+                                  << "SPUR_DDP_COMM_HOOK = fp16 with ZeRO stage 2";
+    QTest::newRow("ranks differ") << "no"
+                                  << "bf16"
+                                  << "0"
+                                  << "rank 0 uses the no communication hook and rank 1 the bf16 one";
   }
   void comm_hook_mistakes_are_named() {
     QFETCH(QString, rank0);

@@ -838,8 +838,9 @@ int run(int argc, char** argv) {
     }
   }
   if (rank == 0) {
-    std::cout << "differential: " << count << " cases on " << world << " rank(s), " << (world == 1 ? "one process" : transport)
-              << ": " << (count - failed) << " passed (" << exact << " bit for bit), " << failed << " failed; covered:";
+    std::cout << "differential: " << count << " cases on " << world << " rank(s), "
+              << (world == 1 ? "one process" : transport) << ": " << (count - failed) << " passed (" << exact
+              << " bit for bit), " << failed << " failed; covered:";
     for (const auto& [what, n] : covered) std::cout << " " << what << "=" << n;
     std::cout << std::endl;
   }

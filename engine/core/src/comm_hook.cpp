@@ -41,8 +41,8 @@ const char* comm_hook_name(CommHook hook) {
 
 std::optional<std::string> comm_hook_stage_conflict(CommHook hook, int zero_stage) {
   if (hook == CommHook::no || zero_stage < 2) return std::nullopt;
-  return std::string("the ") + comm_hook_name(hook) + " communication hook compresses DDP's gradient buckets, and ZeRO stage " +
-         std::to_string(zero_stage) +
+  return std::string("the ") + comm_hook_name(hook) +
+         " communication hook compresses DDP's gradient buckets, and ZeRO stage " + std::to_string(zero_stage) +
          " reduces gradients without them (its own reduce-scatter): use the hook with stage 0 or 1, or drop it";
 }
 

@@ -51,12 +51,13 @@ class CompressHook final : public c10d::CommHookInterface {
     if (sum_) {
       // Finished (and copied back into its bucket) when the Reducer takes the result, see SharedMemoryHook: the
       // future carries both tensors there, [compressed, bucket].
-      return sum_->start(compressed)->then(
-          [buffer, compressed](c10::ivalue::Future& sum) {
-            (void)sum.value();  // a failed sum fails the bucket
-            return c10::IValue(std::vector<at::Tensor>{compressed, buffer});
-          },
-          c10::ListType::ofTensors());
+      return sum_->start(compressed)
+          ->then(
+              [buffer, compressed](c10::ivalue::Future& sum) {
+                (void)sum.value();  // a failed sum fails the bucket
+                return c10::IValue(std::vector<at::Tensor>{compressed, buffer});
+              },
+              c10::ListType::ofTensors());
     }
     std::vector<at::Tensor> tensors{compressed};
     auto work = group_->allreduce(tensors);
@@ -71,7 +72,7 @@ class CompressHook final : public c10d::CommHookInterface {
   }
   at::Tensor parseHookResult(const c10::IValue& result) override {
     if (result.isTensor()) return result.toTensor();  // the process group's: decompressed already
-    auto tensors = result.toTensorVector();            // [compressed, bucket]
+    auto tensors = result.toTensorVector();           // [compressed, bucket]
     sum_->finish(tensors.at(0));
     tensors.at(1).copy_(tensors.at(0));
     return tensors.at(1);

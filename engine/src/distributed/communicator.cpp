@@ -165,8 +165,8 @@ void Communicator::join_shared_memory(const Config& config, const c10::intrusive
   store->set(prefix + "ok/" + std::to_string(rank_), std::vector<uint8_t>{static_cast<uint8_t>(ok ? '1' : '0')});
   for (int r = 0; r < size_; ++r) {
     if (store->get(prefix + "ok/" + std::to_string(r)) != std::vector<uint8_t>{'1'}) {
-      shm_note_ += " (no hierarchical all-reduce: rank " + std::to_string(r) + " could not map its machine's shared memory" +
-                   (r == rank_ ? ": " + why_not : std::string()) + ")";
+      shm_note_ += " (no hierarchical all-reduce: rank " + std::to_string(r) +
+                   " could not map its machine's shared memory" + (r == rank_ ? ": " + why_not : std::string()) + ")";
       return;
     }
   }

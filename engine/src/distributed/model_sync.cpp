@@ -153,11 +153,11 @@ class ReducerModelSync final : public ModelSync {
     // The parameter and buffer counts first (one small gather): c10d's check below reads the first parameter
     // unguarded, and ranks that disagree on whether there is one would not even meet in the same collective. The
     // communication hook rides along: ranks that compress differently would sum unrelated bytes.
-    const auto counts = detail::gather_tensor(
-        core_->comm.get(), torch::tensor({static_cast<int64_t>(all_params.size()), static_cast<int64_t>(buffers_.size()),
-                                          static_cast<int64_t>(core_->comm_hook)},
-                                         torch::kLong)
-                               .unsqueeze(0));
+    const auto counts = detail::gather_tensor(core_->comm.get(), torch::tensor({static_cast<int64_t>(all_params.size()),
+                                                                                static_cast<int64_t>(buffers_.size()),
+                                                                                static_cast<int64_t>(core_->comm_hook)},
+                                                                               torch::kLong)
+                                                                     .unsqueeze(0));
     for (int64_t r = 1; r < counts.size(0); ++r) {
       if (counts[r][2].item<int64_t>() != counts[0][2].item<int64_t>()) {
         auto name = [&](int64_t row) {

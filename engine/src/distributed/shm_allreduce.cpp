@@ -313,8 +313,8 @@ void ShmAllreduce::mark_left() {
 }
 
 void ShmAllreduce::fail_members() {
-  counter(base_, kFailedOffset).store(static_cast<uint64_t>(members_[static_cast<std::size_t>(rank_)]) + 1,
-                                      std::memory_order_release);
+  counter(base_, kFailedOffset)
+      .store(static_cast<uint64_t>(members_[static_cast<std::size_t>(rank_)]) + 1, std::memory_order_release);
 }
 
 void ShmAllreduce::mark_present() {

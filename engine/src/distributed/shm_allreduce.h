@@ -103,7 +103,7 @@ class ShmAllreduce final : public GradientSum {
 
   void* base_;
   std::size_t bytes_;
-  int fd_;  // kept open: it holds this rank's liveness lock
+  int fd_;                    // kept open: it holds this rank's liveness lock
   std::vector<int> members_;  // global ranks, by index
   int rank_;                  // this rank's index among members_
   int size_;
