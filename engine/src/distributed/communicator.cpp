@@ -4,6 +4,7 @@
 #include "distributed/communicator.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -197,11 +198,10 @@ std::string Communicator::describe() const {
 
 bool Communicator::is_communication_error(const std::exception& error) {
   const std::string what = error.what();
-  for (const char* mark : {"gloo", "Gloo", "NCCL", "Connection", "connection", "Socket", "socket", "peer", "Timed out",
-                           "timed out", "Timeout"}) {
-    if (what.find(mark) != std::string::npos) return true;
-  }
-  return false;
+  static constexpr const char* kMarks[] = {"gloo",   "Gloo", "NCCL",      "Connection", "connection", "Socket",
+                                           "socket", "peer", "Timed out", "timed out",  "Timeout"};
+  return std::any_of(std::begin(kMarks), std::end(kMarks),
+                     [&](const char* mark) { return what.find(mark) != std::string::npos; });
 }
 
 std::string left_early_explanation() {
