@@ -178,7 +178,7 @@ void Communicator::join_shared_memory(const Config& config, const c10::intrusive
     leaders = compat::make_gloo_group(leader_store, machine[static_cast<size_t>(rank_)], machines,
                                       gloo_devices(config.state, config.gloo_channels), timeout);
   }
-  hier_ = std::make_unique<HierarchicalAllreduce>(std::move(local), std::move(leaders), machines, size_);
+  hier_ = std::make_unique<HierarchicalAllreduce>(std::move(local), std::move(leaders), size_);
 }
 
 Communicator::Communicator(const Config& config, c10::intrusive_ptr<c10d::Store> store,

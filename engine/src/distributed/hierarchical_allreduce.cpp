@@ -8,8 +8,8 @@
 namespace spur::detail {
 
 HierarchicalAllreduce::HierarchicalAllreduce(std::unique_ptr<ShmAllreduce> local,
-                                             c10::intrusive_ptr<c10d::ProcessGroup> leaders, int machines, int world)
-    : local_(std::move(local)), leaders_(std::move(leaders)), machines_(machines), world_(world) {}
+                                             c10::intrusive_ptr<c10d::ProcessGroup> leaders, int world)
+    : local_(std::move(local)), leaders_(std::move(leaders)), world_(world) {}
 
 void HierarchicalAllreduce::allreduce(at::Tensor& tensor) {
   auto future = start(tensor);

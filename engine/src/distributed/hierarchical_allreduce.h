@@ -25,9 +25,8 @@ class HierarchicalAllreduce final : public GradientSum {
  public:
   /// `local`: this machine's segment (nullptr when the rank is alone on its machine); `leaders`: the process group
   /// of the machines' leaders (only on a leader; nullptr elsewhere; its timeout bounds the leg between machines);
-  /// `machines`: how many; `world`: the run's ranks.
-  HierarchicalAllreduce(std::unique_ptr<ShmAllreduce> local, c10::intrusive_ptr<c10d::ProcessGroup> leaders,
-                        int machines, int world);
+  /// `world`: the run's ranks.
+  HierarchicalAllreduce(std::unique_ptr<ShmAllreduce> local, c10::intrusive_ptr<c10d::ProcessGroup> leaders, int world);
 
   void allreduce(at::Tensor& tensor) override;
   int world_size() const override { return world_; }
@@ -42,7 +41,6 @@ class HierarchicalAllreduce final : public GradientSum {
  private:
   std::unique_ptr<ShmAllreduce> local_;
   c10::intrusive_ptr<c10d::ProcessGroup> leaders_;
-  int machines_;
   int world_;
 };
 

@@ -390,12 +390,7 @@ void ShmAllreduce::allreduce(at::Tensor& tensor) {
     const int buffer = static_cast<int>(generation % 2);
     const auto chunk_bytes = static_cast<std::size_t>(n * element);
     std::memcpy(slot(buffer, rank_), data + begin * element, chunk_bytes);
-    // What this rank reduces, beside its data: written before "arrived" is released, read after it is acquired.
-    const std::size_t mine = field_offset(size_, kCall, rank_);
-    counter(base_, mine).store(call, std::memory_order_relaxed);
-    counter(base_, mine + 8).store(static_cast<uint64_t>(total), std::memory_order_relaxed);
-    counter(base_, mine + 16).store(static_cast<uint64_t>(element), std::memory_order_relaxed);
-    counter(base_, field_offset(size_, kArrived, rank_)).store(generation, std::memory_order_release);
+    arrive(call, total, static_cast<uint64_t>(element), generation);
     wait_all("waiting for every rank's gradients", field_offset(size_, kArrived, 0), generation);
     check_same_call(call, total, element);
     // This rank's slice of the chunk, summed over the ranks in rank order.
@@ -436,17 +431,22 @@ void ShmAllreduce::broadcast(at::Tensor& tensor, int root) {
     const auto chunk_bytes = static_cast<std::size_t>(n * element);
     // The root's chunk goes straight to the output slot, which every rank copies once all have arrived.
     if (rank_ == root) std::memcpy(slot(buffer, size_), data + begin * element, chunk_bytes);
-    const std::size_t mine = field_offset(size_, kCall, rank_);
-    counter(base_, mine).store(call, std::memory_order_relaxed);
-    counter(base_, mine + 8).store(static_cast<uint64_t>(total), std::memory_order_relaxed);
-    counter(base_, mine + 16).store(static_cast<uint64_t>(element) | kBroadcastBit, std::memory_order_relaxed);
-    counter(base_, field_offset(size_, kArrived, rank_)).store(generation, std::memory_order_release);
+    arrive(call, total, static_cast<uint64_t>(element) | kBroadcastBit, generation);
     wait_all("waiting for the machine's sum", field_offset(size_, kArrived, 0), generation);
     check_same_call(call, total, element | static_cast<int64_t>(kBroadcastBit));
     if (rank_ != root) std::memcpy(data + begin * element, slot(buffer, size_), chunk_bytes);
     counter(base_, field_offset(size_, kReduced, rank_)).store(generation, std::memory_order_release);
     wait_all("waiting for every rank to take the machine's sum", field_offset(size_, kReduced, 0), generation);
   }
+}
+
+void ShmAllreduce::arrive(uint64_t call, int64_t total, uint64_t described, uint64_t generation) {
+  // What this rank does, beside its data: written before "arrived" is released, read after it is acquired.
+  const std::size_t mine = field_offset(size_, kCall, rank_);
+  counter(base_, mine).store(call, std::memory_order_relaxed);
+  counter(base_, mine + 8).store(static_cast<uint64_t>(total), std::memory_order_relaxed);
+  counter(base_, mine + 16).store(described, std::memory_order_relaxed);
+  counter(base_, field_offset(size_, kArrived, rank_)).store(generation, std::memory_order_release);
 }
 
 void ShmAllreduce::check_same_call(uint64_t call, int64_t total, int64_t element) const {

@@ -98,6 +98,8 @@ class ShmAllreduce final : public GradientSum {
   static std::string store_prefix();
   std::string rank_name(int index) const { return std::to_string(members_[static_cast<std::size_t>(index)]); }
   void wait_all(const char* what, std::size_t first_offset, uint64_t generation);
+  // Publishes this rank's call (count, elements, element size with kBroadcastBit for a broadcast) and arrives.
+  void arrive(uint64_t call, int64_t total, uint64_t described, uint64_t generation);
   void check_same_call(uint64_t call, int64_t total, int64_t element) const;
   std::byte* slot(int buffer, int index) const;
 
